@@ -1,0 +1,85 @@
+package kernels
+
+import "time"
+
+// Kind says what sort of processor a backend drives.
+type Kind uint8
+
+// Device kinds.
+const (
+	CPU Kind = iota + 1
+	GPU
+)
+
+// DeviceInfo describes the processor behind a backend: what the benchmark
+// environment lines print and what the roofline guard needs.
+type DeviceInfo struct {
+	Kind   Kind
+	Name   string // e.g. "AMD EPYC 9R14" or "NVIDIA H100 80GB HBM3"
+	Driver string // GPU driver version; empty on CPU
+	Arch   string // compute capability such as "9.0"; empty on CPU
+	Cores  int    // CPU threads used, or GPU multiprocessors
+	Memory int64  // bytes of device memory (0 if the host's)
+	BLAS   string // matmul library, e.g. "gonum" or "openblas"
+}
+
+// MemStats counts a backend's allocations through its caching pool.
+type MemStats struct {
+	Allocs       int64 // Alloc calls that succeeded
+	Hits         int64 // of those, served from the pool's cache
+	Returns      int64 // Free calls
+	CurrentBytes int64 // bytes held by live tensors
+	PeakBytes    int64 // high-water mark of CurrentBytes since the last ResetPeak
+	CachedBytes  int64 // bytes kept in the cache for reuse
+}
+
+// HitRate is Hits/Allocs, or 0 before any allocation.
+func (m MemStats) HitRate() float64 {
+	if m.Allocs == 0 {
+		return 0
+	}
+	return float64(m.Hits) / float64(m.Allocs)
+}
+
+// Timer measures elapsed time on the device: wall time on a CPU, events
+// recorded in the stream on a GPU.
+type Timer interface {
+	Start() error
+	Stop() error
+	// Elapsed waits for the stop mark and returns the time between the marks.
+	Elapsed() (time.Duration, error)
+	Close() error
+}
+
+// Backend is a compute device with its memory and operations. Methods are
+// safe for use by one goroutine at a time; operations may run asynchronously
+// and are ordered, and Sync waits for all of them.
+type Backend interface {
+	// Name is the device name used in benchmark names: "cpu" or "cuda".
+	Name() string
+	Info() DeviceInfo
+
+	// Alloc returns a tensor of the given dtype and shape whose contents
+	// are undefined. Out of memory is an error wrapping ErrOutOfMemory that
+	// names the request.
+	Alloc(dt DType, shape ...int) (*Tensor, error)
+	// Free returns t's storage to the backend's pool. Freeing twice is an
+	// error wrapping ErrFreed.
+	Free(t *Tensor) error
+	// Upload copies host bytes, in t's dtype, little-endian, into t.
+	Upload(t *Tensor, src []byte) error
+	// Download copies t into host bytes; it waits for pending work on t.
+	Download(dst []byte, t *Tensor) error
+	// Sync waits until every queued operation has finished.
+	Sync() error
+	MemStats() MemStats
+	// ResetPeak sets PeakBytes to CurrentBytes.
+	ResetPeak()
+	// TrimCache releases cached, unused memory.
+	TrimCache()
+	NewTimer() (Timer, error)
+	// Close releases the device; the backend is unusable afterwards.
+	Close() error
+
+	Ops
+}

@@ -1,0 +1,154 @@
+// Package cpu is zbench's pure-Go backend: always built, multi-core, and the
+// reference every other backend is tested against. Matrix multiplication goes
+// through gonum's blas32 (gonum's own implementation by default, OpenBLAS
+// with the build tag openblas); everything else is plain Go over float32,
+// split across GOMAXPROCS goroutines. F16 and BF16 tensors are computed in
+// float32 and rounded to their dtype on store.
+//
+// Importing the package registers the backend as "cpu".
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/mempool"
+)
+
+func init() {
+	kernels.Register("cpu", func() (kernels.Backend, error) { return New(), nil })
+}
+
+// Backend is the CPU backend. Its memory pool works as an arena: freed
+// buffers are cached by size class and reused.
+type Backend struct {
+	pool *mempool.Pool[[]byte]
+	info kernels.DeviceInfo
+}
+
+var _ kernels.Backend = (*Backend)(nil)
+
+// storage is the handle a CPU tensor carries. The buffer is 8-byte aligned
+// so that it can be viewed as float32 or int32.
+type storage struct {
+	buf   []byte
+	class int64
+}
+
+// New returns a CPU backend using GOMAXPROCS threads.
+func New() *Backend {
+	return &Backend{
+		pool: mempool.New(func(n int64) ([]byte, error) {
+			words := make([]uint64, (n+7)/8)
+			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
+		}, func([]byte) {}, 0),
+		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: blasName},
+	}
+}
+
+// Name returns "cpu".
+func (b *Backend) Name() string { return "cpu" }
+
+// Info describes the processor.
+func (b *Backend) Info() kernels.DeviceInfo { return b.info }
+
+// Alloc returns a tensor from the pool; its contents are undefined.
+func (b *Backend) Alloc(dt kernels.DType, shape ...int) (*kernels.Tensor, error) {
+	if !dt.Valid() {
+		return nil, fmt.Errorf("cpu: alloc %v%v: %w", dt, kernels.Shape(shape), kernels.ErrDType)
+	}
+	s := kernels.Shape(shape)
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("cpu: alloc %v%v: %w", dt, s, err)
+	}
+	n := int64(s.Len()) * int64(dt.Size())
+	buf, class, err := b.pool.Get(n)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: alloc %v%v: %w", dt, s, err)
+	}
+	return kernels.NewTensor(b, dt, s, &storage{buf: buf[:n], class: class}), nil
+}
+
+// Free returns t's buffer to the pool.
+func (b *Backend) Free(t *kernels.Tensor) error {
+	if err := kernels.Check("cpu: free").Tensor("t", t, b).Err(); err != nil {
+		return err
+	}
+	st := t.Storage().(*storage)
+	b.pool.Put(st.buf[:cap(st.buf)], st.class)
+	t.MarkFreed()
+	return nil
+}
+
+// Upload copies src into t.
+func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
+	if err := kernels.Check("cpu: upload").Tensor("t", t, b).
+		That(int64(len(src)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(src), t, t.Bytes()).Err(); err != nil {
+		return err
+	}
+	copy(bytesOf(t), src)
+	return nil
+}
+
+// Download copies t into dst.
+func (b *Backend) Download(dst []byte, t *kernels.Tensor) error {
+	if err := kernels.Check("cpu: download").Tensor("t", t, b).
+		That(int64(len(dst)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(dst), t, t.Bytes()).Err(); err != nil {
+		return err
+	}
+	copy(dst, bytesOf(t))
+	return nil
+}
+
+// Sync returns at once: CPU operations are synchronous.
+func (b *Backend) Sync() error { return nil }
+
+// MemStats returns the pool's counters.
+func (b *Backend) MemStats() kernels.MemStats { return b.pool.Stats() }
+
+// ResetPeak resets the pool's high-water mark.
+func (b *Backend) ResetPeak() { b.pool.ResetPeak() }
+
+// TrimCache drops cached buffers.
+func (b *Backend) TrimCache() { b.pool.Trim() }
+
+// Close trims the cache.
+func (b *Backend) Close() error { b.pool.Trim(); return nil }
+
+// NewTimer returns a wall-clock timer.
+func (b *Backend) NewTimer() (kernels.Timer, error) { return &timer{}, nil }
+
+type timer struct{ start, stop time.Time }
+
+func (t *timer) Start() error { t.start = time.Now(); return nil }
+func (t *timer) Stop() error  { t.stop = time.Now(); return nil }
+func (t *timer) Close() error { return nil }
+func (t *timer) Elapsed() (time.Duration, error) {
+	if t.start.IsZero() || t.stop.Before(t.start) {
+		return 0, fmt.Errorf("cpu: timer read before Start and Stop: %w", kernels.ErrValue)
+	}
+	return t.stop.Sub(t.start), nil
+}
+
+func bytesOf(t *kernels.Tensor) []byte { return t.Storage().(*storage).buf }
+
+// f32 views an F32 tensor's storage.
+func f32(t *kernels.Tensor) []float32 {
+	buf := bytesOf(t)
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/4)
+}
+
+// i32 views an I32 tensor's storage.
+func i32(t *kernels.Tensor) []int32 {
+	buf := bytesOf(t)
+	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/4)
+}
+
+// u16 views an F16 or BF16 tensor's storage.
+func u16(t *kernels.Tensor) []uint16 {
+	buf := bytesOf(t)
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/2)
+}

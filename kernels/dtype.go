@@ -1,0 +1,320 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/x448/float16"
+)
+
+// DType is the element type of a tensor's storage.
+type DType uint8
+
+// The element types. Floating-point types narrower than 32 bits are computed
+// in float32 by the CPU backend and rounded to the storage type on store.
+const (
+	Invalid DType = iota
+	F32           // IEEE 754 binary32
+	F16           // IEEE 754 binary16
+	BF16          // bfloat16: the upper half of a binary32
+	I8            // signed 8-bit integer, saturating conversion
+	E4M3          // OCP FP8 E4M3 ("e4m3fn": no infinities, max 448)
+	E5M2          // OCP FP8 E5M2 (IEEE-like, max 57344)
+	I32           // signed 32-bit integer: token ids, lengths, targets
+)
+
+var dtypeNames = [...]string{
+	Invalid: "invalid",
+	F32:     "f32",
+	F16:     "f16",
+	BF16:    "bf16",
+	I8:      "int8",
+	E4M3:    "e4m3",
+	E5M2:    "e5m2",
+	I32:     "i32",
+}
+
+var dtypeSizes = [...]int{F32: 4, F16: 2, BF16: 2, I8: 1, E4M3: 1, E5M2: 1, I32: 4}
+
+// String returns the name used in benchmark names: f32, f16, bf16, int8,
+// e4m3, e5m2 or i32.
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("dtype(%d)", uint8(d))
+}
+
+// Size is the number of bytes of one element, or 0 for an invalid DType.
+func (d DType) Size() int {
+	if int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 0
+}
+
+// Valid reports whether d is one of the defined element types.
+func (d DType) Valid() bool { return d > Invalid && int(d) < len(dtypeNames) }
+
+// IsFloat reports whether d is a floating-point type.
+func (d DType) IsFloat() bool {
+	switch d {
+	case F32, F16, BF16, E4M3, E5M2:
+		return true
+	}
+	return false
+}
+
+// ParseDType returns the DType named s (as printed by String; "int8" and
+// "i8", "fp16" and "f16", "float32" and "f32" are accepted).
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "f32", "fp32", "float32":
+		return F32, nil
+	case "f16", "fp16", "float16":
+		return F16, nil
+	case "bf16", "bfloat16":
+		return BF16, nil
+	case "int8", "i8":
+		return I8, nil
+	case "e4m3", "float8_e4m3fn", "f8e4m3":
+		return E4M3, nil
+	case "e5m2", "float8_e5m2", "f8e5m2":
+		return E5M2, nil
+	case "i32", "int32":
+		return I32, nil
+	}
+	return Invalid, fmt.Errorf("kernels: unknown dtype %q (want f32, f16, bf16, int8, e4m3, e5m2 or i32): %w", s, ErrDType)
+}
+
+// BF16FromFloat32 rounds f to the nearest bfloat16, ties to even. NaN stays a
+// (quiet) NaN and overflow gives ±Inf, as in PyTorch.
+func BF16FromFloat32(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 { // NaN: keep sign, force quiet bit
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// BF16ToFloat32 widens a bfloat16 exactly.
+func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F16FromFloat32 rounds f to the nearest binary16, ties to even.
+func F16FromFloat32(f float32) uint16 { return uint16(float16.Fromfloat32(f)) }
+
+// F16ToFloat32 widens a binary16 exactly.
+func F16ToFloat32(h uint16) float32 { return float16.Frombits(h).Float32() }
+
+// fp8 describes an 8-bit float layout.
+type fp8 struct {
+	man      uint    // mantissa bits
+	bias     int     // exponent bias
+	max      float32 // largest finite value
+	ieeeSpec bool    // all-ones exponent is Inf/NaN (E5M2); else only S.1111.111 is NaN (E4M3)
+}
+
+var (
+	fmtE4M3 = fp8{man: 3, bias: 7, max: 448}
+	fmtE5M2 = fp8{man: 2, bias: 15, max: 57344}
+)
+
+func (f fp8) decode(b uint8) float32 {
+	sign := float32(1)
+	if b&0x80 != 0 {
+		sign = -1
+	}
+	expBits := 7 - f.man
+	e := int(b>>f.man) & (1<<expBits - 1)
+	m := int(b) & (1<<f.man - 1)
+	if f.ieeeSpec && e == 1<<expBits-1 {
+		if m == 0 {
+			return sign * float32(math.Inf(1))
+		}
+		return float32(math.NaN())
+	}
+	if !f.ieeeSpec && e == 1<<expBits-1 && m == 1<<f.man-1 {
+		return float32(math.NaN())
+	}
+	if e == 0 { // subnormal
+		return sign * float32(math.Ldexp(float64(m), 1-f.bias-int(f.man)))
+	}
+	return sign * float32(math.Ldexp(float64(1<<f.man+m), e-f.bias-int(f.man)))
+}
+
+// encode rounds x to nearest, ties to even, saturating to ±max (the
+// "satfinite" conversion of CUDA's __nv_cvt_float_to_fp8). NaN maps to NaN.
+func (f fp8) encode(x float32) uint8 {
+	var sign uint8
+	if math.Signbit(float64(x)) {
+		sign = 0x80
+		x = -x
+	}
+	switch {
+	case x != x:
+		if f.ieeeSpec {
+			return 0x7f | sign // E5M2 NaN
+		}
+		return 0x7f | sign // E4M3 NaN: S.1111.111
+	case x >= f.max:
+		return sign | f.encodeFinite(f.max)
+	}
+	return sign | f.encodeFinite(x)
+}
+
+// encodeFinite rounds a non-negative finite x ≤ max.
+func (f fp8) encodeFinite(x float32) uint8 {
+	if x == 0 {
+		return 0
+	}
+	// Scale so that one unit in the last place of the target is 1, round
+	// to an integer with ties to even, then rebuild the code.
+	_, e := math.Frexp(float64(x)) // x = frac * 2^e, frac in [0.5,1)
+	exp := e - 1                   // x = 1.m * 2^exp
+	minExp := 1 - f.bias
+	if exp < minExp {
+		exp = minExp // subnormal range shares the smallest exponent's ulp
+	}
+	ulp := math.Ldexp(1, exp-int(f.man))
+	q := math.RoundToEven(float64(x) / ulp) // integer significand, maybe 2^(man+1)
+	if q >= float64(int(1)<<(f.man+1)) {
+		q /= 2
+		exp++
+	}
+	if q < float64(int(1)<<f.man) { // subnormal (or rounded to zero)
+		return uint8(q)
+	}
+	biased := exp + f.bias
+	return uint8(biased)<<f.man | uint8(int(q)-1<<f.man)
+}
+
+// E4M3FromFloat32 rounds f to the nearest FP8 E4M3 value, ties to even,
+// saturating to ±448.
+func E4M3FromFloat32(f float32) uint8 { return fmtE4M3.encode(f) }
+
+// E4M3ToFloat32 widens an FP8 E4M3 value exactly.
+func E4M3ToFloat32(b uint8) float32 { return fmtE4M3.decode(b) }
+
+// E5M2FromFloat32 rounds f to the nearest FP8 E5M2 value, ties to even,
+// saturating to ±57344 (infinities included).
+func E5M2FromFloat32(f float32) uint8 { return fmtE5M2.encode(f) }
+
+// E5M2ToFloat32 widens an FP8 E5M2 value exactly.
+func E5M2ToFloat32(b uint8) float32 { return fmtE5M2.decode(b) }
+
+// I8FromFloat32 rounds f to the nearest integer, ties to even, saturating to
+// [-128, 127]; NaN gives 0.
+func I8FromFloat32(f float32) int8 {
+	switch {
+	case f != f:
+		return 0
+	case f >= 127:
+		return 127
+	case f <= -128:
+		return -128
+	}
+	return int8(math.RoundToEven(float64(f)))
+}
+
+// EncodeFloat32 converts src into dst, which holds len(src) elements of dtype
+// d in little-endian byte order. I32 values are rounded to nearest, ties to
+// even, and saturated.
+func EncodeFloat32(d DType, dst []byte, src []float32) error {
+	if len(dst) != len(src)*d.Size() || d.Size() == 0 {
+		return fmt.Errorf("kernels: encode %d values as %v into %d bytes: %w", len(src), d, len(dst), ErrShape)
+	}
+	switch d {
+	case F32:
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	case F16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F16FromFloat32(v))
+		}
+	case BF16:
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], BF16FromFloat32(v))
+		}
+	case I8:
+		for i, v := range src {
+			dst[i] = uint8(I8FromFloat32(v))
+		}
+	case E4M3:
+		for i, v := range src {
+			dst[i] = E4M3FromFloat32(v)
+		}
+	case E5M2:
+		for i, v := range src {
+			dst[i] = E5M2FromFloat32(v)
+		}
+	case I32:
+		for i, v := range src {
+			r := math.RoundToEven(float64(v))
+			r = math.Max(math.MinInt32, math.Min(math.MaxInt32, r))
+			if v != v {
+				r = 0
+			}
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(int32(r)))
+		}
+	}
+	return nil
+}
+
+// DecodeFloat32 widens src, len(dst) elements of dtype d, into dst.
+func DecodeFloat32(d DType, dst []float32, src []byte) error {
+	if len(src) != len(dst)*d.Size() || d.Size() == 0 {
+		return fmt.Errorf("kernels: decode %d bytes of %v into %d values: %w", len(src), d, len(dst), ErrShape)
+	}
+	switch d {
+	case F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case F16:
+		for i := range dst {
+			dst[i] = F16ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case BF16:
+		for i := range dst {
+			dst[i] = BF16ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case I8:
+		for i := range dst {
+			dst[i] = float32(int8(src[i]))
+		}
+	case E4M3:
+		for i := range dst {
+			dst[i] = E4M3ToFloat32(src[i])
+		}
+	case E5M2:
+		for i := range dst {
+			dst[i] = E5M2ToFloat32(src[i])
+		}
+	case I32:
+		for i := range dst {
+			dst[i] = float32(int32(binary.LittleEndian.Uint32(src[4*i:])))
+		}
+	}
+	return nil
+}
+
+// Round returns f rounded to the precision of d and widened back to float32:
+// what storing f in a tensor of dtype d and reading it back gives.
+func Round(d DType, f float32) float32 {
+	switch d {
+	case F16:
+		return F16ToFloat32(F16FromFloat32(f))
+	case BF16:
+		return BF16ToFloat32(BF16FromFloat32(f))
+	case I8:
+		return float32(I8FromFloat32(f))
+	case E4M3:
+		return E4M3ToFloat32(E4M3FromFloat32(f))
+	case E5M2:
+		return E5M2ToFloat32(E5M2FromFloat32(f))
+	}
+	return f
+}

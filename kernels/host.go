@@ -1,0 +1,67 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// FromFloat32 allocates a tensor of dtype dt on b and fills it with data,
+// rounded to dt.
+func FromFloat32(b Backend, dt DType, data []float32, shape ...int) (*Tensor, error) {
+	if n := Shape(shape).Len(); n != len(data) {
+		return nil, fmt.Errorf("kernels: %d values for shape %v (%d elements): %w", len(data), Shape(shape), n, ErrShape)
+	}
+	t, err := b.Alloc(dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, t.Bytes())
+	if err := EncodeFloat32(dt, buf, data); err != nil {
+		return nil, errors2(b.Free(t), err)
+	}
+	if err := b.Upload(t, buf); err != nil {
+		return nil, errors2(b.Free(t), err)
+	}
+	return t, nil
+}
+
+// FromInt32 allocates an I32 tensor on b holding data.
+func FromInt32(b Backend, data []int32, shape ...int) (*Tensor, error) {
+	if n := Shape(shape).Len(); n != len(data) {
+		return nil, fmt.Errorf("kernels: %d values for shape %v (%d elements): %w", len(data), Shape(shape), n, ErrShape)
+	}
+	t, err := b.Alloc(I32, shape...)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4*len(data))
+	for i, v := range data {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(v))
+	}
+	if err := b.Upload(t, buf); err != nil {
+		return nil, errors2(b.Free(t), err)
+	}
+	return t, nil
+}
+
+// ToFloat32 downloads t and widens it to float32.
+func ToFloat32(t *Tensor) ([]float32, error) {
+	buf := make([]byte, t.Bytes())
+	if err := t.Backend().Download(buf, t); err != nil {
+		return nil, err
+	}
+	out := make([]float32, t.Len())
+	if err := DecodeFloat32(t.DType(), out, buf); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// errors2 keeps the primary error and drops a secondary clean-up error only
+// when there is none.
+func errors2(cleanup, primary error) error {
+	if cleanup != nil {
+		return fmt.Errorf("%w (and on clean-up: %v)", primary, cleanup)
+	}
+	return primary
+}

@@ -1,0 +1,210 @@
+// Package kerneltest is the conformance suite every zbench backend runs: each
+// operation is checked against a float64 reference written here, on fresh
+// random inputs of awkward sizes, with outputs poisoned by NaN beforehand
+// (and so checked to be written in full) and inputs checked unchanged
+// afterwards. Accuracy is the relative error ‖out−ref‖/‖ref‖ within a
+// tolerance per dtype.
+//
+// A backend's test is one line:
+//
+//	func TestConformance(t *testing.T) { kerneltest.Run(t, cpu.New()) }
+package kerneltest
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/zbench/zbench/kernels"
+)
+
+// A test checks one operation on a backend.
+type test struct {
+	name string
+	fn   func(e *env)
+}
+
+// suites lists the groups of tests; each file of the package adds its own.
+var suites [][]test
+
+// Run runs the whole suite on b, one subtest per operation and case.
+func Run(t *testing.T, b kernels.Backend) {
+	for _, s := range suites {
+		for _, tc := range s {
+			t.Run(tc.name, func(t *testing.T) {
+				e := &env{T: t, b: b, rng: rand.New(rand.NewPCG(uint64(len(tc.name)), 0x5eed))}
+				defer e.finish()
+				tc.fn(e)
+			})
+		}
+	}
+}
+
+// Tolerance is the largest relative error ‖out−ref‖/‖ref‖ accepted for
+// results stored in dtype d.
+func Tolerance(d kernels.DType) float64 {
+	switch d {
+	case kernels.F16:
+		return 2e-3
+	case kernels.BF16:
+		return 1.6e-2
+	case kernels.F32:
+		return 2e-5
+	}
+	return 1e-1
+}
+
+// FloatTypes are the dtypes every float op is tested in.
+var FloatTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16}
+
+// env is one test's backend, random source and the inputs to re-check.
+type env struct {
+	*testing.T
+	b      kernels.Backend
+	rng    *rand.Rand
+	inputs []snapshot
+	owned  []*kernels.Tensor
+}
+
+type snapshot struct {
+	name string
+	t    *kernels.Tensor
+	data []byte
+}
+
+// Uniform returns an input tensor of uniform values in [lo, hi), rounded to
+// dt, and its values in float64.
+func (e *env) Uniform(name string, dt kernels.DType, lo, hi float64, shape ...int) (*kernels.Tensor, []float64) {
+	e.Helper()
+	n := kernels.Shape(shape).Len()
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = kernels.Round(dt, float32(lo+(hi-lo)*e.rng.Float64()))
+	}
+	t, err := kernels.FromFloat32(e.b, dt, vals, shape...)
+	require.NoError(e, err, "upload %s", name)
+	e.track(name, t)
+	return t, widen(vals)
+}
+
+// Input is Uniform over [-1, 1).
+func (e *env) Input(name string, dt kernels.DType, shape ...int) (*kernels.Tensor, []float64) {
+	e.Helper()
+	return e.Uniform(name, dt, -1, 1, shape...)
+}
+
+// Ints returns an I32 input tensor holding vals.
+func (e *env) Ints(name string, vals []int32, shape ...int) *kernels.Tensor {
+	e.Helper()
+	t, err := kernels.FromInt32(e.b, vals, shape...)
+	require.NoError(e, err, "upload %s", name)
+	e.track(name, t)
+	return t
+}
+
+// RandInts returns n values uniform in [0, hi).
+func (e *env) RandInts(n, hi int) []int32 {
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(e.rng.IntN(hi))
+	}
+	return out
+}
+
+func (e *env) track(name string, t *kernels.Tensor) {
+	buf := make([]byte, t.Bytes())
+	require.NoError(e, e.b.Download(buf, t))
+	e.inputs = append(e.inputs, snapshot{name, t, buf})
+	e.owned = append(e.owned, t)
+}
+
+// Output returns an output tensor filled with NaN, so that an element the
+// op fails to write is caught.
+func (e *env) Output(dt kernels.DType, shape ...int) *kernels.Tensor {
+	e.Helper()
+	vals := make([]float32, kernels.Shape(shape).Len())
+	for i := range vals {
+		vals[i] = float32(math.NaN())
+	}
+	if !dt.IsFloat() { // integers have no NaN: poison with an unlikely value
+		for i := range vals {
+			vals[i] = -12345
+		}
+	}
+	t, err := kernels.FromFloat32(e.b, dt, vals, shape...)
+	require.NoError(e, err)
+	e.owned = append(e.owned, t)
+	return t
+}
+
+// Check downloads out and requires it to be fully written (no NaN) and
+// within tol of want in relative L2 error (tol 0 means Tolerance of out's
+// dtype).
+func (e *env) Check(name string, out *kernels.Tensor, want []float64, tol float64) {
+	e.Helper()
+	require.NoError(e, e.b.Sync())
+	got, err := kernels.ToFloat32(out)
+	require.NoError(e, err, "download %s", name)
+	require.Len(e, got, len(want), "%s length", name)
+	for i, v := range got {
+		if v != v {
+			require.Failf(e, "output not fully written", "%s[%d] is still NaN (of %d elements; reference %g)", name, i, len(got), want[i])
+		}
+	}
+	if tol == 0 {
+		tol = Tolerance(out.DType())
+	}
+	rel, maxAbs := RelErr(widen(got), want)
+	require.LessOrEqualf(e, rel, tol, "%s: rel-err %.3g > %.3g (max-abs %.3g) on %v", name, rel, tol, maxAbs, out)
+}
+
+// finish checks that every input is unchanged and frees what the test made.
+func (e *env) finish() {
+	for _, s := range e.inputs {
+		buf := make([]byte, len(s.data))
+		if err := e.b.Download(buf, s.t); err == nil && !bytes.Equal(buf, s.data) {
+			e.Errorf("input %s was modified by the op", s.name)
+		}
+	}
+	for _, t := range e.owned {
+		if !t.Freed() {
+			_ = e.b.Free(t)
+		}
+	}
+}
+
+// RelErr returns ‖got−want‖₂/‖want‖₂ (or ‖got−want‖₂ when want is zero) and
+// the largest absolute difference.
+func RelErr(got, want []float64) (rel, maxAbs float64) {
+	var num, den float64
+	for i := range want {
+		d := got[i] - want[i]
+		num += d * d
+		den += want[i] * want[i]
+		maxAbs = math.Max(maxAbs, math.Abs(d))
+	}
+	if den == 0 {
+		return math.Sqrt(num), maxAbs
+	}
+	return math.Sqrt(num / den), maxAbs
+}
+
+func widen(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// Name formats a subtest name from key=value pairs.
+func name(op string, kv ...any) string {
+	s := op
+	for i := 0; i+1 < len(kv); i += 2 {
+		s += fmt.Sprintf("/%v=%v", kv[i], kv[i+1])
+	}
+	return s
+}

@@ -1,0 +1,129 @@
+package kernels
+
+// Activation is an elementwise function fused into an op's epilogue.
+type Activation uint8
+
+// Activations.
+const (
+	ActNone     Activation = iota
+	ActReLU                // max(x, 0)
+	ActGELU                // x·Φ(x), exact with erf (HF "gelu")
+	ActGELUTanh            // tanh approximation (HF "gelu_new", "gelu_pytorch_tanh")
+	ActSiLU                // x·σ(x)
+)
+
+// String names the activation.
+func (a Activation) String() string {
+	switch a {
+	case ActNone:
+		return "none"
+	case ActReLU:
+		return "relu"
+	case ActGELU:
+		return "gelu"
+	case ActGELUTanh:
+		return "gelu_tanh"
+	case ActSiLU:
+		return "silu"
+	}
+	return "activation(?)"
+}
+
+// MatMulParams qualifies MatMul:
+//
+//	out = act(alpha·op(a)·op(b) + beta·out + bias)
+//
+// where op transposes the last two dimensions when asked.
+type MatMulParams struct {
+	TransA, TransB bool
+	Alpha          float32    // 0 means 1
+	Beta           float32    // scale of the previous out; 0 overwrites it
+	Bias           *Tensor    // optional, shape [N], added to every row
+	Act            Activation // optional epilogue
+}
+
+// AttentionParams qualifies scaled-dot-product attention and its softmax.
+type AttentionParams struct {
+	// Scale multiplies q·kᵀ; 0 means 1/sqrt(head dim).
+	Scale float32
+	// Causal masks key j for query i when j > i + (Sk − Sq): aligned to the
+	// bottom right, so that with a KV cache the last query sees every key.
+	// For Sq == Sk this is the usual lower-triangular mask.
+	Causal bool
+	// KeyLens, optional, is an I32 tensor of shape [batch]: keys at
+	// positions ≥ KeyLens[b] are padding and masked (HF's attention_mask as
+	// lengths). A query row whose keys are all masked gives zeros.
+	KeyLens *Tensor
+}
+
+// IgnoreIndex is the target value that CrossEntropy skips (PyTorch's
+// default ignore_index).
+const IgnoreIndex = -100
+
+// Ops are the operations every backend implements. Outputs come first and
+// are written in full; inputs are never modified. Unless stated otherwise,
+// all float tensors of one call share a dtype (F32, F16 or BF16) and ops over
+// "rows" work on the innermost dimension.
+type Ops interface {
+	// MatMul multiplies a [batch…, M, K] by b [batch…, K, N] into out
+	// [batch…, M, N] (with transposes, a is [batch…, K, M] and b
+	// [batch…, N, K]). b may be 2-D and is then shared by every batch.
+	MatMul(out, a, b *Tensor, p MatMulParams) error
+	// Add sets out = a + b; b has a's shape or a suffix of it (broadcast).
+	Add(out, a, b *Tensor) error
+	// Scale sets out = s·x.
+	Scale(out, x *Tensor, s float32) error
+	// Fill sets every element of out to v.
+	Fill(out *Tensor, v float32) error
+	// Cast converts x into out, which has x's shape and any dtype.
+	Cast(out, x *Tensor) error
+	// Act applies an activation elementwise.
+	Act(out, x *Tensor, a Activation) error
+	// ActBackward sets dx = dy · act'(x).
+	ActBackward(dx, dy, x *Tensor, a Activation) error
+	// SumRows sets out[n] = Σ over all leading positions of x[…, n]: the
+	// gradient of a broadcast bias.
+	SumRows(out, x *Tensor) error
+
+	// LayerNorm normalises rows of x [rows…, D] to out with gamma, beta [D]
+	// (beta may be nil). If mean and rstd ([rows] F32) are not nil they
+	// receive the statistics that LayerNormBackward needs.
+	LayerNorm(out, mean, rstd, x, gamma, beta *Tensor, eps float32) error
+	// LayerNormBackward computes dx and, when not nil, dgamma and dbeta
+	// (overwritten, not accumulated).
+	LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd *Tensor) error
+	// RMSNorm sets out = x / sqrt(mean(x²) + eps) · gamma per row.
+	RMSNorm(out, x, gamma *Tensor, eps float32) error
+
+	// Softmax normalises rows of x. With p.Causal or p.KeyLens, x is
+	// [B, …, Sq, Sk] and the masks of AttentionParams apply (p.Scale
+	// multiplies x first; 0 means 1 here).
+	Softmax(out, x *Tensor, p AttentionParams) error
+	// SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row, y the forward
+	// output.
+	SoftmaxBackward(dx, dy, y *Tensor) error
+	// Attention computes softmax(scale·q·kᵀ + mask)·v for q [B, Hq, Sq, D]
+	// and k, v [B, Hkv, Sk, D] into out [B, Hq, Sq, D]; Hq must be a
+	// multiple of Hkv (grouped KV heads: query head h reads KV head
+	// h/(Hq/Hkv)).
+	Attention(out, q, k, v *Tensor, p AttentionParams) error
+	// AttentionBackward computes dq, dk, dv from dout and the forward
+	// inputs.
+	AttentionBackward(dq, dk, dv, dout, q, k, v *Tensor, p AttentionParams) error
+
+	// Embedding gathers rows of table [V, D] for ids (I32, any shape) into
+	// out [ids…, D]. An id outside [0, V) is an error wrapping ErrValue.
+	Embedding(out, table, ids *Tensor) error
+	// EmbeddingBackward sets dtable to the scatter-sum of dout rows by ids
+	// (rows never referenced become zero).
+	EmbeddingBackward(dtable, dout, ids *Tensor) error
+
+	// CrossEntropy sets loss[i] = logsumexp(logits[i]) − logits[i, t[i]]
+	// for logits [N, V] and targets I32 [N]; loss is F32 [N]. Targets equal
+	// to IgnoreIndex give 0.
+	CrossEntropy(loss, logits, targets *Tensor) error
+	// CrossEntropyBackward sets dlogits = scale·(softmax(logits) −
+	// onehot(targets)); ignored rows get zeros. scale is the upstream
+	// gradient of each row's loss, e.g. 1/N for a mean.
+	CrossEntropyBackward(dlogits, logits, targets *Tensor, scale float32) error
+}
