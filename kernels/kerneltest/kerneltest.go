@@ -43,20 +43,6 @@ func Run(t *testing.T, b kernels.Backend) {
 	}
 }
 
-// Tolerance is the largest relative error ‖out−ref‖/‖ref‖ accepted for
-// results stored in dtype d.
-func Tolerance(d kernels.DType) float64 {
-	switch d {
-	case kernels.F16:
-		return 2e-3
-	case kernels.BF16:
-		return 1.6e-2
-	case kernels.F32:
-		return 2e-5
-	}
-	return 1e-1
-}
-
 // FloatTypes are the dtypes every float op is tested in.
 var FloatTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16}
 
@@ -155,9 +141,9 @@ func (e *env) Check(name string, out *kernels.Tensor, want []float64, tol float6
 		}
 	}
 	if tol == 0 {
-		tol = Tolerance(out.DType())
+		tol = kernels.Tolerance(out.DType())
 	}
-	rel, maxAbs := RelErr(widen(got), want)
+	rel, maxAbs := kernels.RelErr(widen(got), want)
 	require.LessOrEqualf(e, rel, tol, "%s: rel-err %.3g > %.3g (max-abs %.3g) on %v", name, rel, tol, maxAbs, out)
 }
 
@@ -174,22 +160,6 @@ func (e *env) finish() {
 			_ = e.b.Free(t)
 		}
 	}
-}
-
-// RelErr returns ‖got−want‖₂/‖want‖₂ (or ‖got−want‖₂ when want is zero) and
-// the largest absolute difference.
-func RelErr(got, want []float64) (rel, maxAbs float64) {
-	var num, den float64
-	for i := range want {
-		d := got[i] - want[i]
-		num += d * d
-		den += want[i] * want[i]
-		maxAbs = math.Max(maxAbs, math.Abs(d))
-	}
-	if den == 0 {
-		return math.Sqrt(num), maxAbs
-	}
-	return math.Sqrt(num / den), maxAbs
 }
 
 func widen(v []float32) []float64 {
