@@ -1,0 +1,123 @@
+package zbench
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// Bench is one benchmarked operation on a device.
+type Bench struct {
+	Dev  kernels.Backend
+	Work Workload
+	// Op queues one operation. It may return before the device finishes;
+	// Measure synchronises after each call.
+	Op func() error
+	// Verify, optional, runs once after the warm-up call, outside the timer,
+	// and returns the relative error of the result against a reference. It
+	// is reported as rel-err; NaN or an error fails the benchmark.
+	Verify func() (float64, error)
+	// MaxRelErr, if positive, fails the benchmark when Verify's error is
+	// larger: the speed of a wrong answer is not reported.
+	MaxRelErr float64
+}
+
+// Measure runs bm under b: one warm-up call outside the timer, Verify,
+// then the timed loop with the device synchronised in every iteration, so
+// that ns/op is what a caller waits. It reports GFLOP/s, GB/s, the item rate,
+// rel-err, peak-B (the pool's high-water mark, live inputs included), %peak
+// and, on GPUs, gpu-ns/op from device timers; and it fails the benchmark
+// when the result is above the device's roofline.
+func Measure(b *testing.B, bm Bench) {
+	b.Helper()
+	dev := bm.Dev
+	peak, err := PeakOf(dev)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev.ResetPeak()
+	if err := bm.Op(); err != nil {
+		b.Fatalf("warm-up: %v", err)
+	}
+	if err := dev.Sync(); err != nil {
+		b.Fatalf("warm-up sync: %v", err)
+	}
+	relErr := math.NaN()
+	if bm.Verify != nil {
+		if relErr, err = bm.Verify(); err != nil {
+			b.Fatalf("verify: %v", err)
+		}
+		if relErr != relErr {
+			b.Fatal("verify: relative error is NaN: the result holds NaN or Inf")
+		}
+		if bm.MaxRelErr > 0 && relErr > bm.MaxRelErr {
+			b.Fatalf("verify: rel-err %.3g exceeds %.3g: not timing a wrong result", relErr, bm.MaxRelErr)
+		}
+	}
+
+	var timer kernels.Timer
+	if dev.Info().Kind == kernels.GPU {
+		if timer, err = dev.NewTimer(); err != nil {
+			b.Fatal(err)
+		}
+		defer timer.Close()
+	}
+	var devTime time.Duration
+	for b.Loop() {
+		if timer != nil {
+			if err := timer.Start(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := bm.Op(); err != nil {
+			b.Fatal(err)
+		}
+		if timer != nil {
+			if err := timer.Stop(); err != nil {
+				b.Fatal(err)
+			}
+			d, err := timer.Elapsed()
+			if err != nil {
+				b.Fatal(err)
+			}
+			devTime += d
+		}
+		if err := dev.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	perOp := b.Elapsed() / time.Duration(b.N)
+	if timer != nil {
+		gpuPerOp := devTime / time.Duration(b.N)
+		b.ReportMetric(float64(gpuPerOp.Nanoseconds()), "gpu-ns/op")
+		perOp = min(perOp, gpuPerOp) // the kinder time is the one to guard
+	}
+	if err := peak.Check(bm.Work, perOp); err != nil {
+		b.Fatal(err)
+	}
+	report(b, bm.Work, perOp, peak)
+	if bm.Verify != nil {
+		b.ReportMetric(relErr, "rel-err")
+	}
+	b.ReportMetric(float64(dev.MemStats().PeakBytes), "peak-B")
+}
+
+// report emits the throughput metrics of w done in perOp.
+func report(b *testing.B, w Workload, perOp time.Duration, peak Peak) {
+	sec := perOp.Seconds()
+	if w.FLOPs > 0 {
+		b.ReportMetric(w.FLOPs/sec/1e9, "GFLOP/s")
+	}
+	if w.Bytes > 0 {
+		b.ReportMetric(w.Bytes/sec/1e9, "GB/s")
+	}
+	if w.Items > 0 && w.ItemUnit != "" {
+		b.ReportMetric(w.Items/sec, w.ItemUnit)
+	}
+	if f := peak.Fraction(w, perOp); f > 0 {
+		b.ReportMetric(100*f, "%peak")
+	}
+}

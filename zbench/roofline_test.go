@@ -1,0 +1,110 @@
+package zbench
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu"
+)
+
+// matmul4096 is the work of a 4096³ f32 matmul: 137 GFLOP over 201 MB.
+var matmul4096 = Workload{FLOPs: 2 * 4096 * 4096 * 4096, Bytes: 3 * 4096 * 4096 * 4, DType: kernels.F32}
+
+func TestPeakCheck(t *testing.T) {
+	h100, err := PeakOf(fakeGPU{name: "NVIDIA H100 80GB HBM3"})
+	require.NoError(t, err)
+	t4, err := PeakOf(fakeGPU{name: "Tesla T4"})
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		peak  Peak
+		w     Workload
+		perOp time.Duration
+		want  string // substring of the error; "" for none
+	}{
+		{"plausible matmul", h100, matmul4096, 300 * time.Microsecond, ""},
+		// A reported claim: a 1024³ f32 matmul in 0.013 ms is ~165 TFLOP/s.
+		{"unsynchronised timer", t4, Workload{FLOPs: 2 << 30, DType: kernels.F32}, 13 * time.Microsecond, "exceeds the Tesla T4 peak"},
+		{"bf16 within tensor-core peak", h100, Workload{FLOPs: 2 * 8192 * 8192 * 8192, DType: kernels.BF16}, 1500 * time.Microsecond, ""},
+		{"bandwidth beyond HBM", h100, Workload{Bytes: 1 << 30}, 100 * time.Microsecond, "exceeds the NVIDIA H100 80GB HBM3 memory bandwidth"},
+		{"small working set may hit in cache", h100, Workload{Bytes: 1 << 20}, time.Nanosecond, ""},
+		{"zero time", h100, matmul4096, 0, "measured nothing"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.peak.Check(tc.w, tc.perOp)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestPeakOfCPU(t *testing.T) {
+	p, err := PeakOf(cpu.New())
+	require.NoError(t, err)
+	assert.Positive(t, p.FLOPSFor(kernels.F32))
+	assert.Positive(t, p.Bandwidth)
+	assert.Positive(t, p.CacheBytes)
+	assert.Equal(t, p.FLOPSFor(kernels.F32), p.FLOPSFor(kernels.BF16), "16-bit types compute in f32 on the CPU")
+}
+
+func TestPeakOfUnknownGPU(t *testing.T) {
+	_, err := PeakOf(fakeGPU{name: "Imaginary X1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"Imaginary X1"`)
+}
+
+// fakeGPU is a backend that only describes itself.
+type fakeGPU struct {
+	kernels.Backend
+	name string
+}
+
+func (g fakeGPU) Info() kernels.DeviceInfo {
+	return kernels.DeviceInfo{Kind: kernels.GPU, Name: g.name}
+}
+
+// TestRooflineGuardFailsPlantedBenchmark runs a benchmark that claims a
+// 4096³ matmul per operation but does no work: the guard must fail it, so
+// that its numbers are never printed.
+func TestRooflineGuardFailsPlantedBenchmark(t *testing.T) {
+	dev := cpu.New()
+	planted := testing.Benchmark(func(b *testing.B) {
+		Measure(b, Bench{Dev: dev, Work: matmul4096, Op: func() error { return nil }})
+	})
+	assert.Zero(t, planted.N, "the planted benchmark must fail, not report %v", planted)
+
+	honest := testing.Benchmark(func(b *testing.B) {
+		a, err := dev.Alloc(kernels.F32, 1<<20)
+		require.NoError(b, err)
+		src := make([]byte, a.Bytes())
+		Measure(b, Bench{Dev: dev, Work: Workload{Bytes: 2 * float64(a.Bytes()), DType: kernels.F32},
+			Op: func() error { return dev.Upload(a, src) }})
+	})
+	require.Positive(t, honest.N, "an honest benchmark must run")
+	assert.Positive(t, honest.Extra["GB/s"])
+	assert.Positive(t, honest.Extra["peak-B"])
+	assert.Positive(t, honest.Extra["%peak"])
+}
+
+func TestConfig(t *testing.T) {
+	t.Setenv("ZBENCH_COMMIT", "0123456789ab")
+	lines, err := Config([]kernels.Backend{cpu.New()})
+	require.NoError(t, err)
+	joined := strings.Join(lines, "\n")
+	for _, key := range []string{"zbench-commit: 0123456789ab", "blas: ", "cpu-peak-gflops: ", "cpu-bandwidth-gbps: "} {
+		assert.Contains(t, joined, key)
+	}
+	for _, l := range lines {
+		k, v, ok := strings.Cut(l, ": ")
+		assert.True(t, ok && k != "" && !strings.ContainsAny(k, " \t") && v != "", "not a benchfmt config line: %q", l)
+	}
+}
