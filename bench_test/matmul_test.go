@@ -1,0 +1,110 @@
+package bench_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/zbench"
+)
+
+type matmulCase struct {
+	dt       kernels.DType
+	n        int // m = n = k
+	resident bool
+}
+
+// matmulCases are square sizes 256…4096 in f32 with host↔device round
+// trips at 1024 and 4096, and 16-bit types at 1024; -short keeps 256 and
+// 1024 resident and a 256 round trip.
+func matmulCases() []matmulCase {
+	if testing.Short() {
+		return []matmulCase{{kernels.F32, 256, true}, {kernels.F32, 1024, true}, {kernels.F32, 256, false}}
+	}
+	var cs []matmulCase
+	for _, n := range []int{256, 512, 1024, 2048, 4096} {
+		cs = append(cs, matmulCase{kernels.F32, n, true})
+	}
+	return append(cs,
+		matmulCase{kernels.F32, 1024, false}, matmulCase{kernels.F32, 4096, false},
+		matmulCase{kernels.F16, 1024, true}, matmulCase{kernels.BF16, 1024, true})
+}
+
+// BenchmarkMatMul times out = a·b for square matrices. transfer=resident
+// keeps operands on the device; transfer=roundtrip uploads a and b and
+// downloads out in every iteration, what a caller holding host data pays.
+func BenchmarkMatMul(b *testing.B) {
+	for _, dev := range devices {
+		for _, c := range matmulCases() {
+			transfer := "resident"
+			if !c.resident {
+				transfer = "roundtrip"
+			}
+			name := fmt.Sprintf("dev=%s/dtype=%v/m=%d/n=%d/k=%d/transfer=%s", dev.Name(), c.dt, c.n, c.n, c.n, transfer)
+			b.Run(name, func(b *testing.B) { benchMatMul(b, dev, c) })
+		}
+	}
+}
+
+func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
+	n := c.n
+	av, bv := uniform(1, c.dt, n*n), uniform(2, c.dt, n*n)
+	a, x := upload(b, dev, c.dt, av, n, n), upload(b, dev, c.dt, bv, n, n)
+	out := alloc(b, dev, c.dt, n, n)
+	op := func() error { return dev.MatMul(out, a, x, kernels.MatMulParams{}) }
+	if !c.resident {
+		hostA, hostB := make([]byte, a.Bytes()), make([]byte, x.Bytes())
+		hostOut := make([]byte, out.Bytes())
+		if err := dev.Download(hostA, a); err != nil {
+			b.Fatal(err)
+		}
+		if err := dev.Download(hostB, x); err != nil {
+			b.Fatal(err)
+		}
+		op = func() error {
+			if err := dev.Upload(a, hostA); err != nil {
+				return err
+			}
+			if err := dev.Upload(x, hostB); err != nil {
+				return err
+			}
+			if err := dev.MatMul(out, a, x, kernels.MatMulParams{}); err != nil {
+				return err
+			}
+			return dev.Download(hostOut, out)
+		}
+	}
+	size := float64(c.dt.Size())
+	zbench.Measure(b, zbench.Bench{
+		Dev:  dev,
+		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 3 * float64(n*n) * size, DType: c.dt},
+		Op:   op,
+		Verify: func() (float64, error) {
+			got, err := kernels.ToFloat32(out)
+			if err != nil {
+				return 0, err
+			}
+			return sampledMatMulErr(got, av, bv, n, n, n, 256), nil
+		},
+		MaxRelErr: kernels.Tolerance(c.dt),
+	})
+}
+
+// sampledMatMulErr is the relative error of out = a·b ([m,k]·[k,n]) over
+// samples random entries, each recomputed in float64: cheap at any size,
+// and any systematic error shows.
+func sampledMatMulErr(out, a, b []float32, m, n, k, samples int) float64 {
+	rng := rand.New(rand.NewPCG(3, 4))
+	got, want := make([]float64, samples), make([]float64, samples)
+	for s := range samples {
+		i, j := rng.IntN(m), rng.IntN(n)
+		var sum float64
+		for p := range k {
+			sum += float64(a[i*k+p]) * float64(b[p*n+j])
+		}
+		got[s], want[s] = float64(out[i*n+j]), sum
+	}
+	rel, _ := kernels.RelErr(got, want)
+	return rel
+}
