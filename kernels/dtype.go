@@ -118,7 +118,7 @@ type fp8 struct {
 
 var (
 	fmtE4M3 = fp8{man: 3, bias: 7, max: 448}
-	fmtE5M2 = fp8{man: 2, bias: 15, max: 57344}
+	fmtE5M2 = fp8{man: 2, bias: 15, max: 57344, ieeeSpec: true}
 )
 
 func (f fp8) decode(b uint8) float32 {
@@ -154,10 +154,7 @@ func (f fp8) encode(x float32) uint8 {
 	}
 	switch {
 	case x != x:
-		if f.ieeeSpec {
-			return 0x7f | sign // E5M2 NaN
-		}
-		return 0x7f | sign // E4M3 NaN: S.1111.111
+		return 0x7f | sign // a NaN in both formats
 	case x >= f.max:
 		return sign | f.encodeFinite(f.max)
 	}
@@ -252,12 +249,7 @@ func EncodeFloat32(d DType, dst []byte, src []float32) error {
 		}
 	case I32:
 		for i, v := range src {
-			r := math.RoundToEven(float64(v))
-			r = math.Max(math.MinInt32, math.Min(math.MaxInt32, r))
-			if v != v {
-				r = 0
-			}
-			binary.LittleEndian.PutUint32(dst[4*i:], uint32(int32(r)))
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(int32(Round(I32, v))))
 		}
 	}
 	return nil
@@ -315,6 +307,11 @@ func Round(d DType, f float32) float32 {
 		return E4M3ToFloat32(E4M3FromFloat32(f))
 	case E5M2:
 		return E5M2ToFloat32(E5M2FromFloat32(f))
+	case I32:
+		if f != f {
+			return 0
+		}
+		return float32(math.Max(math.MinInt32, math.Min(math.MaxInt32, math.RoundToEven(float64(f)))))
 	}
 	return f
 }
