@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference for the operations of zbench's kernels.Ops.
+
+Writes testdata/golden/kernels.safetensors, which bench_test/golden_test.go
+checks every backend against. The semantics follow the documentation in
+kernels/ops.go; nothing here is derived from the Go implementations.
+
+Layout of the output:
+
+  tensors   "<case>/<role>": inputs (a, b, c, bias, x, gamma, beta, q, k, v,
+            ids, table, logits, targets, keylens, dy, mean, rstd, y) stored in
+            the case's dtype (F32, F16 or BF16; ids, targets and keylens I32;
+            mean and rstd F32), and expected outputs (out, mean, rstd, dx,
+            dgamma, dbeta, dq, dk, dv, dtable, loss, dlogits) stored F32.
+            The expected outputs are computed in float64 from the exact
+            (rounded) inputs that the file holds.
+  metadata  "<case>": the case's parameters as compact JSON, always with "op"
+            and "dtype" (f32, f16, bf16); plus "reference" (torch version),
+            "script", "seed" and "format". Parameters by op:
+              matmul              trans_a, trans_b, alpha, beta (role c, the
+                                  initial out, iff beta != 0), bias (role
+                                  bias iff true), act
+              scale               s
+              act, act_backward   act (relu, gelu, gelu_tanh, silu)
+              layernorm           eps, has_beta (role beta iff true)
+              layernorm_backward  eps (mean and rstd are inputs)
+              rmsnorm             eps
+              softmax, attention, attention_backward
+                                  scale (0: 1 for softmax, 1/sqrt(D) for
+                                  attention), causal, keylens (role keylens
+                                  iff true)
+              cross_entropy_backward  scale
+              add, sumrows, softmax_backward, embedding,
+              embedding_backward, cross_entropy   none
+
+The file is written in the safetensors format by this script itself (the
+python safetensors package is not needed), with the reference
+implementation's layout: tensors ordered by decreasing dtype alignment then
+name, "__metadata__" first, header padded with spaces to 8 bytes.
+
+Deterministic: a fixed seed, one thread, deterministic algorithms.
+Requires torch (1.13 tested, CPU only) and numpy. Run from anywhere:
+
+  /usr/bin/python3 testdata/reference/kernels.py            # write the golden
+  /usr/bin/python3 testdata/reference/kernels.py --check    # verify it is current
+"""
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+SEED = 20240611
+SCRIPT = "testdata/reference/kernels.py"
+FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_OUT = os.path.join(REPO, "testdata", "golden", "kernels.safetensors")
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+ACTS = ["relu", "gelu", "gelu_tanh", "silu"]
+IGNORE_INDEX = -100
+
+# safetensors dtype names and their rank in the reference implementation's
+# Dtype enum (increasing alignment), which orders the data section.
+ST_RANK = {"I32": 15, "F32": 17, "F16": 13, "BF16": 14}
+
+
+def act_fn(name, x):
+    """The activations of kernels.Activation, in float64."""
+    if name == "none":
+        return x
+    if name == "relu":
+        return F.relu(x)
+    if name == "gelu":
+        return F.gelu(x)  # exact, with erf
+    if name == "gelu_tanh":
+        return F.gelu(x, approximate="tanh")
+    if name == "silu":
+        return F.silu(x)
+    raise ValueError(name)
+
+
+class Golden:
+    """Collects cases and writes them as one safetensors file."""
+
+    def __init__(self):
+        self.tensors = {}  # name -> (st dtype, shape, bytes)
+        self.params = {}  # case -> params dict
+
+    def _put(self, name, t):
+        assert name not in self.tensors, name
+        t = t.detach().contiguous()
+        if t.dtype == torch.float32:
+            st, b = "F32", t.numpy().astype("<f4").tobytes()
+        elif t.dtype == torch.float16:
+            st, b = "F16", t.numpy().astype("<f2").tobytes()
+        elif t.dtype == torch.bfloat16:
+            st, b = "BF16", t.view(torch.int16).numpy().astype("<i2").tobytes()
+        elif t.dtype == torch.int32:
+            st, b = "I32", t.numpy().astype("<i4").tobytes()
+        else:
+            raise TypeError(f"{name}: unsupported dtype {t.dtype}")
+        self.tensors[name] = (st, list(t.shape), b)
+
+    def case(self, name, params, inputs, outputs):
+        """Adds a case. inputs are stored as given (already rounded to their
+        storage dtype); outputs (float64) are stored as F32."""
+        assert name not in self.params, name
+        assert "/" not in name and "op" in params and "dtype" in params, name
+        self.params[name] = params
+        for role, t in inputs.items():
+            self._put(f"{name}/{role}", t)
+        for role, t in outputs.items():
+            assert t.dtype == torch.float64, (name, role, t.dtype)
+            assert torch.isfinite(t).all(), (name, role)
+            self._put(f"{name}/{role}", t.to(torch.float32))
+
+    def serialize(self):
+        meta = {
+            "reference": f"torch {torch.__version__}",
+            "script": SCRIPT,
+            "seed": str(SEED),
+            "format": FORMAT,
+        }
+        for name, p in self.params.items():
+            meta[name] = json.dumps(p, sort_keys=True, separators=(",", ":"))
+        order = sorted(self.tensors, key=lambda n: (-ST_RANK[self.tensors[n][0]], n))
+        header = {"__metadata__": dict(sorted(meta.items()))}
+        off = 0
+        for n in order:
+            st, shape, b = self.tensors[n]
+            header[n] = {"dtype": st, "shape": shape, "data_offsets": [off, off + len(b)]}
+            off += len(b)
+        h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+        h += b" " * ((8 - len(h) % 8) % 8)
+        return struct.pack("<Q", len(h)) + h + b"".join(self.tensors[n][2] for n in order)
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+def randn(shape, dtype, scale=1.0, shift=0.0):
+    """Normal values rounded to dtype: what the file stores and the
+    reference computes from."""
+    return (torch.randn(shape, dtype=torch.float32) * scale + shift).to(dtype)
+
+
+def d64(t):
+    return t.to(torch.float64)
+
+
+def i32(values):
+    return torch.tensor(values, dtype=torch.int32)
+
+
+# ---------------------------------------------------------------------------
+# Reference semantics, float64
+
+
+def matmul_ref(a, b, c, bias, p):
+    A = a.transpose(-1, -2) if p["trans_a"] else a
+    B = b.transpose(-1, -2) if p["trans_b"] else b
+    r = p["alpha"] * torch.matmul(A, B)
+    if p["beta"] != 0:
+        r = r + p["beta"] * c
+    if bias is not None:
+        r = r + bias
+    return act_fn(p["act"], r)
+
+
+def allowed_mask(x_shape, causal, keylens):
+    """Boolean mask broadcastable to x [B, ..., Sq, Sk]: True where query i
+    may attend key j (kernels.AttentionParams)."""
+    B, Sq, Sk = x_shape[0], x_shape[-2], x_shape[-1]
+    i = torch.arange(Sq).view(Sq, 1)
+    j = torch.arange(Sk).view(1, Sk)
+    m = torch.ones(B, Sq, Sk, dtype=torch.bool)
+    if causal:
+        m = m & (j <= i + (Sk - Sq)).unsqueeze(0)  # bottom-right aligned
+    if keylens is not None:
+        m = m & (j.unsqueeze(0) < keylens.to(torch.int64).view(B, 1, 1))
+    return m.view([B] + [1] * (len(x_shape) - 3) + [Sq, Sk])
+
+
+def masked_softmax(s, allowed):
+    """Softmax over the last axis where allowed; rows with nothing allowed
+    give zeros (and zero gradients, no NaN)."""
+    if allowed is None:
+        return torch.softmax(s, -1)
+    allowed = allowed.expand(s.shape)
+    live = allowed.any(-1, keepdim=True)
+    s = s.masked_fill(~allowed, float("-inf"))
+    s = torch.where(live, s, torch.zeros_like(s))
+    return torch.softmax(s, -1) * live
+
+
+def attention_ref(q, k, v, p, keylens):
+    Hq, Hkv, D = q.shape[1], k.shape[1], q.shape[-1]
+    g = Hq // Hkv
+    k = k.repeat_interleave(g, dim=1)  # query head h reads KV head h // g
+    v = v.repeat_interleave(g, dim=1)
+    scale = p["scale"] if p["scale"] != 0 else 1 / math.sqrt(D)
+    s = scale * torch.matmul(q, k.transpose(-1, -2))
+    allowed = None
+    if p["causal"] or keylens is not None:
+        allowed = allowed_mask(s.shape, p["causal"], keylens)
+    return torch.matmul(masked_softmax(s, allowed), v)
+
+
+# ---------------------------------------------------------------------------
+# Cases
+
+
+def matmul_cases(g):
+    def add(name, dtype, M, K, N, batch=(), trans_a=False, trans_b=False, alpha=1.0, beta=0.0,
+            bias=False, act="none", shared_b=False):
+        dt = DTYPES[dtype]
+        p = {"op": "matmul", "dtype": dtype, "trans_a": trans_a, "trans_b": trans_b,
+             "alpha": alpha, "beta": beta, "bias": bias, "act": act}
+        batch = list(batch)
+        a = randn(batch + ([K, M] if trans_a else [M, K]), dt)
+        bshape = [N, K] if trans_b else [K, N]
+        b = randn(bshape if shared_b else batch + bshape, dt, scale=0.5)
+        inputs = {"a": a, "b": b}
+        c = bb = None
+        if beta != 0:
+            c = inputs["c"] = randn(batch + [M, N], dt)
+        if bias:
+            bb = inputs["bias"] = randn([N], dt)
+        out = matmul_ref(d64(a), d64(b), None if c is None else d64(c), None if bb is None else d64(bb), p)
+        g.case(name, p, inputs, {"out": out})
+
+    add("matmul_f32_plain", "f32", 17, 31, 9)
+    add("matmul_f32_trans_a", "f32", 17, 31, 9, trans_a=True)
+    add("matmul_f32_trans_b", "f32", 17, 31, 9, trans_b=True)
+    add("matmul_f32_trans_ab", "f32", 5, 19, 11, trans_a=True, trans_b=True)
+    add("matmul_f32_alpha", "f32", 13, 29, 7, alpha=-0.75)
+    add("matmul_f32_alpha_beta", "f32", 13, 29, 7, alpha=0.5, beta=-1.25)
+    add("matmul_f32_beta_one", "f32", 6, 33, 10, trans_b=True, beta=1.0)
+    add("matmul_f32_bias", "f32", 17, 31, 9, bias=True)
+    add("matmul_f32_bias_relu", "f32", 17, 31, 9, bias=True, act="relu")
+    add("matmul_f32_bias_gelu", "f32", 17, 31, 9, trans_b=True, bias=True, act="gelu")
+    add("matmul_f32_gelu_tanh", "f32", 9, 23, 15, act="gelu_tanh")
+    add("matmul_f32_silu", "f32", 9, 23, 15, bias=True, act="silu")
+    add("matmul_f32_all", "f32", 7, 18, 5, trans_b=True, alpha=0.25, beta=0.5, bias=True, act="gelu")
+    add("matmul_f32_batched", "f32", 17, 31, 9, batch=[3])
+    add("matmul_f32_batched_trans", "f32", 5, 12, 7, batch=[2], trans_a=True, trans_b=True, beta=2.0)
+    add("matmul_f32_batched_4d", "f32", 5, 7, 4, batch=[2, 3], trans_b=True, bias=True)
+    add("matmul_f32_shared_b", "f32", 17, 31, 9, batch=[3], shared_b=True)
+    add("matmul_f32_linear", "f32", 5, 31, 9, batch=[2, 3], trans_b=True, shared_b=True, bias=True, act="gelu_tanh")
+    add("matmul_f32_gemv", "f32", 1, 67, 1)
+    add("matmul_f32_m1", "f32", 1, 40, 17, trans_b=True, bias=True)
+    for dt in ("f16", "bf16"):
+        add(f"matmul_{dt}_plain", dt, 17, 31, 9)
+        add(f"matmul_{dt}_trans_b_bias_gelu", dt, 17, 31, 9, trans_b=True, bias=True, act="gelu")
+        add(f"matmul_{dt}_batched_beta", dt, 6, 20, 11, batch=[2], alpha=0.5, beta=-1.0)
+        add(f"matmul_{dt}_linear", dt, 3, 40, 8, batch=[2], trans_b=True, shared_b=True, bias=True, act="silu")
+
+
+def elementwise_cases(g):
+    for name, bshape in (("same", [4, 7, 13]), ("bcast_row", [13]), ("bcast_suffix", [7, 13])):
+        a, b = randn([4, 7, 13], torch.float32), randn(bshape, torch.float32)
+        g.case(f"add_f32_{name}", {"op": "add", "dtype": "f32"}, {"a": a, "b": b}, {"out": d64(a) + d64(b)})
+    a, b = randn([3, 37], torch.float16), randn([37], torch.float16)
+    g.case("add_f16_bcast_row", {"op": "add", "dtype": "f16"}, {"a": a, "b": b}, {"out": d64(a) + d64(b)})
+
+    x = randn([5, 31], torch.float32)
+    g.case("scale_f32", {"op": "scale", "dtype": "f32", "s": -0.375}, {"x": x}, {"out": -0.375 * d64(x)})
+
+    for act in ACTS:
+        x = randn([3, 37], torch.float32, scale=2.0)
+        g.case(f"act_f32_{act}", {"op": "act", "dtype": "f32", "act": act}, {"x": x}, {"out": act_fn(act, d64(x))})
+    for dt in ("f16", "bf16"):
+        for act in ("gelu", "gelu_tanh"):
+            x = randn([5, 29], DTYPES[dt], scale=2.0)
+            g.case(f"act_{dt}_{act}", {"op": "act", "dtype": dt, "act": act}, {"x": x}, {"out": act_fn(act, d64(x))})
+
+    for act in ACTS:
+        x, dy = randn([4, 19], torch.float32, scale=2.0), randn([4, 19], torch.float32)
+        xg = d64(x).requires_grad_()
+        act_fn(act, xg).backward(d64(dy))
+        g.case(f"act_backward_f32_{act}", {"op": "act_backward", "dtype": "f32", "act": act},
+               {"dy": dy, "x": x}, {"dx": xg.grad})
+
+    for name, shape in (("3d", [3, 5, 17]), ("2d", [31, 9]), ("1row", [1, 23])):
+        x = randn(shape, torch.float32)
+        g.case(f"sumrows_f32_{name}", {"op": "sumrows", "dtype": "f32"}, {"x": x},
+               {"out": d64(x).reshape(-1, shape[-1]).sum(0)})
+
+
+def norm_cases(g):
+    def layernorm(name, dtype, shape, eps, beta=True, shift=0.0):
+        dt = DTYPES[dtype]
+        D = shape[-1]
+        x = randn(shape, dt, shift=shift)
+        gamma = randn([D], dt, scale=0.5, shift=1.0)
+        inputs = {"x": x, "gamma": gamma}
+        b64 = None
+        if beta:
+            inputs["beta"] = randn([D], dt, scale=0.5)
+            b64 = d64(inputs["beta"])
+        x64 = d64(x)
+        out = F.layer_norm(x64, (D,), d64(gamma), b64, eps)
+        mean = x64.mean(-1).reshape(-1)
+        rstd = (x64.var(-1, unbiased=False) + eps).rsqrt().reshape(-1)
+        g.case(name, {"op": "layernorm", "dtype": dtype, "eps": eps, "has_beta": beta}, inputs,
+               {"out": out, "mean": mean, "rstd": rstd})
+
+    layernorm("layernorm_f32", "f32", [2, 3, 17], 1e-5)
+    layernorm("layernorm_f32_nobeta", "f32", [5, 31], 1e-6, beta=False)
+    layernorm("layernorm_f32_shifted", "f32", [4, 64], 1e-5, shift=3.0)
+    layernorm("layernorm_f32_1row", "f32", [1, 7], 1e-5)
+    layernorm("layernorm_f16", "f16", [4, 33], 1e-5)
+    layernorm("layernorm_bf16", "bf16", [4, 33], 1e-5)
+
+    def layernorm_backward(name, shape, eps):
+        D = shape[-1]
+        x, gamma = randn(shape, torch.float32), randn([D], torch.float32, scale=0.5, shift=1.0)
+        beta, dy = randn([D], torch.float32), randn(shape, torch.float32)
+        x64, g64, b64 = d64(x).requires_grad_(), d64(gamma).requires_grad_(), d64(beta).requires_grad_()
+        F.layer_norm(x64, (D,), g64, b64, eps).backward(d64(dy))
+        with torch.no_grad():
+            mean = d64(x).mean(-1).reshape(-1)
+            rstd = (d64(x).var(-1, unbiased=False) + eps).rsqrt().reshape(-1)
+        g.case(name, {"op": "layernorm_backward", "dtype": "f32", "eps": eps},
+               {"dy": dy, "x": x, "gamma": gamma, "mean": mean.float(), "rstd": rstd.float()},
+               {"dx": x64.grad, "dgamma": g64.grad, "dbeta": b64.grad})
+
+    layernorm_backward("layernorm_backward_f32", [6, 17], 1e-5)
+    layernorm_backward("layernorm_backward_f32_3d", [2, 3, 31], 1e-5)
+
+    for name, shape, eps in (("rmsnorm_f32", [3, 5, 17], 1e-6), ("rmsnorm_f32_wide", [2, 96], 1e-5)):
+        x, gamma = randn(shape, torch.float32), randn([shape[-1]], torch.float32, scale=0.5, shift=1.0)
+        x64 = d64(x)
+        out = x64 * (x64.pow(2).mean(-1, keepdim=True) + eps).rsqrt() * d64(gamma)
+        g.case(name, {"op": "rmsnorm", "dtype": "f32", "eps": eps}, {"x": x, "gamma": gamma}, {"out": out})
+    x, gamma = randn([3, 40], torch.bfloat16), randn([40], torch.bfloat16, scale=0.5, shift=1.0)
+    x64 = d64(x)
+    g.case("rmsnorm_bf16", {"op": "rmsnorm", "dtype": "bf16", "eps": 1e-6}, {"x": x, "gamma": gamma},
+           {"out": x64 * (x64.pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt() * d64(gamma)})
+
+
+def softmax_cases(g):
+    def softmax(name, dtype, shape, scale=0.0, causal=False, keylens=None, xscale=1.0):
+        x = randn(shape, DTYPES[dtype], scale=xscale)
+        p = {"op": "softmax", "dtype": dtype, "scale": scale, "causal": causal, "keylens": keylens is not None}
+        inputs = {"x": x}
+        allowed = None
+        if keylens is not None:
+            inputs["keylens"] = i32(keylens)
+        if causal or keylens is not None:
+            allowed = allowed_mask(list(shape), causal, None if keylens is None else inputs["keylens"])
+        s = d64(x) * (scale if scale != 0 else 1.0)  # 0 means 1 for Softmax
+        g.case(name, p, inputs, {"out": masked_softmax(s, allowed)})
+
+    softmax("softmax_f32", "f32", [7, 31])
+    softmax("softmax_f32_scale", "f32", [3, 17], scale=0.125)
+    softmax("softmax_f32_large", "f32", [4, 33], xscale=40.0)  # exp overflows without the max
+    softmax("softmax_f32_1col", "f32", [5, 1])
+    softmax("softmax_f32_causal", "f32", [2, 3, 9, 9], causal=True)
+    softmax("softmax_f32_causal_decode", "f32", [2, 2, 3, 11], causal=True, scale=0.5)
+    softmax("softmax_f32_keylens", "f32", [3, 2, 5, 13], keylens=[13, 4, 1])
+    softmax("softmax_f32_causal_keylens", "f32", [2, 1, 6, 6], causal=True, keylens=[3, 0])
+    for dt in ("f16", "bf16"):
+        softmax(f"softmax_{dt}", dt, [5, 37], xscale=3.0)
+        softmax(f"softmax_{dt}_causal", dt, [1, 2, 7, 7], causal=True, scale=0.25)
+
+    for name, shape in (("softmax_backward_f32", [6, 29]), ("softmax_backward_f32_4d", [2, 3, 4, 9])):
+        y = torch.softmax(randn(shape, torch.float32, scale=2.0), -1)
+        dy = randn(shape, torch.float32)
+        dx = torch._softmax_backward_data(d64(dy), d64(y), -1, torch.float64)
+        g.case(name, {"op": "softmax_backward", "dtype": "f32"}, {"dy": dy, "y": y}, {"dx": dx})
+
+
+def attention_cases(g):
+    def attention(name, dtype, B, Hq, Hkv, Sq, Sk, D, scale=0.0, causal=False, keylens=None, backward=False):
+        dt = DTYPES[dtype]
+        q, k, v = randn([B, Hq, Sq, D], dt), randn([B, Hkv, Sk, D], dt), randn([B, Hkv, Sk, D], dt)
+        p = {"op": "attention_backward" if backward else "attention", "dtype": dtype,
+             "scale": scale, "causal": causal, "keylens": keylens is not None}
+        inputs = {"q": q, "k": k, "v": v}
+        kl = None
+        if keylens is not None:
+            kl = inputs["keylens"] = i32(keylens)
+        if not backward:
+            g.case(name, p, inputs, {"out": attention_ref(d64(q), d64(k), d64(v), p, kl)})
+            return
+        dy = inputs["dy"] = randn([B, Hq, Sq, D], dt)
+        q64, k64, v64 = (d64(t).requires_grad_() for t in (q, k, v))
+        attention_ref(q64, k64, v64, p, kl).backward(d64(dy))
+        g.case(name, p, inputs, {"dq": q64.grad, "dk": k64.grad, "dv": v64.grad})
+
+    attention("attention_f32_mha", "f32", 2, 3, 3, 7, 7, 16)
+    attention("attention_f32_gqa_causal", "f32", 1, 4, 2, 9, 9, 8, causal=True)
+    attention("attention_f32_causal_scale", "f32", 2, 2, 2, 11, 11, 12, scale=0.3, causal=True)
+    attention("attention_f32_decode", "f32", 2, 4, 2, 1, 13, 16, causal=True)
+    attention("attention_f32_decode_chunk", "f32", 1, 2, 1, 3, 10, 8, causal=True)
+    attention("attention_f32_cross", "f32", 1, 2, 2, 5, 17, 8)
+    attention("attention_f32_keylens", "f32", 3, 2, 2, 9, 9, 8, keylens=[9, 5, 0])
+    attention("attention_f32_causal_keylens", "f32", 2, 4, 2, 6, 6, 8, causal=True, keylens=[6, 3])
+    attention("attention_f32_decode_keylens", "f32", 2, 2, 1, 1, 12, 16, causal=True, keylens=[12, 7])
+    for dt in ("f16", "bf16"):
+        attention(f"attention_{dt}_gqa_causal", dt, 2, 4, 2, 8, 8, 16, causal=True)
+        attention(f"attention_{dt}_decode", dt, 1, 4, 2, 1, 19, 32, causal=True)
+
+    attention("attention_backward_f32_mha", "f32", 1, 2, 2, 7, 7, 8, causal=True, backward=True)
+    attention("attention_backward_f32_plain", "f32", 2, 2, 2, 5, 6, 8, backward=True)
+    attention("attention_backward_f32_gqa", "f32", 2, 4, 2, 5, 5, 8, causal=True, keylens=[5, 2], backward=True)
+    attention("attention_backward_f32_decode", "f32", 1, 2, 1, 2, 9, 16, causal=True, scale=0.2, backward=True)
+    attention("attention_backward_f32_keylens_zero", "f32", 2, 2, 2, 4, 4, 8, keylens=[3, 0], backward=True)
+
+
+def embedding_cases(g):
+    for name, V, D, ids in (
+        ("embedding_f32", 11, 7, [[3, 0, 10, 3, 5], [1, 1, 9, 2, 0], [7, 4, 3, 8, 6]]),
+        ("embedding_f32_1d", 5, 33, [4, 0, 2, 4]),
+    ):
+        table, ids = randn([V, D], torch.float32), i32(ids)
+        g.case(name, {"op": "embedding", "dtype": "f32"}, {"table": table, "ids": ids},
+               {"out": F.embedding(ids.long(), d64(table))})
+
+    V, D = 10, 5
+    ids = i32([[1, 3, 3, 0, 9, 1], [3, 3, 5, 0, 1, 8], [2, 3, 1, 1, 0, 9], [5, 5, 5, 2, 8, 0]])  # 4, 6, 7 unused
+    dy = randn(list(ids.shape) + [D], torch.float32)
+    table = torch.zeros(V, D, dtype=torch.float64, requires_grad=True)
+    F.embedding(ids.long(), table).backward(d64(dy))
+    g.case("embedding_backward_f32", {"op": "embedding_backward", "dtype": "f32"}, {"dy": dy, "ids": ids},
+           {"dtable": table.grad})
+
+
+def cross_entropy_cases(g):
+    def ce(name, dtype, N, V, ignored, backward=False, scale=1.0, xscale=2.0):
+        logits = randn([N, V], DTYPES[dtype], scale=xscale)
+        t = torch.randint(0, V, (N,), dtype=torch.int64)
+        t[ignored] = IGNORE_INDEX
+        targets = t.to(torch.int32)
+        x64 = d64(logits).requires_grad_()
+        loss = F.cross_entropy(x64, t, reduction="none", ignore_index=IGNORE_INDEX)
+        inputs = {"logits": logits, "targets": targets}
+        if not backward:
+            g.case(name, {"op": "cross_entropy", "dtype": dtype}, inputs, {"loss": loss.detach()})
+            return
+        loss.backward(torch.full_like(loss, scale))
+        g.case(name, {"op": "cross_entropy_backward", "dtype": dtype, "scale": scale}, inputs,
+               {"dlogits": x64.grad})
+
+    ce("cross_entropy_f32", "f32", 6, 37, [1, 4])
+    ce("cross_entropy_f32_large", "f32", 3, 50, [], xscale=30.0)
+    ce("cross_entropy_bf16", "bf16", 4, 40, [2])
+    ce("cross_entropy_backward_f32", "f32", 5, 23, [3], backward=True, scale=0.25)
+    ce("cross_entropy_backward_f32_sum", "f32", 4, 17, [0, 2], backward=True, scale=1.0)
+
+
+def build():
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    g = Golden()
+    matmul_cases(g)
+    elementwise_cases(g)
+    norm_cases(g)
+    softmax_cases(g)
+    attention_cases(g)
+    embedding_cases(g)
+    cross_entropy_cases(g)
+    return g
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output path (default: %(default)s)")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless --out already holds exactly this output")
+    args = ap.parse_args()
+    g = build()
+    data = g.serialize()
+    if args.check:
+        try:
+            with open(args.out, "rb") as f:
+                same = f.read() == data
+        except FileNotFoundError:
+            same = False
+        if not same:
+            print(f"{args.out} is stale: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
+            return 1
+        print(f"{args.out} is current ({len(g.params)} cases, {len(data)} bytes)")
+        return 0
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    tmp = args.out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, args.out)
+    print(f"wrote {args.out}: {len(g.params)} cases, {len(g.tensors)} tensors, {len(data)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
