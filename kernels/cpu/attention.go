@@ -1,8 +1,410 @@
 package cpu
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"math"
 
-func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) error { return kernels.ErrUnsupported }
-func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error { return kernels.ErrUnsupported }
-func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error { return kernels.ErrUnsupported }
-func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p kernels.AttentionParams) error { return kernels.ErrUnsupported }
+	"github.com/zbench/zbench/kernels"
+)
+
+// Softmax normalises the rows of x into out, scaled and masked as p says.
+func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) error {
+	const op = "cpu: Softmax"
+	c := kernels.Check(op).Tensor("out", out, b).Tensor("x", x, b)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	shape := x.Shape()
+	masked := p.Causal || p.KeyLens != nil
+	minRank := 1
+	if masked {
+		minRank = 2
+	}
+	c.DType("x", x, floatTypes...).Rank("x", x, minRank).
+		SameDType("out", out, "x", x).Shape("out", out, shape...)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	sk, rows := shape.Last(), shape.Rows()
+	var sq, batch int // query rows per matrix, and the leading (batch) dimension
+	if masked {
+		sq, batch = shape[len(shape)-2], shape[0]
+	}
+	lens, err := b.attnKeyLens(op, p.KeyLens, batch, sk)
+	if err != nil {
+		return err
+	}
+	scale := p.Scale
+	if scale == 0 {
+		scale = 1
+	}
+
+	xs := in32(x)
+	o, flush := out32(out, false)
+	perBatch := max(rows/max(batch, 1), 1)
+	parallelFor(rows, 6*sk, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			n := sk
+			if masked {
+				n = attnVisible(r%sq, sq, sk, p.Causal, lens, r/perBatch)
+			}
+			softmaxRow(o[r*sk:(r+1)*sk], xs[r*sk:(r+1)*sk], n, scale)
+		}
+	})
+	flush()
+	return nil
+}
+
+// softmaxRow sets dst[:n] to softmax(scale·src[:n]) and the rest of dst to
+// zero; dst may be src.
+func softmaxRow(dst, src []float32, n int, scale float32) {
+	src, rest := src[:n], dst[n:]
+	dst = dst[:n]
+	m := float32(math.Inf(-1))
+	for _, v := range src {
+		m = max(m, v*scale)
+	}
+	var sum float64
+	for j, v := range src {
+		e := float32(math.Exp(float64(v*scale - m)))
+		dst[j] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for j := range dst {
+		dst[j] *= inv
+	}
+	clear(rest)
+}
+
+// SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
+func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
+	c := kernels.Check("cpu: SoftmaxBackward").Tensor("dx", dx, b).Tensor("dy", dy, b).Tensor("y", y, b)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	shape := y.Shape()
+	c.DType("y", y, floatTypes...).Rank("y", y, 1).
+		SameDType("dy", dy, "y", y).Shape("dy", dy, shape...).
+		SameDType("dx", dx, "y", y).Shape("dx", dx, shape...)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	n, rows := shape.Last(), shape.Rows()
+	ys, dys := in32(y), in32(dy)
+	o, flush := out32(dx, false)
+	parallelFor(rows, 3*n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			yr, dyr, dst := ys[r*n:(r+1)*n], dys[r*n:(r+1)*n], o[r*n:(r+1)*n]
+			dyr = dyr[:len(yr)]
+			var s float64
+			for j, v := range yr {
+				s += float64(v * dyr[j])
+			}
+			sf := float32(s)
+			for j, v := range yr {
+				dst[j] = v * (dyr[j] - sf)
+			}
+		}
+	})
+	flush()
+	return nil
+}
+
+// attnKeyLens checks the optional KeyLens tensor, I32 [batch] with values in
+// [0, sk], and returns its values (nil without one).
+func (b *Backend) attnKeyLens(op string, t *kernels.Tensor, batch, sk int) ([]int32, error) {
+	if t == nil {
+		return nil, nil
+	}
+	c := kernels.Check(op).Tensor("KeyLens", t, b).DType("KeyLens", t, kernels.I32).Shape("KeyLens", t, batch)
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	lens := i32(t)[:batch]
+	for i, n := range lens {
+		if n < 0 || int(n) > sk {
+			return nil, c.That(false, kernels.ErrValue, "KeyLens[%d] = %d, want it in [0, %d]", i, n, sk).Err()
+		}
+	}
+	return lens, nil
+}
+
+// attnVisible returns how many leading keys query row i (of sq, over sk keys)
+// of batch entry bi may attend to: the masks only ever hide a suffix.
+func attnVisible(i, sq, sk int, causal bool, lens []int32, bi int) int {
+	n := sk
+	if causal {
+		n = min(n, i+sk-sq+1)
+	}
+	if lens != nil {
+		n = min(n, int(lens[bi]))
+	}
+	return max(n, 0)
+}
+
+// attnShape is the geometry of one Attention call.
+type attnShape struct {
+	batch, hq, hkv, sq, sk, d int
+	scale                     float32
+	causal                    bool
+	lens                      []int32
+}
+
+// visible returns how many keys query row i of batch entry bi sees.
+func (g *attnShape) visible(i, bi int) int {
+	return attnVisible(i, g.sq, g.sk, g.causal, g.lens, bi)
+}
+
+// attnCheck checks q, k, v and p for op and returns the geometry.
+func (b *Backend) attnCheck(op string, q, k, v *kernels.Tensor, p kernels.AttentionParams) (attnShape, error) {
+	c := kernels.Check(op).Tensor("q", q, b).Tensor("k", k, b).Tensor("v", v, b)
+	if err := c.Err(); err != nil {
+		return attnShape{}, err
+	}
+	qs, ks := q.Shape(), k.Shape()
+	c.DType("q", q, floatTypes...).
+		That(len(qs) == 4, kernels.ErrShape, "q has shape %v, want [B Hq Sq D]", qs).
+		SameDType("k", k, "q", q).
+		That(len(ks) == 4, kernels.ErrShape, "k has shape %v, want [B Hkv Sk D]", ks)
+	if err := c.Err(); err != nil {
+		return attnShape{}, err
+	}
+	g := attnShape{batch: qs[0], hq: qs[1], sq: qs[2], d: qs[3], hkv: ks[1], sk: ks[2], causal: p.Causal}
+	c.That(ks[0] == g.batch && ks[3] == g.d, kernels.ErrShape,
+		"k has shape %v, want [%d Hkv Sk %d] to match q %v", ks, g.batch, g.d, qs).
+		That(g.hq%g.hkv == 0, kernels.ErrShape,
+			"q has %d heads, not a multiple of the %d KV heads of k", g.hq, g.hkv).
+		SameDType("v", v, "q", q).Shape("v", v, ks...)
+	if err := c.Err(); err != nil {
+		return attnShape{}, err
+	}
+	lens, err := b.attnKeyLens(op, p.KeyLens, g.batch, g.sk)
+	if err != nil {
+		return attnShape{}, err
+	}
+	g.lens = lens
+	g.scale = p.Scale
+	if g.scale == 0 {
+		g.scale = float32(1 / math.Sqrt(float64(g.d)))
+	}
+	return g, nil
+}
+
+// attnRowBlock is the number of query rows one work item of the attention
+// kernels handles.
+const attnRowBlock = 8
+
+// Attention computes softmax(scale·q·kᵀ + mask)·v, one query row at a time,
+// in parallel over batch entries, heads and blocks of query rows.
+func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
+	const op = "cpu: Attention"
+	g, err := b.attnCheck(op, q, k, v, p)
+	if err != nil {
+		return err
+	}
+	c := kernels.Check(op).Tensor("out", out, b)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := c.SameDType("out", out, "q", q).Shape("out", out, q.Shape()...).Err(); err != nil {
+		return err
+	}
+
+	qs, ks, vs := in32(q), in32(k), in32(v)
+	o, flush := out32(out, false)
+	d, sk, group := g.d, g.sk, g.hq/g.hkv
+	blocks := (g.sq + attnRowBlock - 1) / attnRowBlock
+	parallelFor(g.batch*g.hq*blocks, 2*attnRowBlock*sk*d, func(lo, hi int) {
+		pr := make([]float32, sk)
+		acc := make([]float64, d)
+		for it := lo; it < hi; it++ {
+			bh, blk := it/blocks, it%blocks
+			bi, h := bh/g.hq, bh%g.hq
+			kv := (bi*g.hkv + h/group) * sk * d
+			kh, vh := ks[kv:kv+sk*d], vs[kv:kv+sk*d]
+			for i := blk * attnRowBlock; i < min(g.sq, (blk+1)*attnRowBlock); i++ {
+				row := (bh*g.sq + i) * d
+				n := g.visible(i, bi)
+				attnProbs(pr[:n], qs[row:row+d], kh, g.scale)
+				clear(acc)
+				for j, pj := range pr[:n] {
+					attnAxpy64(acc, pj, vh[j*d:(j+1)*d])
+				}
+				dst := o[row : row+d]
+				for t, a := range acc {
+					dst[t] = float32(a)
+				}
+			}
+		}
+	})
+	flush()
+	return nil
+}
+
+// attnProbs sets pr[j] to the softmax over j < len(pr) of scale·qi·k_j, the
+// keys being consecutive rows of k, and returns the log of the softmax's
+// denominator (the scores' logsumexp); it returns 0 for no keys.
+func attnProbs(pr, qi, k []float32, scale float32) float64 {
+	if len(pr) == 0 {
+		return 0
+	}
+	d := len(qi)
+	m := float32(math.Inf(-1))
+	for j := range pr {
+		s := scale * attnDot(qi, k[j*d:(j+1)*d])
+		pr[j] = s
+		m = max(m, s)
+	}
+	var sum float64
+	for j, s := range pr {
+		e := float32(math.Exp(float64(s - m)))
+		pr[j] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for j := range pr {
+		pr[j] *= inv
+	}
+	return float64(m) + math.Log(sum)
+}
+
+// attnDot returns a·b over len(a), with four float32 accumulators.
+func attnDot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// attnAxpy64 adds s·x to the float64 accumulator acc.
+func attnAxpy64(acc []float64, s float32, x []float32) {
+	x = x[:len(acc)]
+	for t, xv := range x {
+		acc[t] += float64(s * xv)
+	}
+}
+
+// attnKeyBlock is the number of keys one work item of the second pass of
+// AttentionBackward handles.
+const attnKeyBlock = 16
+
+// AttentionBackward computes dq, dk and dv from dout and the forward inputs,
+// recomputing the probabilities in two passes that each own their outputs:
+// the first, over query rows, computes dq with each row's logsumexp and
+// Σ_j P·dP; the second, over blocks of keys of each KV head, computes dk and
+// dv by summing over every query row of the heads that share it.
+func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
+	const op = "cpu: AttentionBackward"
+	g, err := b.attnCheck(op, q, k, v, p)
+	if err != nil {
+		return err
+	}
+	c := kernels.Check(op).Tensor("dq", dq, b).Tensor("dk", dk, b).Tensor("dv", dv, b).Tensor("dout", dout, b)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	c.SameDType("dout", dout, "q", q).Shape("dout", dout, q.Shape()...).
+		SameDType("dq", dq, "q", q).Shape("dq", dq, q.Shape()...).
+		SameDType("dk", dk, "q", q).Shape("dk", dk, k.Shape()...).
+		SameDType("dv", dv, "q", q).Shape("dv", dv, k.Shape()...)
+	if err := c.Err(); err != nil {
+		return err
+	}
+
+	qs, ks, vs, dos := in32(q), in32(k), in32(v), in32(dout)
+	d, sk, sq, group := g.d, g.sk, g.sq, g.hq/g.hkv
+	rows := g.batch * g.hq * sq
+	lse := make([]float64, rows)   // logsumexp of each query row's scores
+	delta := make([]float64, rows) // Σ_j P_ij·dP_ij = dout_i·out_i
+
+	// Pass 1: dq_i = scale·Σ_j P_ij (dP_ij − delta_i) k_j, dP_ij = dout_i·v_j.
+	dqs, flushQ := out32(dq, false)
+	blocks := (sq + attnRowBlock - 1) / attnRowBlock
+	parallelFor(g.batch*g.hq*blocks, 3*attnRowBlock*sk*d, func(lo, hi int) {
+		pr := make([]float32, sk)
+		dp := make([]float32, sk)
+		acc := make([]float64, d)
+		for it := lo; it < hi; it++ {
+			bh, blk := it/blocks, it%blocks
+			bi, h := bh/g.hq, bh%g.hq
+			kv := (bi*g.hkv + h/group) * sk * d
+			kh, vh := ks[kv:kv+sk*d], vs[kv:kv+sk*d]
+			for i := blk * attnRowBlock; i < min(sq, (blk+1)*attnRowBlock); i++ {
+				r := bh*sq + i
+				qi, doi := qs[r*d:(r+1)*d], dos[r*d:(r+1)*d]
+				n := g.visible(i, bi)
+				lse[r] = attnProbs(pr[:n], qi, kh, g.scale)
+				var dl float64
+				for j, pj := range pr[:n] {
+					dp[j] = attnDot(doi, vh[j*d:(j+1)*d])
+					dl += float64(pj * dp[j])
+				}
+				delta[r] = dl
+				clear(acc)
+				dlf := float32(dl)
+				for j, pj := range pr[:n] {
+					attnAxpy64(acc, g.scale*pj*(dp[j]-dlf), kh[j*d:(j+1)*d])
+				}
+				dst := dqs[r*d : (r+1)*d]
+				for t, a := range acc {
+					dst[t] = float32(a)
+				}
+			}
+		}
+	})
+	flushQ()
+
+	// Pass 2: dk_j = scale·Σ_i dS_ij q_i and dv_j = Σ_i P_ij dout_i over the
+	// query rows i of every head sharing the KV head.
+	dks, flushK := out32(dk, false)
+	dvs, flushV := out32(dv, false)
+	kblocks := (sk + attnKeyBlock - 1) / attnKeyBlock
+	parallelFor(g.batch*g.hkv*kblocks, 4*attnKeyBlock*group*sq*d, func(lo, hi int) {
+		accK := make([]float64, attnKeyBlock*d)
+		accV := make([]float64, attnKeyBlock*d)
+		for it := lo; it < hi; it++ {
+			bkv, kb := it/kblocks, it%kblocks
+			bi, hk := bkv/g.hkv, bkv%g.hkv
+			j0, j1 := kb*attnKeyBlock, min(sk, (kb+1)*attnKeyBlock)
+			kv := bkv * sk * d
+			clear(accK)
+			clear(accV)
+			for h := hk * group; h < (hk+1)*group; h++ {
+				for i := range sq {
+					je := min(j1, g.visible(i, bi))
+					if je <= j0 {
+						continue
+					}
+					r := (bi*g.hq+h)*sq + i
+					qi, doi := qs[r*d:(r+1)*d], dos[r*d:(r+1)*d]
+					l, dl := lse[r], float32(delta[r])
+					for j := j0; j < je; j++ {
+						kj, vj := ks[kv+j*d:kv+(j+1)*d], vs[kv+j*d:kv+(j+1)*d]
+						pij := float32(math.Exp(float64(g.scale*attnDot(qi, kj)) - l))
+						ds := pij * (attnDot(doi, vj) - dl)
+						off := (j - j0) * d
+						attnAxpy64(accK[off:off+d], g.scale*ds, qi)
+						attnAxpy64(accV[off:off+d], pij, doi)
+					}
+				}
+			}
+			dkb, dvb := dks[kv+j0*d:kv+j1*d], dvs[kv+j0*d:kv+j1*d]
+			for t := range dkb {
+				dkb[t] = float32(accK[t])
+				dvb[t] = float32(accV[t])
+			}
+		}
+	})
+	flushK()
+	flushV()
+	return nil
+}
