@@ -1,11 +1,388 @@
 package cpu
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"math"
 
-func (b *Backend) Add(out, a, x *kernels.Tensor) error { return kernels.ErrUnsupported }
-func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error { return kernels.ErrUnsupported }
-func (b *Backend) Fill(out *kernels.Tensor, v float32) error { return kernels.ErrUnsupported }
-func (b *Backend) Cast(out, x *kernels.Tensor) error { return kernels.ErrUnsupported }
-func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error { return kernels.ErrUnsupported }
-func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error { return kernels.ErrUnsupported }
-func (b *Backend) SumRows(out, x *kernels.Tensor) error { return kernels.ErrUnsupported }
+	"github.com/zbench/zbench/kernels"
+)
+
+// ewBlock is the number of elements an elementwise op widens to float32 at a
+// time: small enough for the stack, large enough to amortise the calls.
+const ewBlock = 512
+
+// Constants of the GELU forms.
+const (
+	invSqrt2    = 0.70710678118654752440 // 1/√2
+	invSqrt2Pi  = 0.39894228040143267794 // 1/√(2π)
+	sqrt2OverPi = 0.79788456080286535588 // √(2/π)
+	geluCoef    = 0.044715
+)
+
+// gelu is x·Φ(x) with the exact error function.
+func gelu(x float32) float32 {
+	v := float64(x)
+	return float32(0.5 * v * (1 + math.Erf(v*invSqrt2)))
+}
+
+// geluGrad is d/dx x·Φ(x) = Φ(x) + x·φ(x).
+func geluGrad(x float32) float32 {
+	v := float64(x)
+	return float32(0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v))
+}
+
+// geluTanh is 0.5·x·(1+tanh(√(2/π)·(x+0.044715x³))).
+func geluTanh(x float32) float32 {
+	v := float64(x)
+	return float32(0.5 * v * (1 + math.Tanh(sqrt2OverPi*(v+geluCoef*v*v*v))))
+}
+
+// geluTanhGrad is the derivative of geluTanh.
+func geluTanhGrad(x float32) float32 {
+	v := float64(x)
+	t := math.Tanh(sqrt2OverPi * (v + geluCoef*v*v*v))
+	return float32(0.5*(1+t) + 0.5*v*(1-t*t)*sqrt2OverPi*(1+3*geluCoef*v*v))
+}
+
+// silu is x·σ(x).
+func silu(x float32) float32 {
+	v := float64(x)
+	return float32(v / (1 + math.Exp(-v)))
+}
+
+// siluGrad is σ(x)·(1 + x·(1−σ(x))).
+func siluGrad(x float32) float32 {
+	v := float64(x)
+	s := 1 / (1 + math.Exp(-v))
+	return float32(s * (1 + v*(1-s)))
+}
+
+// validAct reports whether a is one of the defined activations.
+func validAct(a kernels.Activation) bool { return a <= kernels.ActSiLU }
+
+// applyAct sets dst[i] = a(src[i]); dst and src have the same length and may
+// be the same slice. The switch is outside the loops so that each loop is a
+// plain call of an inlinable scalar function.
+func applyAct(dst, src []float32, a kernels.Activation) {
+	src = src[:len(dst)]
+	switch a {
+	case kernels.ActNone:
+		copy(dst, src)
+	case kernels.ActReLU:
+		for i, x := range src {
+			if x > 0 {
+				dst[i] = x
+			} else {
+				dst[i] = 0
+			}
+		}
+	case kernels.ActGELU:
+		for i, x := range src {
+			dst[i] = gelu(x)
+		}
+	case kernels.ActGELUTanh:
+		for i, x := range src {
+			dst[i] = geluTanh(x)
+		}
+	case kernels.ActSiLU:
+		for i, x := range src {
+			dst[i] = silu(x)
+		}
+	}
+}
+
+// applyActGrad sets dx[i] = dy[i]·a'(x[i]); the slices have the same length
+// and dx may alias dy or x.
+func applyActGrad(dx, dy, x []float32, a kernels.Activation) {
+	dy, x = dy[:len(dx)], x[:len(dx)]
+	switch a {
+	case kernels.ActNone:
+		copy(dx, dy)
+	case kernels.ActReLU:
+		for i, v := range x {
+			if v > 0 {
+				dx[i] = dy[i]
+			} else {
+				dx[i] = 0
+			}
+		}
+	case kernels.ActGELU:
+		for i, v := range x {
+			dx[i] = dy[i] * geluGrad(v)
+		}
+	case kernels.ActGELUTanh:
+		for i, v := range x {
+			dx[i] = dy[i] * geluTanhGrad(v)
+		}
+	case kernels.ActSiLU:
+		for i, v := range x {
+			dx[i] = dy[i] * siluGrad(v)
+		}
+	}
+}
+
+// loadRange returns t's elements [lo, hi) as float32: a view of the storage for
+// F32, else widened into buf, which must hold hi−lo values.
+func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
+	buf = buf[:hi-lo]
+	switch t.DType() {
+	case kernels.F32:
+		return f32(t)[lo:hi]
+	case kernels.F16:
+		for i, h := range u16(t)[lo:hi] {
+			buf[i] = kernels.F16ToFloat32(h)
+		}
+	case kernels.BF16:
+		for i, h := range u16(t)[lo:hi] {
+			buf[i] = kernels.BF16ToFloat32(h)
+		}
+	default:
+		sz := t.DType().Size()
+		_ = kernels.DecodeFloat32(t.DType(), buf, bytesOf(t)[lo*sz:hi*sz]) // sizes match by construction
+	}
+	return buf
+}
+
+// destRange returns where the new values of t's elements [lo, hi) are computed:
+// the storage itself for F32, else buf (hi−lo values), which flushRange then
+// rounds into t.
+func destRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
+	if t.DType() == kernels.F32 {
+		return f32(t)[lo:hi]
+	}
+	return buf[:hi-lo]
+}
+
+// flushRange rounds vals into t's elements starting at lo; for F32 vals is the
+// storage (from destRange) and nothing is done.
+func flushRange(t *kernels.Tensor, lo int, vals []float32) {
+	switch t.DType() {
+	case kernels.F32:
+	case kernels.F16:
+		dst := u16(t)[lo : lo+len(vals)]
+		for i, v := range vals {
+			dst[i] = kernels.F16FromFloat32(v)
+		}
+	case kernels.BF16:
+		dst := u16(t)[lo : lo+len(vals)]
+		for i, v := range vals {
+			dst[i] = kernels.BF16FromFloat32(v)
+		}
+	default:
+		sz := t.DType().Size()
+		_ = kernels.EncodeFloat32(t.DType(), bytesOf(t)[lo*sz:(lo+len(vals))*sz], vals) // sizes match by construction
+	}
+}
+
+// mapBlocks runs f over out's elements in parallel, ewBlock elements at a
+// time: f computes the new values of [lo, hi) into dst (widening its inputs
+// with loadRange), and mapBlocks rounds them into out. cost is the work per
+// element, in elements, for parallelFor.
+func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int)) {
+	parallelFor(out.Len(), cost, func(lo, hi int) {
+		var buf [ewBlock]float32
+		for s := lo; s < hi; s += ewBlock {
+			e := min(s+ewBlock, hi)
+			dst := destRange(out, s, e, buf[:])
+			f(dst, s, e)
+			flushRange(out, s, dst)
+		}
+	})
+}
+
+// Add sets out = a + b, where b has a's shape or a suffix of it and is then
+// repeated over a's leading dimensions.
+func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
+	c := kernels.Check("cpu: add").Tensor("out", out, b).Tensor("a", a, b).Tensor("b", bt, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	as, bs := a.Shape(), bt.Shape()
+	if err := c.DType("a", a, floatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
+		Shape("out", out, as...).
+		That(len(bs) <= len(as) && bs.Equal(as[len(as)-len(bs):]), kernels.ErrShape,
+			"b has shape %v, want a suffix of a's shape %v", bs, as).Err(); err != nil {
+		return err
+	}
+	period := bt.Len()
+	if period == out.Len() {
+		mapBlocks(out, 1, func(dst []float32, lo, hi int) {
+			var xb, yb [ewBlock]float32
+			x, y := loadRange(a, lo, hi, xb[:]), loadRange(bt, lo, hi, yb[:])
+			y = y[:len(x)]
+			for i, v := range x {
+				dst[i] = v + y[i]
+			}
+		})
+		return nil
+	}
+	y := in32(bt)
+	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
+		var xb [ewBlock]float32
+		x := loadRange(a, lo, hi, xb[:])
+		j := lo % period
+		for i, v := range x {
+			dst[i] = v + y[j]
+			if j++; j == period {
+				j = 0
+			}
+		}
+	})
+	return nil
+}
+
+// Scale sets out = s·x.
+func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
+	c := kernels.Check("cpu: scale").Tensor("out", out, b).Tensor("x", x, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).Err(); err != nil {
+		return err
+	}
+	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
+		var xb [ewBlock]float32
+		for i, v := range loadRange(x, lo, hi, xb[:]) {
+			dst[i] = s * v
+		}
+	})
+	return nil
+}
+
+// Fill sets every element of out, of any dtype, to v rounded to that dtype.
+func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
+	if err := kernels.Check("cpu: fill").Tensor("out", out, b).Err(); err != nil {
+		return err
+	}
+	buf := bytesOf(out)
+	sz := out.DType().Size()
+	_ = kernels.EncodeFloat32(out.DType(), buf[:sz], []float32{v}) // sizes match by construction
+	// Double the filled prefix until the buffer is full: a few memmoves.
+	for n := sz; n < len(buf); n *= 2 {
+		copy(buf[n:], buf[:n])
+	}
+	return nil
+}
+
+// Cast converts x into out, which has x's shape and any dtype: values are
+// widened to float32 and rounded to out's dtype as kernels.EncodeFloat32
+// does (ties to even, saturating for integers and FP8).
+func (b *Backend) Cast(out, x *kernels.Tensor) error {
+	c := kernels.Check("cpu: cast").Tensor("out", out, b).Tensor("x", x, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.Shape("out", out, x.Shape()...).Err(); err != nil {
+		return err
+	}
+	if out.DType() == x.DType() {
+		copy(bytesOf(out), bytesOf(x))
+		return nil
+	}
+	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
+		var xb [ewBlock]float32
+		copy(dst, loadRange(x, lo, hi, xb[:]))
+	})
+	return nil
+}
+
+// Act sets out = a(x) elementwise.
+func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
+	c := kernels.Check("cpu: act").Tensor("out", out, b).Tensor("x", x, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).
+		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
+		return err
+	}
+	cost := 1
+	if a != kernels.ActNone && a != kernels.ActReLU {
+		cost = 16 // erf, tanh and exp
+	}
+	mapBlocks(out, cost, func(dst []float32, lo, hi int) {
+		var xb [ewBlock]float32
+		applyAct(dst, loadRange(x, lo, hi, xb[:]), a)
+	})
+	return nil
+}
+
+// ActBackward sets dx = dy·a'(x) elementwise.
+func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error {
+	c := kernels.Check("cpu: actbackward").Tensor("dx", dx, b).Tensor("dy", dy, b).Tensor("x", x, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "dy", dy).SameDType("x", x, "dx", dx).
+		Shape("dy", dy, x.Shape()...).Shape("dx", dx, x.Shape()...).
+		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
+		return err
+	}
+	cost := 1
+	if a != kernels.ActNone && a != kernels.ActReLU {
+		cost = 16
+	}
+	mapBlocks(dx, cost, func(dst []float32, lo, hi int) {
+		var xb, yb [ewBlock]float32
+		applyActGrad(dst, loadRange(dy, lo, hi, yb[:]), loadRange(x, lo, hi, xb[:]), a)
+	})
+	return nil
+}
+
+// SumRows sets out[n] = Σ x[…, n] over all leading positions of x, summing
+// in float64.
+func (b *Backend) SumRows(out, x *kernels.Tensor) error {
+	c := kernels.Check("cpu: sumrows").Tensor("out", out, b).Tensor("x", x, b)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Rank("x", x, 1).
+		Shape("out", out, x.Shape().Last()).Err(); err != nil {
+		return err
+	}
+	n, rows := x.Shape().Last(), x.Shape().Rows()
+	if n >= 256 || rows*n < 2*grain {
+		// Wide rows: each goroutine sums its own band of columns.
+		parallelFor(n, rows, func(lo, hi int) {
+			acc := make([]float64, hi-lo)
+			buf := make([]float32, hi-lo)
+			for r := range rows {
+				for j, v := range loadRange(x, r*n+lo, r*n+hi, buf) {
+					acc[j] += float64(v)
+				}
+			}
+			dst := destRange(out, lo, hi, buf)
+			for j, s := range acc {
+				dst[j] = float32(s)
+			}
+			flushRange(out, lo, dst)
+		})
+		return nil
+	}
+	// Narrow rows: split the rows into a fixed number of bands, sum each in
+	// parallel and add the partial sums in order (deterministic).
+	bands := min(rows, 64)
+	partial := make([][]float64, bands)
+	parallelFor(bands, rows/bands*n, func(lo, hi int) {
+		buf := make([]float32, n)
+		for k := lo; k < hi; k++ {
+			acc := make([]float64, n)
+			for r := k * rows / bands; r < (k+1)*rows/bands; r++ {
+				for j, v := range loadRange(x, r*n, r*n+n, buf) {
+					acc[j] += float64(v)
+				}
+			}
+			partial[k] = acc
+		}
+	})
+	var buf [256]float32
+	dst := destRange(out, 0, n, buf[:])
+	for j := range dst {
+		var s float64
+		for _, p := range partial {
+			s += p[j]
+		}
+		dst[j] = float32(s)
+	}
+	flushRange(out, 0, dst)
+	return nil
+}

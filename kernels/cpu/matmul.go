@@ -1,6 +1,134 @@
 package cpu
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 
-// MatMul is not yet implemented.
-func (b *Backend) MatMul(out, a, x *kernels.Tensor, p kernels.MatMulParams) error { return kernels.ErrUnsupported }
+	"github.com/zbench/zbench/kernels"
+)
+
+// smallGemm returns the work (M·N·K) under which the products of a batch are
+// split across goroutines, each product single-threaded; larger products are
+// multiplied one after another, each by the multi-threaded BLAS. The limit is
+// about where the BLAS starts threads of its own: OpenBLAS at 64³
+// (GEMM_MULTITHREAD_THRESHOLD), gonum at 2×2 blocks of 64×64 outputs.
+func smallGemm() int {
+	if blasName == "openblas" {
+		return 1 << 18
+	}
+	return 1 << 21
+}
+
+// MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias) through blas32.
+// a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
+// dimensions or none (shared by every batch), out is [batch…, M, N] and bias
+// [N]. F16 and BF16 are multiplied in float32 and rounded on store.
+func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) error {
+	c := kernels.Check("cpu: matmul").Tensor("out", out, b).Tensor("a", a, b).Tensor("b", bt, b)
+	if p.Bias != nil {
+		c.Tensor("bias", p.Bias, b)
+	}
+	if c.Err() != nil {
+		return c.Err()
+	}
+	c.DType("a", a, floatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
+		Rank("a", a, 2).Rank("b", bt, 2).
+		That(validAct(p.Act), kernels.ErrValue, "unknown activation %d", p.Act)
+	if p.Bias != nil {
+		c.SameDType("a", a, "bias", p.Bias)
+	}
+	if c.Err() != nil {
+		return c.Err()
+	}
+
+	as, bs := a.Shape(), bt.Shape()
+	ra, rb := len(as), len(bs)
+	batchDims := as[:ra-2]
+	ar, ac := as[ra-2], as[ra-1] // a as stored
+	br, bc := bs[rb-2], bs[rb-1] // b as stored
+	m, k, tA := ar, ac, blas.NoTrans
+	if p.TransA {
+		m, k, tA = ac, ar, blas.Trans
+	}
+	kb, n, tB := br, bc, blas.NoTrans
+	if p.TransB {
+		kb, n, tB = bc, br, blas.Trans
+	}
+	shared := rb == 2
+	c.That(shared || bs[:rb-2].Equal(batchDims), kernels.ErrShape,
+		"b has shape %v, want 2 dimensions or the batch dimensions %v of a %v", bs, batchDims, as).
+		That(kb == k, kernels.ErrShape, "inner dimensions differ: a %v (TransA=%v) has K=%d, b %v (TransB=%v) has K=%d",
+			as, p.TransA, k, bs, p.TransB, kb).
+		Shape("out", out, append(append([]int(nil), batchDims...), m, n)...)
+	if p.Bias != nil {
+		c.Shape("bias", p.Bias, n)
+	}
+	if c.Err() != nil {
+		return c.Err()
+	}
+
+	alpha := p.Alpha
+	if alpha == 0 {
+		alpha = 1
+	}
+	av, bv := in32(a), in32(bt)
+	cv, done := out32(out, p.Beta != 0)
+	batch := kernels.Shape(batchDims).Len()
+
+	switch {
+	case batch == 1 || (shared && !p.TransA):
+		// One product: a single batch, or a batch of untransposed a against
+		// a shared b, which is one [batch·M, K]·[K, N] product.
+		blas32.Gemm(tA, tB, alpha,
+			blas32.General{Rows: batch * ar, Cols: ac, Stride: ac, Data: av},
+			blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bv},
+			p.Beta,
+			blas32.General{Rows: batch * m, Cols: n, Stride: n, Data: cv})
+	default:
+		aStep, bStep, cStep := ar*ac, br*bc, m*n
+		if shared {
+			bStep = 0
+		}
+		gemm := func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				blas32.Gemm(tA, tB, alpha,
+					blas32.General{Rows: ar, Cols: ac, Stride: ac, Data: av[i*aStep : (i+1)*aStep]},
+					blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bv[i*bStep : i*bStep+br*bc]},
+					p.Beta,
+					blas32.General{Rows: m, Cols: n, Stride: n, Data: cv[i*cStep : (i+1)*cStep]})
+			}
+		}
+		if work := m * n * k; work < smallGemm() {
+			parallelFor(batch, work, gemm)
+		} else {
+			gemm(0, batch)
+		}
+	}
+
+	if p.Bias != nil || p.Act != kernels.ActNone {
+		var bias []float32
+		if p.Bias != nil {
+			bias = in32(p.Bias)
+		}
+		cost := n
+		if p.Act != kernels.ActNone && p.Act != kernels.ActReLU {
+			cost *= 16 // erf, tanh or exp per element
+		}
+		parallelFor(batch*m, cost, func(lo, hi int) {
+			for r := lo; r < hi; r++ {
+				row := cv[r*n : (r+1)*n]
+				if bias != nil {
+					bias := bias[:len(row)]
+					for j := range row {
+						row[j] += bias[j]
+					}
+				}
+				if p.Act != kernels.ActNone {
+					applyAct(row, row, p.Act)
+				}
+			}
+		})
+	}
+	done()
+	return nil
+}

@@ -1,0 +1,244 @@
+package kerneltest
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/stretchr/testify/require"
+	"github.com/zbench/zbench/kernels"
+)
+
+func init() { suites = append(suites, matmulTests()) }
+
+// mmCase is one MatMul configuration.
+type mmCase struct {
+	batch   []int // batch dimensions of a and out
+	m, n, k int
+	shared  bool // b is 2-D
+	tA, tB  bool
+	alpha   float32
+	beta    float32
+	bias    bool
+	act     kernels.Activation
+}
+
+func (c mmCase) String() string {
+	s := fmt.Sprintf("%vx%dx%dx%d", c.batch, c.m, c.n, c.k)
+	if c.shared {
+		s += "/shared"
+	}
+	if c.tA || c.tB {
+		s += "/t="
+		for _, t := range []bool{c.tA, c.tB} {
+			if t {
+				s += "T"
+			} else {
+				s += "N"
+			}
+		}
+	}
+	if c.alpha != 0 || c.beta != 0 {
+		s += fmt.Sprintf("/alpha=%g/beta=%g", c.alpha, c.beta)
+	}
+	if c.bias {
+		s += "/bias"
+	}
+	if c.act != kernels.ActNone {
+		s += "/act=" + c.act.String()
+	}
+	return s
+}
+
+func matmulCases() []mmCase {
+	var cs []mmCase
+	// Plain products of awkward sizes.
+	for _, d := range [][3]int{{1, 1, 1}, {31, 17, 4097}, {64, 31, 1}, {4097, 3, 5}, {257, 129, 33}} {
+		cs = append(cs, mmCase{m: d[0], n: d[1], k: d[2]})
+	}
+	// Every transpose combination: 2-D, batched, and batched with a shared b.
+	for _, t := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		cs = append(cs,
+			mmCase{m: 23, n: 19, k: 31, tA: t[0], tB: t[1]},
+			mmCase{batch: []int{3}, m: 31, n: 9, k: 17, tA: t[0], tB: t[1]},
+			mmCase{batch: []int{2, 3}, m: 31, n: 9, k: 17, shared: true, tA: t[0], tB: t[1]},
+		)
+	}
+	cs = append(cs,
+		mmCase{batch: []int{64}, m: 8, n: 7, k: 9},                         // many small products
+		mmCase{batch: []int{64}, m: 8, n: 7, k: 9, shared: true, tA: true}, // shared b, not foldable
+		mmCase{m: 31, n: 17, k: 33, alpha: 0.5},
+		mmCase{m: 31, n: 17, k: 33, alpha: -1.5, beta: 0.75},
+		mmCase{m: 31, n: 17, k: 33, beta: 1},
+		mmCase{batch: []int{3}, m: 31, n: 9, k: 17, tB: true, alpha: 2, beta: -0.5},
+		mmCase{batch: []int{2, 3}, m: 31, n: 9, k: 17, shared: true, beta: 0.25, bias: true, act: kernels.ActReLU},
+		mmCase{m: 33, n: 47, k: 29, bias: true},
+		mmCase{m: 33, n: 47, k: 29, act: kernels.ActGELU},
+		mmCase{m: 257, n: 129, k: 33, bias: true, act: kernels.ActSiLU},
+	)
+	for _, a := range []kernels.Activation{kernels.ActReLU, kernels.ActGELU, kernels.ActGELUTanh, kernels.ActSiLU} {
+		cs = append(cs, mmCase{m: 33, n: 47, k: 29, bias: true, act: a})
+	}
+	return cs
+}
+
+func matmulTests() []test {
+	var ts []test
+	for _, dt := range FloatTypes {
+		for _, c := range matmulCases() {
+			ts = append(ts, test{name("matmul", "dt", dt, "case", c), func(e *env) { e.matmul(dt, c) }})
+		}
+	}
+	ts = append(ts, test{"matmul/errors", matmulErrors})
+	return ts
+}
+
+func (e *env) matmul(dt kernels.DType, c mmCase) {
+	e.Helper()
+	withBatch := func(batch []int, r, c int) []int {
+		return append(append([]int(nil), batch...), r, c)
+	}
+	aShape := withBatch(c.batch, c.m, c.k)
+	if c.tA {
+		aShape = withBatch(c.batch, c.k, c.m)
+	}
+	bBatch := c.batch
+	if c.shared {
+		bBatch = nil
+	}
+	bShape := withBatch(bBatch, c.k, c.n)
+	if c.tB {
+		bShape = withBatch(bBatch, c.n, c.k)
+	}
+	outShape := withBatch(c.batch, c.m, c.n)
+
+	a, av := e.Input("a", dt, aShape...)
+	b, bv := e.Input("b", dt, bShape...)
+	var out *kernels.Tensor
+	var c0 []float64
+	if c.beta != 0 {
+		out, c0 = e.initialOutput("out", dt, outShape...)
+	} else {
+		out = e.Output(dt, outShape...)
+	}
+	p := kernels.MatMulParams{TransA: c.tA, TransB: c.tB, Alpha: c.alpha, Beta: c.beta, Act: c.act}
+	var biasv []float64
+	if c.bias {
+		p.Bias, biasv = e.Input("bias", dt, c.n)
+	}
+	require.NoError(e, e.b.MatMul(out, a, b, p))
+
+	alpha := float64(c.alpha)
+	if alpha == 0 {
+		alpha = 1
+	}
+	batch := kernels.Shape(c.batch).Len()
+	m, n, k := c.m, c.n, c.k
+	want := make([]float64, batch*m*n)
+	for bi := range batch {
+		as := av[bi*m*k:]
+		bs := bv
+		if !c.shared {
+			bs = bv[bi*k*n:]
+		}
+		for i := range m {
+			for j := range n {
+				var s float64
+				for l := range k {
+					x := as[i*k+l]
+					if c.tA {
+						x = as[l*m+i]
+					}
+					y := bs[l*n+j]
+					if c.tB {
+						y = bs[j*k+l]
+					}
+					s += x * y
+				}
+				v := alpha * s
+				o := bi*m*n + i*n + j
+				if c.beta != 0 {
+					v += float64(c.beta) * c0[o]
+				}
+				if c.bias {
+					v += biasv[j]
+				}
+				want[o] = refAct(c.act, v)
+			}
+		}
+	}
+	e.Check("out", out, want, 0)
+}
+
+// initialOutput returns an output tensor holding uniform values in [-1, 1)
+// and those values, for ops that read their output (MatMul with beta ≠ 0).
+// Unlike Input, the tensor is not checked to be unchanged.
+func (e *env) initialOutput(name string, dt kernels.DType, shape ...int) (*kernels.Tensor, []float64) {
+	e.Helper()
+	t, vals := e.Uniform(name, dt, -1, 1, shape...)
+	e.inputs = e.inputs[:len(e.inputs)-1] // an output: drop the unchanged check
+	return t, vals
+}
+
+// errCase is a call that must fail with an error wrapping err.
+type errCase struct {
+	name string
+	err  error
+	call func() error
+}
+
+// checkErrors requires each call to fail with its sentinel and a message
+// that names op.
+func (e *env) checkErrors(op string, cases []errCase) {
+	e.Helper()
+	for _, c := range cases {
+		err := c.call()
+		require.Error(e, err, "%s: %s", op, c.name)
+		require.ErrorIs(e, err, c.err, "%s: %s: got %v", op, c.name, err)
+		require.Contains(e, strings.ToLower(err.Error()), op, "%s: %s: message does not name the op", op, c.name)
+	}
+}
+
+func matmulErrors(e *env) {
+	f32 := kernels.F32
+	a, _ := e.Input("a", f32, 4, 5)
+	b, _ := e.Input("b", f32, 5, 6)
+	bT, _ := e.Input("bT", f32, 6, 5)
+	b16, _ := e.Input("b16", kernels.F16, 5, 6)
+	a1, _ := e.Input("a1", f32, 20)
+	a3, _ := e.Input("a3", f32, 2, 4, 5)
+	b3, _ := e.Input("b3", f32, 3, 5, 6)
+	bias, _ := e.Input("bias", f32, 6)
+	bias5, _ := e.Input("bias5", f32, 5)
+	bias16, _ := e.Input("bias16", kernels.F16, 6)
+	ai := e.Ints("ai", make([]int32, 20), 4, 5)
+	bi := e.Ints("bi", make([]int32, 30), 5, 6)
+	out := e.Output(f32, 4, 6)
+	out7 := e.Output(f32, 4, 7)
+	out16 := e.Output(kernels.F16, 4, 6)
+	outi := e.Output(kernels.I32, 4, 6)
+	out3 := e.Output(f32, 2, 4, 6)
+	mm := func(out, a, b *kernels.Tensor, p kernels.MatMulParams) func() error {
+		return func() error { return e.b.MatMul(out, a, b, p) }
+	}
+	none := kernels.MatMulParams{}
+	e.checkErrors("matmul", []errCase{
+		{"nil out", kernels.ErrShape, mm(nil, a, b, none)},
+		{"nil a", kernels.ErrShape, mm(out, nil, b, none)},
+		{"nil b", kernels.ErrShape, mm(out, a, nil, none)},
+		{"inner dimensions", kernels.ErrShape, mm(out, a, bT, none)},
+		{"inner dimensions with TransA", kernels.ErrShape, mm(out, a, b, kernels.MatMulParams{TransA: true})},
+		{"out shape", kernels.ErrShape, mm(out7, a, b, none)},
+		{"rank 1", kernels.ErrShape, mm(out, a1, b, none)},
+		{"batch dims", kernels.ErrShape, mm(out3, a3, b3, none)},
+		{"batched b, 2-D a", kernels.ErrShape, mm(out, a, b3, none)},
+		{"bias shape", kernels.ErrShape, mm(out, a, b, kernels.MatMulParams{Bias: bias5})},
+		{"b dtype", kernels.ErrDType, mm(out, a, b16, none)},
+		{"out dtype", kernels.ErrDType, mm(out16, a, b, none)},
+		{"bias dtype", kernels.ErrDType, mm(out, a, b, kernels.MatMulParams{Bias: bias16})},
+		{"integer", kernels.ErrDType, mm(outi, ai, bi, none)},
+		{"activation", kernels.ErrValue, mm(out, a, b, kernels.MatMulParams{Bias: bias, Act: 99})},
+	})
+	// The same tensors in a correct call work.
+	require.NoError(e, e.b.MatMul(out, a, b, kernels.MatMulParams{Bias: bias}))
+	require.NoError(e, e.b.MatMul(out3, a3, b, none), "shared 2-D b")
+}
