@@ -1,0 +1,710 @@
+#!/usr/bin/env python3
+"""PyTorch peer of zbench's Go benchmarks.
+
+Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels) with
+PyTorch and prints the results in Go benchmark format, under the same names,
+so that one benchstat call compares zbench with PyTorch:
+
+    /usr/bin/python3 baselines/peers/torch_bench.py > torch.txt
+    go test ./bench_test -run '^$' -bench . > go.txt
+    benchstat -table "" go.txt torch.txt
+
+(benchstat makes one table per distinct set of configuration lines, and the
+two files differ in several: impl, blas, go, gomaxprocs, ... -table "" puts
+both files in one table, one column each, without printing the
+configuration; -ignore with the differing keys does the same and prints the
+shared ones.)
+
+The rules are the Go harness's (zbench.Measure under testing.B):
+
+  * operands are made once, outside the timer; one warm-up call runs outside
+    the timer and its output is checked against a float64 reference
+    (rel-err = |out - ref|_2 / |ref|_2); a result over the dtype's
+    tolerance is not timed, like Go's "not timing a wrong result";
+  * the timed loop grows its iteration count as testing.B does until one
+    loop takes at least --benchtime (or runs exactly N iterations for "Nx"),
+    timed with time.perf_counter, the device synchronised inside the timer;
+  * outputs are preallocated and written with the out= forms of the ATen
+    ops, as the Go kernels write into preallocated tensors (--alloc uses the
+    everyday allocating calls instead; on CPU that mostly measures the C
+    allocator: outputs over glibc's 32 MiB mmap threshold are mapped and
+    page-faulted afresh in every iteration). Layer norm and, in torch 2.x,
+    scaled_dot_product_attention have no real out= kernel and allocate
+    their (small) outputs in either mode;
+  * torch.set_num_threads(os.cpu_count()); names carry the thread count as
+    Go's carry GOMAXPROCS ("-P", omitted when it is 1).
+
+Where the device lacks a dtype's kernel (torch 1.13 has no float16 kernels
+on CPU at all), the op runs in float32 with the casts inside the timer; the
+config line "f16-upcast:" lists such ops, and stderr says so.
+
+Works with torch 1.13 and 2.x; with --device cuda each timed loop ends with
+torch.cuda.synchronize(), and --compile wraps the ops in torch.compile
+(torch >= 2). Attention uses F.scaled_dot_product_attention where torch has
+it (2.x) and the explicit matmul-softmax-matmul otherwise; the config line
+"attention:" says which.
+"""
+
+import argparse
+import ctypes
+import gc
+import math
+import os
+import platform
+import re
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+PKG = "github.com/zbench/zbench/bench_test"
+
+# BERT-base dimensions.
+HIDDEN, HEADS, HEAD_D, FFN, LN_EPS = 768, 12, 64, 3072, 1e-12
+
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+# Largest rel-err accepted per dtype: kernels.Tolerance.
+TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+
+# Unit metadata as golang.org/x/perf/benchfmt parses it (lower-case keys),
+# the same lines as zbench.Units.
+UNITS = [
+    "Unit GFLOP/s better=higher",
+    "Unit GB/s better=higher",
+    "Unit rel-err better=lower assume=exact",
+]
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def parse_benchtime(s):
+    """Go's -benchtime: a duration ("1s", "500ms", "1.5m") or "Nx"."""
+    m = re.fullmatch(r"(\d+)x", s)
+    if m:
+        n = int(m.group(1))
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"invalid count {s!r}")
+        return ("n", n)
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)", s)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid duration {s!r}: want e.g. 1s, 500ms or 10x")
+    return ("d", float(m.group(1)) * units[m.group(2)])
+
+
+def run_n(fn, n, sync):
+    """Times n calls of fn, the device synchronised inside the timer."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    sync()
+    return time.perf_counter() - t0
+
+
+def measure(fn, benchtime, sync):
+    """Returns (iterations, seconds) of the last timed loop, grown as
+    testing.B.launch grows b.N: predict the count that fills the benchtime
+    from the previous loop, run 1.2x that, at most 100x the previous count
+    and at least one more, until a loop lasts the benchtime."""
+    kind, val = benchtime
+    n = 1
+    dt = run_n(fn, n, sync)  # testing.B's run1
+    if kind == "n":
+        if val > 1:
+            n = val
+            dt = run_n(fn, n, sync)
+        return n, dt
+    while dt < val and n < 1_000_000_000:
+        last = n
+        prev = max(dt, 1e-9)
+        n = int(val * last / prev)
+        n += n // 5
+        n = min(n, 100 * last)
+        n = max(n, last + 1)
+        n = min(n, 1_000_000_000)
+        dt = run_n(fn, n, sync)
+    return n, dt
+
+
+def pretty(x):
+    """Formats a metric as Go's testing.prettyPrint does, but keeps small
+    values (rel-err) in exponent form rather than rounding them to 0."""
+    y = abs(x)
+    if y == 0 or y >= 999.95:
+        return f"{x:10.0f}"
+    if y >= 99.995:
+        return f"{x:12.1f}"
+    if y >= 9.9995:
+        return f"{x:13.2f}"
+    if y >= 0.99995:
+        return f"{x:14.3f}"
+    if y >= 0.099995:
+        return f"{x:15.4f}"
+    if y >= 0.0099995:
+        return f"{x:16.5f}"
+    return f"{x:16.4g}"
+
+
+# ---------------------------------------------------------------- environment
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def blas_name():
+    """The BLAS torch's matmuls use: from the build configuration (mkl,
+    open, ...), or for a "generic" build (Debian links the system
+    libblas.so.3) the BLAS library actually mapped into this process."""
+    cfg = torch.__config__.show()
+    m = re.search(r"BLAS_INFO=(\w+)", cfg)
+    info = m.group(1) if m else "unknown"
+    if info == "open":
+        return "openblas"
+    if info not in ("generic", "unknown"):
+        return info
+    try:
+        with open("/proc/self/maps") as f:
+            maps = f.read()
+    except OSError:
+        return info
+    for lib, name in (("libmkl", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"), ("libflexiblas", "flexiblas")):
+        if lib in maps:
+            return name
+    return info
+
+
+def set_openblas_threads(n):
+    """A "generic" torch build calls the system BLAS, which keeps its own
+    thread count (OpenBLAS: every core) whatever torch.set_num_threads says:
+    give OpenBLAS the same count, when it is the BLAS mapped here."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libopenblas" in line}
+    except OSError:
+        return
+    for path in paths:
+        try:
+            ctypes.CDLL(path).openblas_set_num_threads(ctypes.c_int(n))
+        except (OSError, AttributeError):
+            pass
+
+
+def goarch():
+    return {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower(), platform.machine().lower())
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class Ctx:
+    """What every benchmark needs: the device, its sync, the op wrapper."""
+
+    def __init__(self, device, alloc, compile_):
+        self.device = torch.device(device)
+        self.dev = device  # the name in benchmark names
+        self.alloc = alloc
+        self.compile = compile_
+        self.cuda = device == "cuda"
+        self.upcast = set()  # ops run in f32 for f16 (filled by probe_f16)
+        self.has_sdpa = hasattr(F, "scaled_dot_product_attention")
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def wrap(self, fn):
+        return torch.compile(fn) if self.compile else fn
+
+
+def uniform(seed, shape, dtype, device):
+    """Uniform [-1, 1) values rounded to dtype, made on the CPU with a fixed
+    seed (the same inputs on every device)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(shape, generator=g, dtype=torch.float64) * 2 - 1
+    return x.to(dtype).to(device)
+
+
+def rel_err(got, want):
+    """|got - want|_2 / |want|_2 in float64 (kernels.RelErr)."""
+    got = got.detach().to("cpu", torch.float64)
+    want = want.detach().to("cpu", torch.float64)
+    den = torch.linalg.vector_norm(want).item()
+    num = torch.linalg.vector_norm(got - want).item()
+    return num / den if den else num
+
+
+def probe_f16(ctx):
+    """Finds the ops this torch cannot run in float16 on ctx's device."""
+    x = torch.zeros(4, 8, dtype=torch.float16, device=ctx.device)
+    w = torch.ones(8, dtype=torch.float16, device=ctx.device)
+    probes = {
+        "matmul": lambda: x @ x.t(),
+        "relu": lambda: torch.relu(x),
+        "gelu": lambda: F.gelu(x),
+        "layernorm": lambda: F.layer_norm(x, (8,), w, w, LN_EPS),
+        "softmax": lambda: torch.softmax(x, -1),
+        "attention": lambda: attention_ref_ops(ctx, x.view(1, 1, 4, 8), x.view(1, 1, 4, 8), x.view(1, 1, 4, 8)),
+    }
+    for op, f in probes.items():
+        try:
+            f()
+        except RuntimeError as e:
+            if "Half" not in str(e):
+                raise
+            ctx.upcast.add(op)
+
+
+def attention_ref_ops(ctx, q, k, v):
+    if ctx.has_sdpa:
+        return F.scaled_dot_product_attention(q, k, v)
+    return torch.softmax((q @ k.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1])), -1) @ v
+
+
+class Work:
+    """One benchmark: the op to time, its work, and its check."""
+
+    def __init__(self, op, check, flops=0.0, nbytes=0.0):
+        self.op, self.check, self.flops, self.nbytes = op, check, flops, nbytes
+
+
+def upcast_op(ctx, x_in, out, f32_op, inputs_f32, out_f32):
+    """Wraps an op computed in float32 for a dtype the device lacks: the
+    casts of the inputs into f32 buffers and of the result back run inside
+    the timed call."""
+
+    def op():
+        for src, dst in zip(x_in, inputs_f32):
+            dst.copy_(src)
+        f32_op()
+        out.copy_(out_f32)
+
+    return op
+
+
+# ---------------------------------------------------------------- MatMul
+
+
+def matmul_cases(short):
+    if short:
+        return [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip")]
+    cs = [("f32", n, "resident") for n in (256, 512, 1024, 2048, 4096)]
+    return cs + [("f32", 1024, "roundtrip"), ("f32", 4096, "roundtrip"), ("f16", 1024, "resident"), ("bf16", 1024, "resident")]
+
+
+NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
+
+
+def matmul_setup(ctx, dt, n, transfer):
+    dtype, dev = DTYPES[dt], ctx.device
+    a, b = uniform(1, (n, n), dtype, dev), uniform(2, (n, n), dtype, dev)
+    up = dt == "f16" and "matmul" in ctx.upcast
+    mm = ctx.wrap(lambda x, y: x @ y)
+    if ctx.alloc:
+        c_box = [None]
+
+        def compute():
+            if up:
+                c_box[0] = mm(a_cur[0].float(), b_cur[0].float()).to(dtype)
+            else:
+                c_box[0] = mm(a_cur[0], b_cur[0])
+
+        a_cur, b_cur = [a], [b]
+        result = lambda: c_box[0]
+    else:
+        c = torch.empty(n, n, dtype=dtype, device=dev)
+        if ctx.compile:
+            # torch.compile does not take out= arguments; it allocates.
+            def compute():
+                c.copy_(mm(a, b))
+        elif up:
+            a32, b32, c32 = (torch.empty(n, n, device=dev) for _ in range(3))
+
+            def compute():
+                a32.copy_(a)
+                b32.copy_(b)
+                torch.matmul(a32, b32, out=c32)
+                c.copy_(c32)
+        else:
+            def compute():
+                torch.matmul(a, b, out=c)
+
+        result = lambda: c
+
+    op = compute
+    if transfer == "roundtrip":
+        if dt not in NUMPY_DTYPES:
+            raise NotImplementedError(f"roundtrip needs a numpy dtype; {dt} has none")
+        host_a = a.cpu().numpy().copy()
+        host_b = b.cpu().numpy().copy()
+        host_c = np.empty((n, n), dtype=NUMPY_DTYPES[dt])
+        if ctx.alloc:
+            # Every iteration copies A and B into new tensors (to the device)
+            # and C back into a new numpy array.
+            def op():
+                if ctx.cuda:
+                    a_cur[0] = torch.from_numpy(host_a).to(dev)
+                    b_cur[0] = torch.from_numpy(host_b).to(dev)
+                else:
+                    a_cur[0] = torch.from_numpy(host_a).clone()
+                    b_cur[0] = torch.from_numpy(host_b).clone()
+                compute()
+                out = c_box[0].cpu().numpy()
+                return out.copy() if not ctx.cuda else out
+        else:
+            # Uploads into the operand tensors and downloads into a host
+            # buffer, as the Go benchmark's Upload/Download do.
+            ta, tb, tc = torch.from_numpy(host_a), torch.from_numpy(host_b), torch.from_numpy(host_c)
+
+            def op():
+                a.copy_(ta)
+                b.copy_(tb)
+                compute()
+                tc.copy_(c)
+
+    def check():
+        # 256 random entries recomputed in float64 from the same
+        # (dtype-rounded) operands.
+        rng = np.random.default_rng(3)
+        i = torch.from_numpy(rng.integers(0, n, 256))
+        j = torch.from_numpy(rng.integers(0, n, 256))
+        ad = a.detach().cpu()[i, :].double()  # the sampled rows of A
+        bd = b.detach().cpu()[:, j].double().t()  # and columns of B
+        want = (ad * bd).sum(dim=1)
+        got = result().detach().to("cpu", torch.float64)[i, j]
+        return rel_err(got, want)
+
+    size = torch.finfo(dtype).bits // 8
+    return Work(op, check, flops=2.0 * n * n * n, nbytes=3.0 * n * n * size)
+
+
+# ---------------------------------------------------------------- kernels
+
+
+def kernel_shapes(short):
+    return [(1, 128)] if short else [(8, 128), (8, 384)]
+
+
+def kernel_dtypes(short):
+    return ["f32"] if short else ["f32", "f16", "bf16"]
+
+
+KERNEL_OPS = ["relu", "gelu", "layernorm", "softmax", "attention"]
+
+
+def elementwise_setup(ctx, op_name, dt, batch, seq):
+    """relu and gelu (exact, erf) on [batch·seq, 3072]; softmax over the last
+    dimension of [batch, 12, seq, seq]."""
+    dtype, dev = DTYPES[dt], ctx.device
+    if op_name == "softmax":
+        shape, seed, flops_per = (batch, HEADS, seq, seq), 14, 5
+    else:
+        shape, seed = (batch * seq, FFN), 10
+        flops_per = 1 if op_name == "relu" else 8
+    x = uniform(seed, shape, dtype, dev)
+    n = x.numel()
+    up = dt == "f16" and op_name in ctx.upcast
+    f = {
+        "relu": torch.relu,
+        "gelu": F.gelu,
+        "softmax": lambda t: torch.softmax(t, -1),
+    }[op_name]
+    f_out = {
+        # torch.relu is clamp_min(x, 0); relu.out is a generated wrapper
+        # that allocates and copies, clamp_min.out writes in place.
+        "relu": lambda t, o: torch.clamp_min(t, 0, out=o),
+        "gelu": lambda t, o: torch.ops.aten.gelu.out(t, out=o),
+        "softmax": lambda t, o: torch.ops.aten._softmax.out(t, -1, False, out=o),
+    }[op_name]
+    box = [None]
+    if ctx.alloc or ctx.compile:
+        fc = ctx.wrap(f)
+        if up:
+            op = lambda: box.__setitem__(0, fc(x.float()).to(dtype))
+        else:
+            op = lambda: box.__setitem__(0, fc(x))
+        result = lambda: box[0]
+    else:
+        out = torch.empty_like(x)
+        if up:
+            x32, o32 = torch.empty(shape, device=dev), torch.empty(shape, device=dev)
+            op = upcast_op(ctx, [x], out, lambda: f_out(x32, o32), [x32], o32)
+        else:
+            op = lambda: f_out(x, out)
+        result = lambda: out
+
+    def check():
+        return rel_err(result(), f(x.detach().to("cpu", torch.float64)))
+
+    size = torch.finfo(dtype).bits // 8
+    return Work(op, check, flops=flops_per * n, nbytes=2.0 * n * size)
+
+
+def layernorm_setup(ctx, dt, batch, seq):
+    """LayerNorm over the last dimension of [batch·seq, 768], eps 1e-12."""
+    dtype, dev = DTYPES[dt], ctx.device
+    rows, d = batch * seq, HIDDEN
+    x, g, b = uniform(11, (rows, d), dtype, dev), uniform(12, (d,), dtype, dev), uniform(13, (d,), dtype, dev)
+    up = dt == "f16" and "layernorm" in ctx.upcast
+    # torch has no out= kernel for layer norm (native_layer_norm.out is a
+    # generated wrapper that allocates and copies, slower than this): the
+    # op allocates its output in every mode. It is at most 9.4 MB, below
+    # glibc's mmap threshold, so the allocation is cheap.
+    ln = ctx.wrap(lambda t, gg, bb: F.layer_norm(t, (d,), gg, bb, LN_EPS))
+    box = [None]
+    if up and (ctx.alloc or ctx.compile):
+        op = lambda: box.__setitem__(0, ln(x.float(), g.float(), b.float()).to(dtype))
+    elif up:
+        x32, g32, b32 = torch.empty(rows, d, device=dev), torch.empty(d, device=dev), torch.empty(d, device=dev)
+        out = torch.empty_like(x)
+
+        def op():
+            x32.copy_(x)
+            g32.copy_(g)
+            b32.copy_(b)
+            out.copy_(ln(x32, g32, b32))
+            box[0] = out
+    else:
+        op = lambda: box.__setitem__(0, ln(x, g, b))
+    result = lambda: box[0]
+
+    def check():
+        xd, gd, bd = (t.detach().to("cpu", torch.float64) for t in (x, g, b))
+        return rel_err(result(), F.layer_norm(xd, (d,), gd, bd, LN_EPS))
+
+    size = torch.finfo(dtype).bits // 8
+    n = rows * d
+    return Work(op, check, flops=8.0 * n, nbytes=(2.0 * n + 2 * d) * size)
+
+
+def attention_setup(ctx, dt, batch, seq):
+    """softmax(q·kᵀ/√64)·v with q, k, v [batch, 12, seq, 64], no mask."""
+    dtype, dev = DTYPES[dt], ctx.device
+    shape = (batch, HEADS, seq, HEAD_D)
+    q, k, v = (uniform(s, shape, dtype, dev) for s in (15, 16, 17))
+    up = dt == "f16" and "attention" in ctx.upcast
+    scale = 1 / math.sqrt(HEAD_D)
+    box = [None]
+    if ctx.has_sdpa or ctx.alloc or ctx.compile:
+        # scaled_dot_product_attention has no out= form: it allocates (the
+        # output only, [batch, 12, seq, 64]).
+        fc = ctx.wrap(lambda a, b, c: attention_ref_ops(ctx, a, b, c))
+        if up:
+            op = lambda: box.__setitem__(0, fc(q.float(), k.float(), v.float()).to(dtype))
+        else:
+            op = lambda: box.__setitem__(0, fc(q, k, v))
+        result = lambda: box[0]
+    else:
+        # Eager matmul-softmax-matmul on preallocated buffers: the scale is
+        # folded into the first GEMM (baddbmm with beta=0 ignores its input).
+        bh = batch * HEADS
+        cdt = torch.float32 if up else dtype
+        q3, k3, v3 = (torch.empty(bh, seq, HEAD_D, dtype=cdt, device=dev) for _ in range(3))
+        s3, p3 = torch.empty(bh, seq, seq, dtype=cdt, device=dev), torch.empty(bh, seq, seq, dtype=cdt, device=dev)
+        o3 = torch.empty(bh, seq, HEAD_D, dtype=cdt, device=dev)
+        out = torch.empty(shape, dtype=dtype, device=dev)
+        if up:
+            srcs = [q.view(bh, seq, HEAD_D), k.view(bh, seq, HEAD_D), v.view(bh, seq, HEAD_D)]
+        else:
+            q3, k3, v3 = (t.view(bh, seq, HEAD_D) for t in (q, k, v))
+            o3 = out.view(bh, seq, HEAD_D)
+
+        def eager():
+            torch.baddbmm(s3, q3, k3.transpose(1, 2), beta=0, alpha=scale, out=s3)
+            torch.ops.aten._softmax.out(s3, -1, False, out=p3)
+            torch.bmm(p3, v3, out=o3)
+
+        if up:
+            op = upcast_op(ctx, srcs, out.view(bh, seq, HEAD_D), eager, [q3, k3, v3], o3)
+        else:
+            op = eager
+        result = lambda: out
+
+    def check():
+        qd, kd, vd = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+        want = torch.softmax((qd @ kd.transpose(-2, -1)) * scale, -1) @ vd
+        return rel_err(result(), want)
+
+    size = torch.finfo(dtype).bits // 8
+    n = batch * HEADS * seq * HEAD_D
+    return Work(op, check, flops=4.0 * batch * HEADS * seq * seq * HEAD_D, nbytes=4.0 * n * size)
+
+
+def kernel_setup(ctx, op_name, dt, batch, seq):
+    if op_name == "layernorm":
+        return layernorm_setup(ctx, dt, batch, seq)
+    if op_name == "attention":
+        return attention_setup(ctx, dt, batch, seq)
+    return elementwise_setup(ctx, op_name, dt, batch, seq)
+
+
+# ---------------------------------------------------------------- selection
+
+
+def split_regexp(s):
+    """Splits a -bench pattern at the slashes outside brackets and
+    parentheses, as the testing package does."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "[(":
+            depth += 1
+        elif c in "])" and depth > 0:
+            depth -= 1
+        elif c == "/" and depth == 0:
+            parts.append(s[start:i])
+            start = i + 1
+        i += 1
+    parts.append(s[start:])
+    return parts
+
+
+def make_matcher(pattern):
+    """Go's -bench matching: each slash-separated element of the pattern is
+    an unanchored regexp matched against the same level of the name."""
+    regs = [re.compile(p) for p in split_regexp(pattern)]
+
+    def match(name):
+        elems = name.split("/")
+        return all(r.search(e) for r, e in zip(regs, elems))
+
+    return match
+
+
+def benchmarks(ctx, short):
+    """(name, setup) of every benchmark in the order go test runs them."""
+    out = []
+    for dt, n, transfer in matmul_cases(short):
+        name = f"BenchmarkMatMul/dev={ctx.dev}/dtype={dt}/m={n}/n={n}/k={n}/transfer={transfer}"
+        out.append((name, dt, lambda dt=dt, n=n, transfer=transfer: matmul_setup(ctx, dt, n, transfer)))
+    for op in KERNEL_OPS:
+        for dt in kernel_dtypes(short):
+            for batch, seq in kernel_shapes(short):
+                name = f"BenchmarkKernels/op={op}/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={seq}"
+                out.append((name, dt, lambda op=op, dt=dt, b=batch, s=seq: kernel_setup(ctx, op, dt, b, s)))
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--short", action="store_true", help="the quick set (go test -short)")
+    ap.add_argument("--bench", default=".", metavar="REGEX", help="run only the benchmarks matching REGEX, as go test -bench (default: all)")
+    ap.add_argument("--benchtime", default="1s", type=parse_benchtime, help='time per benchmark ("1s", "500ms") or fixed count ("10x"), as go test -benchtime (default 1s)')
+    ap.add_argument("--count", default=1, type=int, help="run each benchmark N times, as go test -count")
+    ap.add_argument("--threads", default=os.cpu_count() or 1, type=int, help="torch.set_num_threads (default: os.cpu_count(), as GOMAXPROCS); the -P name suffix")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--compile", action="store_true", help="wrap the ops in torch.compile (torch >= 2)")
+    ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
+    args = ap.parse_args(argv)
+
+    if args.count < 1:
+        ap.error("--count must be >= 1")
+    if args.compile and not hasattr(torch, "compile"):
+        ap.error(f"--compile needs torch >= 2 (have {torch.__version__})")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: no CUDA device available to torch")
+
+    if args.threads < 1:
+        ap.error("--threads must be >= 1")
+    threads = args.threads
+    torch.set_num_threads(threads)
+    ctx = Ctx(args.device, args.alloc, args.compile)
+    probe_f16(ctx)
+    match = make_matcher(args.bench)
+    torch.ones(8, 8) @ torch.ones(8, 8)  # load the BLAS before naming it
+    set_openblas_threads(threads)
+
+    print("goos: " + {"win32": "windows"}.get(sys.platform, sys.platform))
+    print("goarch: " + goarch())
+    print("pkg: " + PKG)
+    print("cpu: " + cpu_model())
+    print(f"impl: torch-{torch.__version__}")
+    print(f"torch-threads: {torch.get_num_threads()}")
+    print("blas: " + blas_name())
+    if ctx.cuda:
+        print("gpu: " + torch.cuda.get_device_name())
+        print("cuda: " + str(torch.version.cuda))
+    # Thread settings from the environment change results (with Debian's
+    # torch, OpenMP threads spin-waiting after a parallel region compete
+    # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that):
+    # label the results with them.
+    for var in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        if os.environ.get(var):
+            print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
+    print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
+    print("outputs: " + ("allocated" if args.alloc or args.compile else "preallocated"))
+    if args.compile:
+        print("compile: torch.compile")
+    if ctx.upcast:
+        ops = ",".join(o for o in ["matmul"] + KERNEL_OPS if o in ctx.upcast)
+        print("f16-upcast: " + ops)
+        log(f"torch {torch.__version__} has no float16 kernels on {args.device} for {ops}: "
+            "their dtype=f16 benchmarks compute in float32, casting inputs and output inside the timer")
+    for u in UNITS:
+        print(u)
+    sys.stdout.flush()
+
+    suffix = f"-{threads}" if threads != 1 else ""
+    failed = False
+    for name, dt, setup in benchmarks(ctx, args.short):
+        if not match(name):
+            continue
+        try:
+            work = setup()
+        except (NotImplementedError, RuntimeError) as e:
+            log(f"--- SKIP: {name}: {e}")
+            continue
+        err = None
+        for _ in range(args.count):
+            work.op()  # warm-up, outside the timer
+            ctx.sync()
+            if err is None:
+                err = work.check()
+                if not err <= TOLERANCE[dt]:  # also catches NaN
+                    log(f"--- FAIL: {name}: rel-err {err:.3g} exceeds {TOLERANCE[dt]:.3g}: not timing a wrong result")
+                    failed = True
+                    break
+            n, secs = measure(work.op, args.benchtime, ctx.sync)
+            per_op = secs / n
+            fields = [f"{name}{suffix}", f"{n:8d}", f"{pretty(per_op * 1e9)} ns/op"]
+            if work.flops:
+                fields.append(f"{pretty(work.flops / per_op / 1e9)} GFLOP/s")
+            if work.nbytes:
+                fields.append(f"{pretty(work.nbytes / per_op / 1e9)} GB/s")
+            fields.append(f"{pretty(err)} rel-err")
+            print("\t".join(fields), flush=True)
+        del work
+        gc.collect()
+        if ctx.cuda:
+            torch.cuda.empty_cache()
+    if failed:
+        print("FAIL")
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
