@@ -65,7 +65,7 @@ func softmaxRow(dst, src []float32, n int, scale float32) {
 	}
 	var sum float64
 	for j, v := range src {
-		e := float32(math.Exp(float64(v*scale - m)))
+		e := expf(v*scale - m)
 		dst[j] = e
 		sum += float64(e)
 	}
@@ -257,7 +257,7 @@ func attnProbs(pr, qi, k []float32, scale float32) float64 {
 	}
 	var sum float64
 	for j, s := range pr {
-		e := float32(math.Exp(float64(s - m)))
+		e := expf(s - m)
 		pr[j] = e
 		sum += float64(e)
 	}

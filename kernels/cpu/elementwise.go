@@ -18,10 +18,14 @@ const (
 	geluCoef    = 0.044715
 )
 
-// gelu is x·Φ(x) with the exact error function.
+// gelu is x·Φ(x) with the exact error function, written with erfc so that
+// the negative tail keeps its relative accuracy: Φ(x) = erfc(−x/√2)/2.
 func gelu(x float32) float32 {
-	v := float64(x)
-	return float32(0.5 * v * (1 + math.Erf(v*invSqrt2)))
+	z := x * invSqrt2
+	if z >= 0 {
+		return x - 0.5*x*erfcf(z)
+	}
+	return 0.5 * x * erfcf(-z)
 }
 
 // geluGrad is d/dx x·Φ(x) = Φ(x) + x·φ(x).
@@ -30,10 +34,10 @@ func geluGrad(x float32) float32 {
 	return float32(0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v))
 }
 
-// geluTanh is 0.5·x·(1+tanh(√(2/π)·(x+0.044715x³))).
+// geluTanh is 0.5·x·(1+tanh(u)), u = √(2/π)·(x+0.044715x³), computed as
+// x·σ(2u), the same function without the cancellation of 1+tanh.
 func geluTanh(x float32) float32 {
-	v := float64(x)
-	return float32(0.5 * v * (1 + math.Tanh(sqrt2OverPi*(v+geluCoef*v*v*v))))
+	return x * sigmoidf(2*sqrt2OverPi*(x+geluCoef*x*x*x))
 }
 
 // geluTanhGrad is the derivative of geluTanh.
@@ -44,10 +48,7 @@ func geluTanhGrad(x float32) float32 {
 }
 
 // silu is x·σ(x).
-func silu(x float32) float32 {
-	v := float64(x)
-	return float32(v / (1 + math.Exp(-v)))
-}
+func silu(x float32) float32 { return x * sigmoidf(x) }
 
 // siluGrad is σ(x)·(1 + x·(1−σ(x))).
 func siluGrad(x float32) float32 {
@@ -69,11 +70,7 @@ func applyAct(dst, src []float32, a kernels.Activation) {
 		copy(dst, src)
 	case kernels.ActReLU:
 		for i, x := range src {
-			if x > 0 {
-				dst[i] = x
-			} else {
-				dst[i] = 0
-			}
+			dst[i] = max(x, 0) // branch-free: random signs defeat the predictor
 		}
 	case kernels.ActGELU:
 		for i, x := range src {

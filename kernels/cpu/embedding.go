@@ -208,7 +208,7 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, targets *kernels.Tensor,
 			m := rowMax(row)
 			var sum float64
 			for j, x := range row {
-				e := float32(math.Exp(float64(x - m)))
+				e := expf(x - m)
 				dst[j] = e
 				sum += float64(e)
 			}
