@@ -85,9 +85,9 @@ baseline: bench-run peer-run
 
 ## bench-openblas: BenchmarkMatMul with OpenBLAS behind gonum's blas32.
 bench-openblas:
-	@command -v pkg-config >/dev/null && pkg-config --exists openblas 2>/dev/null || scripts/install-openblas.sh
+	@scripts/install-openblas.sh
 	@mkdir -p $(OUT)
-	CGO_LDFLAGS="-lopenblas" $(GO) test -tags openblas -run='^$$' -bench='MatMul' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
+	$(GO) test -tags openblas -run='^$$' -bench='MatMul' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| tee $(OUT)/zbench-openblas.txt
 
 python-ref:

@@ -83,3 +83,21 @@ type Backend interface {
 
 	Ops
 }
+
+// Graph is a recorded sequence of operations that can be replayed with
+// fixed arguments and one launch (a CUDA graph on GPUs).
+type Graph interface {
+	// Launch queues the whole sequence once.
+	Launch() error
+	Close() error
+}
+
+// Capturer is implemented by backends that can record the operations a
+// function queues into a Graph instead of running them. Models use it, when
+// present, to replay a whole forward pass with one launch.
+type Capturer interface {
+	// Capture calls f once in recording mode and returns the graph of the
+	// operations it queued. The tensors f uses must stay allocated while
+	// the graph lives.
+	Capture(f func() error) (Graph, error)
+}

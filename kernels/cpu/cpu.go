@@ -152,3 +152,21 @@ func u16(t *kernels.Tensor) []uint16 {
 	buf := bytesOf(t)
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/2)
 }
+
+var _ kernels.Capturer = (*Backend)(nil)
+
+// Capture returns a graph that replays f: the CPU runs operations as they
+// are called, so recording one is keeping the function. f is not called
+// until the first Launch.
+func (b *Backend) Capture(f func() error) (kernels.Graph, error) {
+	if f == nil {
+		return nil, fmt.Errorf("cpu: capture of a nil function: %w", kernels.ErrValue)
+	}
+	return graph(f), nil
+}
+
+// graph replays a captured function.
+type graph func() error
+
+func (g graph) Launch() error { return g() }
+func (g graph) Close() error  { return nil }

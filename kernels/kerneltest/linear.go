@@ -43,3 +43,31 @@ func (e *env) linearBackward(dt kernels.DType, rows, n, k int) {
 	e.Check("dw", dw, wantDW, 0)
 	e.Check("dbias", dbias, wantDB, 0)
 }
+
+func init() {
+	suites = append(suites, []test{{"capture", func(e *env) { e.capture() }}})
+}
+
+// capture checks that a captured graph, when the backend has one, replays
+// the operations it recorded.
+func (e *env) capture() {
+	c, ok := e.b.(kernels.Capturer)
+	if !ok {
+		e.Skipf("%s has no graph capture", e.b.Name())
+	}
+	x, xv := e.Input("x", kernels.F32, 31)
+	out := e.Output(kernels.F32, 31)
+	g, err := c.Capture(func() error { return e.b.Scale(out, x, 2) })
+	if err != nil {
+		e.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Launch(); err != nil {
+		e.Fatal(err)
+	}
+	want := make([]float64, len(xv))
+	for i, v := range xv {
+		want[i] = 2 * v
+	}
+	e.Check("out", out, want, 0)
+}
