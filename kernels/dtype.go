@@ -102,11 +102,38 @@ func BF16FromFloat32(f float32) uint16 {
 // BF16ToFloat32 widens a bfloat16 exactly.
 func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
-// F16FromFloat32 rounds f to the nearest binary16, ties to even.
-func F16FromFloat32(f float32) uint16 { return uint16(float16.Fromfloat32(f)) }
+// F16FromFloat32 rounds f to the nearest binary16, ties to even. Finite
+// values below binary16's overflow take a branch-free fast path (zeros and
+// subnormals included, so that ReLU's zeros stay fast); overflow, infinities
+// and NaN go through github.com/x448/float16, against which the tests check
+// the fast path.
+func F16FromFloat32(f float32) uint16 {
+	u := math.Float32bits(f)
+	a := u & 0x7fffffff
+	if a >= 0x477ff000 { // rounds to ±Inf, or is Inf or NaN
+		return uint16(float16.Fromfloat32(f))
+	}
+	// Normal results: rebias the exponent and round the 13 dropped bits.
+	n := a - (127-15)<<23
+	n = (n + 0xfff + (n>>13)&1) >> 13
+	// Subnormal results (|f| < 2⁻¹⁴): adding 0.5 leaves |f| rounded to a
+	// multiple of 2⁻²⁴, the binary16 subnormal step, in the low bits.
+	s := math.Float32bits(math.Float32frombits(a)+0.5) - 0x3f000000
+	small := uint32(int32(a-0x38800000) >> 31) // all ones when subnormal
+	return uint16(u>>16)&0x8000 | uint16(s&small|n&^small)
+}
+
+// f16Table holds every binary16 value widened, filled by x448/float16.
+var f16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = float16.Frombits(uint16(h)).Float32()
+	}
+	return &t
+}()
 
 // F16ToFloat32 widens a binary16 exactly.
-func F16ToFloat32(h uint16) float32 { return float16.Frombits(h).Float32() }
+func F16ToFloat32(h uint16) float32 { return f16Table[h] }
 
 // fp8 describes an 8-bit float layout.
 type fp8 struct {

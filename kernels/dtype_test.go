@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/x448/float16"
 )
 
 func TestBF16Rounding(t *testing.T) {
@@ -174,4 +175,33 @@ func FuzzFP8RoundTrip(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestF16FastPath compares F16FromFloat32 with x448/float16 on a stride
+// through all float32 bit patterns and on the neighbourhood of every
+// boundary of the fast path.
+func TestF16FastPath(t *testing.T) {
+	check := func(u uint32) {
+		f := math.Float32frombits(u)
+		want := uint16(float16.Fromfloat32(f))
+		if got := F16FromFloat32(f); got != want && !(f != f && got&0x7c00 == 0x7c00 && got&0x3ff != 0) {
+			t.Fatalf("F16FromFloat32(%#08x = %g) = %#04x, want %#04x", u, f, got, want)
+		}
+	}
+	for u := uint64(0); u < 1<<32; u += 251 {
+		check(uint32(u))
+	}
+	for _, edge := range []uint32{0x38800000, 0x477ff000, 0x7f800000, 0x33000000} {
+		for d := uint32(0); d < 1<<14; d++ {
+			check(edge + d - 1<<13)
+			check(0x80000000 | (edge + d - 1<<13))
+		}
+	}
+	for h := range 1 << 16 {
+		want := float16.Frombits(uint16(h)).Float32()
+		got := F16ToFloat32(uint16(h))
+		if got != want && (got == got || want == want) {
+			t.Fatalf("F16ToFloat32(%#04x) = %g, want %g", h, got, want)
+		}
+	}
 }
