@@ -120,14 +120,24 @@ var (
 func measureCPUPeak(info kernels.DeviceInfo) Peak {
 	perCycle, isa := cpuFLOPsPerCycle()
 	ghz := cpuGHz()
-	flops := float64(info.Cores) * ghz * 1e9 * perCycle
+	perSec := float64(info.Cores) * ghz * 1e9
+	flops := map[kernels.DType]float64{kernels.F32: perSec * perCycle}
+	if cpu.X86.HasAMXBF16 {
+		// A peer's BF16 matmul may run on AMX tiles: 1024 FLOP per cycle
+		// per core; INT8 at twice that.
+		flops[kernels.BF16] = perSec * 1024
+		isa += ", amx-bf16 1024 FLOP/cycle"
+	}
+	if cpu.X86.HasAMXInt8 {
+		flops[kernels.I8] = perSec * 2048
+	}
 	cache := lastLevelCache()
 	return Peak{
 		Device:     info.Name,
-		FLOPS:      map[kernels.DType]float64{kernels.F32: flops},
+		FLOPS:      flops,
 		Bandwidth:  measureBandwidth(cache),
 		CacheBytes: cache,
-		Source: fmt.Sprintf("%d cores x %.2f GHz x %g FLOP/cycle (%s); bandwidth measured by copy",
+		Source: fmt.Sprintf("%d cores x %.2f GHz x %g f32 FLOP/cycle (%s); bandwidth measured by copy",
 			info.Cores, ghz, perCycle, isa),
 	}
 }
