@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	"math"
 
 	"github.com/zbench/zbench/kernels"
@@ -194,8 +196,14 @@ func (b *Backend) attnCheck(op string, q, k, v *kernels.Tensor, p kernels.Attent
 // kernels handles.
 const attnRowBlock = 8
 
-// Attention computes softmax(scale·q·kᵀ + mask)·v, one query row at a time,
-// in parallel over batch entries, heads and blocks of query rows.
+// attnGemmRows is the number of query rows whose scores one pair of GEMMs
+// computes: a tile of attnGemmRows×Sk scores per goroutine.
+const attnGemmRows = 64
+
+// Attention computes softmax(scale·q·kᵀ + mask)·v a tile of query rows at
+// a time with two blas32 GEMMs (scores = q·kᵀ over the keys any row of the
+// tile sees, then out = P·v), in parallel over batch entries, heads and
+// tiles.
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Attention"
 	g, err := b.attnCheck(op, q, k, v, p)
@@ -213,28 +221,35 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	qs, ks, vs := in32(q), in32(k), in32(v)
 	o, flush := out32(out, false)
 	d, sk, group := g.d, g.sk, g.hq/g.hkv
-	blocks := (g.sq + attnRowBlock - 1) / attnRowBlock
-	parallelFor(g.batch*g.hq*blocks, 2*attnRowBlock*sk*d, func(lo, hi int) {
-		pr := make([]float32, sk)
-		acc := make([]float64, d)
+	tiles := (g.sq + attnGemmRows - 1) / attnGemmRows
+	parallelGemms(g.batch*g.hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
+		scores := make([]float32, attnGemmRows*sk)
 		for it := lo; it < hi; it++ {
-			bh, blk := it/blocks, it%blocks
+			bh, tile := it/tiles, it%tiles
 			bi, h := bh/g.hq, bh%g.hq
 			kv := (bi*g.hkv + h/group) * sk * d
-			kh, vh := ks[kv:kv+sk*d], vs[kv:kv+sk*d]
-			for i := blk * attnRowBlock; i < min(g.sq, (blk+1)*attnRowBlock); i++ {
-				row := (bh*g.sq + i) * d
-				n := g.visible(i, bi)
-				attnProbs(pr[:n], qs[row:row+d], kh, g.scale)
-				clear(acc)
-				for j, pj := range pr[:n] {
-					attnAxpy64(acc, pj, vh[j*d:(j+1)*d])
-				}
-				dst := o[row : row+d]
-				for t, a := range acc {
-					dst[t] = float32(a)
-				}
+			i0, i1 := tile*attnGemmRows, min(g.sq, (tile+1)*attnGemmRows)
+			rows, first := i1-i0, (bh*g.sq+i0)*d
+			dst := blas32.General{Rows: rows, Cols: d, Stride: d, Data: o[first : first+rows*d]}
+			// The masks hide a suffix of keys that shrinks down the
+			// tile, so the last row sees the most.
+			n := g.visible(i1-1, bi)
+			if n == 0 {
+				clear(dst.Data)
+				continue
 			}
+			sc := blas32.General{Rows: rows, Cols: n, Stride: n, Data: scores[:rows*n]}
+			blas32.Gemm(blas.NoTrans, blas.Trans, g.scale,
+				blas32.General{Rows: rows, Cols: d, Stride: d, Data: qs[first : first+rows*d]},
+				blas32.General{Rows: n, Cols: d, Stride: d, Data: ks[kv : kv+n*d]},
+				0, sc)
+			for r := range rows {
+				row := sc.Data[r*n : (r+1)*n]
+				softmaxRow(row, row, g.visible(i0+r, bi), 1)
+			}
+			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, sc,
+				blas32.General{Rows: n, Cols: d, Stride: d, Data: vs[kv : kv+n*d]},
+				0, dst)
 		}
 	})
 	flush()

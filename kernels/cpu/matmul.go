@@ -19,6 +19,18 @@ func smallGemm() int {
 	return 1 << 21
 }
 
+// parallelGemms runs f over n work items that each call the BLAS on small
+// products: across goroutines with gonum, whose products below smallGemm
+// run on the calling goroutine, and on one goroutine with OpenBLAS, whose
+// own threads would otherwise contend with ours for the cores.
+func parallelGemms(n, cost int, f func(lo, hi int)) {
+	if blasName == "openblas" {
+		f(0, n)
+		return
+	}
+	parallelFor(n, cost, f)
+}
+
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias) through blas32.
 // a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
 // dimensions or none (shared by every batch), out is [batch…, M, N] and bias
