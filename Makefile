@@ -6,6 +6,9 @@ SHELL := bash
 .DEFAULT_GOAL := test
 
 GO        := $(shell scripts/install-go.sh)
+ifeq ($(GO),)
+$(error no usable Go: scripts/install-go.sh failed (see its messages above))
+endif
 PY        := /usr/bin/python3
 MACHINE   ?= $(shell scripts/machine-id.sh)
 BASELINE  := baselines/$(MACHINE)
