@@ -18,20 +18,20 @@ var (
 	ErrValue       = errors.New("invalid value")
 )
 
-// check collects the first failure of a series of argument checks for one
+// Checker collects the first failure of a series of argument checks for one
 // operation, so that ops read as a list of requirements.
-type check struct {
+type Checker struct {
 	op  string
 	err error
 }
 
 // Check starts argument checks for the named operation.
-func Check(op string) *check { return &check{op: op} }
+func Check(op string) *Checker { return &Checker{op: op} }
 
 // Err returns the first failure, naming the operation, or nil.
-func (c *check) Err() error { return c.err }
+func (c *Checker) Err() error { return c.err }
 
-func (c *check) fail(err error, format string, args ...any) *check {
+func (c *Checker) fail(err error, format string, args ...any) *Checker {
 	if c.err == nil {
 		c.err = fmt.Errorf("%s: %s: %w", c.op, fmt.Sprintf(format, args...), err)
 	}
@@ -39,7 +39,7 @@ func (c *check) fail(err error, format string, args ...any) *check {
 }
 
 // Tensor requires t to be non-nil, live and owned by b.
-func (c *check) Tensor(name string, t *Tensor, b Backend) *check {
+func (c *Checker) Tensor(name string, t *Tensor, b Backend) *Checker {
 	switch {
 	case t == nil:
 		return c.fail(ErrShape, "%s is nil", name)
@@ -52,7 +52,7 @@ func (c *check) Tensor(name string, t *Tensor, b Backend) *check {
 }
 
 // DType requires t's dtype to be one of want.
-func (c *check) DType(name string, t *Tensor, want ...DType) *check {
+func (c *Checker) DType(name string, t *Tensor, want ...DType) *Checker {
 	if c.err != nil {
 		return c
 	}
@@ -65,7 +65,7 @@ func (c *check) DType(name string, t *Tensor, want ...DType) *check {
 }
 
 // SameDType requires a and b to have the same dtype.
-func (c *check) SameDType(an string, a *Tensor, bn string, b *Tensor) *check {
+func (c *Checker) SameDType(an string, a *Tensor, bn string, b *Tensor) *Checker {
 	if c.err == nil && a.dtype != b.dtype {
 		c.fail(ErrDType, "%s is %v but %s is %v", an, a.dtype, bn, b.dtype)
 	}
@@ -73,7 +73,7 @@ func (c *check) SameDType(an string, a *Tensor, bn string, b *Tensor) *check {
 }
 
 // Shape requires t to have exactly the shape want.
-func (c *check) Shape(name string, t *Tensor, want ...int) *check {
+func (c *Checker) Shape(name string, t *Tensor, want ...int) *Checker {
 	if c.err == nil && !t.shape.Equal(want) {
 		c.fail(ErrShape, "%s has shape %v, want %v", name, t.shape, Shape(want))
 	}
@@ -81,7 +81,7 @@ func (c *check) Shape(name string, t *Tensor, want ...int) *check {
 }
 
 // Rank requires t to have at least min dimensions.
-func (c *check) Rank(name string, t *Tensor, min int) *check {
+func (c *Checker) Rank(name string, t *Tensor, min int) *Checker {
 	if c.err == nil && len(t.shape) < min {
 		c.fail(ErrShape, "%s has shape %v, want at least %d dimensions", name, t.shape, min)
 	}
@@ -89,7 +89,7 @@ func (c *check) Rank(name string, t *Tensor, min int) *check {
 }
 
 // Len requires t to hold n elements.
-func (c *check) Len(name string, t *Tensor, n int) *check {
+func (c *Checker) Len(name string, t *Tensor, n int) *Checker {
 	if c.err == nil && t.Len() != n {
 		c.fail(ErrShape, "%s has %d elements (shape %v), want %d", name, t.Len(), t.shape, n)
 	}
@@ -97,7 +97,7 @@ func (c *check) Len(name string, t *Tensor, n int) *check {
 }
 
 // That fails with err and the message unless ok holds.
-func (c *check) That(ok bool, err error, format string, args ...any) *check {
+func (c *Checker) That(ok bool, err error, format string, args ...any) *Checker {
 	if c.err == nil && !ok {
 		c.fail(err, format, args...)
 	}

@@ -10,16 +10,11 @@ import (
 // LayerNorm normalises the rows of x with gamma and the optional beta,
 // saving the row statistics into mean and rstd when they are not nil.
 func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps float32) error {
-	c := kernels.Check("cpu: LayerNorm").
-		Tensor("out", out, b).Tensor("x", x, b).Tensor("gamma", gamma, b)
+	c := b.normCheck("cpu: LayerNorm", out, x, gamma, eps)
 	if err := c.Err(); err != nil {
 		return err
 	}
 	d, rows := x.Shape().Last(), x.Shape().Rows()
-	c.DType("x", x, floatTypes...).Rank("x", x, 1).
-		SameDType("out", out, "x", x).Shape("out", out, x.Shape()...).
-		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, d).
-		That(eps >= 0, kernels.ErrValue, "eps is %g, want ≥ 0", eps)
 	if beta != nil {
 		c.Tensor("beta", beta, b).SameDType("beta", beta, "x", x).Shape("beta", beta, d)
 	}
@@ -223,19 +218,10 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd 
 // RMSNorm sets each row of out to x·rsqrt(mean(x²) + eps)·gamma, computed in
 // float32 with the mean of squares accumulated in float64.
 func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
-	c := kernels.Check("cpu: RMSNorm").
-		Tensor("out", out, b).Tensor("x", x, b).Tensor("gamma", gamma, b)
-	if err := c.Err(); err != nil {
+	if err := b.normCheck("cpu: RMSNorm", out, x, gamma, eps).Err(); err != nil {
 		return err
 	}
 	d, rows := x.Shape().Last(), x.Shape().Rows()
-	c.DType("x", x, floatTypes...).Rank("x", x, 1).
-		SameDType("out", out, "x", x).Shape("out", out, x.Shape()...).
-		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, d).
-		That(eps >= 0, kernels.ErrValue, "eps is %g, want ≥ 0", eps)
-	if err := c.Err(); err != nil {
-		return err
-	}
 
 	xs, g := in32(x), in32(gamma)
 	o, flush := out32(out, false)
@@ -251,4 +237,17 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 	})
 	flush()
 	return nil
+}
+
+// normCheck checks the arguments LayerNorm and RMSNorm share: x of a float
+// dtype, out of x's dtype and shape, gamma [D] and eps ≥ 0.
+func (b *Backend) normCheck(op string, out, x, gamma *kernels.Tensor, eps float32) *kernels.Checker {
+	c := kernels.Check(op).Tensor("out", out, b).Tensor("x", x, b).Tensor("gamma", gamma, b)
+	if c.Err() != nil {
+		return c
+	}
+	return c.DType("x", x, floatTypes...).Rank("x", x, 1).
+		SameDType("out", out, "x", x).Shape("out", out, x.Shape()...).
+		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, x.Shape().Last()).
+		That(eps >= 0, kernels.ErrValue, "eps is %g, want ≥ 0", eps)
 }
