@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/kerneltest"
 	"github.com/zbench/zbench/zbench"
 )
 
@@ -80,14 +81,9 @@ func actSetup(act kernels.Activation, flopsPerElem float64) func(*testing.B, ker
 		out := alloc(b, dev, dt, batch*seq, bertFFN)
 		work := zbench.Workload{FLOPs: flopsPerElem * float64(n), Bytes: 2 * float64(n*dt.Size()), DType: dt}
 		return func() error { return dev.Act(out, x, act) }, work, func() (float64, error) {
-			want := make([]float64, n)
-			for i, v := range xv {
-				x := float64(v)
-				if act == kernels.ActReLU {
-					want[i] = math.Max(x, 0)
-				} else {
-					want[i] = 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
-				}
+			want := widen(xv)
+			for i, x := range want {
+				want[i] = kerneltest.RefAct(act, x)
 			}
 			return check(out, want)
 		}
@@ -102,22 +98,7 @@ func layerNormSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, batch, 
 	out := alloc(b, dev, dt, rows, d)
 	work := zbench.Workload{FLOPs: 8 * float64(rows*d), Bytes: float64((2*rows*d + 2*d) * dt.Size()), DType: dt}
 	return func() error { return dev.LayerNorm(out, nil, nil, x, gamma, beta, bertLNEps) }, work, func() (float64, error) {
-		want := make([]float64, rows*d)
-		for r := range rows {
-			row := xv[r*d : (r+1)*d]
-			var mean, vari float64
-			for _, v := range row {
-				mean += float64(v)
-			}
-			mean /= float64(d)
-			for _, v := range row {
-				vari += (float64(v) - mean) * (float64(v) - mean)
-			}
-			rstd := 1 / math.Sqrt(vari/float64(d)+bertLNEps)
-			for i, v := range row {
-				want[r*d+i] = (float64(v)-mean)*rstd*float64(gv[i]) + float64(bv[i])
-			}
-		}
+		want, _, _ := kerneltest.RefLayerNorm(widen(xv), widen(gv), widen(bv), d, bertLNEps)
 		return check(out, want)
 	}
 }

@@ -19,8 +19,9 @@ var allTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.I
 // activations lists every activation.
 var activations = []kernels.Activation{kernels.ActNone, kernels.ActReLU, kernels.ActGELU, kernels.ActGELUTanh, kernels.ActSiLU}
 
-// refAct is the activation a in float64.
-func refAct(a kernels.Activation, x float64) float64 {
+// RefAct is the activation a in float64: the reference of Act and of
+// MatMul's epilogue.
+func RefAct(a kernels.Activation, x float64) float64 {
 	switch a {
 	case kernels.ActReLU:
 		return math.Max(x, 0)
@@ -179,7 +180,7 @@ func (e *env) act(dt kernels.DType, a kernels.Activation, n int) {
 	require.NoError(e, e.b.Act(out, x, a))
 	want := make([]float64, n)
 	for i, v := range xv {
-		want[i] = refAct(a, v)
+		want[i] = RefAct(a, v)
 	}
 	e.Check("out", out, want, 0)
 }

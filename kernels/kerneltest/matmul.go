@@ -162,7 +162,7 @@ func (e *env) matmul(dt kernels.DType, c mmCase) {
 				if c.bias {
 					v += biasv[j]
 				}
-				want[o] = refAct(c.act, v)
+				want[o] = RefAct(c.act, v)
 			}
 		}
 	}

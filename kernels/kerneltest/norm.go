@@ -55,7 +55,7 @@ func normTests() []test {
 					out := e.Output(dt, shape...)
 					mean, rstd := e.Output(kernels.F32, rows), e.Output(kernels.F32, rows)
 					require.NoError(e, e.b.LayerNorm(out, mean, rstd, x, gamma, beta, normEps))
-					want, wm, wr := refLayerNorm(xv, gv, bv, d, normEps)
+					want, wm, wr := RefLayerNorm(xv, gv, bv, d, normEps)
 					e.Check("out", out, want, 0)
 					e.Check("mean", mean, wm, 0)
 					e.Check("rstd", rstd, wr, 0)
@@ -65,14 +65,14 @@ func normTests() []test {
 					gamma, gv := e.Input("gamma", dt, d)
 					out := e.Output(dt, shape...)
 					require.NoError(e, e.b.LayerNorm(out, nil, nil, x, gamma, nil, normEps))
-					want, _, _ := refLayerNorm(xv, gv, nil, d, normEps)
+					want, _, _ := RefLayerNorm(xv, gv, nil, d, normEps)
 					e.Check("out", out, want, 0)
 				}},
 				test{name("LayerNormBackward", "dtype", dt, "shape", kernels.Shape(shape)), func(e *env) {
 					x, xv := e.Uniform("x", dt, -2, 3, shape...)
 					gamma, gv := e.Input("gamma", dt, d)
 					dy, dyv := e.Input("dy", dt, shape...)
-					_, m, r := refLayerNorm(xv, gv, nil, d, normEps)
+					_, m, r := RefLayerNorm(xv, gv, nil, d, normEps)
 					mean, mv := e.inputFromValues("mean", kernels.F32, m, rows)
 					rstd, rv := e.inputFromValues("rstd", kernels.F32, r, rows)
 					dx, dgamma, dbeta := e.Output(dt, shape...), e.Output(dt, d), e.Output(dt, d)
@@ -100,8 +100,9 @@ func normTests() []test {
 	return append(ts, test{"LayerNorm/errors", normErrors})
 }
 
-// refLayerNorm normalises rows of x in float64; beta may be nil.
-func refLayerNorm(x, gamma, beta []float64, d int, eps float64) (out, mean, rstd []float64) {
+// RefLayerNorm normalises rows of x in float64 (beta may be nil) and returns
+// the rows' mean and 1/std: the reference of LayerNorm.
+func RefLayerNorm(x, gamma, beta []float64, d int, eps float64) (out, mean, rstd []float64) {
 	rows := len(x) / d
 	out, mean, rstd = make([]float64, len(x)), make([]float64, rows), make([]float64, rows)
 	for r := range rows {
