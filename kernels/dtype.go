@@ -66,6 +66,10 @@ func (d DType) IsFloat() bool {
 	return false
 }
 
+// FloatTypes are the dtypes the float ops compute in: every float tensor of
+// an op has one of them.
+var FloatTypes = []DType{F32, F16, BF16}
+
 // ParseDType returns the DType named s (as printed by String; "int8" and
 // "i8", "fp16" and "f16", "float32" and "f32" are accepted).
 func ParseDType(s string) (DType, error) {

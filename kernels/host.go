@@ -17,10 +17,10 @@ func FromFloat32(b Backend, dt DType, data []float32, shape ...int) (*Tensor, er
 	}
 	buf := make([]byte, t.Bytes())
 	if err := EncodeFloat32(dt, buf, data); err != nil {
-		return nil, errors2(b.Free(t), err)
+		return nil, withCleanup(b.Free(t), err)
 	}
 	if err := b.Upload(t, buf); err != nil {
-		return nil, errors2(b.Free(t), err)
+		return nil, withCleanup(b.Free(t), err)
 	}
 	return t, nil
 }
@@ -39,7 +39,7 @@ func FromInt32(b Backend, data []int32, shape ...int) (*Tensor, error) {
 		binary.LittleEndian.PutUint32(buf[4*i:], uint32(v))
 	}
 	if err := b.Upload(t, buf); err != nil {
-		return nil, errors2(b.Free(t), err)
+		return nil, withCleanup(b.Free(t), err)
 	}
 	return t, nil
 }
@@ -57,9 +57,9 @@ func ToFloat32(t *Tensor) ([]float32, error) {
 	return out, nil
 }
 
-// errors2 keeps the primary error and drops a secondary clean-up error only
-// when there is none.
-func errors2(cleanup, primary error) error {
+// withCleanup returns primary, mentioning the error of the clean-up that
+// followed it, if any.
+func withCleanup(cleanup, primary error) error {
 	if cleanup != nil {
 		return fmt.Errorf("%w (and on clean-up: %v)", primary, cleanup)
 	}

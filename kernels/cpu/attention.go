@@ -21,7 +21,7 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 	if masked {
 		minRank = 2
 	}
-	c.DType("x", x, floatTypes...).Rank("x", x, minRank).
+	c.DType("x", x, kernels.FloatTypes...).Rank("x", x, minRank).
 		SameDType("out", out, "x", x).Shape("out", out, shape...)
 	if err := c.Err(); err != nil {
 		return err
@@ -85,7 +85,7 @@ func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
 		return err
 	}
 	shape := y.Shape()
-	c.DType("y", y, floatTypes...).Rank("y", y, 1).
+	c.DType("y", y, kernels.FloatTypes...).Rank("y", y, 1).
 		SameDType("dy", dy, "y", y).Shape("dy", dy, shape...).
 		SameDType("dx", dx, "y", y).Shape("dx", dx, shape...)
 	if err := c.Err(); err != nil {
@@ -164,7 +164,7 @@ func (b *Backend) attnCheck(op string, q, k, v *kernels.Tensor, p kernels.Attent
 		return attnShape{}, err
 	}
 	qs, ks := q.Shape(), k.Shape()
-	c.DType("q", q, floatTypes...).
+	c.DType("q", q, kernels.FloatTypes...).
 		That(len(qs) == 4, kernels.ErrShape, "q has shape %v, want [B Hq Sq D]", qs).
 		SameDType("k", k, "q", q).
 		That(len(ks) == 4, kernels.ErrShape, "k has shape %v, want [B Hkv Sk D]", ks)

@@ -194,7 +194,7 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 		return c.Err()
 	}
 	as, bs := a.Shape(), bt.Shape()
-	if err := c.DType("a", a, floatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
+	if err := c.DType("a", a, kernels.FloatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
 		Shape("out", out, as...).
 		That(len(bs) <= len(as) && bs.Equal(as[len(as)-len(bs):]), kernels.ErrShape,
 			"b has shape %v, want a suffix of a's shape %v", bs, as).Err(); err != nil {
@@ -233,7 +233,7 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).Err(); err != nil {
+	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).Err(); err != nil {
 		return err
 	}
 	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
@@ -288,7 +288,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).
+	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).
 		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 	if c.Err() != nil {
 		return c.Err()
 	}
-	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "dy", dy).SameDType("x", x, "dx", dx).
+	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "dy", dy).SameDType("x", x, "dx", dx).
 		Shape("dy", dy, x.Shape()...).Shape("dx", dx, x.Shape()...).
 		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
 		return err
@@ -332,7 +332,7 @@ func (b *Backend) SumRows(out, x *kernels.Tensor) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	if err := c.DType("x", x, floatTypes...).SameDType("x", x, "out", out).Rank("x", x, 1).
+	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Rank("x", x, 1).
 		Shape("out", out, x.Shape().Last()).Err(); err != nil {
 		return err
 	}

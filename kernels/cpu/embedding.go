@@ -14,7 +14,7 @@ func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
 		return err
 	}
 	ts := table.Shape()
-	c.DType("table", table, floatTypes...).
+	c.DType("table", table, kernels.FloatTypes...).
 		That(len(ts) == 2, kernels.ErrShape, "table has shape %v, want [V D]", ts).
 		DType("ids", ids, kernels.I32)
 	if err := c.Err(); err != nil {
@@ -84,7 +84,7 @@ func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
 		return err
 	}
 	ts := dtable.Shape()
-	c.DType("dtable", dtable, floatTypes...).
+	c.DType("dtable", dtable, kernels.FloatTypes...).
 		That(len(ts) == 2, kernels.ErrShape, "dtable has shape %v, want [V D]", ts).
 		DType("ids", ids, kernels.I32)
 	if err := c.Err(); err != nil {
@@ -128,7 +128,7 @@ func (b *Backend) ceCheck(op, outName string, out, logits, targets *kernels.Tens
 		return nil, 0, err
 	}
 	ls := logits.Shape()
-	c.DType("logits", logits, floatTypes...).
+	c.DType("logits", logits, kernels.FloatTypes...).
 		That(len(ls) == 2, kernels.ErrShape, "logits has shape %v, want [N V]", ls).
 		DType("targets", targets, kernels.I32)
 	if err := c.Err(); err != nil {

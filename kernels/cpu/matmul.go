@@ -43,7 +43,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	if c.Err() != nil {
 		return c.Err()
 	}
-	c.DType("a", a, floatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
+	c.DType("a", a, kernels.FloatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
 		Rank("a", a, 2).Rank("b", bt, 2).
 		That(validAct(p.Act), kernels.ErrValue, "unknown activation %d", p.Act)
 	if p.Bias != nil {

@@ -116,7 +116,7 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd 
 		return err
 	}
 	d, rows := x.Shape().Last(), x.Shape().Rows()
-	c.DType("x", x, floatTypes...).Rank("x", x, 1).
+	c.DType("x", x, kernels.FloatTypes...).Rank("x", x, 1).
 		SameDType("dx", dx, "x", x).Shape("dx", dx, x.Shape()...).
 		SameDType("dy", dy, "x", x).Shape("dy", dy, x.Shape()...).
 		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, d).
@@ -246,7 +246,7 @@ func (b *Backend) normCheck(op string, out, x, gamma *kernels.Tensor, eps float3
 	if c.Err() != nil {
 		return c
 	}
-	return c.DType("x", x, floatTypes...).Rank("x", x, 1).
+	return c.DType("x", x, kernels.FloatTypes...).Rank("x", x, 1).
 		SameDType("out", out, "x", x).Shape("out", out, x.Shape()...).
 		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, x.Shape().Last()).
 		That(eps >= 0, kernels.ErrValue, "eps is %g, want ≥ 0", eps)

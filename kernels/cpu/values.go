@@ -70,6 +70,3 @@ func store(t *kernels.Tensor, vals []float32) {
 		_ = kernels.EncodeFloat32(t.DType(), bytesOf(t), vals) // sizes match by construction
 	}
 }
-
-// floatTypes are the dtypes the CPU computes with.
-var floatTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16}

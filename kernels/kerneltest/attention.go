@@ -93,7 +93,7 @@ var softmaxCases = []softmaxTest{
 
 func attentionTests() []test {
 	var ts []test
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, c := range softmaxCases {
 			ts = append(ts, test{name("Softmax", "dtype", dt, "shape", kernels.Shape(c.shape), "causal", c.causal, "lens", c.lens, "scale", c.scale), func(e *env) {
 				x, xv := e.Uniform("x", dt, -4, 4, c.shape...)

@@ -68,7 +68,7 @@ func refRound(d kernels.DType, v float64) float64 {
 func elementwiseTests() []test {
 	var ts []test
 	reg := func(name string, fn func(e *env)) { ts = append(ts, test{name, fn}) }
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, n := range ewLens {
 			reg(name("add", "dt", dt, "n", n), func(e *env) { e.add(dt, []int{n}, []int{n}) })
 			reg(name("scale", "dt", dt, "n", n), func(e *env) { e.scale(dt, n) })

@@ -39,7 +39,7 @@ var ceCases = []ceCase{
 
 func embeddingTests() []test {
 	var ts []test
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, c := range embedCases {
 			n := kernels.Shape(c.ids).Len()
 			outShape := append(append([]int(nil), c.ids...), c.d)

@@ -43,9 +43,6 @@ func Run(t *testing.T, b kernels.Backend) {
 	}
 }
 
-// FloatTypes are the dtypes every float op is tested in.
-var FloatTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16}
-
 // env is one test's backend, random source and the inputs to re-check.
 type env struct {
 	*testing.T

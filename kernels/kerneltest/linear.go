@@ -8,7 +8,7 @@ func init() { suites = append(suites, linearTests()) }
 // composed from MatMul and SumRows, on every float dtype.
 func linearTests() []test {
 	var ts []test
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, d := range [][3]int{{1, 1, 1}, {31, 17, 33}, {4097, 3, 5}} {
 			ts = append(ts, test{name("linear_backward", "dtype", dt, "rows", d[0], "n", d[1], "k", d[2]), func(e *env) {
 				e.linearBackward(dt, d[0], d[1], d[2])

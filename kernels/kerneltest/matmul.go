@@ -83,7 +83,7 @@ func matmulCases() []mmCase {
 
 func matmulTests() []test {
 	var ts []test
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, c := range matmulCases() {
 			ts = append(ts, test{name("matmul", "dt", dt, "case", c), func(e *env) { e.matmul(dt, c) }})
 		}

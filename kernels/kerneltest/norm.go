@@ -43,7 +43,7 @@ var normShapes = [][]int{{1, 1}, {31, 31}, {3, 4097}, {2, 3, 33}, {64}}
 
 func normTests() []test {
 	var ts []test
-	for _, dt := range FloatTypes {
+	for _, dt := range kernels.FloatTypes {
 		for _, shape := range normShapes {
 			d := shape[len(shape)-1]
 			rows := kernels.Shape(shape).Rows()
