@@ -20,12 +20,22 @@ BENCHSTAT := $(GO) tool benchstat -table ""
 
 export GOTOOLCHAIN := local
 
+# The CUDA toolchain (nvcc, headers, a link-only libcuda) lives in
+# .cache/cuda, installed by scripts/install-cuda.sh on first use.
+CUDA      := $(CURDIR)/.cache/cuda
+CUDA_ENV  := CGO_CFLAGS="-O2 -I$(CUDA)/usr/include" CGO_LDFLAGS="-O2 -L$(CUDA)/usr/lib/x86_64-linux-gnu/stubs"
+# Where the cuda-tagged tests run here: the stub, so the GPU is absent.
+CUDA_STUB := $(CURDIR)/.cache/cuda-stub
+GPU_BIN   := bin/gpu
+
 .PHONY: test lint unit race bench-smoke bench bench-quick benchcmp tables \
-	bench-run peer-run baseline golden python-ref bench-openblas
+	bench-run peer-run baseline golden python-ref bench-openblas \
+	cuda-toolkit kernels cuda-check gpu-bin
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
-## detector on the harness, and one quick pass over every benchmark.
-test: lint unit race bench-smoke
+## detector on the harness, one quick pass over every benchmark, and the
+## CUDA build checks (no GPU needed).
+test: lint unit race bench-smoke cuda-check
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
@@ -100,3 +110,31 @@ python-ref:
 ## golden: regenerate testdata/golden/*.safetensors with the PyTorch reference.
 golden: python-ref
 	$(PY) testdata/reference/kernels.py
+
+cuda-toolkit:
+	@scripts/install-cuda.sh >/dev/null
+
+## kernels: compile kernels/cuda/*.cu into kernels/cuda/ptx (committed).
+kernels:
+	scripts/build-kernels.sh
+
+## cuda-check: with no GPU, check that the committed PTX is what the sources
+## produce, that everything builds, vets and passes staticcheck with -tags
+## cuda, and that the cuda-tagged tests pass with the device absent.
+cuda-check: cuda-toolkit
+	@echo "== committed PTX matches kernels/cuda/*.cu"; scripts/build-kernels.sh --check
+	@echo "== go build, vet and staticcheck with -tags cuda"
+	$(CUDA_ENV) $(GO) build -tags cuda ./...
+	$(CUDA_ENV) $(GO) vet -tags cuda ./...
+	$(CUDA_ENV) $(GO) tool staticcheck -tags cuda ./...
+	@echo "== go test -tags cuda with the stub driver (the GPU is absent)"
+	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
+	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda ./kernels/... ./bench_test/
+
+## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu.
+gpu-bin: cuda-toolkit
+	@mkdir -p $(GPU_BIN)
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/cuda.test ./kernels/cuda/
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/bench.test ./bench_test/
+	@echo "built $(GPU_BIN)/cuda.test and $(GPU_BIN)/bench.test: run them from kernels/cuda and bench_test on the GPU host"
+

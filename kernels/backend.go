@@ -21,6 +21,9 @@ type DeviceInfo struct {
 	Cores  int    // CPU threads used, or GPU multiprocessors
 	Memory int64  // bytes of device memory (0 if the host's)
 	BLAS   string // matmul library, e.g. "gonum" or "openblas"
+
+	ClockMHz int   // GPU: the multiprocessors' peak clock; 0 if unknown
+	L2Bytes  int64 // GPU: size of the L2 cache; 0 if unknown
 }
 
 // MemStats counts a backend's allocations through its caching pool.
@@ -100,4 +103,12 @@ type Capturer interface {
 	// operations it queued. The tensors f uses must stay allocated while
 	// the graph lives.
 	Capture(f func() error) (Graph, error)
+}
+
+// CacheFlusher is implemented by devices whose caches a benchmark can evict
+// before each timed launch (cache=cold): on a GPU, a write over a buffer the
+// size of the L2 cache.
+type CacheFlusher interface {
+	// FlushCache queues the eviction on the device.
+	FlushCache() error
 }

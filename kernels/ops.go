@@ -40,6 +40,10 @@ type MatMulParams struct {
 	Beta           float32    // scale of the previous out; 0 overwrites it
 	Bias           *Tensor    // optional, shape [N], added to every row
 	Act            Activation // optional epilogue
+	// TF32 lets an F32 product run on TF32 tensor cores (10-bit mantissa
+	// inputs, float32 accumulation), as torch.backends.cuda.matmul.allow_tf32
+	// does. Backends without them compute in full F32.
+	TF32 bool
 }
 
 // AttentionParams qualifies scaled-dot-product attention and its softmax.

@@ -60,7 +60,9 @@ func Config(devs []kernels.Backend) ([]string, error) {
 				"gpu-driver: "+info.Driver,
 				"cuda-cc: "+info.Arch,
 				fmt.Sprintf("gpu-sms: %d", info.Cores),
-				fmt.Sprintf("gpu-mem-bytes: %d", info.Memory))
+				fmt.Sprintf("gpu-mem-bytes: %d", info.Memory),
+				fmt.Sprintf("gpu-sm-clock-mhz: %d", info.ClockMHz),
+				fmt.Sprintf("gpu-l2-bytes: %d", info.L2Bytes))
 		}
 	}
 	return lines, nil

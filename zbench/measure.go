@@ -22,6 +22,10 @@ type Bench struct {
 	// MaxRelErr, if positive, fails the benchmark when Verify's error is
 	// larger: the speed of a wrong answer is not reported.
 	MaxRelErr float64
+	// Cold, on a device that implements kernels.CacheFlusher, evicts its
+	// caches before every timed call (outside the wall timer and before
+	// the device timer's start mark): the cache=cold of kernel benchmarks.
+	Cold bool
 }
 
 // Measure runs bm under b: one warm-up call outside the timer, Verify,
@@ -64,8 +68,26 @@ func Measure(b *testing.B, bm Bench) {
 		}
 		defer timer.Close()
 	}
+	var flusher kernels.CacheFlusher
+	if bm.Cold {
+		f, ok := dev.(kernels.CacheFlusher)
+		if !ok {
+			b.Fatalf("cache=cold: %s cannot flush its caches", dev.Name())
+		}
+		flusher = f
+	}
 	var devTime time.Duration
 	for b.Loop() {
+		if flusher != nil {
+			b.StopTimer()
+			if err := flusher.FlushCache(); err != nil {
+				b.Fatal(err)
+			}
+			if err := dev.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
 		if timer != nil {
 			if err := timer.Start(); err != nil {
 				b.Fatal(err)

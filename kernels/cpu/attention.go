@@ -11,30 +11,16 @@ import (
 // Softmax normalises the rows of x into out, scaled and masked as p says.
 func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Softmax"
-	c := kernels.Check(op).Tensor("out", out, b).Tensor("x", x, b)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	shape := x.Shape()
-	masked := p.Causal || p.KeyLens != nil
-	minRank := 1
-	if masked {
-		minRank = 2
-	}
-	c.DType("x", x, kernels.FloatTypes...).Rank("x", x, minRank).
-		SameDType("out", out, "x", x).Shape("out", out, shape...)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	sk, rows := shape.Last(), shape.Rows()
-	var sq, batch int // query rows per matrix, and the leading (batch) dimension
-	if masked {
-		sq, batch = shape[len(shape)-2], shape[0]
-	}
-	lens, err := b.attnKeyLens(op, p.KeyLens, batch, sk)
+	g, err := kernels.CheckSoftmax(op, b, out, x, p)
 	if err != nil {
 		return err
 	}
+	lens, err := keyLens(op, p.KeyLens, g.Sk)
+	if err != nil {
+		return err
+	}
+	masked := p.Causal || p.KeyLens != nil
+	sk, sq, rows, perBatch := g.Sk, g.Sq, g.Rows, g.RowsPerBatch
 	scale := p.Scale
 	if scale == 0 {
 		scale = 1
@@ -42,7 +28,6 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 
 	xs := in32(x)
 	o, flush := out32(out, false)
-	perBatch := max(rows/max(batch, 1), 1)
 	parallelFor(rows, 6*sk, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			n := sk
@@ -80,18 +65,11 @@ func softmaxRow(dst, src []float32, n int, scale float32) {
 
 // SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
 func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
-	c := kernels.Check("cpu: SoftmaxBackward").Tensor("dx", dx, b).Tensor("dy", dy, b).Tensor("y", y, b)
-	if err := c.Err(); err != nil {
+	dims, err := kernels.CheckSoftmaxBackward("cpu: SoftmaxBackward", b, dx, dy, y)
+	if err != nil {
 		return err
 	}
-	shape := y.Shape()
-	c.DType("y", y, kernels.FloatTypes...).Rank("y", y, 1).
-		SameDType("dy", dy, "y", y).Shape("dy", dy, shape...).
-		SameDType("dx", dx, "y", y).Shape("dx", dx, shape...)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	n, rows := shape.Last(), shape.Rows()
+	n, rows := dims.D, dims.Rows
 	ys, dys := in32(y), in32(dy)
 	o, flush := out32(dx, false)
 	parallelFor(rows, 3*n, func(lo, hi int) {
@@ -112,20 +90,17 @@ func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
 	return nil
 }
 
-// attnKeyLens checks the optional KeyLens tensor, I32 [batch] with values in
-// [0, sk], and returns its values (nil without one).
-func (b *Backend) attnKeyLens(op string, t *kernels.Tensor, batch, sk int) ([]int32, error) {
+// keyLens returns the values of the optional KeyLens tensor t, whose dtype
+// and shape the op's validator has checked, after checking that each lies in
+// [0, sk]; it returns nil without one.
+func keyLens(op string, t *kernels.Tensor, sk int) ([]int32, error) {
 	if t == nil {
 		return nil, nil
 	}
-	c := kernels.Check(op).Tensor("KeyLens", t, b).DType("KeyLens", t, kernels.I32).Shape("KeyLens", t, batch)
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	lens := i32(t)[:batch]
+	lens := i32(t)[:t.Len()]
 	for i, n := range lens {
 		if n < 0 || int(n) > sk {
-			return nil, c.That(false, kernels.ErrValue, "KeyLens[%d] = %d, want it in [0, %d]", i, n, sk).Err()
+			return nil, kernels.Check(op).That(false, kernels.ErrValue, "KeyLens[%d] = %d, want it in [0, %d]", i, n, sk).Err()
 		}
 	}
 	return lens, nil
@@ -144,50 +119,30 @@ func attnVisible(i, sq, sk int, causal bool, lens []int32, bi int) int {
 	return max(n, 0)
 }
 
-// attnShape is the geometry of one Attention call.
+// attnShape is the geometry of one Attention call with its resolved
+// parameters.
 type attnShape struct {
-	batch, hq, hkv, sq, sk, d int
-	scale                     float32
-	causal                    bool
-	lens                      []int32
+	kernels.AttentionDims
+	scale  float32
+	causal bool
+	lens   []int32
 }
 
 // visible returns how many keys query row i of batch entry bi sees.
 func (g *attnShape) visible(i, bi int) int {
-	return attnVisible(i, g.sq, g.sk, g.causal, g.lens, bi)
+	return attnVisible(i, g.Sq, g.Sk, g.causal, g.lens, bi)
 }
 
-// attnCheck checks q, k, v and p for op and returns the geometry.
-func (b *Backend) attnCheck(op string, q, k, v *kernels.Tensor, p kernels.AttentionParams) (attnShape, error) {
-	c := kernels.Check(op).Tensor("q", q, b).Tensor("k", k, b).Tensor("v", v, b)
-	if err := c.Err(); err != nil {
-		return attnShape{}, err
-	}
-	qs, ks := q.Shape(), k.Shape()
-	c.DType("q", q, kernels.FloatTypes...).
-		That(len(qs) == 4, kernels.ErrShape, "q has shape %v, want [B Hq Sq D]", qs).
-		SameDType("k", k, "q", q).
-		That(len(ks) == 4, kernels.ErrShape, "k has shape %v, want [B Hkv Sk D]", ks)
-	if err := c.Err(); err != nil {
-		return attnShape{}, err
-	}
-	g := attnShape{batch: qs[0], hq: qs[1], sq: qs[2], d: qs[3], hkv: ks[1], sk: ks[2], causal: p.Causal}
-	c.That(ks[0] == g.batch && ks[3] == g.d, kernels.ErrShape,
-		"k has shape %v, want [%d Hkv Sk %d] to match q %v", ks, g.batch, g.d, qs).
-		That(g.hq%g.hkv == 0, kernels.ErrShape,
-			"q has %d heads, not a multiple of the %d KV heads of k", g.hq, g.hkv).
-		SameDType("v", v, "q", q).Shape("v", v, ks...)
-	if err := c.Err(); err != nil {
-		return attnShape{}, err
-	}
-	lens, err := b.attnKeyLens(op, p.KeyLens, g.batch, g.sk)
+// newAttnShape checks the values of p.KeyLens for op and resolves p against
+// the validated geometry: the default scale is 1/sqrt(D).
+func newAttnShape(op string, dims kernels.AttentionDims, p kernels.AttentionParams) (attnShape, error) {
+	lens, err := keyLens(op, p.KeyLens, dims.Sk)
 	if err != nil {
 		return attnShape{}, err
 	}
-	g.lens = lens
-	g.scale = p.Scale
+	g := attnShape{AttentionDims: dims, scale: p.Scale, causal: p.Causal, lens: lens}
 	if g.scale == 0 {
-		g.scale = float32(1 / math.Sqrt(float64(g.d)))
+		g.scale = float32(1 / math.Sqrt(float64(g.D)))
 	}
 	return g, nil
 }
@@ -206,30 +161,27 @@ const attnGemmRows = 64
 // tiles.
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Attention"
-	g, err := b.attnCheck(op, q, k, v, p)
+	dims, err := kernels.CheckAttention(op, b, out, q, k, v, p)
 	if err != nil {
 		return err
 	}
-	c := kernels.Check(op).Tensor("out", out, b)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	if err := c.SameDType("out", out, "q", q).Shape("out", out, q.Shape()...).Err(); err != nil {
+	g, err := newAttnShape(op, dims, p)
+	if err != nil {
 		return err
 	}
 
 	qs, ks, vs := in32(q), in32(k), in32(v)
 	o, flush := out32(out, false)
-	d, sk, group := g.d, g.sk, g.hq/g.hkv
-	tiles := (g.sq + attnGemmRows - 1) / attnGemmRows
-	parallelGemms(g.batch*g.hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
+	d, sk, group := g.D, g.Sk, g.Hq/g.Hkv
+	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
+	parallelGemms(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
 		for it := lo; it < hi; it++ {
 			bh, tile := it/tiles, it%tiles
-			bi, h := bh/g.hq, bh%g.hq
-			kv := (bi*g.hkv + h/group) * sk * d
-			i0, i1 := tile*attnGemmRows, min(g.sq, (tile+1)*attnGemmRows)
-			rows, first := i1-i0, (bh*g.sq+i0)*d
+			bi, h := bh/g.Hq, bh%g.Hq
+			kv := (bi*g.Hkv + h/group) * sk * d
+			i0, i1 := tile*attnGemmRows, min(g.Sq, (tile+1)*attnGemmRows)
+			rows, first := i1-i0, (bh*g.Sq+i0)*d
 			dst := blas32.General{Rows: rows, Cols: d, Stride: d, Data: o[first : first+rows*d]}
 			// The masks hide a suffix of keys that shrinks down the
 			// tile, so the last row sees the most.
@@ -319,39 +271,32 @@ const attnKeyBlock = 16
 // dv by summing over every query row of the heads that share it.
 func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: AttentionBackward"
-	g, err := b.attnCheck(op, q, k, v, p)
+	dims, err := kernels.CheckAttentionBackward(op, b, dq, dk, dv, dout, q, k, v, p)
 	if err != nil {
 		return err
 	}
-	c := kernels.Check(op).Tensor("dq", dq, b).Tensor("dk", dk, b).Tensor("dv", dv, b).Tensor("dout", dout, b)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	c.SameDType("dout", dout, "q", q).Shape("dout", dout, q.Shape()...).
-		SameDType("dq", dq, "q", q).Shape("dq", dq, q.Shape()...).
-		SameDType("dk", dk, "q", q).Shape("dk", dk, k.Shape()...).
-		SameDType("dv", dv, "q", q).Shape("dv", dv, k.Shape()...)
-	if err := c.Err(); err != nil {
+	g, err := newAttnShape(op, dims, p)
+	if err != nil {
 		return err
 	}
 
 	qs, ks, vs, dos := in32(q), in32(k), in32(v), in32(dout)
-	d, sk, sq, group := g.d, g.sk, g.sq, g.hq/g.hkv
-	rows := g.batch * g.hq * sq
+	d, sk, sq, group := g.D, g.Sk, g.Sq, g.Hq/g.Hkv
+	rows := g.B * g.Hq * sq
 	lse := make([]float64, rows)   // logsumexp of each query row's scores
 	delta := make([]float64, rows) // Σ_j P_ij·dP_ij = dout_i·out_i
 
 	// Pass 1: dq_i = scale·Σ_j P_ij (dP_ij − delta_i) k_j, dP_ij = dout_i·v_j.
 	dqs, flushQ := out32(dq, false)
 	blocks := (sq + attnRowBlock - 1) / attnRowBlock
-	parallelFor(g.batch*g.hq*blocks, 3*attnRowBlock*sk*d, func(lo, hi int) {
+	parallelFor(g.B*g.Hq*blocks, 3*attnRowBlock*sk*d, func(lo, hi int) {
 		pr := make([]float32, sk)
 		dp := make([]float32, sk)
 		acc := make([]float64, d)
 		for it := lo; it < hi; it++ {
 			bh, blk := it/blocks, it%blocks
-			bi, h := bh/g.hq, bh%g.hq
-			kv := (bi*g.hkv + h/group) * sk * d
+			bi, h := bh/g.Hq, bh%g.Hq
+			kv := (bi*g.Hkv + h/group) * sk * d
 			kh, vh := ks[kv:kv+sk*d], vs[kv:kv+sk*d]
 			for i := blk * attnRowBlock; i < min(sq, (blk+1)*attnRowBlock); i++ {
 				r := bh*sq + i
@@ -383,12 +328,12 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 	dks, flushK := out32(dk, false)
 	dvs, flushV := out32(dv, false)
 	kblocks := (sk + attnKeyBlock - 1) / attnKeyBlock
-	parallelFor(g.batch*g.hkv*kblocks, 4*attnKeyBlock*group*sq*d, func(lo, hi int) {
+	parallelFor(g.B*g.Hkv*kblocks, 4*attnKeyBlock*group*sq*d, func(lo, hi int) {
 		accK := make([]float64, attnKeyBlock*d)
 		accV := make([]float64, attnKeyBlock*d)
 		for it := lo; it < hi; it++ {
 			bkv, kb := it/kblocks, it%kblocks
-			bi, hk := bkv/g.hkv, bkv%g.hkv
+			bi, hk := bkv/g.Hkv, bkv%g.Hkv
 			j0, j1 := kb*attnKeyBlock, min(sk, (kb+1)*attnKeyBlock)
 			kv := bkv * sk * d
 			clear(accK)
@@ -399,7 +344,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 					if je <= j0 {
 						continue
 					}
-					r := (bi*g.hq+h)*sq + i
+					r := (bi*g.Hq+h)*sq + i
 					qi, doi := qs[r*d:(r+1)*d], dos[r*d:(r+1)*d]
 					l, dl := lse[r], float32(delta[r])
 					for j := j0; j < je; j++ {

@@ -57,9 +57,6 @@ func siluGrad(x float32) float32 {
 	return float32(s * (1 + v*(1-s)))
 }
 
-// validAct reports whether a is one of the defined activations.
-func validAct(a kernels.Activation) bool { return a <= kernels.ActSiLU }
-
 // applyAct sets dst[i] = a(src[i]); dst and src have the same length and may
 // be the same slice. The switch is outside the loops so that each loop is a
 // plain call of an inlinable scalar function.
@@ -189,19 +186,11 @@ func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int))
 // Add sets out = a + b, where b has a's shape or a suffix of it and is then
 // repeated over a's leading dimensions.
 func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
-	c := kernels.Check("cpu: add").Tensor("out", out, b).Tensor("a", a, b).Tensor("b", bt, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	as, bs := a.Shape(), bt.Shape()
-	if err := c.DType("a", a, kernels.FloatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
-		Shape("out", out, as...).
-		That(len(bs) <= len(as) && bs.Equal(as[len(as)-len(bs):]), kernels.ErrShape,
-			"b has shape %v, want a suffix of a's shape %v", bs, as).Err(); err != nil {
+	n, period, err := kernels.CheckAdd("cpu: add", b, out, a, bt)
+	if err != nil {
 		return err
 	}
-	period := bt.Len()
-	if period == out.Len() {
+	if period == n {
 		mapBlocks(out, 1, func(dst []float32, lo, hi int) {
 			var xb, yb [ewBlock]float32
 			x, y := loadRange(a, lo, hi, xb[:]), loadRange(bt, lo, hi, yb[:])
@@ -229,11 +218,7 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 
 // Scale sets out = s·x.
 func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
-	c := kernels.Check("cpu: scale").Tensor("out", out, b).Tensor("x", x, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).Err(); err != nil {
+	if _, err := kernels.CheckScale("cpu: scale", b, out, x, s); err != nil {
 		return err
 	}
 	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
@@ -247,7 +232,7 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 
 // Fill sets every element of out, of any dtype, to v rounded to that dtype.
 func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
-	if err := kernels.Check("cpu: fill").Tensor("out", out, b).Err(); err != nil {
+	if _, err := kernels.CheckFill("cpu: fill", b, out, v); err != nil {
 		return err
 	}
 	buf := bytesOf(out)
@@ -264,11 +249,7 @@ func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 // widened to float32 and rounded to out's dtype as kernels.EncodeFloat32
 // does (ties to even, saturating for integers and FP8).
 func (b *Backend) Cast(out, x *kernels.Tensor) error {
-	c := kernels.Check("cpu: cast").Tensor("out", out, b).Tensor("x", x, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if err := c.Shape("out", out, x.Shape()...).Err(); err != nil {
+	if _, err := kernels.CheckCast("cpu: cast", b, out, x); err != nil {
 		return err
 	}
 	if out.DType() == x.DType() {
@@ -284,12 +265,7 @@ func (b *Backend) Cast(out, x *kernels.Tensor) error {
 
 // Act sets out = a(x) elementwise.
 func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
-	c := kernels.Check("cpu: act").Tensor("out", out, b).Tensor("x", x, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Shape("out", out, x.Shape()...).
-		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
+	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
 	cost := 1
@@ -305,13 +281,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 
 // ActBackward sets dx = dy·a'(x) elementwise.
 func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error {
-	c := kernels.Check("cpu: actbackward").Tensor("dx", dx, b).Tensor("dy", dy, b).Tensor("x", x, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "dy", dy).SameDType("x", x, "dx", dx).
-		Shape("dy", dy, x.Shape()...).Shape("dx", dx, x.Shape()...).
-		That(validAct(a), kernels.ErrValue, "unknown activation %d", a).Err(); err != nil {
+	if _, err := kernels.CheckActBackward("cpu: actbackward", b, dx, dy, x, a); err != nil {
 		return err
 	}
 	cost := 1
@@ -328,15 +298,10 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 // SumRows sets out[n] = Σ x[…, n] over all leading positions of x, summing
 // in float64.
 func (b *Backend) SumRows(out, x *kernels.Tensor) error {
-	c := kernels.Check("cpu: sumrows").Tensor("out", out, b).Tensor("x", x, b)
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if err := c.DType("x", x, kernels.FloatTypes...).SameDType("x", x, "out", out).Rank("x", x, 1).
-		Shape("out", out, x.Shape().Last()).Err(); err != nil {
+	rows, n, err := kernels.CheckSumRows("cpu: sumrows", b, out, x)
+	if err != nil {
 		return err
 	}
-	n, rows := x.Shape().Last(), x.Shape().Rows()
 	if n >= 256 || rows*n < 2*grain {
 		// Wide rows: each goroutine sums its own band of columns.
 		parallelFor(n, rows, func(lo, hi int) {

@@ -9,24 +9,12 @@ import (
 // Embedding gathers the rows of table named by ids into out.
 func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
 	const op = "cpu: Embedding"
-	c := kernels.Check(op).Tensor("out", out, b).Tensor("table", table, b).Tensor("ids", ids, b)
-	if err := c.Err(); err != nil {
+	dims, err := kernels.CheckEmbedding(op, b, out, table, ids)
+	if err != nil {
 		return err
 	}
-	ts := table.Shape()
-	c.DType("table", table, kernels.FloatTypes...).
-		That(len(ts) == 2, kernels.ErrShape, "table has shape %v, want [V D]", ts).
-		DType("ids", ids, kernels.I32)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	d := ts[1]
-	c.SameDType("out", out, "table", table).Shape("out", out, appendDim(ids.Shape(), d)...)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	idv := i32(ids)[:ids.Len()]
-	if err := checkIDs(op, "ids", idv, ids.Shape(), ts[0], false); err != nil {
+	d, idv := dims.D, i32(ids)[:dims.N]
+	if err := checkIDs(op, "ids", idv, ids.Shape(), dims.V, false); err != nil {
 		return err
 	}
 
@@ -40,11 +28,6 @@ func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
 		}
 	})
 	return nil
-}
-
-// appendDim returns a copy of s with d appended.
-func appendDim(s kernels.Shape, d int) kernels.Shape {
-	return append(append(make(kernels.Shape, 0, len(s)+1), s...), d)
 }
 
 // checkIDs requires every value of ids (a tensor of the given shape) to lie
@@ -79,23 +62,11 @@ const embedColBlock = 32
 // elements it sums into.
 func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
 	const op = "cpu: EmbeddingBackward"
-	c := kernels.Check(op).Tensor("dtable", dtable, b).Tensor("dout", dout, b).Tensor("ids", ids, b)
-	if err := c.Err(); err != nil {
+	dims, err := kernels.CheckEmbeddingBackward(op, b, dtable, dout, ids)
+	if err != nil {
 		return err
 	}
-	ts := dtable.Shape()
-	c.DType("dtable", dtable, kernels.FloatTypes...).
-		That(len(ts) == 2, kernels.ErrShape, "dtable has shape %v, want [V D]", ts).
-		DType("ids", ids, kernels.I32)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	vocab, d := ts[0], ts[1]
-	c.SameDType("dout", dout, "dtable", dtable).Shape("dout", dout, appendDim(ids.Shape(), d)...)
-	if err := c.Err(); err != nil {
-		return err
-	}
-	idv := i32(ids)[:ids.Len()]
+	vocab, d, idv := dims.V, dims.D, i32(ids)[:dims.N]
 	if err := checkIDs(op, "ids", idv, ids.Shape(), vocab, false); err != nil {
 		return err
 	}
@@ -120,41 +91,25 @@ func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
 	return nil
 }
 
-// ceCheck checks the arguments of CrossEntropy and its backward (out is
-// loss or dlogits) and returns the validated targets and the vocabulary size.
-func (b *Backend) ceCheck(op, outName string, out, logits, targets *kernels.Tensor) ([]int32, int, error) {
-	c := kernels.Check(op).Tensor(outName, out, b).Tensor("logits", logits, b).Tensor("targets", targets, b)
-	if err := c.Err(); err != nil {
-		return nil, 0, err
-	}
-	ls := logits.Shape()
-	c.DType("logits", logits, kernels.FloatTypes...).
-		That(len(ls) == 2, kernels.ErrShape, "logits has shape %v, want [N V]", ls).
-		DType("targets", targets, kernels.I32)
-	if err := c.Err(); err != nil {
-		return nil, 0, err
-	}
-	n, v := ls[0], ls[1]
-	c.Shape("targets", targets, n)
-	if outName == "loss" {
-		c.DType("loss", out, kernels.F32).Shape("loss", out, n)
-	} else {
-		c.SameDType(outName, out, "logits", logits).Shape(outName, out, ls...)
-	}
-	if err := c.Err(); err != nil {
-		return nil, 0, err
-	}
+// ceTargets returns the targets of a validated CrossEntropy call, N of
+// them, after checking that each lies in [0, v) or is kernels.IgnoreIndex.
+func ceTargets(op string, targets *kernels.Tensor, n, v int) ([]int32, error) {
 	tv := i32(targets)[:n]
 	if err := checkIDs(op, "targets", tv, targets.Shape(), v, true); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return tv, v, nil
+	return tv, nil
 }
 
 // CrossEntropy sets loss[i] = logsumexp(logits[i]) − logits[i, targets[i]],
 // or 0 where the target is kernels.IgnoreIndex.
 func (b *Backend) CrossEntropy(loss, logits, targets *kernels.Tensor) error {
-	tv, v, err := b.ceCheck("cpu: CrossEntropy", "loss", loss, logits, targets)
+	const op = "cpu: CrossEntropy"
+	n, v, err := kernels.CheckCrossEntropy(op, b, loss, logits, targets)
+	if err != nil {
+		return err
+	}
+	tv, err := ceTargets(op, targets, n, v)
 	if err != nil {
 		return err
 	}
@@ -190,7 +145,12 @@ func rowMax(row []float32) float32 {
 // CrossEntropyBackward sets dlogits = scale·(softmax(logits) − onehot(targets)),
 // with zero rows where the target is kernels.IgnoreIndex.
 func (b *Backend) CrossEntropyBackward(dlogits, logits, targets *kernels.Tensor, scale float32) error {
-	tv, v, err := b.ceCheck("cpu: CrossEntropyBackward", "dlogits", dlogits, logits, targets)
+	const op = "cpu: CrossEntropyBackward"
+	n, v, err := kernels.CheckCrossEntropyBackward(op, b, dlogits, logits, targets, scale)
+	if err != nil {
+		return err
+	}
+	tv, err := ceTargets(op, targets, n, v)
 	if err != nil {
 		return err
 	}

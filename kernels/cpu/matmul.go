@@ -36,47 +36,19 @@ func parallelGemms(n, cost int, f func(lo, hi int)) {
 // dimensions or none (shared by every batch), out is [batch…, M, N] and bias
 // [N]. F16 and BF16 are multiplied in float32 and rounded on store.
 func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) error {
-	c := kernels.Check("cpu: matmul").Tensor("out", out, b).Tensor("a", a, b).Tensor("b", bt, b)
-	if p.Bias != nil {
-		c.Tensor("bias", p.Bias, b)
+	g, err := kernels.CheckMatMul("cpu: matmul", b, out, a, bt, p)
+	if err != nil {
+		return err
 	}
-	if c.Err() != nil {
-		return c.Err()
-	}
-	c.DType("a", a, kernels.FloatTypes...).SameDType("a", a, "b", bt).SameDType("a", a, "out", out).
-		Rank("a", a, 2).Rank("b", bt, 2).
-		That(validAct(p.Act), kernels.ErrValue, "unknown activation %d", p.Act)
-	if p.Bias != nil {
-		c.SameDType("a", a, "bias", p.Bias)
-	}
-	if c.Err() != nil {
-		return c.Err()
-	}
-
-	as, bs := a.Shape(), bt.Shape()
-	ra, rb := len(as), len(bs)
-	batchDims := as[:ra-2]
-	ar, ac := as[ra-2], as[ra-1] // a as stored
-	br, bc := bs[rb-2], bs[rb-1] // b as stored
-	m, k, tA := ar, ac, blas.NoTrans
+	m, n, k, batch, shared := g.M, g.N, g.K, g.Batch, g.SharedB
+	// The operands as stored, and how BLAS is to read them.
+	ar, ac, tA := m, k, blas.NoTrans
 	if p.TransA {
-		m, k, tA = ac, ar, blas.Trans
+		ar, ac, tA = k, m, blas.Trans
 	}
-	kb, n, tB := br, bc, blas.NoTrans
+	br, bc, tB := k, n, blas.NoTrans
 	if p.TransB {
-		kb, n, tB = bc, br, blas.Trans
-	}
-	shared := rb == 2
-	c.That(shared || bs[:rb-2].Equal(batchDims), kernels.ErrShape,
-		"b has shape %v, want 2 dimensions or the batch dimensions %v of a %v", bs, batchDims, as).
-		That(kb == k, kernels.ErrShape, "inner dimensions differ: a %v (TransA=%v) has K=%d, b %v (TransB=%v) has K=%d",
-			as, p.TransA, k, bs, p.TransB, kb).
-		Shape("out", out, append(append([]int(nil), batchDims...), m, n)...)
-	if p.Bias != nil {
-		c.Shape("bias", p.Bias, n)
-	}
-	if c.Err() != nil {
-		return c.Err()
+		br, bc, tB = n, k, blas.Trans
 	}
 
 	alpha := p.Alpha
@@ -85,7 +57,6 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	}
 	av, bv := in32(a), in32(bt)
 	cv, done := out32(out, p.Beta != 0)
-	batch := kernels.Shape(batchDims).Len()
 
 	switch {
 	case batch == 1 || (shared && !p.TransA):

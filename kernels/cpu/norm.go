@@ -10,23 +10,11 @@ import (
 // LayerNorm normalises the rows of x with gamma and the optional beta,
 // saving the row statistics into mean and rstd when they are not nil.
 func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps float32) error {
-	c := b.normCheck("cpu: LayerNorm", out, x, gamma, eps)
-	if err := c.Err(); err != nil {
+	dims, err := kernels.CheckLayerNorm("cpu: LayerNorm", b, out, mean, rstd, x, gamma, beta, eps)
+	if err != nil {
 		return err
 	}
-	d, rows := x.Shape().Last(), x.Shape().Rows()
-	if beta != nil {
-		c.Tensor("beta", beta, b).SameDType("beta", beta, "x", x).Shape("beta", beta, d)
-	}
-	if mean != nil {
-		c.Tensor("mean", mean, b).DType("mean", mean, kernels.F32).Len("mean", mean, rows)
-	}
-	if rstd != nil {
-		c.Tensor("rstd", rstd, b).DType("rstd", rstd, kernels.F32).Len("rstd", rstd, rows)
-	}
-	if err := c.Err(); err != nil {
-		return err
-	}
+	d, rows := dims.D, dims.Rows
 
 	xs, g := in32(x), in32(gamma)
 	var bt, mu, rs []float32
@@ -109,28 +97,11 @@ func sumSquares(row []float32, c float64) float64 {
 // LayerNormBackward computes dx and, when they are not nil, dgamma and dbeta
 // from dy, the forward input x, gamma and the saved row statistics.
 func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd *kernels.Tensor) error {
-	c := kernels.Check("cpu: LayerNormBackward").
-		Tensor("dx", dx, b).Tensor("dy", dy, b).Tensor("x", x, b).Tensor("gamma", gamma, b).
-		Tensor("mean", mean, b).Tensor("rstd", rstd, b)
-	if err := c.Err(); err != nil {
+	dims, err := kernels.CheckLayerNormBackward("cpu: LayerNormBackward", b, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
+	if err != nil {
 		return err
 	}
-	d, rows := x.Shape().Last(), x.Shape().Rows()
-	c.DType("x", x, kernels.FloatTypes...).Rank("x", x, 1).
-		SameDType("dx", dx, "x", x).Shape("dx", dx, x.Shape()...).
-		SameDType("dy", dy, "x", x).Shape("dy", dy, x.Shape()...).
-		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, d).
-		DType("mean", mean, kernels.F32).Len("mean", mean, rows).
-		DType("rstd", rstd, kernels.F32).Len("rstd", rstd, rows)
-	if dgamma != nil {
-		c.Tensor("dgamma", dgamma, b).SameDType("dgamma", dgamma, "x", x).Shape("dgamma", dgamma, d)
-	}
-	if dbeta != nil {
-		c.Tensor("dbeta", dbeta, b).SameDType("dbeta", dbeta, "x", x).Shape("dbeta", dbeta, d)
-	}
-	if err := c.Err(); err != nil {
-		return err
-	}
+	d, rows := dims.D, dims.Rows
 
 	xs, dys, g, mu, rs := in32(x), in32(dy), in32(gamma), f32(mean), f32(rstd)
 	o, flush := out32(dx, false)
@@ -218,10 +189,11 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd 
 // RMSNorm sets each row of out to x·rsqrt(mean(x²) + eps)·gamma, computed in
 // float32 with the mean of squares accumulated in float64.
 func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
-	if err := b.normCheck("cpu: RMSNorm", out, x, gamma, eps).Err(); err != nil {
+	dims, err := kernels.CheckRMSNorm("cpu: RMSNorm", b, out, x, gamma, eps)
+	if err != nil {
 		return err
 	}
-	d, rows := x.Shape().Last(), x.Shape().Rows()
+	d, rows := dims.D, dims.Rows
 
 	xs, g := in32(x), in32(gamma)
 	o, flush := out32(out, false)
@@ -237,17 +209,4 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 	})
 	flush()
 	return nil
-}
-
-// normCheck checks the arguments LayerNorm and RMSNorm share: x of a float
-// dtype, out of x's dtype and shape, gamma [D] and eps ≥ 0.
-func (b *Backend) normCheck(op string, out, x, gamma *kernels.Tensor, eps float32) *kernels.Checker {
-	c := kernels.Check(op).Tensor("out", out, b).Tensor("x", x, b).Tensor("gamma", gamma, b)
-	if c.Err() != nil {
-		return c
-	}
-	return c.DType("x", x, kernels.FloatTypes...).Rank("x", x, 1).
-		SameDType("out", out, "x", x).Shape("out", out, x.Shape()...).
-		SameDType("gamma", gamma, "x", x).Shape("gamma", gamma, x.Shape().Last()).
-		That(eps >= 0, kernels.ErrValue, "eps is %g, want ≥ 0", eps)
 }

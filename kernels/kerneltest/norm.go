@@ -36,6 +36,17 @@ func (e *env) requireOpErr(err, sentinel error, op string, also ...string) {
 	}
 }
 
+// requireDataErr is requireOpErr for errors found in the data (an id or a
+// length out of range): a device that runs asynchronously reports them at
+// the next Sync instead of from the call.
+func (e *env) requireDataErr(err, sentinel error, op string, also ...string) {
+	e.Helper()
+	if err == nil {
+		err = e.b.Sync()
+	}
+	e.requireOpErr(err, sentinel, op, also...)
+}
+
 const normEps = 1e-5
 
 // normShapes are the shapes of x in the norm tests: [rows…, D].

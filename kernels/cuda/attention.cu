@@ -1,0 +1,472 @@
+// attention.cu: flash-attention forward (the FlashAttention-2 design on
+// mma.sync tensor cores), the CUDA form of kernels/cpu/attention.go Attention:
+//
+//   out = softmax(scale·q·kᵀ + mask)·v
+//
+// q, out [B, Hq, Sq, D] and k, v [B, Hkv, Sk, D], all contiguous row-major, of
+// one dtype (f16 or bf16), D = 64 or 128. Query head h reads KV head
+// h / (Hq/Hkv). Masks: key j is hidden from query row i when j ≥ keylens[b]
+// (keylens may be NULL) or, with causal ≠ 0, when j > i + (Sk − Sq) (aligned
+// to the bottom right). A row that sees no key gives zeros, as the CPU does.
+//
+// Design (FlashAttention-2): one CTA of 4 warps per (128 query rows, query
+// head, batch entry); each warp owns 32 query rows (two 16-row mma tiles). The
+// CTA walks the key/value tiles (D=64: 128 keys, D=128: 64 keys) that any of
+// its rows can see, K and V double-buffered in shared memory by cp.async (the
+// next tile loads while this one is used). Per tile: S = Q·Kᵀ with
+// mma.m16n8k16 (f32 accumulate; K fragments by ldmatrix), the online softmax
+// in float32 (scores prescaled by scale·log2(e), exp2, running row max and
+// row sum, the output accumulator rescaled by exp2(m_old − m_new)), P rounded
+// to the input dtype, O += P·V with mma (V fragments by ldmatrix.trans). At
+// the end O is divided by the row sum and rounded once. Q stays in registers
+// for D=64; for D=128 it stays in shared memory and is re-read by ldmatrix
+// each tile (as FlashAttention-2 does for this size: Q, S and O would not fit
+// in 255 registers together with 32 rows per warp).
+//
+// Shared memory rows are 16-byte chunks XOR-swizzled by (row & 7), so cp.async
+// stores and ldmatrix loads are free of bank conflicts.
+//
+// Needs sm_80 (bf16 mma, cp.async); older targets get __trap() bodies.
+
+#include "common.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define ATTN_THREADS 128 // 4 warps
+#define ATTN_BM 128      // query rows per CTA
+#define ATTN_LOG2E 1.4426950408889634f
+
+// Per head-dim configuration: BN keys per tile, Q kept in registers or not.
+#ifndef ATTN_D64_BN
+#define ATTN_D64_BN 64
+#endif
+#ifndef ATTN_D64_QREG
+#define ATTN_D64_QREG true
+#endif
+#ifndef ATTN_D128_BN
+#define ATTN_D128_BN 64
+#endif
+template <int D> struct AttnCfg;
+template <> struct AttnCfg<64> {
+    static constexpr int BN = ATTN_D64_BN;
+    static constexpr bool QREG = ATTN_D64_QREG;
+};
+template <> struct AttnCfg<128> {
+    static constexpr int BN = ATTN_D128_BN;
+    static constexpr bool QREG = false;
+};
+
+// Dynamic shared memory in bytes: Q tile [128][D] + K and V [2][BN][D], 2-byte
+// elements. D=64: 81920, D=128: 98304.
+template <int D> constexpr int attn_smem_bytes() {
+    return (ATTN_BM * D + 4 * AttnCfg<D>::BN * D) * 2;
+}
+
+// ---------------------------------------------------------------------------
+// Local helpers (sm_80 instructions; only compiled for __CUDA_ARCH__ >= 800).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+
+static __device__ __forceinline__ uint32_t attn_smem_u32(const void* p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+// 16-byte cp.async global→shared; with ok false, writes 16 zero bytes and
+// reads nothing (src must still be a valid address, it is not dereferenced).
+static __device__ __forceinline__ void attn_cp_async16(uint32_t dst, const void* src, bool ok) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(ok ? 16 : 0)
+                 : "memory");
+}
+static __device__ __forceinline__ void attn_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void attn_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+static __device__ __forceinline__ void attn_ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+static __device__ __forceinline__ void attn_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// 2^x (MUFU.EX2); 2^-inf = +0.
+static __device__ __forceinline__ float attn_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#endif // __CUDA_ARCH__ >= 800
+
+// Element type traits: the mma instruction and packing two floats (round to
+// nearest even) into a 32-bit register, lo in the low half.
+template <typename T> struct AttnType;
+template <> struct AttnType<__half> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&h);
+    }
+    // c (16x8 f32) += a (16x16, row) · b (16x8, col)
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct AttnType<__nv_bfloat16> {
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t*>(&h);
+    }
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1) {
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+
+// Element offset of 16-byte chunk c of row r in a swizzled [rows][D] tile.
+template <int D> static __device__ __forceinline__ int attn_swz(int r, int c) {
+    return r * D + ((c ^ (r & 7)) << 3);
+}
+
+// ---------------------------------------------------------------------------
+
+template <typename T, int D>
+static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __restrict__ q,
+                                                const T* __restrict__ k, const T* __restrict__ v,
+                                                int B, int Hq, int Hkv, int Sq, int Sk, float scale,
+                                                int causal, const int* __restrict__ keylens) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    constexpr int BM = ATTN_BM;
+    constexpr int BN = AttnCfg<D>::BN;
+    constexpr bool QREG = AttnCfg<D>::QREG;
+    constexpr int MT = BM / (16 * (ATTN_THREADS / 32)); // 16-row mma tiles per warp (2)
+    constexpr int KD = D / 16;                          // k-steps of Q·Kᵀ
+    constexpr int NS = BN / 8;                          // 8-key n-blocks of S
+    constexpr int KN = BN / 16;                         // k-steps of P·V
+    constexpr int ND = D / 8; // 8-column n-blocks of O = 16-byte chunks per row
+    static_assert(MT == 2, "4 warps x 32 rows");
+    static_assert((BM * ND) % ATTN_THREADS == 0 && (BN * ND) % ATTN_THREADS == 0, "tile loads");
+
+    extern __shared__ __align__(128) unsigned char attn_smem[];
+    T* sQ = reinterpret_cast<T*>(attn_smem); // [BM][D]
+    T* sK = sQ + BM * D;                     // [2][BN][D]
+    T* sV = sK + 2 * BN * D;                 // [2][BN][D]
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    // Heaviest (causal) row blocks first.
+    const int m0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * BM;
+    const int h = blockIdx.y, b = blockIdx.z;
+    if (m0 >= Sq) return;
+    const int hk = h / (Hq / Hkv);
+    if (scale == 0.0f) scale = 1.0f / sqrtf((float)D);
+    (void)B;
+
+    // Keys visible to row i: [0, min(kv_limit, causal ? i + diag + 1 : Sk)).
+    int kv_limit = Sk;
+    if (keylens != nullptr) kv_limit = min(max(keylens[b], 0), Sk);
+    const int diag = Sk - Sq;
+    const int rows = min(BM, Sq - m0);
+    // Keys any row of this CTA sees: the last row sees the most.
+    int kv_end = kv_limit;
+    if (causal) kv_end = min(kv_end, m0 + rows + diag);
+
+    const long long qoff = ((long long)b * Hq + h) * (long long)Sq * D;
+    const long long kvoff = ((long long)b * Hkv + hk) * (long long)Sk * D;
+    const T* qg = q + qoff;
+    T* og = out + qoff;
+    const T* kg = k + kvoff;
+    const T* vg = v + kvoff;
+
+    if (kv_end <= 0) { // every row fully masked: zeros
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        for (int i = tid; i < rows * ND; i += ATTN_THREADS) {
+            const int r = i / ND, c = i % ND;
+            *reinterpret_cast<uint4*>(og + (long long)(m0 + r) * D + c * 8) = z;
+        }
+        return;
+    }
+    const int ntiles = (kv_end + BN - 1) / BN;
+
+    const uint32_t sQa = attn_smem_u32(sQ), sKa = attn_smem_u32(sK), sVa = attn_smem_u32(sV);
+
+    // Tile loads: 16-byte chunk lc of rows lr + i·RPP. RPP is a multiple of 8,
+    // so every row a thread loads has the same swizzle (row & 7).
+    constexpr int RPP = ATTN_THREADS / ND; // rows per pass: 16 (D=64), 8 (D=128)
+    static_assert(RPP % 8 == 0, "swizzle");
+    const int lr = tid / ND, lc = tid % ND;
+    const uint32_t lso = 2 * attn_swz<D>(lr, lc); // byte offset in a tile
+
+    // Q tile, rows ≥ Sq zero-filled.
+    {
+        const T* src = qg + (long long)(m0 + lr) * D + lc * 8;
+#pragma unroll
+        for (int i = 0; i < BM / RPP; ++i) {
+            const bool ok = m0 + lr + i * RPP < Sq;
+            attn_cp_async16(sQa + lso + i * (RPP * D * 2), ok ? src + i * (RPP * D) : qg, ok);
+        }
+    }
+    attn_cp_async_commit();
+
+    // K and V tile t into buffer buf, keys ≥ kv_end zero-filled (those
+    // addresses are never read).
+    auto load_kv = [&](int t, int buf) {
+        const int row0 = t * BN + lr;
+        const long long go = (long long)row0 * D + lc * 8;
+        const uint32_t so = lso + buf * (BN * D * 2);
+#pragma unroll
+        for (int i = 0; i < BN / RPP; ++i) {
+            const bool ok = row0 + i * RPP < kv_end;
+            attn_cp_async16(sKa + so + i * (RPP * D * 2), ok ? kg + go + i * (RPP * D) : kg, ok);
+            attn_cp_async16(sVa + so + i * (RPP * D * 2), ok ? vg + go + i * (RPP * D) : vg, ok);
+        }
+    };
+    load_kv(0, 0);
+    attn_cp_async_commit();
+
+    // Per-lane ldmatrix geometry (x4: lanes 8i..8i+7 give the row addresses
+    // of matrix i, which lands in register i). Every lane's row ≡ lane
+    // (mod 8), so its swizzle key is x = lane & 7.
+    //  Q (A of S, rows r0..r0+15, k-step kk): row r0 + (lane & 15), chunk
+    //    2kk + (lane >> 4) → a0..a3 = (rows 0-7, k 0-7), (rows 8-15, k 0-7),
+    //    (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+    //  K (B of S, keys n0..n0+15, k-step kk): key n0 + (lane & 7) +
+    //    8·(lane >> 4), chunk 2kk + ((lane >> 3) & 1) → b0,b1 of the n-block
+    //    of keys n0..n0+7, then b0,b1 of keys n0+8..n0+15.
+    //  V (B of O via .trans, keys k0..k0+15, columns n0..n0+15): key k0 +
+    //    (lane & 7) + 8·((lane >> 3) & 1), chunk n0/8 + (lane >> 4) → b0,b1 of
+    //    columns n0..n0+7, then b0,b1 of columns n0+8..n0+15.
+    // Chunk (2c + hi) ^ x = 8·(c >> 2) + ((2·(c & 3) + hi) ^ x) as x < 8, so
+    // four byte offsets per operand (c & 3 = 0..3) plus immediates suffice.
+    const int x = lane & 7;
+    const int q_row = warp * (MT * 16) + (lane & 15), q_hi = lane >> 4;
+    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_hi = (lane >> 3) & 1;
+    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_hi = lane >> 4;
+    uint32_t qo[4], ko[4], vo[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        qo[c] = sQa + 2 * (q_row * D + (((2 * c + q_hi) ^ x) << 3));
+        ko[c] = 2 * (k_row * D + (((2 * c + k_hi) ^ x) << 3));
+        vo[c] = 2 * (v_row * D + (((2 * c + v_hi) ^ x) << 3));
+    }
+
+    // Accumulator rows of this lane: g and g + 8 of each 16-row tile.
+    const int g = lane >> 2, tq = lane & 3;
+    const int row_l = m0 + warp * (MT * 16) + g; // first of this lane's rows
+    // The CTA's first row sees the fewest keys: tiles ending at or before
+    // lim_min need no mask.
+    const int lim_min = causal ? min(kv_end, m0 + diag + 1) : kv_end;
+    const float sl2 = scale * ATTN_LOG2E;
+
+    float o[MT][ND][4];
+    float m_run[MT][2], l_run[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int j = 0; j < ND; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o[mt][j][e] = 0.0f;
+        m_run[mt][0] = m_run[mt][1] = -INFINITY;
+        l_run[mt][0] = l_run[mt][1] = 0.0f;
+    }
+
+    uint32_t qf[QREG ? MT : 1][QREG ? KD : 1][4];
+    if constexpr (QREG) {
+        attn_cp_async_wait<1>(); // Q landed (K/V tile 0 may still be in flight)
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int kk = 0; kk < KD; ++kk)
+                attn_ldsm_x4(qf[mt][kk], qo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+    }
+
+#pragma unroll 1
+    for (int t = 0; t < ntiles; ++t) {
+        // Tile t (and Q) landed for every thread; every warp is done with
+        // tile t−1, so its buffer may be refilled with tile t+1.
+        attn_cp_async_wait<0>();
+        __syncthreads();
+        if (t + 1 < ntiles) {
+            load_kv(t + 1, (t + 1) & 1);
+            attn_cp_async_commit();
+        }
+        const uint32_t cK = sKa + (t & 1) * (BN * D * 2);
+        const uint32_t cV = sVa + (t & 1) * (BN * D * 2);
+
+        // S = Q·Kᵀ (raw scores, f32).
+        float s[MT][NS][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < NS; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][j][e] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+            uint32_t a[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
+                } else {
+                    attn_ldsm_x4(a[mt], qo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+                }
+            }
+#pragma unroll
+            for (int jj = 0; jj < BN / 16; ++jj) {
+                uint32_t bk[4];
+                attn_ldsm_x4(bk, cK + ko[kk & 3] + jj * (16 * D * 2) + (kk >> 2) * 128);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    AttnType<T>::mma(s[mt][2 * jj], a[mt], bk[0], bk[1]);
+                    AttnType<T>::mma(s[mt][2 * jj + 1], a[mt], bk[2], bk[3]);
+                }
+            }
+        }
+
+        // Scores in log2 units; masked ones −inf. Element e of n-block j is
+        // row g + 8·(e >> 1), key key0 + 8j + 2·tq + (e & 1).
+        const int key0 = t * BN;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int j = 0; j < NS; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mt][j][e] *= sl2;
+        if (key0 + BN > lim_min) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int j = 0; j < NS; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int r = row_l + mt * 16 + (e >> 1) * 8;
+                        const int lim = causal ? min(kv_end, r + diag + 1) : kv_end;
+                        const int col = key0 + j * 8 + 2 * tq + (e & 1);
+                        if (col >= lim) s[mt][j][e] = -INFINITY;
+                    }
+        }
+
+        // Online softmax. The four lanes of a quad (lane ^ 1, lane ^ 2) hold
+        // the same rows; each keeps a partial row sum, reduced at the end.
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                float mx = m_run[mt][hh];
+#pragma unroll
+                for (int j = 0; j < NS; ++j)
+                    mx = fmaxf(mx, fmaxf(s[mt][j][2 * hh], s[mt][j][2 * hh + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                // A row with no visible key so far keeps max −inf; subtract 0
+                // then, so exp2(−inf − 0) = 0 and nothing becomes NaN.
+                const float ms = mx == -INFINITY ? 0.0f : mx;
+                const float alpha = attn_exp2(m_run[mt][hh] - ms); // 0 when m_run = −inf
+                m_run[mt][hh] = mx;
+                float ls = l_run[mt][hh] * alpha;
+#pragma unroll
+                for (int j = 0; j < ND; ++j) {
+                    o[mt][j][2 * hh] *= alpha;
+                    o[mt][j][2 * hh + 1] *= alpha;
+                }
+#pragma unroll
+                for (int j = 0; j < NS; ++j) {
+                    const float p0 = attn_exp2(s[mt][j][2 * hh] - ms);
+                    const float p1 = attn_exp2(s[mt][j][2 * hh + 1] - ms);
+                    s[mt][j][2 * hh] = p0;
+                    s[mt][j][2 * hh + 1] = p1;
+                    ls += p0 + p1;
+                }
+                l_run[mt][hh] = ls;
+            }
+
+        // O += P·V, P rounded to T. The A fragment of key step kn is the C
+        // fragments of n-blocks 2kn (keys 0-7) and 2kn+1 (keys 8-15).
+#pragma unroll
+        for (int kn = 0; kn < KN; ++kn) {
+            uint32_t pa[MT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                pa[mt][0] = AttnType<T>::pack(s[mt][2 * kn][0], s[mt][2 * kn][1]);
+                pa[mt][1] = AttnType<T>::pack(s[mt][2 * kn][2], s[mt][2 * kn][3]);
+                pa[mt][2] = AttnType<T>::pack(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1]);
+                pa[mt][3] = AttnType<T>::pack(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3]);
+            }
+#pragma unroll
+            for (int jj = 0; jj < D / 16; ++jj) {
+                uint32_t bv[4];
+                attn_ldsm_x4_trans(bv, cV + vo[jj & 3] + kn * (16 * D * 2) + (jj >> 2) * 128);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    AttnType<T>::mma(o[mt][2 * jj], pa[mt], bv[0], bv[1]);
+                    AttnType<T>::mma(o[mt][2 * jj + 1], pa[mt], bv[2], bv[3]);
+                }
+            }
+        }
+    }
+
+    // out = O / rowsum, rounded once; a row that saw no key has sum 0 → zeros.
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            float l = l_run[mt][hh];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+            const int r = row_l + mt * 16 + hh * 8;
+            if (r < Sq) {
+                T* dst = og + (long long)r * D + 2 * tq;
+#pragma unroll
+                for (int j = 0; j < ND; ++j)
+                    *reinterpret_cast<uint32_t*>(dst + j * 8) =
+                        AttnType<T>::pack(o[mt][j][2 * hh] * inv, o[mt][j][2 * hh + 1] * inv);
+            }
+        }
+#else
+    __trap();
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// Kernels. Launch configuration (all four):
+//   grid  = (ceil(Sq / 128), Hq, B)   (gridDim.y ≤ 65535, gridDim.z ≤ 65535;
+//                                      do not launch when B·Hq·Sq = 0)
+//   block = (128, 1, 1)
+//   dynamic shared bytes: d64 → 81920, d128 → 98304 (independent of the
+//   arguments); above 48 KB, so CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+//   must be set to that value on the function before the launch.
+// Preconditions: q, k, v, out 16-byte aligned (cp.async and 16-byte stores);
+//   Hkv ≥ 1 and Hq a multiple of Hkv; keylens NULL or int[B] (values are
+//   clamped to [0, Sk]); out does not overlap q, k, v. scale 0 means
+//   1/sqrt(D) (as AttentionParams.Scale). Needs compute capability ≥ 8.0.
+
+#define ATTN_KERNEL(NAME, T, D)                                                                \
+    extern "C" __global__ void __launch_bounds__(ATTN_THREADS, 2)                              \
+        NAME(T* out, const T* q, const T* k, const T* v, int B, int Hq, int Hkv, int Sq, int Sk, \
+             float scale, int causal, const int* keylens) {                                    \
+        attn_fwd<T, D>(out, q, k, v, B, Hq, Hkv, Sq, Sk, scale, causal, keylens);              \
+    }
+
+ATTN_KERNEL(flash_attn_fwd_f16_d64, __half, 64)
+ATTN_KERNEL(flash_attn_fwd_f16_d128, __half, 128)
+ATTN_KERNEL(flash_attn_fwd_bf16_d64, __nv_bfloat16, 64)
+ATTN_KERNEL(flash_attn_fwd_bf16_d128, __nv_bfloat16, 128)

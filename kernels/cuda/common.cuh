@@ -1,0 +1,184 @@
+// common.cuh: device helpers shared by the kernels in kernels/cuda/*.cu:
+// element load/store as float32, activations and their derivatives (the
+// semantics of kernels/cpu/elementwise.go), warp and block reductions, and
+// device-side error reporting. Device functions only; no kernels here.
+//
+// Owned by the elementwise kernels' author. Others may add clearly named
+// helpers at the END of this file, never change the existing ones.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+// ---------------------------------------------------------------------------
+// Element conversion: every op computes in float32 and rounds to its storage
+// dtype on store, round to nearest even (as kernels.F16FromFloat32 and
+// kernels.BF16FromFloat32 do; overflow gives ±Inf).
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+// ---------------------------------------------------------------------------
+// Activations: codes are kernels.Activation values.
+
+#define ACT_NONE 0
+#define ACT_RELU 1
+#define ACT_GELU 2      // x·Φ(x), exact erf
+#define ACT_GELU_TANH 3 // 0.5x(1+tanh(√(2/π)(x+0.044715x³)))
+#define ACT_SILU 4      // x·σ(x)
+
+#define ACT_INV_SQRT2 0.70710678118654752440f
+#define ACT_INV_SQRT_2PI 0.39894228040143267794f
+#define ACT_SQRT_2_OVER_PI 0.79788456080286535588f
+#define ACT_GELU_COEF 0.044715f
+
+// act_sigmoid is 1/(1+e^{−x}): 0 and 1 at the ends, no overflow trouble.
+__device__ __forceinline__ float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// act_apply returns act(x). NaN stays NaN (ReLU too, as Go's max does);
+// unknown codes act as ACT_NONE (the host validates them).
+__device__ __forceinline__ float act_apply(float x, int act) {
+    switch (act) {
+    case ACT_RELU:
+        return x > 0.0f ? x : (x != x ? x : 0.0f);
+    case ACT_GELU: {
+        // Φ(x) = erfc(−x/√2)/2, written so the negative tail keeps its
+        // relative accuracy (the CPU's form).
+        float z = x * ACT_INV_SQRT2;
+        if (z >= 0.0f) return x - 0.5f * x * erfcf(z);
+        return 0.5f * x * erfcf(-z);
+    }
+    case ACT_GELU_TANH:
+        // x·σ(2u) = 0.5x(1+tanh u), without the cancellation of 1+tanh.
+        return x * act_sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
+    case ACT_SILU:
+        return x * act_sigmoid(x);
+    default:
+        return x;
+    }
+}
+
+// act_grad returns act'(x). ±Inf and NaN give NaN for GELU and GELU-tanh,
+// as the CPU's float64 formulas do.
+__device__ __forceinline__ float act_grad(float x, int act) {
+    switch (act) {
+    case ACT_RELU:
+        return x > 0.0f ? 1.0f : 0.0f;
+    case ACT_GELU: {
+        if (!(fabsf(x) <= 3.402823466e38f)) return x - x; // NaN for ±Inf, NaN
+        // Φ(x) + x·φ(x)
+        return 0.5f * erfcf(-x * ACT_INV_SQRT2) + x * ACT_INV_SQRT_2PI * expf(-0.5f * x * x);
+    }
+    case ACT_GELU_TANH: {
+        if (!(fabsf(x) <= 3.402823466e38f)) return x - x;
+        // With t = tanh u: 0.5(1+t) = σ(2u) = s and 1−t² = 4·s·(1−s),
+        // 1−s = σ(−2u) = sm computed directly (no cancellation).
+        float u2 = 2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x);
+        float s = act_sigmoid(u2), sm = act_sigmoid(-u2);
+        float r = s;
+        if (s > 0.0f && sm > 0.0f)
+            r += 2.0f * x * s * sm * ACT_SQRT_2_OVER_PI * (1.0f + 3.0f * ACT_GELU_COEF * x * x);
+        return r;
+    }
+    case ACT_SILU: {
+        // σ(x)·(1 + x·(1−σ(x)))
+        float s = act_sigmoid(x), sm = act_sigmoid(-x);
+        return s * (1.0f + x * sm);
+    }
+    default:
+        return 1.0f;
+    }
+}
+
+// act_backward returns dy·act'(x); for ReLU and none it selects dy rather
+// than multiplying (the CPU gives 0 for x ≤ 0 even when dy is not finite).
+__device__ __forceinline__ float act_backward(float dy, float x, int act) {
+    switch (act) {
+    case ACT_NONE:
+        return dy;
+    case ACT_RELU:
+        return x > 0.0f ? dy : 0.0f;
+    default:
+        return dy * act_grad(x, act);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reductions. Warp versions need all 32 lanes of the warp active; the result
+// is in every lane. Block versions need blockDim.x a multiple of 32 (at most
+// 1024), blockDim.y = blockDim.z = 1, every thread of the block calling, and
+// sh a __shared__ array of at least 32 elements; the result is in every
+// thread. They may be called back to back with the same sh.
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// warp_max ignores NaN (fmaxf); callers whose rows may hold NaN get NaN
+// through their sums instead.
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <typename F>
+__device__ __forceinline__ F block_sum_t(F v, F* sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); // sh may still be read by a previous call
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : F(0);
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_sum(float v, float* sh) { return block_sum_t<float>(v, sh); }
+__device__ __forceinline__ double block_sum(double v, double* sh) { return block_sum_t<double>(v, sh); }
+
+__device__ __forceinline__ float block_max(float v, float* sh) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+// ---------------------------------------------------------------------------
+// Grid-stride loops: for (long long i = grid_tid(); i < n; i += grid_stride()).
+
+__device__ __forceinline__ long long grid_tid() {
+    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ long long grid_stride() { return (long long)gridDim.x * blockDim.x; }
+
+// ---------------------------------------------------------------------------
+// Device-side errors: err points to 4 ints zeroed by the host (may be NULL).
+#define ERR_EMBEDDING_ID 1 // embedding id out of range
+#define ERR_CE_TARGET 2    // cross-entropy target out of range
+
+__device__ __forceinline__ void report_error(int* err, int code, int value, long long position) {
+    if (err != nullptr && atomicCAS(err, 0, code) == 0) {
+        err[1] = value;
+        err[2] = (int)position;
+    }
+}

@@ -1,0 +1,378 @@
+// matmul_sm90.cu: the Hopper (sm_90a) GEMM for bf16 and f16 with fp32
+// accumulation: TMA loads (cp.async.bulk.tensor with a CUtensorMap, 128-byte
+// swizzle) into a 4-stage shared-memory ring guarded by mbarriers, consumed
+// by wgmma.mma_async m64n256k16 from shared memory, in a warp-specialised
+// producer/consumer CTA. The bodies exist only in the sm_90a image; the
+// compute_75 and compute_80 PTX hold the same kernels as __trap() stubs (the
+// Go side launches them only on compute capability 9.0).
+//
+// Semantics (kernels/cpu/matmul.go, per batch entry z = blockIdx.z):
+//   C[z] = act(alpha·A[z]·op(B[z]) + beta·C[z] + bias)   (row-major, fp32 math,
+//   rounded to T on store; beta == 0 never reads C; bias may be NULL)
+// with op(B) = B for B stored [K, N] (transB = 0) and Bᵀ for B stored [N, K]
+// (transB = 1). A is [M, K] (no transA).
+//
+// CTA design (the "warp-specialised, 2 consumer" Hopper GEMM):
+//   tile BM×BN×BK = 128×256×64, 384 threads = 3 warpgroups.
+//   warpgroup 0  producer: setmaxnreg.dec to 40; one thread waits for a free
+//                stage (empty mbarrier), posts the stage's byte count
+//                (arrive.expect_tx on the full mbarrier) and issues the TMA
+//                loads of the A tile and the B tile.
+//   warpgroups 1, 2  consumers: setmaxnreg.inc to 232; consumer c computes
+//                rows [64c, 64c+64) of the tile: per stage it waits on the
+//                full mbarrier, issues 4 wgmma m64n256k16 (K = 4×16), commits,
+//                waits until at most this stage's group is in flight, and
+//                releases the previous stage (one arrive per warpgroup on its
+//                empty mbarrier, count 2). The epilogue goes from the fp32
+//                accumulator registers straight to global memory.
+//
+// Shared memory (dynamic, base rounded up to 1024 bytes, needed by the
+// 128-byte swizzle): STAGES × (A 128×64 = 16 KiB, B 64×256 = 32 KiB), then
+// STAGES full and STAGES empty mbarriers.
+//   A stage: 128 rows (m) of 128 bytes (64 k), TMA box {64, 128, 1}, 128B
+//            swizzle: K-major, wgmma descriptor SBO = 1024 (8 rows), LBO
+//            unused; consumer c starts at row 64c (+8 KiB); the k-th 16-wide
+//            slice starts 32·k bytes into the row.
+//   B stage, transB = 1 (B stored [N, K]): 256 rows (n) of 128 bytes (64 k),
+//            box {64, 256, 1}: K-major like A (imm-trans-b 0), slice k at
+//            +32·k bytes.
+//   B stage, transB = 0 (B stored [K, N]): 4 boxes {64, 64, 1} of 64 rows
+//            (k) × 128 bytes (64 n), box j (columns 64j..64j+63) at +8 KiB·j:
+//            N-major (imm-trans-b 1), descriptor LBO = 8192 (next 64 columns),
+//            SBO = 1024 (next 8 rows of k); slice k at +2048·k bytes.
+//
+// Tensor maps (made by kernels/cuda/matmul_sm90.go, 3-D, innermost first,
+// bf16/f16, 128B swizzle, zero out-of-bounds fill). The batch is the third
+// dimension, so tiles never read across batch entries, and the M, N and K
+// tails read zeros (TMA counts the whole box toward the transaction bytes):
+//   tmA: dims {K, M, batch},  strides {K, M·K}·2 bytes, box {64, 128, 1}
+//   tmB, transB = 0: dims {N, K, batchB}, strides {N, K·N}·2, box {64, 64, 1}
+//   tmB, transB = 1: dims {K, N, batchB}, strides {K, N·K}·2, box {64, 256, 1}
+// batchB is 1 when B is shared by every batch entry (sharedB = 1, read at
+// z = 0), else the batch.
+//
+// Launch configuration:
+//   grid  (ceil(M/128)·ceil(N/256), 1, batch), batch ≤ 65535; tiles are
+//         ordered in groups of 16 tile-rows for L2 reuse.
+//   block (384, 1, 1)
+//   dynamic shared memory SM90_SMEM_BYTES = 1024 + 4·49152 + 64 = 197696
+// Preconditions: compute capability 9.0; K % 8 == 0 and N % 8 == 0 (16-byte
+// TMA row strides, 4-byte pair stores of C); A, B, C 16-byte aligned, bias
+// 4-byte aligned (or NULL); M, N, K ≥ 1; strideC (elements between batch
+// entries of C, normally M·N) a multiple of 2.
+// Parameters after the brief's list: sharedB (1: B has no batch dimension).
+#include <cuda.h>
+#include <stdint.h>
+
+#include "common.cuh"
+
+#define SM90_BM 128
+#define SM90_BN 256
+#define SM90_BK 64
+#define SM90_STAGES 4
+#define SM90_THREADS 384
+#define SM90_GROUP_M 16
+#define SM90_A_BYTES (SM90_BM * SM90_BK * 2)                          // 16384
+#define SM90_B_BYTES (SM90_BN * SM90_BK * 2)                          // 32768
+#define SM90_STAGE_BYTES (SM90_A_BYTES + SM90_B_BYTES)                // 49152
+#define SM90_SMEM_BYTES (1024 + SM90_STAGES * SM90_STAGE_BYTES + 16 * SM90_STAGES) // 197696
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+
+// The 128 accumulator operands of a m64n256 wgmma, d a float[128].
+#define SM90_ACC_REGS \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define SM90_ACC_OPERANDS(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// sm90_wgmma_256 issues d[64×256] += A[64×16]·B[16×256] (fp32 accumulate),
+// A and B in shared memory described by da and db. BF16 picks the input
+// type; TNSPB is wgmma's imm-trans-b: 0 for a K-major B, 1 for an N-major B.
+template <bool BF16, int TNSPB>
+__device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uint64_t db) {
+    if constexpr (BF16) {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "setp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " SM90_ACC_REGS
+                     ", %128, %129, p, 1, 1, 0, %131;\n"
+                     "}\n"
+                     : SM90_ACC_OPERANDS(d)
+                     : "l"(da), "l"(db), "r"(1), "n"(TNSPB));
+    } else {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "setp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " SM90_ACC_REGS
+                     ", %128, %129, p, 1, 1, 0, %131;\n"
+                     "}\n"
+                     : SM90_ACC_OPERANDS(d)
+                     : "l"(da), "l"(db), "r"(1), "n"(TNSPB));
+    }
+}
+
+// sm90_fence_acc keeps the compiler from moving accesses of the accumulators
+// across this point (CUTLASS's warpgroup_fence_operand): wgmma writes them
+// asynchronously, behind the compiler's back.
+__device__ __forceinline__ void sm90_fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// sm90_desc encodes a wgmma shared-memory matrix descriptor: start address
+// >> 4 in bits 0-13, leading-dimension byte offset >> 4 in bits 16-29,
+// stride-dimension byte offset >> 4 in bits 32-45, base offset 0 (the
+// swizzle atoms are 1024-byte aligned) and layout type 1 = 128-byte swizzle
+// in bits 62-63.
+__device__ __forceinline__ uint64_t sm90_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void sm90_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void sm90_wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+// sm90_wgmma_wait waits until at most N committed wgmma groups of this
+// warpgroup are pending.
+template <int N> __device__ __forceinline__ void sm90_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void sm90_mbar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// sm90_mbar_expect_tx arrives on bar and adds bytes to the transaction
+// count its current phase waits for.
+__device__ __forceinline__ void sm90_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void sm90_mbar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// sm90_mbar_wait returns once the phase of bar with the given parity has
+// completed (acquire semantics at CTA scope, try_wait's default).
+__device__ __forceinline__ void sm90_mbar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n"
+                     "}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+// sm90_tma_load_3d copies the box at coordinates (c0, c1, c2) (innermost
+// first, in elements) of the tensor map at generic address map into shared
+// memory at dst, completing bytes on the mbarrier bar.
+__device__ __forceinline__ void sm90_tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                                 int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+                 : "memory");
+}
+
+__device__ __forceinline__ void sm90_prefetch_map(const CUtensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// sm90_load2 reads the two adjacent elements at p (4-byte aligned) as float.
+__device__ __forceinline__ float2 sm90_load2(const __nv_bfloat16* p) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
+}
+__device__ __forceinline__ float2 sm90_load2(const __half* p) {
+    return __half22float2(*reinterpret_cast<const __half2*>(p));
+}
+// sm90_store2 rounds a and b (nearest even) into the two elements at p.
+__device__ __forceinline__ void sm90_store2(__nv_bfloat16* p, float a, float b) {
+    *reinterpret_cast<__nv_bfloat162*>(p) = __halves2bfloat162(__float2bfloat16_rn(a), __float2bfloat16_rn(b));
+}
+__device__ __forceinline__ void sm90_store2(__half* p, float a, float b) {
+    *reinterpret_cast<__half2*>(p) = __halves2half2(__float2half_rn(a), __float2half_rn(b));
+}
+
+// sm90_consume runs consumer warpgroup cw (0 or 1) over the ktiles stages
+// of the tile into d. smem is the 1024-aligned shared base; TNSPB as in
+// sm90_wgmma_256.
+template <bool BF16, int TNSPB>
+__device__ __forceinline__ void sm90_consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
+    const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
+    const uint32_t empty0 = full0 + 8 * SM90_STAGES;
+    const bool leader = (threadIdx.x % 128) == 0;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    sm90_fence_acc(d);
+    int stage = 0, prev = 0;
+    uint32_t phase = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        sm90_mbar_wait(full0 + 8 * stage, phase);
+        const uint32_t a = smem + stage * SM90_STAGE_BYTES + cw * (64 * 128);
+        const uint32_t b = smem + stage * SM90_STAGE_BYTES + SM90_A_BYTES;
+        sm90_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < SM90_BK / 16; ++kk) {
+            const uint64_t da = sm90_desc(a + 32 * kk, 16, 1024);
+            const uint64_t db = TNSPB ? sm90_desc(b + 2048 * kk, 8192, 1024) : sm90_desc(b + 32 * kk, 16, 1024);
+            sm90_wgmma_256<BF16, TNSPB>(d, da, db);
+        }
+        sm90_wgmma_commit();
+        // The group just committed may still run; the previous one (which
+        // read stage prev) is done, so that stage goes back to the producer.
+        sm90_wgmma_wait<1>();
+        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
+        prev = stage;
+        if (++stage == SM90_STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    sm90_wgmma_wait<0>();
+    sm90_fence_acc(d);
+}
+
+// sm90_matmul is the kernel body; see the file comment.
+template <typename T, bool BF16>
+__device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtensorMap* tmB, T* c, const T* bias, int M,
+                                            int N, int K, int transB, long long strideC, float alpha, float beta,
+                                            int act, int sharedB) {
+    extern __shared__ uint8_t sm90_dyn[];
+    // Round the shared base up to 1024 bytes (the 128B swizzle pattern and
+    // the descriptors' base offset 0 assume it); SM90_SMEM_BYTES has room.
+    const uint32_t smem = ((uint32_t)__cvta_generic_to_shared(sm90_dyn) + 1023u) & ~1023u;
+    const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
+    const uint32_t empty0 = full0 + 8 * SM90_STAGES;
+
+    // Tile coordinates: groups of SM90_GROUP_M tile-rows, tile-rows fastest
+    // within a group, so CTAs running together share B columns and A rows.
+    const int tilesM = (M + SM90_BM - 1) / SM90_BM, tilesN = (N + SM90_BN - 1) / SM90_BN;
+    const int pid = blockIdx.x, inGroup = SM90_GROUP_M * tilesN;
+    const int firstM = (pid / inGroup) * SM90_GROUP_M;
+    const int groupM = min(tilesM - firstM, SM90_GROUP_M);
+    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
+    const int m0 = tm * SM90_BM, n0 = tn * SM90_BN;
+    const int z = blockIdx.z, zb = sharedB ? 0 : z;
+    const int ktiles = (K + SM90_BK - 1) / SM90_BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < SM90_STAGES; ++s) {
+            sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx
+            sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        // Producer warpgroup: give registers to the consumers; one thread
+        // issues every load.
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            sm90_prefetch_map(tmA);
+            sm90_prefetch_map(tmB);
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int kt = 0; kt < ktiles; ++kt) {
+                // Wait until both consumers released this stage's previous
+                // contents (parity phase^1: the first round passes at once).
+                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                const uint32_t full = full0 + 8 * stage;
+                const uint32_t a = smem + stage * SM90_STAGE_BYTES;
+                const uint32_t b = a + SM90_A_BYTES;
+                const int k0 = kt * SM90_BK;
+                sm90_mbar_expect_tx(full, SM90_STAGE_BYTES);
+                sm90_tma_load_3d(a, tmA, full, k0, m0, z);
+                if (transB) {
+                    sm90_tma_load_3d(b, tmB, full, k0, n0, zb);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < SM90_BN / 64; ++j) sm90_tma_load_3d(b + 8192 * j, tmB, full, n0 + 64 * j, k0, zb);
+                }
+                if (++stage == SM90_STAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    // Consumer warpgroups 1 and 2: rows [64·cw, 64·cw + 64) of the tile.
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1;
+    float d[128];
+    if (transB)
+        sm90_consume<BF16, 0>(d, smem, ktiles, cw);
+    else
+        sm90_consume<BF16, 1>(d, smem, ktiles, cw);
+
+    // Epilogue. Accumulator fragment of m64nNk16: warp w of the warpgroup
+    // holds rows 16w + lane/4 (d[4j], d[4j+1]) and 16w + lane/4 + 8
+    // (d[4j+2], d[4j+3]) at columns 8j + 2·(lane%4) + {0, 1}.
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const int row0 = m0 + cw * 64 + warp * 16 + lane / 4;
+    const int col0 = n0 + 2 * (lane % 4);
+    T* cz = c + (long long)z * strideC;
+#pragma unroll
+    for (int j = 0; j < SM90_BN / 8; ++j) {
+        const int col = col0 + 8 * j;
+        if (col >= N) continue; // N is even, so col + 1 < N too
+        float2 bv = make_float2(0.0f, 0.0f);
+        if (bias != nullptr) bv = sm90_load2(bias + col);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = row0 + 8 * h;
+            if (row >= M) continue;
+            T* p = cz + (long long)row * N + col;
+            float v0 = alpha * d[4 * j + 2 * h], v1 = alpha * d[4 * j + 2 * h + 1];
+            if (beta != 0.0f) {
+                const float2 old = sm90_load2(p);
+                v0 += beta * old.x;
+                v1 += beta * old.y;
+            }
+            sm90_store2(p, act_apply(v0 + bv.x, act), act_apply(v1 + bv.y, act));
+        }
+    }
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+// SM90_KERNEL defines the extern "C" kernel NAME over element type T; see
+// the file comment for the launch configuration and preconditions.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SM90_BODY(T, BF16)                                                                                          \
+    sm90_matmul<T, BF16>(&tmA, &tmB, c, bias, M, N, K, transB, strideC, alpha, beta, act, sharedB);
+#else
+#define SM90_BODY(T, BF16) __trap();
+#endif
+
+#define SM90_KERNEL(NAME, T, BF16)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)                                                   \
+        NAME(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, T* c, const T* bias, \
+             int M, int N, int K, int transB, long long strideC, float alpha, float beta, int act, int sharedB) {   \
+        SM90_BODY(T, BF16)                                                                                          \
+    }
+
+SM90_KERNEL(matmul_sm90_bf16, __nv_bfloat16, true)
+SM90_KERNEL(matmul_sm90_f16, __half, false)

@@ -1,0 +1,221 @@
+package kernels
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeBackend owns tensors without storage: the validators must not read
+// data. Only Name is implemented; any other method would panic.
+type fakeBackend struct {
+	Backend
+	name string
+}
+
+func (f *fakeBackend) Name() string { return f.name }
+
+var (
+	fakeDev   = &fakeBackend{name: "fake"}
+	fakeOther = &fakeBackend{name: "other"}
+)
+
+// tn returns a storage-less tensor of fakeDev.
+func tn(dt DType, shape ...int) *Tensor { return NewTensor(fakeDev, dt, shape, nil) }
+
+func TestCheckDims(t *testing.T) {
+	f32, i32 := F32, I32
+
+	mm := func(a, b, out []int, p MatMulParams) MatMulDims {
+		t.Helper()
+		g, err := CheckMatMul("fake: matmul", fakeDev, tn(f32, out...), tn(f32, a...), tn(f32, b...), p)
+		require.NoError(t, err)
+		return g
+	}
+	assert.Equal(t, MatMulDims{Batch: 1, M: 2, N: 4, K: 3}, mm([]int{2, 3}, []int{3, 4}, []int{2, 4}, MatMulParams{}))
+	assert.Equal(t, MatMulDims{Batch: 1, M: 2, N: 4, K: 3},
+		mm([]int{3, 2}, []int{4, 3}, []int{2, 4}, MatMulParams{TransA: true, TransB: true}))
+	assert.Equal(t, MatMulDims{Batch: 6, M: 2, N: 4, K: 3, SharedB: true},
+		mm([]int{2, 3, 2, 3}, []int{3, 4}, []int{2, 3, 2, 4}, MatMulParams{}))
+	assert.Equal(t, MatMulDims{Batch: 1, M: 2, N: 4, K: 3, SharedB: true},
+		mm([]int{1, 2, 3}, []int{3, 4}, []int{1, 2, 4}, MatMulParams{}))
+	assert.Equal(t, MatMulDims{Batch: 5, M: 2, N: 4, K: 3},
+		mm([]int{5, 3, 2}, []int{5, 3, 4}, []int{5, 2, 4}, MatMulParams{TransA: true, Act: ActSiLU, Bias: tn(f32, 4)}))
+
+	n, nb, err := CheckAdd("fake: add", fakeDev, tn(f32, 2, 3, 4), tn(f32, 2, 3, 4), tn(f32, 3, 4))
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{24, 12}, [2]int{n, nb})
+
+	n, err = CheckScale("fake: scale", fakeDev, tn(BF16, 5, 2), tn(BF16, 5, 2), 3)
+	require.NoError(t, err)
+	assert.Equal(t, 10, n)
+	n, err = CheckFill("fake: fill", fakeDev, tn(E4M3, 7), 1)
+	require.NoError(t, err)
+	assert.Equal(t, 7, n)
+	n, err = CheckCast("fake: cast", fakeDev, tn(I8, 3, 3), tn(F16, 3, 3))
+	require.NoError(t, err)
+	assert.Equal(t, 9, n)
+	n, err = CheckAct("fake: act", fakeDev, tn(f32, 4), tn(f32, 4), ActGELUTanh)
+	require.NoError(t, err)
+	assert.Equal(t, 4, n)
+	n, err = CheckActBackward("fake: actbackward", fakeDev, tn(f32), tn(f32), tn(f32), ActReLU)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	rows, n, err := CheckSumRows("fake: sumrows", fakeDev, tn(f32, 5), tn(f32, 2, 3, 5))
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{6, 5}, [2]int{rows, n})
+
+	rd, err := CheckLayerNorm("fake: LayerNorm", fakeDev, tn(f32, 2, 3, 8), tn(f32, 6), tn(f32, 2, 3), tn(f32, 2, 3, 8), tn(f32, 8), nil, 1e-5)
+	require.NoError(t, err)
+	assert.Equal(t, RowDims{Rows: 6, D: 8}, rd)
+	rd, err = CheckLayerNormBackward("fake: LayerNormBackward", fakeDev,
+		tn(F16, 4, 8), nil, tn(F16, 8), tn(F16, 4, 8), tn(F16, 4, 8), tn(F16, 8), tn(f32, 4), tn(f32, 4))
+	require.NoError(t, err)
+	assert.Equal(t, RowDims{Rows: 4, D: 8}, rd)
+	rd, err = CheckRMSNorm("fake: RMSNorm", fakeDev, tn(f32, 16), tn(f32, 16), tn(f32, 16), 0)
+	require.NoError(t, err)
+	assert.Equal(t, RowDims{Rows: 1, D: 16}, rd)
+	rd, err = CheckSoftmaxBackward("fake: SoftmaxBackward", fakeDev, tn(f32, 3, 7), tn(f32, 3, 7), tn(f32, 3, 7))
+	require.NoError(t, err)
+	assert.Equal(t, RowDims{Rows: 3, D: 7}, rd)
+
+	sm := func(p AttentionParams, shape ...int) SoftmaxDims {
+		t.Helper()
+		g, err := CheckSoftmax("fake: Softmax", fakeDev, tn(f32, shape...), tn(f32, shape...), p)
+		require.NoError(t, err)
+		return g
+	}
+	assert.Equal(t, SoftmaxDims{Rows: 1, Sq: 1, Sk: 9, RowsPerBatch: 1}, sm(AttentionParams{}, 9))
+	assert.Equal(t, SoftmaxDims{Rows: 4, Sq: 4, Sk: 9, RowsPerBatch: 1}, sm(AttentionParams{Causal: true}, 4, 9))
+	assert.Equal(t, SoftmaxDims{Rows: 2 * 3 * 4, Sq: 4, Sk: 5, RowsPerBatch: 12},
+		sm(AttentionParams{KeyLens: tn(i32, 2)}, 2, 3, 4, 5))
+
+	ad, err := CheckAttention("fake: Attention", fakeDev, tn(f32, 2, 6, 3, 8), tn(f32, 2, 6, 3, 8), tn(f32, 2, 2, 5, 8), tn(f32, 2, 2, 5, 8),
+		AttentionParams{Causal: true, KeyLens: tn(i32, 2)})
+	require.NoError(t, err)
+	assert.Equal(t, AttentionDims{B: 2, Hq: 6, Hkv: 2, Sq: 3, Sk: 5, D: 8}, ad)
+	q, kv := tn(f32, 1, 4, 3, 2), tn(f32, 1, 4, 7, 2)
+	ad, err = CheckAttentionBackward("fake: AttentionBackward", fakeDev, q, kv, kv, q, q, kv, kv, AttentionParams{})
+	require.NoError(t, err)
+	assert.Equal(t, AttentionDims{B: 1, Hq: 4, Hkv: 4, Sq: 3, Sk: 7, D: 2}, ad)
+
+	ed, err := CheckEmbedding("fake: Embedding", fakeDev, tn(f32, 2, 5, 4), tn(f32, 11, 4), tn(i32, 2, 5))
+	require.NoError(t, err)
+	assert.Equal(t, EmbeddingDims{N: 10, V: 11, D: 4}, ed)
+	ed, err = CheckEmbeddingBackward("fake: EmbeddingBackward", fakeDev, tn(f32, 11, 4), tn(f32, 4), tn(i32))
+	require.NoError(t, err)
+	assert.Equal(t, EmbeddingDims{N: 1, V: 11, D: 4}, ed)
+
+	n, v, err := CheckCrossEntropy("fake: CrossEntropy", fakeDev, tn(f32, 3), tn(BF16, 3, 10), tn(i32, 3))
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{3, 10}, [2]int{n, v})
+	n, v, err = CheckCrossEntropyBackward("fake: CrossEntropyBackward", fakeDev, tn(BF16, 3, 10), tn(BF16, 3, 10), tn(i32, 3), 0.5)
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{3, 10}, [2]int{n, v})
+}
+
+func TestCheckErrors(t *testing.T) {
+	f32, i32 := F32, I32
+	freed := tn(f32, 2, 3)
+	freed.MarkFreed()
+	foreign := NewTensor(fakeOther, f32, Shape{2, 3}, nil)
+	x23, o23 := tn(f32, 2, 3), tn(f32, 2, 3)
+	q, kv := tn(f32, 2, 4, 3, 8), tn(f32, 2, 2, 5, 8)
+
+	for _, tc := range []struct {
+		name     string
+		err      error
+		sentinel error
+		want     string
+	}{
+		{"nil", pick2(CheckAdd("cuda: add", fakeDev, o23, nil, x23)), ErrShape, "cuda: add: a is nil: shape mismatch"},
+		{"freed", pick(CheckScale("cuda: scale", fakeDev, o23, freed, 2)), ErrFreed, "cuda: scale: x: tensor already freed"},
+		{"foreign", pick(CheckFill("cuda: fill", fakeDev, foreign, 2)), ErrBackend, "cuda: fill: out is on other: tensor belongs to another backend"},
+		{"bias of another backend", err2(CheckMatMul("cuda: matmul", fakeDev, tn(f32, 2, 4), tn(f32, 2, 3), tn(f32, 3, 4), MatMulParams{Bias: foreign})),
+			ErrBackend, "cuda: matmul: bias is on other: tensor belongs to another backend"},
+		{"matmul inner", err2(CheckMatMul("cuda: matmul", fakeDev, tn(f32, 2, 4), tn(f32, 2, 3), tn(f32, 4, 4), MatMulParams{TransB: true})),
+			ErrShape, "cuda: matmul: inner dimensions differ: a [2 3] (TransA=false) has K=3, b [4 4] (TransB=true) has K=4: shape mismatch"},
+		{"matmul batch", err2(CheckMatMul("cuda: matmul", fakeDev, tn(f32, 2, 2, 4), tn(f32, 2, 2, 3), tn(f32, 3, 3, 4), MatMulParams{})),
+			ErrShape, "cuda: matmul: b has shape [3 3 4], want 2 dimensions or the batch dimensions [2] of a [2 2 3]: shape mismatch"},
+		{"matmul activation", err2(CheckMatMul("cuda: matmul", fakeDev, tn(f32, 2, 4), tn(f32, 2, 3), tn(f32, 3, 4), MatMulParams{Act: 42})),
+			ErrValue, "cuda: matmul: unknown activation 42: invalid value"},
+		{"matmul integer", err2(CheckMatMul("cuda: matmul", fakeDev, tn(i32, 2, 4), tn(i32, 2, 3), tn(i32, 3, 4), MatMulParams{})),
+			ErrDType, "cuda: matmul: a is i32, want one of [f32 f16 bf16]: dtype mismatch"},
+		{"add suffix", pick2(CheckAdd("cuda: add", fakeDev, o23, x23, tn(f32, 2))),
+			ErrShape, "cuda: add: b has shape [2], want a suffix of a's shape [2 3]: shape mismatch"},
+		{"cast shape", pick(CheckCast("cuda: cast", fakeDev, tn(I8, 3, 2), x23)),
+			ErrShape, "cuda: cast: out has shape [3 2], want [2 3]: shape mismatch"},
+		{"act", pick(CheckAct("cuda: act", fakeDev, o23, x23, 5)), ErrValue, "cuda: act: unknown activation 5: invalid value"},
+		{"actbackward dtype", pick(CheckActBackward("cuda: actbackward", fakeDev, o23, tn(F16, 2, 3), x23, ActGELU)),
+			ErrDType, "cuda: actbackward: x is f32 but dy is f16: dtype mismatch"},
+		{"sumrows scalar", pick2(CheckSumRows("cuda: sumrows", fakeDev, tn(f32, 1), tn(f32))),
+			ErrShape, "cuda: sumrows: x has shape [], want at least 1 dimensions: shape mismatch"},
+		{"layernorm eps", err2(CheckLayerNorm("cuda: LayerNorm", fakeDev, o23, nil, nil, x23, tn(f32, 3), nil, -1)),
+			ErrValue, "cuda: LayerNorm: eps is -1, want ≥ 0: invalid value"},
+		{"layernorm rstd", err2(CheckLayerNorm("cuda: LayerNorm", fakeDev, o23, nil, tn(f32, 3), x23, tn(f32, 3), nil, 0)),
+			ErrShape, "cuda: LayerNorm: rstd has 3 elements (shape [3]), want 2: shape mismatch"},
+		{"layernormbackward mean", err2(CheckLayerNormBackward("cuda: LayerNormBackward", fakeDev, o23, nil, nil, x23, x23, tn(f32, 3), tn(F16, 2), tn(f32, 2))),
+			ErrDType, "cuda: LayerNormBackward: mean is f16, want one of [f32]: dtype mismatch"},
+		{"rmsnorm gamma", err2(CheckRMSNorm("cuda: RMSNorm", fakeDev, o23, x23, tn(f32, 2), 0)),
+			ErrShape, "cuda: RMSNorm: gamma has shape [2], want [3]: shape mismatch"},
+		{"softmax causal 1-D", err2(CheckSoftmax("cuda: Softmax", fakeDev, tn(f32, 4), tn(f32, 4), AttentionParams{Causal: true})),
+			ErrShape, "cuda: Softmax: x has shape [4], want at least 2 dimensions: shape mismatch"},
+		{"softmax KeyLens dtype", err2(CheckSoftmax("cuda: Softmax", fakeDev, o23, x23, AttentionParams{KeyLens: tn(f32, 2)})),
+			ErrDType, "cuda: Softmax: KeyLens is f32, want one of [i32]: dtype mismatch"},
+		{"softmax KeyLens shape", err2(CheckSoftmax("cuda: Softmax", fakeDev, o23, x23, AttentionParams{KeyLens: tn(i32, 3)})),
+			ErrShape, "cuda: Softmax: KeyLens has shape [3], want [2]: shape mismatch"},
+		{"softmaxbackward", err2(CheckSoftmaxBackward("cuda: SoftmaxBackward", fakeDev, o23, nil, x23)),
+			ErrShape, "cuda: SoftmaxBackward: dy is nil: shape mismatch"},
+		{"attention heads", err2(CheckAttention("cuda: Attention", fakeDev, q, q, tn(f32, 2, 3, 5, 8), tn(f32, 2, 3, 5, 8), AttentionParams{})),
+			ErrShape, "cuda: Attention: q has 4 heads, not a multiple of the 3 KV heads of k: shape mismatch"},
+		{"attention k", err2(CheckAttention("cuda: Attention", fakeDev, q, q, tn(f32, 2, 2, 5, 7), kv, AttentionParams{})),
+			ErrShape, "cuda: Attention: k has shape [2 2 5 7], want [2 Hkv Sk 8] to match q [2 4 3 8]: shape mismatch"},
+		{"attention q rank", err2(CheckAttention("cuda: Attention", fakeDev, x23, x23, kv, kv, AttentionParams{})),
+			ErrShape, "cuda: Attention: q has shape [2 3], want [B Hq Sq D]: shape mismatch"},
+		{"attention KeyLens before out", err2(CheckAttention("cuda: Attention", fakeDev, nil, q, kv, kv, AttentionParams{KeyLens: freed})),
+			ErrFreed, "cuda: Attention: KeyLens: tensor already freed"},
+		{"attention out", err2(CheckAttention("cuda: Attention", fakeDev, tn(f32, 2, 4, 3, 9), q, kv, kv, AttentionParams{})),
+			ErrShape, "cuda: Attention: out has shape [2 4 3 9], want [2 4 3 8]: shape mismatch"},
+		{"attentionbackward dk", err2(CheckAttentionBackward("cuda: AttentionBackward", fakeDev, q, q, kv, q, q, kv, kv, AttentionParams{})),
+			ErrShape, "cuda: AttentionBackward: dk has shape [2 4 3 8], want [2 2 5 8]: shape mismatch"},
+		{"embedding table", err2(CheckEmbedding("cuda: Embedding", fakeDev, o23, tn(f32, 6), tn(i32, 2))),
+			ErrShape, "cuda: Embedding: table has shape [6], want [V D]: shape mismatch"},
+		{"embedding out", err2(CheckEmbedding("cuda: Embedding", fakeDev, o23, tn(f32, 9, 3), tn(i32, 3))),
+			ErrShape, "cuda: Embedding: out has shape [2 3], want [3 3]: shape mismatch"},
+		{"embeddingbackward ids", err2(CheckEmbeddingBackward("cuda: EmbeddingBackward", fakeDev, tn(f32, 9, 3), o23, tn(f32, 2))),
+			ErrDType, "cuda: EmbeddingBackward: ids is f32, want one of [i32]: dtype mismatch"},
+		{"crossentropy loss", pick2(CheckCrossEntropy("cuda: CrossEntropy", fakeDev, tn(F16, 2), x23, tn(i32, 2))),
+			ErrDType, "cuda: CrossEntropy: loss is f16, want one of [f32]: dtype mismatch"},
+		{"crossentropybackward dlogits", pick2(CheckCrossEntropyBackward("cuda: CrossEntropyBackward", fakeDev, tn(f32, 3, 2), x23, tn(i32, 2), 1)),
+			ErrShape, "cuda: CrossEntropyBackward: dlogits has shape [3 2], want [2 3]: shape mismatch"},
+		{"crossentropy targets", pick2(CheckCrossEntropy("cuda: CrossEntropy", fakeDev, tn(f32, 2), x23, tn(i32, 2, 1))),
+			ErrShape, "cuda: CrossEntropy: targets has shape [2 1], want [2]: shape mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Error(t, tc.err)
+			assert.True(t, errors.Is(tc.err, tc.sentinel), "%v should wrap %v", tc.err, tc.sentinel)
+			assert.Equal(t, tc.want, tc.err.Error())
+		})
+	}
+}
+
+// TestCheckDataLeftToBackend shows what the validators do not check: the
+// values of ids, targets and KeyLens, which only the backend can read.
+func TestCheckDataLeftToBackend(t *testing.T) {
+	lens := tn(I32, 2) // no storage at all: its values cannot be read
+	_, err := CheckSoftmax("fake: Softmax", fakeDev, tn(F32, 2, 3), tn(F32, 2, 3), AttentionParams{KeyLens: lens})
+	require.NoError(t, err)
+	_, err = CheckEmbedding("fake: Embedding", fakeDev, tn(F32, 4, 2), tn(F32, 3, 2), tn(I32, 4))
+	require.NoError(t, err)
+	_, _, err = CheckCrossEntropy("fake: CrossEntropy", fakeDev, tn(F32, 4), tn(F32, 4, 3), tn(I32, 4))
+	require.NoError(t, err)
+}
+
+// pick, pick2 and err2 keep the error of a validator's results.
+func pick(_ int, err error) error     { return err }
+func pick2(_, _ int, err error) error { return err }
+func err2[T any](_ T, err error) error {
+	return err
+}

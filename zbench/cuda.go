@@ -1,0 +1,5 @@
+//go:build cuda
+
+package zbench
+
+import _ "github.com/zbench/zbench/kernels/cuda" // registers "cuda"
