@@ -52,12 +52,70 @@ func BenchmarkKernels(b *testing.B) {
 		for _, dev := range devices {
 			for _, dt := range dtypes(kernels.F32, kernels.F16, kernels.BF16) {
 				for _, s := range kernelShapes() {
-					name := fmt.Sprintf("op=%s/dev=%s/dtype=%v/batch=%d/seq=%d", op.name, dev.Name(), dt, s[0], s[1])
-					b.Run(name, func(b *testing.B) {
-						run, work, verify := op.setup(b, dev, dt, s[0], s[1])
-						zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: kernels.Tolerance(dt)})
-					})
+					for _, cache := range cacheModes(dev) {
+						name := fmt.Sprintf("op=%s/dev=%s/dtype=%v/batch=%d/seq=%d%s", op.name, dev.Name(), dt, s[0], s[1], cache)
+						b.Run(name, func(b *testing.B) {
+							run, work, verify := op.setup(b, dev, dt, s[0], s[1])
+							zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify,
+								MaxRelErr: kernels.Tolerance(dt), Cold: cache == "/cache=cold"})
+						})
+					}
 				}
+			}
+		}
+	}
+}
+
+// cacheModes are the name suffixes of the cache states a kernel runs in:
+// hot (the previous iteration's data in cache) and cold (the cache
+// flushed before each launch) on devices that can flush it, none on others.
+func cacheModes(dev kernels.Backend) []string {
+	if _, ok := dev.(kernels.CacheFlusher); ok {
+		return []string{"/cache=hot", "/cache=cold"}
+	}
+	return []string{""}
+}
+
+// attentionShapes are the long-sequence points of BenchmarkAttention: the
+// FlashAttention papers' setting of 16k tokens per batch and a model width
+// of 2048 on GPUs, and one BERT-sized point on CPUs.
+func attentionShapes(dev kernels.Backend) []attnShape {
+	if dev.Info().Kind != kernels.GPU {
+		if testing.Short() {
+			return []attnShape{{batch: 1, heads: 4, seq: 128, hdim: 64}}
+		}
+		return []attnShape{{batch: 1, heads: 12, seq: 512, hdim: 64}, {batch: 1, heads: 12, seq: 512, hdim: 64, causal: true}}
+	}
+	if testing.Short() {
+		return []attnShape{{batch: 16, heads: 16, seq: 1024, hdim: 128}}
+	}
+	var ss []attnShape
+	for _, hdim := range []int{64, 128} {
+		for _, seq := range []int{1024, 4096} {
+			for _, causal := range []bool{false, true} {
+				ss = append(ss, attnShape{batch: 16384 / seq, heads: 2048 / hdim, seq: seq, hdim: hdim, causal: causal})
+			}
+		}
+	}
+	return ss
+}
+
+// BenchmarkAttention times the attention forward at long sequences: the
+// flash-attention kernel on GPUs (16-bit), the composed path elsewhere.
+func BenchmarkAttention(b *testing.B) {
+	for _, dev := range devices {
+		dts := dtypes(kernels.F32)
+		if dev.Info().Kind == kernels.GPU {
+			dts = dtypes(kernels.F16, kernels.BF16)
+		}
+		for _, dt := range dts {
+			for _, s := range attentionShapes(dev) {
+				name := fmt.Sprintf("dev=%s/dtype=%v/batch=%d/heads=%d/seq=%d/hdim=%d/causal=%v",
+					dev.Name(), dt, s.batch, s.heads, s.seq, s.hdim, s.causal)
+				b.Run(name, func(b *testing.B) {
+					run, work, verify := attentionBench(b, dev, dt, s, max(1, s.seq/16))
+					zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: kernels.Tolerance(dt)})
+				})
 			}
 		}
 	}
@@ -119,42 +177,59 @@ func softmaxSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, batch, se
 }
 
 func attentionSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, batch, seq int) (func() error, zbench.Workload, func() (float64, error)) {
-	shape := []int{batch, bertHeads, seq, bertHeadD}
-	n := batch * bertHeads * seq * bertHeadD
+	return attentionBench(b, dev, dt, attnShape{batch: batch, heads: bertHeads, seq: seq, hdim: bertHeadD}, 7)
+}
+
+// attnShape is a self-attention workload: q, k, v [batch, heads, seq, hdim].
+type attnShape struct {
+	batch, heads, seq, hdim int
+	causal                  bool
+}
+
+// attentionBench sets up Attention on s and a check of every rowStep-th
+// query row of every head against a float64 reference.
+func attentionBench(b *testing.B, dev kernels.Backend, dt kernels.DType, s attnShape, rowStep int) (func() error, zbench.Workload, func() (float64, error)) {
+	shape := []int{s.batch, s.heads, s.seq, s.hdim}
+	n := s.batch * s.heads * s.seq * s.hdim
 	qv, kv, vv := uniform(15, dt, n), uniform(16, dt, n), uniform(17, dt, n)
 	q, k, v := upload(b, dev, dt, qv, shape...), upload(b, dev, dt, kv, shape...), upload(b, dev, dt, vv, shape...)
 	out := alloc(b, dev, dt, shape...)
-	work := zbench.Workload{
-		FLOPs: 4 * float64(batch*bertHeads) * float64(seq) * float64(seq) * bertHeadD,
-		Bytes: 4 * float64(n*dt.Size()),
-		DType: dt,
+	flops := 4 * float64(s.batch*s.heads) * float64(s.seq) * float64(s.seq) * float64(s.hdim)
+	if s.causal { // only the lower triangle of the scores is computed
+		flops /= 2
 	}
-	return func() error { return dev.Attention(out, q, k, v, kernels.AttentionParams{}) }, work, func() (float64, error) {
+	work := zbench.Workload{FLOPs: flops, Bytes: 4 * float64(n*dt.Size()), DType: dt}
+	p := kernels.AttentionParams{Causal: s.causal}
+	return func() error { return dev.Attention(out, q, k, v, p) }, work, func() (float64, error) {
 		got, err := kernels.ToFloat32(out)
 		if err != nil {
 			return 0, err
 		}
-		// Every 7th query row of every head, recomputed in float64.
 		var g, w []float64
-		scores := make([]float64, seq)
-		scale := 1 / math.Sqrt(bertHeadD)
-		for bh := range batch * bertHeads {
-			base := bh * seq * bertHeadD
-			for i := 0; i < seq; i += 7 {
-				for j := range seq {
+		scores := make([]float64, s.seq)
+		scale := 1 / math.Sqrt(float64(s.hdim))
+		d := s.hdim
+		for bh := range s.batch * s.heads {
+			base := bh * s.seq * d
+			for i := 0; i < s.seq; i += rowStep {
+				keys := s.seq
+				if s.causal {
+					keys = i + 1
+				}
+				for j := range keys {
 					var dot float64
-					for d := range bertHeadD {
-						dot += float64(qv[base+i*bertHeadD+d]) * float64(kv[base+j*bertHeadD+d])
+					for t := range d {
+						dot += float64(qv[base+i*d+t]) * float64(kv[base+j*d+t])
 					}
 					scores[j] = dot * scale
 				}
-				softmax64(scores, scores)
-				for d := range bertHeadD {
+				softmax64(scores[:keys], scores[:keys])
+				for t := range d {
 					var sum float64
-					for j := range seq {
-						sum += scores[j] * float64(vv[base+j*bertHeadD+d])
+					for j := range keys {
+						sum += scores[j] * float64(vv[base+j*d+t])
 					}
-					g, w = append(g, float64(got[base+i*bertHeadD+d])), append(w, sum)
+					g, w = append(g, float64(got[base+i*d+t])), append(w, sum)
 				}
 			}
 		}

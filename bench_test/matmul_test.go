@@ -13,22 +13,44 @@ type matmulCase struct {
 	dt       kernels.DType
 	n        int // m = n = k
 	resident bool
+	tf32     bool // F32 operands on TF32 tensor cores: dtype=tf32
+}
+
+// dtypeName is the dtype as benchmark names write it.
+func (c matmulCase) dtypeName() string {
+	if c.tf32 {
+		return "tf32"
+	}
+	return c.dt.String()
 }
 
 // matmulCases are square sizes 256…4096 in f32 with host↔device round
-// trips at 1024 and 4096, and 16-bit types at 1024; -short keeps 256 and
-// 1024 resident and a 256 round trip.
-func matmulCases() []matmulCase {
+// trips at 1024 and 4096, and 16-bit types at 1024; GPUs add the tensor-core
+// sizes: f16 and bf16 at 4096 and 8192, tf32 at 4096. -short keeps 256 and
+// 1024 resident and a 256 round trip (and bf16 at 4096 on GPUs).
+func matmulCases(dev kernels.Backend) []matmulCase {
+	gpu := dev.Info().Kind == kernels.GPU
 	if testing.Short() {
-		return []matmulCase{{kernels.F32, 256, true}, {kernels.F32, 1024, true}, {kernels.F32, 256, false}}
+		cs := []matmulCase{{kernels.F32, 256, true, false}, {kernels.F32, 1024, true, false}, {kernels.F32, 256, false, false}}
+		if gpu {
+			cs = append(cs, matmulCase{kernels.BF16, 4096, true, false})
+		}
+		return cs
 	}
 	var cs []matmulCase
 	for _, n := range []int{256, 512, 1024, 2048, 4096} {
-		cs = append(cs, matmulCase{kernels.F32, n, true})
+		cs = append(cs, matmulCase{kernels.F32, n, true, false})
 	}
-	return append(cs,
-		matmulCase{kernels.F32, 1024, false}, matmulCase{kernels.F32, 4096, false},
-		matmulCase{kernels.F16, 1024, true}, matmulCase{kernels.BF16, 1024, true})
+	cs = append(cs,
+		matmulCase{kernels.F32, 1024, false, false}, matmulCase{kernels.F32, 4096, false, false},
+		matmulCase{kernels.F16, 1024, true, false}, matmulCase{kernels.BF16, 1024, true, false})
+	if gpu {
+		cs = append(cs, matmulCase{kernels.F32, 4096, true, true})
+		for _, n := range []int{4096, 8192} {
+			cs = append(cs, matmulCase{kernels.F16, n, true, false}, matmulCase{kernels.BF16, n, true, false})
+		}
+	}
+	return cs
 }
 
 // BenchmarkMatMul times out = a·b for square matrices. transfer=resident
@@ -36,12 +58,12 @@ func matmulCases() []matmulCase {
 // downloads out in every iteration, what a caller holding host data pays.
 func BenchmarkMatMul(b *testing.B) {
 	for _, dev := range devices {
-		for _, c := range matmulCases() {
+		for _, c := range matmulCases(dev) {
 			transfer := "resident"
 			if !c.resident {
 				transfer = "roundtrip"
 			}
-			name := fmt.Sprintf("dev=%s/dtype=%v/m=%d/n=%d/k=%d/transfer=%s", dev.Name(), c.dt, c.n, c.n, c.n, transfer)
+			name := fmt.Sprintf("dev=%s/dtype=%s/m=%d/n=%d/k=%d/transfer=%s", dev.Name(), c.dtypeName(), c.n, c.n, c.n, transfer)
 			b.Run(name, func(b *testing.B) { benchMatMul(b, dev, c) })
 		}
 	}
@@ -52,7 +74,8 @@ func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
 	av, bv := uniform(1, c.dt, n*n), uniform(2, c.dt, n*n)
 	a, x := upload(b, dev, c.dt, av, n, n), upload(b, dev, c.dt, bv, n, n)
 	out := alloc(b, dev, c.dt, n, n)
-	op := func() error { return dev.MatMul(out, a, x, kernels.MatMulParams{}) }
+	params := kernels.MatMulParams{TF32: c.tf32}
+	op := func() error { return dev.MatMul(out, a, x, params) }
 	if !c.resident {
 		hostA, hostB := make([]byte, a.Bytes()), make([]byte, x.Bytes())
 		hostOut := make([]byte, out.Bytes())
@@ -69,13 +92,17 @@ func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
 			if err := dev.Upload(x, hostB); err != nil {
 				return err
 			}
-			if err := dev.MatMul(out, a, x, kernels.MatMulParams{}); err != nil {
+			if err := dev.MatMul(out, a, x, params); err != nil {
 				return err
 			}
 			return dev.Download(hostOut, out)
 		}
 	}
 	size := float64(c.dt.Size())
+	maxErr := kernels.Tolerance(c.dt)
+	if c.tf32 { // 10-bit mantissas in: f16's tolerance
+		maxErr = kernels.Tolerance(kernels.F16)
+	}
 	zbench.Measure(b, zbench.Bench{
 		Dev:  dev,
 		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 3 * float64(n*n) * size, DType: c.dt},
@@ -87,7 +114,7 @@ func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
 			}
 			return sampledMatMulErr(got, av, bv, n, n, n, 256), nil
 		},
-		MaxRelErr: kernels.Tolerance(c.dt),
+		MaxRelErr: maxErr,
 	})
 }
 

@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // AttentionScratch returns the elements of one score matrix [B, Hq, Sq, Sk]
@@ -18,6 +19,7 @@ func AttentionScratch(d AttentionDims) int { return d.B * d.Hq * d.Sq * d.Sk }
 // contiguous, so q is viewed as [B·Hkv, G·Sq, D] against k [B·Hkv, Sk, D].
 func AttentionByParts(o Ops, out, q, k, v *Tensor, scratch [2]*Tensor, p AttentionParams, d AttentionDims) error {
 	g := d.Hq / d.Hkv
+	p.Scale = AttentionScale(p, d)
 	qv, kv, vv, ov, sv, err := attentionViews(d, g, q, k, v, out, scratch[0])
 	if err != nil {
 		return err
@@ -69,10 +71,7 @@ func AttentionBackwardByParts(o Ops, dq, dk, dv, dout, q, k, v *Tensor, scratch 
 	if err != nil {
 		return err
 	}
-	scale := p.Scale
-	if scale == 0 {
-		scale = 1
-	}
+	scale := AttentionScale(p, d)
 	steps := []struct {
 		name string
 		run  func() error
@@ -89,6 +88,14 @@ func AttentionBackwardByParts(o Ops, dq, dk, dv, dout, q, k, v *Tensor, scratch 
 		}
 	}
 	return nil
+}
+
+// AttentionScale returns p.Scale, or 1/√D when it is 0.
+func AttentionScale(p AttentionParams, d AttentionDims) float32 {
+	if p.Scale == 0 {
+		return float32(1 / math.Sqrt(float64(d.D)))
+	}
+	return p.Scale
 }
 
 // attentionViews returns q, k, v, o and the scores s viewed per KV head.

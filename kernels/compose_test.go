@@ -19,11 +19,12 @@ func TestAttentionByParts(t *testing.T) {
 	cases := []struct {
 		b, hq, hkv, sq, sk, d int
 		causal, lens          bool
+		scale                 float32
 	}{
-		{1, 2, 2, 5, 5, 8, false, false},
-		{2, 4, 2, 7, 9, 16, true, false},
-		{2, 6, 3, 4, 11, 8, false, true},
-		{3, 4, 1, 6, 6, 32, true, true},
+		{1, 2, 2, 5, 5, 8, false, false, 0},
+		{2, 4, 2, 7, 9, 16, true, false, 0.3},
+		{2, 6, 3, 4, 11, 8, false, true, 0.3},
+		{3, 4, 1, 6, 6, 32, true, true, 0},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("b%d-hq%d-hkv%d-sq%d-sk%d-d%d-causal=%v-lens=%v", c.b, c.hq, c.hkv, c.sq, c.sk, c.d, c.causal, c.lens), func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestAttentionByParts(t *testing.T) {
 			}
 			q, k, v := in(c.b, c.hq, c.sq, c.d), in(c.b, c.hkv, c.sk, c.d), in(c.b, c.hkv, c.sk, c.d)
 			dout := in(c.b, c.hq, c.sq, c.d)
-			p := kernels.AttentionParams{Scale: 0.3, Causal: c.causal}
+			p := kernels.AttentionParams{Scale: c.scale, Causal: c.causal}
 			if c.lens {
 				lens := make([]int32, c.b)
 				for i := range lens {

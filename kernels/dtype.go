@@ -280,7 +280,7 @@ func EncodeFloat32(d DType, dst []byte, src []float32) error {
 		}
 	case I32:
 		for i, v := range src {
-			binary.LittleEndian.PutUint32(dst[4*i:], uint32(int32(Round(I32, v))))
+			binary.LittleEndian.PutUint32(dst[4*i:], uint32(I32FromFloat32(v)))
 		}
 	}
 	return nil
@@ -339,10 +339,16 @@ func Round(d DType, f float32) float32 {
 	case E5M2:
 		return E5M2ToFloat32(E5M2FromFloat32(f))
 	case I32:
-		if f != f {
-			return 0
-		}
-		return float32(math.Max(math.MinInt32, math.Min(math.MaxInt32, math.RoundToEven(float64(f)))))
+		return float32(I32FromFloat32(f))
 	}
 	return f
+}
+
+// I32FromFloat32 rounds f to the nearest int32, ties to even, saturating
+// at the type's limits; NaN gives 0.
+func I32FromFloat32(f float32) int32 {
+	if f != f {
+		return 0
+	}
+	return int32(math.Max(math.MinInt32, math.Min(math.MaxInt32, math.RoundToEven(float64(f)))))
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -203,5 +204,21 @@ func TestF16FastPath(t *testing.T) {
 		if got != want && (got == got || want == want) {
 			t.Fatalf("F16ToFloat32(%#04x) = %g, want %g", h, got, want)
 		}
+	}
+}
+
+func TestI32FromFloat32Saturates(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want int32
+	}{
+		{0, 0}, {2.5, 2}, {3.5, 4}, {-2.5, -2}, {float32(math.NaN()), 0},
+		{1 << 31, math.MaxInt32}, {float32(math.Inf(1)), math.MaxInt32},
+		{-1 << 31, math.MinInt32}, {float32(math.Inf(-1)), math.MinInt32}, {-1e20, math.MinInt32},
+	} {
+		assert.Equal(t, c.want, I32FromFloat32(c.in), "%g", c.in)
+		buf := make([]byte, 4)
+		require.NoError(t, EncodeFloat32(I32, buf, []float32{c.in}))
+		assert.Equal(t, c.want, int32(binary.LittleEndian.Uint32(buf)), "encode %g", c.in)
 	}
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch peer of zbench's Go benchmarks.
 
-Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels) with
+Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels,
+BenchmarkAttention) with
 PyTorch and prints the results in Go benchmark format, under the same names,
 so that one benchstat call compares zbench with PyTorch:
 
@@ -40,9 +41,19 @@ config line "f16-upcast:" lists such ops, and stderr says so.
 
 Works with torch 1.13 and 2.x; with --device cuda each timed loop ends with
 torch.cuda.synchronize(), and --compile wraps the ops in torch.compile
-(torch >= 2). Attention uses F.scaled_dot_product_attention where torch has
-it (2.x) and the explicit matmul-softmax-matmul otherwise; the config line
+(torch >= 2; a fresh static-shape compilation per benchmark). Attention uses
+F.scaled_dot_product_attention where torch has it (2.x; flash attention on
+GPUs) and the explicit matmul-softmax-matmul otherwise; the config line
 "attention:" says which.
+
+On GPUs (--device cuda), as on the Go side:
+
+  * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
+    tensors with TF32 matmuls allowed, for that case only: every other case,
+    f32 included, runs with TF32 off) and f16 and bf16 at 4096 and 8192;
+  * BenchmarkKernels names end in /cache=hot or /cache=cold: cold writes
+    zeros over an L2-sized buffer and synchronises before every timed call,
+    outside the timer, and times each call (op and synchronize) on its own.
 """
 
 import argparse
@@ -54,6 +65,7 @@ import platform
 import re
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -64,10 +76,17 @@ PKG = "github.com/zbench/zbench/bench_test"
 # BERT-base dimensions.
 HIDDEN, HEADS, HEAD_D, FFN, LN_EPS = 768, 12, 64, 3072, 1e-12
 
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# tf32 is float32 storage with TF32 tensor-core matmuls (BenchmarkMatMul on
+# GPUs only).
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}
 
-# Largest rel-err accepted per dtype: kernels.Tolerance.
-TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2}
+# Largest rel-err accepted per dtype: kernels.Tolerance; tf32 (10-bit
+# mantissas in) gets f16's, as in bench_test.
+TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3}
+
+# L2 size assumed when torch cannot tell it (its device properties have
+# L2_cache_size from torch 2.x on).
+DEFAULT_L2_BYTES = 50 << 20
 
 # Unit metadata as golang.org/x/perf/benchfmt parses it (lower-case keys),
 # the same lines as zbench.Units.
@@ -110,18 +129,39 @@ def run_n(fn, n, sync):
     return time.perf_counter() - t0
 
 
-def measure(fn, benchtime, sync):
+def run_n_cold(fn, n, sync, flush):
+    """Times n calls of fn with the caches flushed before each: the flush
+    and a synchronize run outside the timer (b.StopTimer in Go), and each
+    call is timed on its own, fn and synchronize inside the timer."""
+    total = 0.0
+    for _ in range(n):
+        flush()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        total += time.perf_counter() - t0
+    return total
+
+
+def measure(fn, benchtime, sync, flush=None):
     """Returns (iterations, seconds) of the last timed loop, grown as
     testing.B.launch grows b.N: predict the count that fills the benchtime
     from the previous loop, run 1.2x that, at most 100x the previous count
-    and at least one more, until a loop lasts the benchtime."""
+    and at least one more, until a loop lasts the benchtime. With flush
+    (cache=cold) the seconds are the timed calls' alone, without the
+    flushes, as testing.B counts only the time its timer ran."""
+    if flush is not None:
+        timed = lambda k: run_n_cold(fn, k, sync, flush)
+    else:
+        timed = lambda k: run_n(fn, k, sync)
     kind, val = benchtime
     n = 1
-    dt = run_n(fn, n, sync)  # testing.B's run1
+    dt = timed(n)  # testing.B's run1
     if kind == "n":
         if val > 1:
             n = val
-            dt = run_n(fn, n, sync)
+            dt = timed(n)
         return n, dt
     while dt < val and n < 1_000_000_000:
         last = n
@@ -131,7 +171,7 @@ def measure(fn, benchtime, sync):
         n = min(n, 100 * last)
         n = max(n, last + 1)
         n = min(n, 1_000_000_000)
-        dt = run_n(fn, n, sync)
+        dt = timed(n)
     return n, dt
 
 
@@ -224,13 +264,73 @@ class Ctx:
         self.cuda = device == "cuda"
         self.upcast = set()  # ops run in f32 for f16 (filled by probe_f16)
         self.has_sdpa = hasattr(F, "scaled_dot_product_attention")
+        self.l2_bytes = 0
+        self._flush_buf = None
+        if self.cuda:
+            props = torch.cuda.get_device_properties(self.device.index if self.device.index is not None else torch.cuda.current_device())
+            self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES)
 
     def sync(self):
         if self.cuda:
             torch.cuda.synchronize()
 
     def wrap(self, fn):
-        return torch.compile(fn) if self.compile else fn
+        # Static shapes: every benchmark gets its own compilation for its
+        # own sizes (reset_compiled drops the previous ones), not a
+        # dynamic-shape graph or, past dynamo's recompile limit, eager.
+        return torch.compile(fn, dynamic=False) if self.compile else fn
+
+    def reset_compiled(self):
+        """Forgets the compiled code of earlier benchmarks (their lambdas
+        share code objects, which dynamo caches on)."""
+        if self.compile:
+            dynamo = getattr(torch, "_dynamo", None)
+            if dynamo is not None and hasattr(dynamo, "reset"):
+                dynamo.reset()
+
+    def can_flush(self):
+        """Whether the device's caches can be flushed (kernels.CacheFlusher):
+        the GPU's L2."""
+        return self.cuda
+
+    def flush(self):
+        """Evicts the L2 by writing zeros over a buffer of its size (the Go
+        backend's FlushCache); the caller synchronises."""
+        if self._flush_buf is None:
+            self._flush_buf = torch.empty(max(1, self.l2_bytes // 4), dtype=torch.float32, device=self.device)
+        self._flush_buf.zero_()
+
+    def set_tf32(self, on):
+        """Allows TF32 tensor-core matmuls for float32 (dtype=tf32) or
+        forbids them (every other case). No-op off CUDA."""
+        if not self.cuda:
+            return
+        set_tf32_matmul(on)
+
+
+def _backend_attr(mod, name):
+    """getattr that also treats torch 1.x's AssertionError for unknown
+    backend flags (cuBLASModule.__getattr__) as absent."""
+    try:
+        return getattr(mod, name)
+    except Exception:
+        return None
+
+
+def set_tf32_matmul(on):
+    """Sets cuBLAS's TF32 use for float32 matmuls with
+    torch.backends.cuda.matmul.allow_tf32. Torch 2.9+ also has the
+    fp32_precision API and deprecates this flag, but its setter keeps both
+    APIs' states in step, while setting fp32_precision alone leaves a later
+    read of allow_tf32 (as inductor does) failing on "mix of the legacy and
+    new APIs": this one is safe on every version. Its deprecation warning is
+    silenced."""
+    mm = _backend_attr(torch.backends.cuda, "matmul")
+    if mm is None or _backend_attr(mm, "allow_tf32") is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mm.allow_tf32 = on
 
 
 def uniform(seed, shape, dtype, device):
@@ -271,10 +371,17 @@ def probe_f16(ctx):
             ctx.upcast.add(op)
 
 
-def attention_ref_ops(ctx, q, k, v):
+def attention_ref_ops(ctx, q, k, v, causal=False):
+    """softmax(q·kᵀ/√d)·v, the query row i seeing keys 0…i when causal:
+    scaled_dot_product_attention where torch has it (flash attention on
+    GPUs in 2.x), else the explicit ops."""
     if ctx.has_sdpa:
-        return F.scaled_dot_product_attention(q, k, v)
-    return torch.softmax((q @ k.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1])), -1) @ v
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    s = (q @ k.transpose(-2, -1)) * (1 / math.sqrt(q.shape[-1]))
+    if causal:
+        n, m = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
 
 
 class Work:
@@ -301,11 +408,21 @@ def upcast_op(ctx, x_in, out, f32_op, inputs_f32, out_f32):
 # ---------------------------------------------------------------- MatMul
 
 
-def matmul_cases(short):
+def matmul_cases(short, gpu):
+    """bench_test's matmulCases: GPUs add the tensor-core sizes, tf32 at
+    4096 and f16 and bf16 at 4096 and 8192 (bf16 at 4096 with -short)."""
     if short:
-        return [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip")]
+        cs = [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip")]
+        if gpu:
+            cs.append(("bf16", 4096, "resident"))
+        return cs
     cs = [("f32", n, "resident") for n in (256, 512, 1024, 2048, 4096)]
-    return cs + [("f32", 1024, "roundtrip"), ("f32", 4096, "roundtrip"), ("f16", 1024, "resident"), ("bf16", 1024, "resident")]
+    cs += [("f32", 1024, "roundtrip"), ("f32", 4096, "roundtrip"), ("f16", 1024, "resident"), ("bf16", 1024, "resident")]
+    if gpu:
+        cs.append(("tf32", 4096, "resident"))
+        for n in (4096, 8192):
+            cs += [("f16", n, "resident"), ("bf16", n, "resident")]
+    return cs
 
 
 NUMPY_DTYPES = {"f32": np.float32, "f16": np.float16}
@@ -493,18 +610,21 @@ def layernorm_setup(ctx, dt, batch, seq):
     return Work(op, check, flops=8.0 * n, nbytes=(2.0 * n + 2 * d) * size)
 
 
-def attention_setup(ctx, dt, batch, seq):
-    """softmax(q·kᵀ/√64)·v with q, k, v [batch, 12, seq, 64], no mask."""
+def attention_setup(ctx, dt, batch, seq, heads=HEADS, hdim=HEAD_D, causal=False, row_step=None):
+    """softmax(q·kᵀ/√hdim)·v with q, k, v [batch, heads, seq, hdim], causal
+    or not. The check recomputes every row_step-th query row of every head
+    in float64 (bench_test's attentionBench), or with row_step None every
+    row."""
     dtype, dev = DTYPES[dt], ctx.device
-    shape = (batch, HEADS, seq, HEAD_D)
+    shape = (batch, heads, seq, hdim)
     q, k, v = (uniform(s, shape, dtype, dev) for s in (15, 16, 17))
     up = dt == "f16" and "attention" in ctx.upcast
-    scale = 1 / math.sqrt(HEAD_D)
+    scale = 1 / math.sqrt(hdim)
     box = [None]
     if ctx.has_sdpa or ctx.alloc or ctx.compile:
         # scaled_dot_product_attention has no out= form: it allocates (the
-        # output only, [batch, 12, seq, 64]).
-        fc = ctx.wrap(lambda a, b, c: attention_ref_ops(ctx, a, b, c))
+        # output only, [batch, heads, seq, hdim]).
+        fc = ctx.wrap(lambda a, b, c: attention_ref_ops(ctx, a, b, c, causal))
         if up:
             op = lambda: box.__setitem__(0, fc(q.float(), k.float(), v.float()).to(dtype))
         else:
@@ -512,38 +632,79 @@ def attention_setup(ctx, dt, batch, seq):
         result = lambda: box[0]
     else:
         # Eager matmul-softmax-matmul on preallocated buffers: the scale is
-        # folded into the first GEMM (baddbmm with beta=0 ignores its input).
-        bh = batch * HEADS
+        # folded into the first GEMM (baddbmm with beta=0 ignores its input);
+        # causal masks the scores above the diagonal in place.
+        bh = batch * heads
         cdt = torch.float32 if up else dtype
-        q3, k3, v3 = (torch.empty(bh, seq, HEAD_D, dtype=cdt, device=dev) for _ in range(3))
+        q3, k3, v3 = (torch.empty(bh, seq, hdim, dtype=cdt, device=dev) for _ in range(3))
         s3, p3 = torch.empty(bh, seq, seq, dtype=cdt, device=dev), torch.empty(bh, seq, seq, dtype=cdt, device=dev)
-        o3 = torch.empty(bh, seq, HEAD_D, dtype=cdt, device=dev)
+        o3 = torch.empty(bh, seq, hdim, dtype=cdt, device=dev)
         out = torch.empty(shape, dtype=dtype, device=dev)
+        mask = torch.ones(seq, seq, dtype=torch.bool, device=dev).triu(1) if causal else None
         if up:
-            srcs = [q.view(bh, seq, HEAD_D), k.view(bh, seq, HEAD_D), v.view(bh, seq, HEAD_D)]
+            srcs = [q.view(bh, seq, hdim), k.view(bh, seq, hdim), v.view(bh, seq, hdim)]
         else:
-            q3, k3, v3 = (t.view(bh, seq, HEAD_D) for t in (q, k, v))
-            o3 = out.view(bh, seq, HEAD_D)
+            q3, k3, v3 = (t.view(bh, seq, hdim) for t in (q, k, v))
+            o3 = out.view(bh, seq, hdim)
 
         def eager():
             torch.baddbmm(s3, q3, k3.transpose(1, 2), beta=0, alpha=scale, out=s3)
+            if mask is not None:
+                s3.masked_fill_(mask, float("-inf"))
             torch.ops.aten._softmax.out(s3, -1, False, out=p3)
             torch.bmm(p3, v3, out=o3)
 
         if up:
-            op = upcast_op(ctx, srcs, out.view(bh, seq, HEAD_D), eager, [q3, k3, v3], o3)
+            op = upcast_op(ctx, srcs, out.view(bh, seq, hdim), eager, [q3, k3, v3], o3)
         else:
             op = eager
         result = lambda: out
 
     def check():
-        qd, kd, vd = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-        want = torch.softmax((qd @ kd.transpose(-2, -1)) * scale, -1) @ vd
-        return rel_err(result(), want)
+        if row_step is None:
+            qd, kd, vd = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+            s = (qd @ kd.transpose(-2, -1)) * scale
+            if causal:
+                s = s.masked_fill(torch.ones(seq, seq, dtype=torch.bool).triu(1), float("-inf"))
+            return rel_err(result(), torch.softmax(s, -1) @ vd)
+        # The sampled rows, in float64 on the device (the full k and v in
+        # float64 are 256 MiB each at the GPU sizes).
+        rows = torch.arange(0, seq, row_step, device=q.device)
+        qd = q.detach()[:, :, rows, :].double()
+        kd, vd = k.detach().double(), v.detach().double()
+        s = (qd @ kd.transpose(-2, -1)) * scale  # [batch, heads, rows, seq]
+        if causal:  # row i sees keys 0…i
+            keys = torch.arange(seq, device=q.device)
+            s = s.masked_fill(keys[None, :] > rows[:, None], float("-inf"))
+        want = torch.softmax(s, -1) @ vd
+        got = result().detach()[:, :, rows, :]
+        return rel_err(got, want)
 
     size = torch.finfo(dtype).bits // 8
-    n = batch * HEADS * seq * HEAD_D
-    return Work(op, check, flops=4.0 * batch * HEADS * seq * seq * HEAD_D, nbytes=4.0 * n * size)
+    n = batch * heads * seq * hdim
+    flops = 4.0 * batch * heads * seq * seq * hdim
+    if causal:  # only the lower triangle of the scores is computed
+        flops /= 2
+    return Work(op, check, flops=flops, nbytes=4.0 * n * size)
+
+
+def attention_shapes(short, gpu):
+    """bench_test's attentionShapes: (batch, heads, seq, hdim, causal)."""
+    if not gpu:
+        if short:
+            return [(1, 4, 128, 64, False)]
+        return [(1, 12, 512, 64, False), (1, 12, 512, 64, True)]
+    if short:
+        return [(16, 16, 1024, 128, False)]
+    return [(16384 // seq, 2048 // hdim, seq, hdim, causal)
+            for hdim in (64, 128) for seq in (1024, 4096) for causal in (False, True)]
+
+
+def attention_dtypes(short, gpu):
+    """BenchmarkAttention's dtypes: f32 on CPUs, f16 and bf16 on GPUs
+    (the first only with -short)."""
+    dts = ["f16", "bf16"] if gpu else ["f32"]
+    return dts[:1] if short else dts
 
 
 def kernel_setup(ctx, op_name, dt, batch, seq):
@@ -593,15 +754,37 @@ def make_matcher(pattern):
 def benchmarks(ctx, short):
     """(name, setup) of every benchmark in the order go test runs them."""
     out = []
-    for dt, n, transfer in matmul_cases(short):
+    for dt, n, transfer in matmul_cases(short, ctx.cuda):
         name = f"BenchmarkMatMul/dev={ctx.dev}/dtype={dt}/m={n}/n={n}/k={n}/transfer={transfer}"
-        out.append((name, dt, lambda dt=dt, n=n, transfer=transfer: matmul_setup(ctx, dt, n, transfer)))
+        out.append(Bench(name, dt, lambda dt=dt, n=n, transfer=transfer: matmul_setup(ctx, dt, n, transfer),
+                         tf32=dt == "tf32"))
+    # cache=hot and cache=cold on devices that can flush their caches, no
+    # cache key elsewhere (bench_test's cacheModes).
+    caches = ["hot", "cold"] if ctx.can_flush() else [None]
     for op in KERNEL_OPS:
         for dt in kernel_dtypes(short):
             for batch, seq in kernel_shapes(short):
-                name = f"BenchmarkKernels/op={op}/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={seq}"
-                out.append((name, dt, lambda op=op, dt=dt, b=batch, s=seq: kernel_setup(ctx, op, dt, b, s)))
+                for cache in caches:
+                    name = f"BenchmarkKernels/op={op}/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={seq}"
+                    if cache:
+                        name += f"/cache={cache}"
+                    out.append(Bench(name, dt, lambda op=op, dt=dt, b=batch, s=seq: kernel_setup(ctx, op, dt, b, s),
+                                     cold=cache == "cold"))
+    for dt in attention_dtypes(short, ctx.cuda):
+        for batch, heads, seq, hdim, causal in attention_shapes(short, ctx.cuda):
+            name = (f"BenchmarkAttention/dev={ctx.dev}/dtype={dt}/batch={batch}/heads={heads}"
+                    f"/seq={seq}/hdim={hdim}/causal={'true' if causal else 'false'}")
+            out.append(Bench(name, dt, lambda dt=dt, b=batch, h=heads, s=seq, d=hdim, c=causal: attention_setup(
+                ctx, dt, b, s, heads=h, hdim=d, causal=c, row_step=max(1, s // 16))))
     return out
+
+
+class Bench:
+    """One named benchmark: its setup (returning a Work), its dtype (for the
+    tolerance), whether it runs with TF32 matmuls and with cold caches."""
+
+    def __init__(self, name, dt, setup, tf32=False, cold=False):
+        self.name, self.dt, self.setup, self.tf32, self.cold = name, dt, setup, tf32, cold
 
 
 # ---------------------------------------------------------------- main
@@ -646,6 +829,7 @@ def main(argv=None):
     if ctx.cuda:
         print("gpu: " + torch.cuda.get_device_name())
         print("cuda: " + str(torch.version.cuda))
+        print(f"gpu-l2-bytes: {ctx.l2_bytes}")
     # Thread settings from the environment change results (with Debian's
     # torch, OpenMP threads spin-waiting after a parallel region compete
     # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that):
@@ -668,11 +852,16 @@ def main(argv=None):
 
     suffix = f"-{threads}" if threads != 1 else ""
     failed = False
-    for name, dt, setup in benchmarks(ctx, args.short):
+    for bench in benchmarks(ctx, args.short):
+        name, dt = bench.name, bench.dt
         if not match(name):
             continue
+        # TF32 for dtype=tf32 alone: the f32 cases measure IEEE float32.
+        ctx.set_tf32(bench.tf32)
+        ctx.reset_compiled()
+        flush = ctx.flush if bench.cold else None
         try:
-            work = setup()
+            work = bench.setup()
         except (NotImplementedError, RuntimeError) as e:
             log(f"--- SKIP: {name}: {e}")
             continue
@@ -686,7 +875,7 @@ def main(argv=None):
                     log(f"--- FAIL: {name}: rel-err {err:.3g} exceeds {TOLERANCE[dt]:.3g}: not timing a wrong result")
                     failed = True
                     break
-            n, secs = measure(work.op, args.benchtime, ctx.sync)
+            n, secs = measure(work.op, args.benchtime, ctx.sync, flush)
             per_op = secs / n
             fields = [f"{name}{suffix}", f"{n:8d}", f"{pretty(per_op * 1e9)} ns/op"]
             if work.flops:
@@ -696,6 +885,7 @@ def main(argv=None):
             fields.append(f"{pretty(err)} rel-err")
             print("\t".join(fields), flush=True)
         del work
+        ctx.set_tf32(False)
         gc.collect()
         if ctx.cuda:
             torch.cuda.empty_cache()

@@ -11,9 +11,10 @@
 //
 // Design (FlashAttention-2): one CTA of 4 warps per (128 query rows, query
 // head, batch entry); each warp owns 32 query rows (two 16-row mma tiles). The
-// CTA walks the key/value tiles (D=64: 128 keys, D=128: 64 keys) that any of
-// its rows can see, K and V double-buffered in shared memory by cp.async (the
-// next tile loads while this one is used). Per tile: S = Q·Kᵀ with
+// CTA walks the 64-key tiles of K and V that any of its rows can see (tiles
+// wholly past the causal diagonal or past keylens[b] are skipped), K and V
+// double-buffered in shared memory by cp.async (the next tile loads while
+// this one is used). Per tile: S = Q·Kᵀ with
 // mma.m16n8k16 (f32 accumulate; K fragments by ldmatrix), the online softmax
 // in float32 (scores prescaled by scale·log2(e), exp2, running row max and
 // row sum, the output accumulator rescaled by exp2(m_old − m_new)), P rounded
@@ -38,31 +39,27 @@
 #define ATTN_BM 128      // query rows per CTA
 #define ATTN_LOG2E 1.4426950408889634f
 
-// Per head-dim configuration: BN keys per tile, Q kept in registers or not.
-#ifndef ATTN_D64_BN
-#define ATTN_D64_BN 64
-#endif
-#ifndef ATTN_D64_QREG
-#define ATTN_D64_QREG true
-#endif
-#ifndef ATTN_D128_BN
-#define ATTN_D128_BN 64
-#endif
+// Per head-dim configuration: BN keys per K/V tile, Q kept in registers
+// (QREG) or re-read from shared memory each tile. Both compile to no spills
+// under 255 registers (FlashAttention-2's own d64 tile, BN = 128 with Q in
+// shared memory, spills here on sm_80).
 template <int D> struct AttnCfg;
 template <> struct AttnCfg<64> {
-    static constexpr int BN = ATTN_D64_BN;
-    static constexpr bool QREG = ATTN_D64_QREG;
+    static constexpr int BN = 64;
+    static constexpr bool QREG = true;
 };
 template <> struct AttnCfg<128> {
-    static constexpr int BN = ATTN_D128_BN;
+    static constexpr int BN = 64;
     static constexpr bool QREG = false;
 };
 
 // Dynamic shared memory in bytes: Q tile [128][D] + K and V [2][BN][D], 2-byte
-// elements. D=64: 81920, D=128: 98304.
+// elements. D=64: 49152, D=128: 98304.
 template <int D> constexpr int attn_smem_bytes() {
     return (ATTN_BM * D + 4 * AttnCfg<D>::BN * D) * 2;
 }
+static_assert(attn_smem_bytes<64>() == 49152 && attn_smem_bytes<128>() == 98304,
+              "launch comment below states these sizes");
 
 // ---------------------------------------------------------------------------
 // Local helpers (sm_80 instructions; only compiled for __CUDA_ARCH__ >= 800).
@@ -213,64 +210,75 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     const uint32_t lso = 2 * attn_swz<D>(lr, lc); // byte offset in a tile
 
     // Q tile, rows ≥ Sq zero-filled.
-    {
-        const T* src = qg + (long long)(m0 + lr) * D + lc * 8;
 #pragma unroll
-        for (int i = 0; i < BM / RPP; ++i) {
-            const bool ok = m0 + lr + i * RPP < Sq;
-            attn_cp_async16(sQa + lso + i * (RPP * D * 2), ok ? src + i * (RPP * D) : qg, ok);
-        }
+    for (int i = 0; i < BM / RPP; ++i) {
+        const int row = m0 + lr + i * RPP; // source row clamped to Sq − 1 ≥ 0 when out
+        const long long go = (long long)min(row, Sq - 1) * D + lc * 8;
+        attn_cp_async16(sQa + lso + i * (RPP * D * 2), qg + go, row < Sq);
     }
     attn_cp_async_commit();
 
-    // K and V tile t into buffer buf, keys ≥ kv_end zero-filled (those
-    // addresses are never read).
+    // K and V tile t into buffer buf, keys ≥ kv_end zero-filled (their
+    // source row is clamped to kv_end − 1 ≥ 0, a valid address not read).
     auto load_kv = [&](int t, int buf) {
         const int row0 = t * BN + lr;
-        const long long go = (long long)row0 * D + lc * 8;
         const uint32_t so = lso + buf * (BN * D * 2);
 #pragma unroll
         for (int i = 0; i < BN / RPP; ++i) {
-            const bool ok = row0 + i * RPP < kv_end;
-            attn_cp_async16(sKa + so + i * (RPP * D * 2), ok ? kg + go + i * (RPP * D) : kg, ok);
-            attn_cp_async16(sVa + so + i * (RPP * D * 2), ok ? vg + go + i * (RPP * D) : vg, ok);
+            const int row = row0 + i * RPP;
+            const long long go = (long long)min(row, kv_end - 1) * D + lc * 8;
+            attn_cp_async16(sKa + so + i * (RPP * D * 2), kg + go, row < kv_end);
+            attn_cp_async16(sVa + so + i * (RPP * D * 2), vg + go, row < kv_end);
         }
     };
     load_kv(0, 0);
     attn_cp_async_commit();
 
     // Per-lane ldmatrix geometry (x4: lanes 8i..8i+7 give the row addresses
-    // of matrix i, which lands in register i). Every lane's row ≡ lane
-    // (mod 8), so its swizzle key is x = lane & 7.
-    //  Q (A of S, rows r0..r0+15, k-step kk): row r0 + (lane & 15), chunk
-    //    2kk + (lane >> 4) → a0..a3 = (rows 0-7, k 0-7), (rows 8-15, k 0-7),
-    //    (rows 0-7, k 8-15), (rows 8-15, k 8-15).
-    //  K (B of S, keys n0..n0+15, k-step kk): key n0 + (lane & 7) +
-    //    8·(lane >> 4), chunk 2kk + ((lane >> 3) & 1) → b0,b1 of the n-block
-    //    of keys n0..n0+7, then b0,b1 of keys n0+8..n0+15.
-    //  V (B of O via .trans, keys k0..k0+15, columns n0..n0+15): key k0 +
-    //    (lane & 7) + 8·((lane >> 3) & 1), chunk n0/8 + (lane >> 4) → b0,b1 of
-    //    columns n0..n0+7, then b0,b1 of columns n0+8..n0+15.
-    // Chunk (2c + hi) ^ x = 8·(c >> 2) + ((2·(c & 3) + hi) ^ x) as x < 8, so
-    // four byte offsets per operand (c & 3 = 0..3) plus immediates suffice.
-    const int x = lane & 7;
-    const int q_row = warp * (MT * 16) + (lane & 15), q_hi = lane >> 4;
-    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_hi = (lane >> 3) & 1;
-    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_hi = lane >> 4;
-    uint32_t qo[4], ko[4], vo[4];
+    // of 8x8 matrix i, which lands in register i; lane l receives row l/4,
+    // elements 2(l%4), 2(l%4)+1 of each matrix, or with .trans the transpose).
+    //  Q and V: lane reads row (lane & 7) + 8·((lane >> 3) & 1) of a 16-row
+    //    block, 16-byte chunk 2c + (lane >> 4) of a 16-column block, so matrix
+    //    0 is (rows 0-7, cols 0-7), 1 (rows 8-15, cols 0-7), 2 (rows 0-7,
+    //    cols 8-15), 3 (rows 8-15, cols 8-15).
+    //    Q (A of S, rows = query rows, cols = k): a0..a3 of m16n8k16 exactly.
+    //    V (B of O via .trans, rows = keys k0.., cols = d n0..): r0 = b0 and
+    //      r1 = b1 of columns n0..n0+7, r2 = b0 and r3 = b1 of n0+8..n0+15.
+    //  K (B of S, rows = keys n0.., cols = k; col-major B = K row-major):
+    //    lane reads key (lane & 7) + 8·(lane >> 4), chunk 2c + ((lane >> 3) & 1),
+    //    so r0 = b0 and r1 = b1 of keys n0..n0+7, r2 = b0 and r3 = b1 of keys
+    //    n0+8..n0+15 (register pairs as mma takes them).
+    // The lane's row ≡ lane (mod 8), so its swizzle key is x = lane & 7, and
+    // chunk (2c + hi) ^ x = 8·(c >> 2) + ((2·(c & 3) + hi) ^ x) as x < 8:
+    // four byte offsets lo[c & 3] plus immediates address every Q and V
+    // block. K's offsets differ from them by one per-lane constant kd: its
+    // row is ±8 off and its chunk (2c + khi) ^ x = ((2c + hi) ^ x) ^ (hi ^ khi)
+    // flips bit 0 by the same amount for every c.
+    uint32_t lo[4], kd;
+    {
+        const int x = lane & 7;
+        const int row = (lane & 7) + (((lane >> 3) & 1) << 3), hi = lane >> 4;
+        const int krow = (lane & 7) + ((lane >> 4) << 3), khi = (lane >> 3) & 1;
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        qo[c] = sQa + 2 * (q_row * D + (((2 * c + q_hi) ^ x) << 3));
-        ko[c] = 2 * (k_row * D + (((2 * c + k_hi) ^ x) << 3));
-        vo[c] = 2 * (v_row * D + (((2 * c + v_hi) ^ x) << 3));
+        for (int c = 0; c < 4; ++c) lo[c] = 2 * (row * D + (((2 * c + hi) ^ x) << 3));
+        kd = 2 * (krow * D + ((khi ^ x) << 3)) - lo[0]; // (mod 2^32)
     }
+    const uint32_t sQw = sQa + warp * (MT * 16 * D * 2); // this warp's Q rows
 
     // Accumulator rows of this lane: g and g + 8 of each 16-row tile.
     const int g = lane >> 2, tq = lane & 3;
     const int row_l = m0 + warp * (MT * 16) + g; // first of this lane's rows
-    // The CTA's first row sees the fewest keys: tiles ending at or before
-    // lim_min need no mask.
-    const int lim_min = causal ? min(kv_end, m0 + diag + 1) : kv_end;
+    // Row r sees keys [0, min(kv_end, cl0 + r − m0)), cl0 being the causal
+    // limit of the CTA's first row m0 (kv_end when not causal: r ≥ m0 never
+    // binds then). lim_l is that bound for this lane's first row.
+    const int cl0 = causal ? m0 + diag + 1 : kv_end;
+    const int lim_l = cl0 + (row_l - m0);
+    // Output: this lane's first element, and how many of its rows exist.
+    T* const o_lane = og + (long long)row_l * D + 2 * tq;
+    const int rows_l = Sq - row_l;
+    // Row m0 sees the fewest keys: tiles ending at or before lim_min need no
+    // mask (uniform over the CTA).
+    const int lim_min = min(kv_end, cl0);
     const float sl2 = scale * ATTN_LOG2E;
 
     float o[MT][ND][4];
@@ -293,7 +301,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int kk = 0; kk < KD; ++kk)
-                attn_ldsm_x4(qf[mt][kk], qo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+                attn_ldsm_x4(qf[mt][kk], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
     }
 
 #pragma unroll 1
@@ -306,7 +314,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
             load_kv(t + 1, (t + 1) & 1);
             attn_cp_async_commit();
         }
-        const uint32_t cK = sKa + (t & 1) * (BN * D * 2);
+        const uint32_t cK = sKa + (t & 1) * (BN * D * 2) + kd;
         const uint32_t cV = sVa + (t & 1) * (BN * D * 2);
 
         // S = Q·Kᵀ (raw scores, f32).
@@ -326,13 +334,13 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
                     for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
                 } else {
-                    attn_ldsm_x4(a[mt], qo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+                    attn_ldsm_x4(a[mt], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
                 }
             }
 #pragma unroll
             for (int jj = 0; jj < BN / 16; ++jj) {
                 uint32_t bk[4];
-                attn_ldsm_x4(bk, cK + ko[kk & 3] + jj * (16 * D * 2) + (kk >> 2) * 128);
+                attn_ldsm_x4(bk, cK + lo[kk & 3] + jj * (16 * D * 2) + (kk >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     AttnType<T>::mma(s[mt][2 * jj], a[mt], bk[0], bk[1]);
@@ -357,8 +365,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
                 for (int j = 0; j < NS; ++j)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int r = row_l + mt * 16 + (e >> 1) * 8;
-                        const int lim = causal ? min(kv_end, r + diag + 1) : kv_end;
+                        const int lim = min(kv_end, lim_l + mt * 16 + (e >> 1) * 8);
                         const int col = key0 + j * 8 + 2 * tq + (e & 1);
                         if (col >= lim) s[mt][j][e] = -INFINITY;
                     }
@@ -413,7 +420,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
             for (int jj = 0; jj < D / 16; ++jj) {
                 uint32_t bv[4];
-                attn_ldsm_x4_trans(bv, cV + vo[jj & 3] + kn * (16 * D * 2) + (jj >> 2) * 128);
+                attn_ldsm_x4_trans(bv, cV + lo[jj & 3] + kn * (16 * D * 2) + (jj >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
                     AttnType<T>::mma(o[mt][2 * jj], pa[mt], bv[0], bv[1]);
@@ -432,9 +439,8 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-            const int r = row_l + mt * 16 + hh * 8;
-            if (r < Sq) {
-                T* dst = og + (long long)r * D + 2 * tq;
+            if (mt * 16 + hh * 8 < rows_l) { // row row_l + 16mt + 8hh < Sq
+                T* dst = o_lane + (mt * 16 + hh * 8) * D;
 #pragma unroll
                 for (int j = 0; j < ND; ++j)
                     *reinterpret_cast<uint32_t*>(dst + j * 8) =
@@ -451,9 +457,12 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 //   grid  = (ceil(Sq / 128), Hq, B)   (gridDim.y ≤ 65535, gridDim.z ≤ 65535;
 //                                      do not launch when B·Hq·Sq = 0)
 //   block = (128, 1, 1)
-//   dynamic shared bytes: d64 → 81920, d128 → 98304 (independent of the
-//   arguments); above 48 KB, so CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-//   must be set to that value on the function before the launch.
+//   dynamic shared bytes (independent of the arguments): d64 → 49152,
+//     d128 → 98304. Set CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to that
+//     value on each function once before launching it: d128 is over 48 KB,
+//     and the sm_90a image also holds 1 KB of static (reserved) shared
+//     memory, so even d64's 48 KB exceeds the default limit there.
+//   Occupancy: 2 CTAs per SM on A100/H100 (≤ 255 registers, 128 threads).
 // Preconditions: q, k, v, out 16-byte aligned (cp.async and 16-byte stores);
 //   Hkv ≥ 1 and Hq a multiple of Hkv; keylens NULL or int[B] (values are
 //   clamped to [0, Sk]); out does not overlap q, k, v. scale 0 means

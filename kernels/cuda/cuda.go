@@ -20,6 +20,7 @@ package cuda
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"path"
 	"runtime"
@@ -72,8 +73,9 @@ type Backend struct {
 	args    *argBuffer
 	pool    *mempool.Pool[devptr]
 
-	errHost unsafe.Pointer // int32[4] written by kernels, see errorWord
-	errDev  devptr
+	errHost     unsafe.Pointer // error records written by kernels, see errorRecords
+	errDev      devptr
+	checkRanges [numChecks]string
 
 	workspaces []devptr // every workspace ever made, freed at Close
 	work       devptr   // the largest, in use
@@ -162,7 +164,7 @@ func (b *Backend) setUp() error {
 		return err
 	}
 	b.args = newArgBuffer()
-	if b.errHost, b.errDev, err = hostAlloc(b.ctx, 16); err != nil {
+	if b.errHost, b.errDev, err = hostAlloc(b.ctx, 16*int(numChecks)); err != nil {
 		return err
 	}
 	b.clearErrorWord()
@@ -359,33 +361,67 @@ func (b *Backend) Sync() error {
 	return b.takeError()
 }
 
-// errorWord views the pinned error word: code, value, position.
-func (b *Backend) errorWord() []int32 { return unsafe.Slice((*int32)(b.errHost), 4) }
+// errorRecords views the pinned error records, one per check: flag,
+// value, position, unused.
+func (b *Backend) errorRecords() []int32 { return unsafe.Slice((*int32)(b.errHost), 4*numChecks) }
 
-func (b *Backend) clearErrorWord() { clear(b.errorWord()) }
+func (b *Backend) clearErrorWord() { clear(b.errorRecords()) }
 
-// takeError returns and clears the error a kernel recorded.
-func (b *Backend) takeError() error {
-	w := b.errorWord()
-	code, value, pos := w[0], w[1], w[2]
-	if code == 0 {
-		return nil
-	}
-	b.clearErrorWord()
-	switch code {
-	case errEmbeddingID:
-		return fmt.Errorf("cuda: embedding: id %d at position %d is out of range: %w", value, pos, kernels.ErrValue)
-	case errTarget:
-		return fmt.Errorf("cuda: cross entropy: target %d at row %d is out of range: %w", value, pos, kernels.ErrValue)
-	}
-	return fmt.Errorf("cuda: kernel reported error %d (value %d, position %d): %w", code, value, pos, kernels.ErrBackend)
+// A check is a data validation done on the device; each has its own error
+// record, so that the message names the operation and the tensor.
+type check int
+
+const (
+	checkEmbedding check = iota
+	checkEmbeddingBackward
+	checkCrossEntropy
+	checkCrossEntropyBackward
+	checkSoftmaxLens
+	checkAttentionLens
+	checkAttentionBackwardLens
+	numChecks
+)
+
+// checkNames are the operation and tensor each check reports.
+var checkNames = [numChecks][2]string{
+	{"Embedding", "ids"}, {"EmbeddingBackward", "ids"},
+	{"CrossEntropy", "targets"}, {"CrossEntropyBackward", "targets"},
+	{"Softmax", "KeyLens"}, {"Attention", "KeyLens"}, {"AttentionBackward", "KeyLens"},
 }
 
-// Codes of the error word, as the kernels write them.
-const (
-	errEmbeddingID = 1
-	errTarget      = 2
-)
+// errorSlot returns the device address of c's record and remembers the
+// valid range to report, e.g. "[0, 30522)".
+func (b *Backend) errorSlot(c check, valid string) devptr {
+	b.checkRanges[c] = valid
+	return b.errDev + devptr(16*c)
+}
+
+// checkRange queues a check that every value of the I32 tensor v lies in
+// [lo, hi) or equals except.
+func (b *Backend) checkRange(c check, v *kernels.Tensor, lo, hi, except int32, valid string) error {
+	n := int64(v.Len())
+	if n == 0 {
+		return nil
+	}
+	return b.launch("check_range", b.gridFor(n), dim3{x: block}, 0,
+		ptrOf(v), n, lo, hi, except, b.errorSlot(c, valid))
+}
+
+// takeError returns and clears the errors kernels recorded.
+func (b *Backend) takeError() error {
+	recs := b.errorRecords()
+	var errs []error
+	for c := range numChecks {
+		r := recs[4*c : 4*c+4]
+		if r[0] == 0 {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("cuda: %s: %s[%d] = %d is out of range %s: %w",
+			checkNames[c][0], checkNames[c][1], r[2], r[1], b.checkRanges[c], kernels.ErrValue))
+	}
+	b.clearErrorWord()
+	return errors.Join(errs...)
+}
 
 // MemStats returns the pool's counters.
 func (b *Backend) MemStats() kernels.MemStats { return b.pool.Stats() }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	_ "github.com/zbench/zbench/kernels/cpu" // the device list always has cpu
 	"github.com/zbench/zbench/kernels/cuda"
 	"github.com/zbench/zbench/kernels/kerneltest"
 )

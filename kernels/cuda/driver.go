@@ -122,7 +122,7 @@ static CUresult zbHostFree(CUcontext ctx, void* host) {
 
 static const char* zbErrorName(CUresult r) {
 	const char* s = NULL;
-	if (cuGetErrorName(r, &s) != CUDA_SUCCESS || s == NULL) return "CUDA_ERROR_UNKNOWN";
+	if (cuGetErrorName(r, &s) != CUDA_SUCCESS) return NULL;
 	return s;
 }
 */
@@ -152,10 +152,17 @@ func statusError(r cu.Result, what string) error {
 	case cu.ERROR_OUT_OF_MEMORY:
 		sentinel = kernels.ErrOutOfMemory
 	case cu.ERROR_NO_DEVICE, cu.Result(C.CUDA_ERROR_STUB_LIBRARY), cu.ERROR_NOT_INITIALIZED,
-		cu.Result(C.CUDA_ERROR_INSUFFICIENT_DRIVER):
+		cu.Result(C.CUDA_ERROR_SYSTEM_DRIVER_MISMATCH):
 		sentinel = kernels.ErrNoDevice
 	}
-	return fmt.Errorf("%s: %s (%d): %w", what, C.GoString(C.zbErrorName(C.CUresult(r))), int(r), sentinel)
+	name := "CUDA error"
+	switch s := C.zbErrorName(C.CUresult(r)); {
+	case r == cu.Result(C.CUDA_ERROR_STUB_LIBRARY):
+		name = "CUDA_ERROR_STUB_LIBRARY (the link-time stub, not an NVIDIA driver)"
+	case s != nil:
+		name = C.GoString(s)
+	}
+	return fmt.Errorf("%s: %s (%d): %w", what, name, int(r), sentinel)
 }
 
 // guard calls a function of the cu package, which panics on a failed

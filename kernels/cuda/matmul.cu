@@ -80,13 +80,37 @@ __device__ __forceinline__ void tile_coords(int& tm, int& tn) {
     tn = in / size;
 }
 
+// act is common.cuh's act_apply with the logistic function computed as
+// __fdividef(1, 1+e^-x) (2 ulp; 0 once e^-x > 2^126, where σ(x) < 2^-126)
+// instead of an IEEE division: the division's slow path is a subroutine
+// call, and that call alone makes the register-bound SIMT kernel spill in
+// its main loop. Same formulas otherwise (kernels/cpu/elementwise.go).
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + expf(-x)); }
+__device__ __forceinline__ float act(float x, int code) {
+    switch (code) {
+    case ACT_RELU:
+        return x > 0.0f ? x : (x != x ? x : 0.0f);
+    case ACT_GELU: {
+        const float z = x * ACT_INV_SQRT2;
+        if (z >= 0.0f) return x - 0.5f * x * erfcf(z);
+        return 0.5f * x * erfcf(-z);
+    }
+    case ACT_GELU_TANH:
+        return x * sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
+    case ACT_SILU:
+        return x * sigmoid(x);
+    default:
+        return x;
+    }
+}
+
 // epilogue returns act(alpha·acc + beta·old + bias) for one element; old is
 // only used when beta != 0 (the caller only reads it then).
-__device__ __forceinline__ float epilogue(float acc, float old, float bv, float alpha, float beta, int act) {
+__device__ __forceinline__ float epilogue(float acc, float old, float bv, float alpha, float beta, int code) {
     float v = alpha * acc;
     if (beta != 0.0f) v = fmaf(beta, old, v);
     v += bv;
-    return act_apply(v, act);
+    return act(v, code);
 }
 
 // 4-element vector load/store between T memory and float registers. p must
@@ -144,6 +168,57 @@ template <typename T> __device__ __forceinline__ void st2(T* p, float v0, float 
     *reinterpret_cast<unsigned*>(p) = bits16(from_f32<T>(v0)) | (bits16(from_f32<T>(v1)) << 16);
 }
 
+// load_bias returns bias[col..col+3] as float, 0 past N or without bias.
+template <typename T>
+__device__ __forceinline__ void load_bias(const T* __restrict__ bias, int col, int N, float (&bv)[4]) {
+#pragma unroll
+    for (int e = 0; e < 4; e++) bv[e] = (bias != nullptr && col + e < N) ? to_f32(bias[col + e]) : 0.0f;
+}
+
+// store_tile applies the epilogue to nrows x 128 block results held in
+// shared memory S (float32, row pitch lds; row r is global row row_of(r),
+// column j is global column bn + j) and stores them to c. Thread t (of NT)
+// takes columns 4(t%32)..+3 of rows t/32, t/32 + NT/32, ...: a warp reads
+// one row of S and writes 128 consecutive outputs. bv holds the bias of the
+// thread's 4 columns (load_bias(bias, bn + 4(t%32), ...)).
+template <typename T, int NT, typename RowOf>
+__device__ __forceinline__ void store_tile(T* c, const float* S, int lds, int nrows, RowOf row_of, int M, int N,
+                                           int bn, const float (&bv)[4], float alpha, float beta, int act,
+                                           bool vecC) {
+    const int t = threadIdx.x;
+    const int scol = (t & 31) * 4;
+    const int col = bn + scol;
+    if (col >= N) return;
+    const bool vec = vecC && col + 3 < N;
+#pragma unroll 1
+    for (int r = t >> 5; r < nrows; r += NT / 32) {
+        const int row = row_of(r);
+        if (row >= M) continue;
+        const float4 s = *reinterpret_cast<const float4*>(&S[r * lds + scol]);
+        const float acc[4] = {s.x, s.y, s.z, s.w};
+        T* p = c + (long long)row * N + col;
+        float old[4] = {0.0f, 0.0f, 0.0f, 0.0f}, v[4];
+        if (beta != 0.0f) {
+            if (vec) {
+                ld4(p, old);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (col + e < N) old[e] = to_f32(p[e]);
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; e++) v[e] = epilogue(acc[e], old[e], bv[e], alpha, beta, act);
+        if (vec) {
+            st4(p, v);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (col + e < N) p[e] = from_f32<T>(v[e]);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // SIMT kernel: matmul_T.
 //
@@ -157,78 +232,137 @@ template <typename T> __device__ __forceinline__ void st2(T* p, float v0, float 
 constexpr int S_BM = 128, S_BN = 128, S_BK = 8, S_THREADS = 256, S_LD = 132;
 constexpr int S_TILE = S_BK * S_LD; // floats per operand per buffer
 
-// gload4 loads base[row·ld + col .. +3] into v, zero outside
-// [0,rows) x [0,cols). CHECK=false: in bounds and vectorisable (no checks).
-// vec: base and ld allow a 4-element vector load at any col % 4 == 0.
-template <typename T, bool CHECK>
-__device__ __forceinline__ void gload4(const T* __restrict__ base, int row, int rows, int ld, int col, int cols,
-                                       bool vec, float (&v)[4]) {
-    if (!CHECK) {
-        ld4(base + (long long)row * ld + col, v);
-        return;
+// Raw4 holds 4 loaded elements as stored (16-bit types stay packed, two per
+// register, until they are written to shared memory as float32).
+template <typename T> struct Raw4 {
+    unsigned w[2];
+    __device__ __forceinline__ void zero() { w[0] = w[1] = 0u; }
+    __device__ __forceinline__ void vload(const T* p) {
+        const uint2 x = *reinterpret_cast<const uint2*>(p);
+        w[0] = x.x;
+        w[1] = x.y;
     }
-    v[0] = v[1] = v[2] = v[3] = 0.0f;
-    if (row < rows) {
-        const T* p = base + (long long)row * ld;
-        if (vec && col + 3 < cols) {
-            ld4(p + col, v);
-        } else {
+    __device__ __forceinline__ void sload(const T* p, int n) { // first n of 4, rest 0
+        const unsigned short* q = reinterpret_cast<const unsigned short*>(p);
+        unsigned e[4];
 #pragma unroll
-            for (int i = 0; i < 4; i++)
-                if (col + i < cols) v[i] = to_f32(p[col + i]);
+        for (int i = 0; i < 4; i++) e[i] = i < n ? (unsigned)q[i] : 0u;
+        w[0] = e[0] | (e[1] << 16);
+        w[1] = e[2] | (e[3] << 16);
+    }
+    __device__ __forceinline__ float get(int i) const;
+};
+template <> __device__ __forceinline__ float Raw4<__half>::get(int i) const {
+    return __half2float(__ushort_as_half((unsigned short)((w[i >> 1] >> ((i & 1) * 16)) & 0xffffu)));
+}
+template <> __device__ __forceinline__ float Raw4<__nv_bfloat16>::get(int i) const {
+    return __uint_as_float(((w[i >> 1] >> ((i & 1) * 16)) & 0xffffu) << 16);
+}
+template <> struct Raw4<float> {
+    float v[4];
+    __device__ __forceinline__ void zero() { v[0] = v[1] = v[2] = v[3] = 0.0f; }
+    __device__ __forceinline__ void vload(const float* p) { ld4(p, v); }
+    __device__ __forceinline__ void sload(const float* p, int n) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) v[i] = i < n ? p[i] : 0.0f;
+    }
+    __device__ __forceinline__ float get(int i) const { return v[i]; }
+};
+
+// Loader4 streams 4 contiguous elements of one operand per thread per
+// k-tile, along the stored matrix's contiguous dimension. KCONT: that
+// dimension is K (A [M,K], B [N,K]): the row (m or n) is fixed and the
+// column k0+koff moves by S_BK per tile. Otherwise it is M or N (A [K,M],
+// B [K,N]): the column is fixed and the row k0+koff moves. Elements outside
+// the matrix read as 0. CHECK=false: no bounds checks, every load is an
+// aligned 4-element vector load (the fast path's preconditions).
+template <typename T, bool KCONT, bool CHECK> struct Loader4 {
+    const T* p;     // this thread's first element of the current tile
+    long long step; // elements between consecutive k-tiles
+    int lim;        // KCONT: K-koff if the row is inside, else 0; !KCONT: K-koff
+    int fixed;      // !KCONT: valid columns, 0..4
+    bool vec;       // 4-element vector loads allowed (alignment)
+
+    // The stored matrix is rows x cols (ld = cols); (row, col) is this
+    // thread's first element in the first tile; K is the k extent.
+    __device__ __forceinline__ Loader4(const T* base, int rows, int cols, int row, int col, int K, bool v) {
+        p = base + (long long)row * cols + col;
+        vec = v;
+        if (KCONT) {
+            step = S_BK;
+            lim = row < rows ? K - col : 0;
+            fixed = 0;
+        } else {
+            step = (long long)S_BK * cols;
+            lim = K - row;
+            fixed = min(max(cols - col, 0), 4);
         }
     }
-}
+
+    // load fills r with the tile at k0 and advances to the next tile.
+    __device__ __forceinline__ void load(int k0, Raw4<T>& r) {
+        if (!CHECK) {
+            r.vload(p);
+        } else {
+            // n: valid elements, a prefix of the 4.
+            const int n = KCONT ? min(max(lim - k0, 0), 4) : (k0 < lim ? fixed : 0);
+            if (vec && n == 4)
+                r.vload(p);
+            else
+                r.sload(p, n);
+        }
+        p += step;
+    }
+};
 
 // simt_main accumulates the block tile (bm, bn) of op(A)·op(B) into acc.
 // acc[i][j]: row bm + (i<4 ? 4tr+i : 64+4tr+i-4), column likewise with tc.
+// Thread tid loads: A [M,K]: row m = tid/2, k = 4(tid%2)..+3; A [K,M]:
+// k = tid/32, m = 4(tid%32)..+3; B [K,N]: k = tid/32, n = 4(tid%32)..+3;
+// B [N,K]: n = tid/2, k = 4(tid%2)..+3.
 template <typename T, bool TA, bool TB, bool CHECK>
 __device__ __forceinline__ void simt_main(const T* __restrict__ a, const T* __restrict__ b, int M, int N, int K,
                                           int bm, int bn, bool vecA, bool vecB, float* As, float* Bs, int tr,
                                           int tc, float (&acc)[8][8]) {
     const int tid = threadIdx.x;
-    float ra[4], rb[4];
+    const int rh = tid >> 1, ch = (tid & 1) * 4;  // K-contiguous operand: row, k
+    const int rw = tid >> 5, cw = (tid & 31) * 4; // M/N-contiguous operand: k, column
+    Loader4<T, !TA, CHECK> la = !TA ? Loader4<T, !TA, CHECK>(a, M, K, bm + rh, ch, K, vecA)
+                                    : Loader4<T, !TA, CHECK>(a, K, M, rw, bm + cw, K, vecA);
+    Loader4<T, TB, CHECK> lb = TB ? Loader4<T, TB, CHECK>(b, N, K, bn + rh, ch, K, vecB)
+                                  : Loader4<T, TB, CHECK>(b, K, N, rw, bn + cw, K, vecB);
+    Raw4<T> ra, rb;
+    ra.zero();
+    rb.zero();
 
-    // Global → registers. A [M,K]: thread loads row m = tid/2, k = 4(tid%2)
-    // .. +3; A [K,M]: row k = tid/32, m = 4(tid%32) .. +3. B likewise.
-    auto load = [&](int k0) {
-        if (!TA)
-            gload4<T, CHECK>(a, bm + (tid >> 1), M, K, k0 + (tid & 1) * 4, K, vecA, ra);
-        else
-            gload4<T, CHECK>(a, k0 + (tid >> 5), K, M, bm + (tid & 31) * 4, M, vecA, ra);
-        if (!TB)
-            gload4<T, CHECK>(b, k0 + (tid >> 5), K, N, bn + (tid & 31) * 4, N, vecB, rb);
-        else
-            gload4<T, CHECK>(b, bn + (tid >> 1), N, K, k0 + (tid & 1) * 4, K, vecB, rb);
-    };
     // Registers → shared (k-major).
     auto store = [&](float* as, float* bs) {
         if (!TA) {
-            const int m = tid >> 1, k = (tid & 1) * 4;
 #pragma unroll
-            for (int i = 0; i < 4; i++) as[(k + i) * S_LD + m] = ra[i];
+            for (int i = 0; i < 4; i++) as[(ch + i) * S_LD + rh] = ra.get(i);
         } else {
-            const int k = tid >> 5, m = (tid & 31) * 4;
-            *reinterpret_cast<float4*>(&as[k * S_LD + m]) = make_float4(ra[0], ra[1], ra[2], ra[3]);
+            *reinterpret_cast<float4*>(&as[rw * S_LD + cw]) = make_float4(ra.get(0), ra.get(1), ra.get(2), ra.get(3));
         }
         if (!TB) {
-            const int k = tid >> 5, n = (tid & 31) * 4;
-            *reinterpret_cast<float4*>(&bs[k * S_LD + n]) = make_float4(rb[0], rb[1], rb[2], rb[3]);
+            *reinterpret_cast<float4*>(&bs[rw * S_LD + cw]) = make_float4(rb.get(0), rb.get(1), rb.get(2), rb.get(3));
         } else {
-            const int n = tid >> 1, k = (tid & 1) * 4;
 #pragma unroll
-            for (int i = 0; i < 4; i++) bs[(k + i) * S_LD + n] = rb[i];
+            for (int i = 0; i < 4; i++) bs[(ch + i) * S_LD + rh] = rb.get(i);
         }
     };
 
-    load(0);
+    la.load(0, ra);
+    lb.load(0, rb);
     store(As, Bs);
     __syncthreads();
 
     int buf = 0;
     for (int k0 = 0; k0 < K; k0 += S_BK) {
         const bool more = k0 + S_BK < K;
-        if (more) load(k0 + S_BK); // in flight during the FMAs below
+        if (more) { // in flight during the FMAs below
+            la.load(k0 + S_BK, ra);
+            lb.load(k0 + S_BK, rb);
+        }
 
         const float* as = As + buf * S_TILE;
         const float* bs = Bs + buf * S_TILE;
@@ -253,13 +387,25 @@ __device__ __forceinline__ void simt_main(const T* __restrict__ a, const T* __re
     }
 }
 
+// stage_rows writes two accumulator rows (8 values each: columns 4tc..+3
+// and 64+4tc..+3) to staging rows srow and srow + S_LD.
+__device__ __forceinline__ void stage_rows(float* srow, const float (&r0)[8], const float (&r1)[8]) {
+    *reinterpret_cast<float4*>(srow) = make_float4(r0[0], r0[1], r0[2], r0[3]);
+    *reinterpret_cast<float4*>(srow + 64) = make_float4(r0[4], r0[5], r0[6], r0[7]);
+    *reinterpret_cast<float4*>(srow + S_LD) = make_float4(r1[0], r1[1], r1[2], r1[3]);
+    *reinterpret_cast<float4*>(srow + S_LD + 64) = make_float4(r1[4], r1[5], r1[6], r1[7]);
+}
+
 template <typename T>
 __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T* __restrict__ b,
                                           const T* __restrict__ bias, int M, int N, int K, int transA, int transB,
                                           long long strideA, long long strideB, long long strideC, float alpha,
                                           float beta, int act) {
-    __shared__ __align__(16) float As[2 * S_TILE];
-    __shared__ __align__(16) float Bs[2 * S_TILE];
+    // Main loop: As = smem[0, 2·S_TILE), Bs = smem[2·S_TILE, 4·S_TILE).
+    // Epilogue: smem is a [32][S_LD] staging tile (4·S_TILE = 32·S_LD).
+    __shared__ __align__(16) float smem[4 * S_TILE];
+    float* As = smem;
+    float* Bs = smem + 2 * S_TILE;
 
     int tm, tn;
     tile_coords(tm, tn);
@@ -302,37 +448,31 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
         }
     }
 
-    // Epilogue: 8 rows x 2 groups of 4 consecutive columns per thread.
+    // Epilogue in 4 passes through shared memory (all of it; the main loop
+    // ended with a barrier). Pass q stages acc[2q] and acc[2q+1], i.e. block
+    // rows off + 4·tr + 2(q%2) + e (off = 64 for q ≥ 2, e = 0, 1) as staging
+    // row 2·tr + e; the 32 staging rows x 128 columns are then stored
+    // row-coalesced by store_tile.
+    static_assert(4 * S_TILE == 32 * S_LD, "staging tile size");
     const bool vecC = (N % 4 == 0) && aligned_to(c, 4 * sizeof(T));
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const int row = bm + (i < 4 ? tr * 4 + i : 64 + tr * 4 + (i - 4));
-        if (row >= M) continue;
-        T* crow = c + (long long)row * N;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int col = bn + h * 64 + tc * 4;
-            if (col >= N) continue;
-            float v[4];
-            if (vecC && col + 3 < N) {
-                float old[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                if (beta != 0.0f) ld4(crow + col, old);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float bv = bias != nullptr ? to_f32(bias[col + e]) : 0.0f;
-                    v[e] = epilogue(acc[i][h * 4 + e], old[e], bv, alpha, beta, act);
-                }
-                st4(crow + col, v);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    if (col + e >= N) break;
-                    const float old = beta != 0.0f ? to_f32(crow[col + e]) : 0.0f;
-                    const float bv = bias != nullptr ? to_f32(bias[col + e]) : 0.0f;
-                    crow[col + e] = from_f32<T>(epilogue(acc[i][h * 4 + e], old, bv, alpha, beta, act));
-                }
-            }
+    float bv[4];
+    load_bias(bias, bn + (tid & 31) * 4, N, bv);
+#pragma unroll 1
+    for (int q = 0; q < 4; q++) {
+        float* srow = smem + (2 * tr) * S_LD + tc * 4;
+        // Static accumulator indices in every branch keep acc in registers.
+        switch (q) {
+        case 0: stage_rows(srow, acc[0], acc[1]); break;
+        case 1: stage_rows(srow, acc[2], acc[3]); break;
+        case 2: stage_rows(srow, acc[4], acc[5]); break;
+        default: stage_rows(srow, acc[6], acc[7]); break;
         }
+        __syncthreads();
+        const int base = bm + (q >= 2 ? 64 : 0) + 2 * (q & 1);
+        store_tile<T, S_THREADS>(
+            c, smem, S_LD, 32, [=](int r) { return base + 4 * (r >> 1) + (r & 1); }, M, N, bn, bv, alpha, beta, act,
+            vecC);
+        __syncthreads(); // staging tile is rewritten by the next pass
     }
 }
 
@@ -352,6 +492,9 @@ constexpr int TC_BM = 128, TC_BN = 128, TC_THREADS = 128, TC_STAGES = 4;
 constexpr int TC_OP_BYTES = 10240;
 constexpr int TC_STAGE_BYTES = 2 * TC_OP_BYTES;
 constexpr int TC_SMEM_BYTES = TC_STAGES * TC_STAGE_BYTES; // 81920
+constexpr int TC_LDS = 136; // epilogue staging pitch (floats)
+static_assert(TC_SMEM_BYTES == 81920 && TC_BM == 128 && TC_BN == 128, "launch comment out of date");
+static_assert(TC_BM * TC_LDS * 4 <= TC_SMEM_BYTES, "epilogue staging tile does not fit");
 
 template <typename T> struct TcGeom {
     static constexpr int EPC = 16 / (int)sizeof(T); // elements per 16-byte chunk
@@ -627,33 +770,30 @@ __device__ __forceinline__ void tc_gemm(T* c, const T* __restrict__ a, const T* 
     default: tc_main<T, true, true>(a, b, M, N, K, bm, bn, mm_smem, wm0, wn0, acc); break;
     }
 
-    // Epilogue straight from the accumulators: acc[i][j] = rows
-    // (g, g+8) of m-tile i, columns (2t, 2t+1) of n-tile j. N is even and
-    // col is even, so col < N implies col+1 < N; pairs are 2-element aligned.
-    const int g = lane >> 2, t = lane & 3;
+    // Epilogue through shared memory: stage the 128x128 f32 tile (pitch
+    // TC_LDS = 136 floats: the float2 fragment stores are conflict-free),
+    // then store it row-coalesced. acc[i][j] holds rows (g, g+8) of m-tile
+    // i, columns (2t, 2t+1) of n-tile j.
+    float* S = reinterpret_cast<float*>(mm_smem);
+    __syncthreads(); // every warp is done with the pipeline's shared memory
+    {
+        const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = bm + wm0 + i * 16 + h * 8 + g;
-            if (row >= M) continue;
-            T* crow = c + (long long)row * N;
+        for (int i = 0; i < 4; i++) {
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const int col = bn + wn0 + j * 8 + 2 * t;
-                if (col >= N) continue;
-                float o0 = 0.0f, o1 = 0.0f;
-                if (beta != 0.0f) ld2(crow + col, o0, o1);
-                float b0 = 0.0f, b1 = 0.0f;
-                if (bias != nullptr) {
-                    b0 = to_f32(bias[col]);
-                    b1 = to_f32(bias[col + 1]);
-                }
-                st2(crow + col, epilogue(acc[i][j][2 * h], o0, b0, alpha, beta, act),
-                    epilogue(acc[i][j][2 * h + 1], o1, b1, alpha, beta, act));
+                const int row = wm0 + i * 16 + g, col = wn0 + j * 8 + 2 * t;
+                *reinterpret_cast<float2*>(&S[row * TC_LDS + col]) = make_float2(acc[i][j][0], acc[i][j][1]);
+                *reinterpret_cast<float2*>(&S[(row + 8) * TC_LDS + col]) = make_float2(acc[i][j][2], acc[i][j][3]);
             }
         }
     }
+    __syncthreads();
+    const bool vecC = aligned_to(c, 4 * sizeof(T)) && N % 4 == 0; // true under the preconditions
+    float bv[4];
+    load_bias(bias, bn + (tid & 31) * 4, N, bv);
+    store_tile<T, TC_THREADS>(
+        c, S, TC_LDS, TC_BM, [=](int r) { return bm + r; }, M, N, bn, bv, alpha, beta, act, vecC);
 #else
     __trap();
 #endif

@@ -23,12 +23,16 @@
 //                full mbarrier, issues 4 wgmma m64n256k16 (K = 4×16), commits,
 //                waits until at most this stage's group is in flight, and
 //                releases the previous stage (one arrive per warpgroup on its
-//                empty mbarrier, count 2). The epilogue goes from the fp32
-//                accumulator registers straight to global memory.
+//                empty mbarrier, count 2). Epilogue: once both consumers
+//                are done with every stage, each stages its 64×256 fp32
+//                block in shared memory and its threads apply alpha, beta·C,
+//                bias and act to one pair of columns each, down the rows
+//                (coalesced loads and stores of C).
 //
 // Shared memory (dynamic, base rounded up to 1024 bytes, needed by the
 // 128-byte swizzle): STAGES × (A 128×64 = 16 KiB, B 64×256 = 32 KiB), then
-// STAGES full and STAGES empty mbarriers.
+// STAGES full and STAGES empty mbarriers. The epilogue reuses the first
+// 2 × 64 × SM90_EPI_LD × 4 = 135168 bytes of the stages.
 //   A stage: 128 rows (m) of 128 bytes (64 k), TMA box {64, 128, 1}, 128B
 //            swizzle: K-major, wgmma descriptor SBO = 1024 (8 rows), LBO
 //            unused; consumer c starts at row 64c (+8 KiB); the k-th 16-wide
@@ -60,7 +64,10 @@
 // TMA row strides, 4-byte pair stores of C); A, B, C 16-byte aligned, bias
 // 4-byte aligned (or NULL); M, N, K ≥ 1; strideC (elements between batch
 // entries of C, normally M·N) a multiple of 2.
-// Parameters after the brief's list: sharedB (1: B has no batch dimension).
+// Parameters: the tensor maps above; c, bias; M, N, K; transB (0 or 1);
+// strideC; alpha (the Go side passes 1 for MatMulParams.Alpha = 0), beta;
+// act (kernels.Activation code, common.cuh act_apply); sharedB (1: B has no
+// batch dimension and every batch entry multiplies the same B).
 #include <cuda.h>
 #include <stdint.h>
 
@@ -75,6 +82,7 @@
 #define SM90_A_BYTES (SM90_BM * SM90_BK * 2)                          // 16384
 #define SM90_B_BYTES (SM90_BN * SM90_BK * 2)                          // 32768
 #define SM90_STAGE_BYTES (SM90_A_BYTES + SM90_B_BYTES)                // 49152
+#define SM90_EPI_LD (SM90_BN + 8) // epilogue row pitch in floats: conflict-free float2 stores
 #define SM90_SMEM_BYTES (1024 + SM90_STAGES * SM90_STAGE_BYTES + 16 * SM90_STAGES) // 197696
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -259,7 +267,8 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     extern __shared__ uint8_t sm90_dyn[];
     // Round the shared base up to 1024 bytes (the 128B swizzle pattern and
     // the descriptors' base offset 0 assume it); SM90_SMEM_BYTES has room.
-    const uint32_t smem = ((uint32_t)__cvta_generic_to_shared(sm90_dyn) + 1023u) & ~1023u;
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(sm90_dyn);
+    const uint32_t smem = (raw + 1023u) & ~1023u;
     const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
     const uint32_t empty0 = full0 + 8 * SM90_STAGES;
 
@@ -327,25 +336,39 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     else
         sm90_consume<BF16, 1>(d, smem, ktiles, cw);
 
-    // Epilogue. Accumulator fragment of m64nNk16: warp w of the warpgroup
-    // holds rows 16w + lane/4 (d[4j], d[4j+1]) and 16w + lane/4 + 8
-    // (d[4j+2], d[4j+3]) at columns 8j + 2·(lane%4) + {0, 1}.
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const int row0 = m0 + cw * 64 + warp * 16 + lane / 4;
-    const int col0 = n0 + 2 * (lane % 4);
-    T* cz = c + (long long)z * strideC;
+    // Epilogue through shared memory, once both consumers are done with
+    // every stage (all loads have landed and all wgmma reads are complete):
+    // consumer cw stages its 64×256 fp32 block row-major with a row pitch of
+    // SM90_EPI_LD floats at tile, then each thread finishes one pair of
+    // columns down the 64 rows, so that global loads and stores coalesce.
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    float* tile = reinterpret_cast<float*>(sm90_dyn + (smem - raw)) + cw * (64 * SM90_EPI_LD);
+    {
+        // Accumulator fragment of m64nNk16: warp w of the warpgroup holds
+        // rows 16w + lane/4 (d[4j], d[4j+1]) and 16w + lane/4 + 8 (d[4j+2],
+        // d[4j+3]) at columns 8j + 2·(lane%4) + {0, 1}.
+        const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+        float* q = tile + (warp * 16 + lane / 4) * SM90_EPI_LD + 2 * (lane % 4);
 #pragma unroll
-    for (int j = 0; j < SM90_BN / 8; ++j) {
-        const int col = col0 + 8 * j;
-        if (col >= N) continue; // N is even, so col + 1 < N too
-        float2 bv = make_float2(0.0f, 0.0f);
-        if (bias != nullptr) bv = sm90_load2(bias + col);
+        for (int j = 0; j < SM90_BN / 8; ++j) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = row0 + 8 * h;
-            if (row >= M) continue;
-            T* p = cz + (long long)row * N + col;
-            float v0 = alpha * d[4 * j + 2 * h], v1 = alpha * d[4 * j + 2 * h + 1];
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<float2*>(q + 8 * h * SM90_EPI_LD + 8 * j) =
+                    make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory"); // this warpgroup's block is staged
+
+    const int t = threadIdx.x % 128, col = n0 + 2 * t;
+    if (col < N) { // N is even, so col + 1 < N too
+        const int r0 = m0 + cw * 64, rows = min(64, M - r0);
+        const float2 bv = bias != nullptr ? sm90_load2(bias + col) : make_float2(0.0f, 0.0f);
+        T* p = c + (long long)z * strideC + (long long)r0 * N + col;
+        const float* q = tile + 2 * t;
+        for (int r = 0; r < rows; ++r, p += N, q += SM90_EPI_LD) {
+            const float2 acc = *reinterpret_cast<const float2*>(q);
+            float v0 = alpha * acc.x, v1 = alpha * acc.y;
             if (beta != 0.0f) {
                 const float2 old = sm90_load2(p);
                 v0 += beta * old.x;

@@ -3,7 +3,10 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
+
+	"github.com/mumax/3/cuda/cu"
 
 	"github.com/zbench/zbench/kernels"
 )
@@ -40,7 +43,7 @@ func wrap(op string, err error) error {
 // Add sets out = a + b with b broadcast over a's leading dimensions.
 func (b *Backend) Add(out, x, y *kernels.Tensor) error {
 	n, nb, err := kernels.CheckAdd("cuda: add", b, out, x, y)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
 	return wrap("add", b.launch("add_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
@@ -50,7 +53,7 @@ func (b *Backend) Add(out, x, y *kernels.Tensor) error {
 // Scale sets out = s·x.
 func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 	n, err := kernels.CheckScale("cuda: scale", b, out, x, s)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
 	return wrap("scale", b.launch("scale_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
@@ -60,8 +63,23 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 // Fill sets every element of out to v.
 func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 	n, err := kernels.CheckFill("cuda: fill", b, out, v)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
+	}
+	switch out.DType() {
+	case kernels.I8, kernels.E4M3, kernels.E5M2, kernels.I32: // a memset of the encoded value
+		var bits [4]byte
+		size := out.DType().Size()
+		if err := kernels.EncodeFloat32(out.DType(), bits[:size], []float32{v}); err != nil {
+			return err
+		}
+		return b.call("cuda: fill", func() {
+			if size == 1 {
+				cu.MemsetD8Async(cu.DevicePtr(ptrOf(out)), bits[0], int64(n), b.stream)
+			} else {
+				cu.MemsetD32Async(cu.DevicePtr(ptrOf(out)), binary.LittleEndian.Uint32(bits[:]), int64(n), b.stream)
+			}
+		})
 	}
 	return wrap("fill", b.launch("fill_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(out), int64(n), v))
@@ -70,7 +88,7 @@ func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 // Cast converts x into out's dtype.
 func (b *Backend) Cast(out, x *kernels.Tensor) error {
 	n, err := kernels.CheckCast("cuda: cast", b, out, x)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
 	return wrap("cast", b.launch("cast", b.gridFor(int64(n)), dim3{x: block}, 0,
@@ -80,7 +98,7 @@ func (b *Backend) Cast(out, x *kernels.Tensor) error {
 // Act applies an activation elementwise.
 func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	n, err := kernels.CheckAct("cuda: act", b, out, x, a)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
 	return wrap("act", b.launch("act_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
@@ -90,19 +108,19 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 // ActBackward sets dx = dy · act'(x).
 func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error {
 	n, err := kernels.CheckActBackward("cuda: actbackward", b, dx, dy, x, a)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
-	return wrap("act backward", b.launch("act_backward_"+suffix(dx.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("actbackward", b.launch("act_backward_"+suffix(dx.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(dx), ptrOf(dy), ptrOf(x), int64(n), int32(a)))
 }
 
 // SumRows sums x over its leading dimensions.
 func (b *Backend) SumRows(out, x *kernels.Tensor) error {
 	rows, n, err := kernels.CheckSumRows("cuda: sumrows", b, out, x)
-	if err != nil || n == 0 {
+	if err != nil {
 		return err
 	}
-	return wrap("sum rows", b.launch("sum_rows_"+suffix(out.DType()), dim3{x: (n + block - 1) / block}, dim3{x: block}, 0,
+	return wrap("sumrows", b.launch("sum_rows_"+suffix(out.DType()), dim3{x: min((n+31)/32, 65535)}, dim3{x: 32, y: 32}, 0,
 		ptrOf(out), ptrOf(x), int64(rows), int32(n)))
 }

@@ -1,0 +1,106 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// Geometry of matmul_sm90_bf16 and matmul_sm90_f16 (kernels/cuda/matmul_sm90.cu):
+// a CTA of three warpgroups computes a 128×256 tile of out in steps of 64
+// along K through a 4-stage shared-memory ring.
+const (
+	sm90TileM   = 128
+	sm90TileN   = 256
+	sm90TileK   = 64
+	sm90Threads = 384
+	sm90Stages  = 4
+	// sm90Smem is the dynamic shared memory: 1024 bytes of alignment slack,
+	// the stages (A 128×64 and B 64×256 16-bit elements each) and two
+	// 8-byte mbarriers per stage.
+	sm90Smem = 1024 + sm90Stages*(sm90TileM+sm90TileN)*sm90TileK*2 + 16*sm90Stages
+	// sm90MaxDim bounds M, N and K so that the kernel's 32-bit tile
+	// coordinates (up to a dimension plus one tile) cannot overflow.
+	sm90MaxDim = math.MaxInt32 - sm90TileN
+)
+
+// matmulSM90 runs MatMul on the Hopper kernel, which multiplies with wgmma
+// from tiles that TMA copies into shared memory. It returns false, nil when
+// the call does not meet the kernel's preconditions, and the caller then
+// uses another kernel: compute capability 9.0 (the kernel exists only in
+// the sm_90a image), F16 or BF16, no TransA, N and K multiples of 8 (TMA
+// row strides are multiples of 16 bytes), 16-byte aligned a, b and out, a
+// 4-byte aligned bias, and at most 65535 batch entries. M, N and K need not
+// be multiples of the tile: TMA reads zeros past the edges and the kernel
+// stores only inside out.
+//
+// The tensor maps are 3-D, the batch outermost, so that no tile reads
+// across batch entries: a is {K, M, batch}; b is {N, K, batchB} stored
+// [K, N] or {K, N, batchB} stored [N, K] (TransB), where batchB is 1 when b
+// is shared by every batch entry.
+func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d kernels.MatMulDims, p kernels.MatMulParams) (bool, error) {
+	if major, minor := b.cc(); major != 9 || minor != 0 {
+		return false, nil
+	}
+	dt := a.DType()
+	var name string
+	switch dt {
+	case kernels.BF16:
+		name = "matmul_sm90_bf16"
+	case kernels.F16:
+		name = "matmul_sm90_f16"
+	default:
+		return false, nil
+	}
+	if p.TransA || d.Batch < 1 || d.Batch > 65535 ||
+		d.M < 1 || d.N < 1 || d.K < 1 || d.M > sm90MaxDim || d.N > sm90MaxDim || d.K > sm90MaxDim ||
+		d.N%8 != 0 || d.K%8 != 0 {
+		return false, nil
+	}
+	pa, pb, pc, pbias := ptrOf(a), ptrOf(bm), ptrOf(out), ptrOf(p.Bias)
+	if pa%16 != 0 || pb%16 != 0 || pc%16 != 0 || pbias%4 != 0 {
+		return false, nil
+	}
+	tiles := int64((d.M+sm90TileM-1)/sm90TileM) * int64((d.N+sm90TileN-1)/sm90TileN)
+	if tiles > math.MaxInt32 {
+		return false, nil
+	}
+
+	es := uint64(dt.Size())
+	m, n, k, batch := uint64(d.M), uint64(d.N), uint64(d.K), uint64(d.Batch)
+	batchB, sharedB := batch, int32(0)
+	if d.SharedB || d.Batch == 1 {
+		batchB, sharedB = 1, 1
+	}
+	var tmA, tmB tensorMap
+	var errA, errB error
+	err := b.call("cuTensorMapEncodeTiled", func() {
+		tmA, errA = encodeTensorMap(pa, dt, []uint64{k, m, batch}, []uint64{k * es, m * k * es},
+			[]uint32{sm90TileK, sm90TileM, 1}, true)
+		if p.TransB { // b stored [N, K]: K-major tiles of 256 rows
+			tmB, errB = encodeTensorMap(pb, dt, []uint64{k, n, batchB}, []uint64{k * es, n * k * es},
+				[]uint32{sm90TileK, sm90TileN, 1}, true)
+		} else { // b stored [K, N]: N-major, four boxes of 64 columns per tile
+			tmB, errB = encodeTensorMap(pb, dt, []uint64{n, k, batchB}, []uint64{n * es, k * n * es},
+				[]uint32{64, sm90TileK, 1}, true)
+		}
+	})
+	switch {
+	case err != nil:
+		return true, err
+	case errA != nil:
+		return true, errA
+	case errB != nil:
+		return true, errB
+	}
+
+	alpha := p.Alpha
+	if alpha == 0 {
+		alpha = 1
+	}
+	return true, b.launch(name, dim3{x: int(tiles), y: 1, z: d.Batch}, dim3{x: sm90Threads}, sm90Smem,
+		tmA, tmB, pc, pbias, int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransB)),
+		int64(d.M)*int64(d.N), alpha, p.Beta, int32(p.Act), sharedB)
+}
