@@ -120,12 +120,13 @@ def parse_benchtime(s):
 
 
 def run_n(fn, n, sync):
-    """Times n calls of fn, the device synchronised inside the timer."""
+    """Times n calls of fn, the device synchronised after each call inside
+    the timer, as zbench.Measure does: ns/op is what a caller waits."""
     sync()
     t0 = time.perf_counter()
     for _ in range(n):
         fn()
-    sync()
+        sync()
     return time.perf_counter() - t0
 
 
@@ -834,7 +835,10 @@ def main(argv=None):
     # torch, OpenMP threads spin-waiting after a parallel region compete
     # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that):
     # label the results with them.
-    for var in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    # (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 turns TF32 on for every float32
+    # matmul, whatever allow_tf32 says.)
+    for var in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"):
         if os.environ.get(var):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
     print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))

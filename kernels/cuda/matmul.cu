@@ -24,8 +24,8 @@
 //    buffered shared memory. Vector loads where the pointer and leading
 //    dimension allow, and an unchecked fast path when M%128 == N%128 == 0,
 //    K%8 == 0 and the loads are vectorisable.
-//      grid  = (ceil(N/128), ceil(M/128), batch), block = (256, 1, 1),
-//      dynamic shared memory 0 (16896 bytes static).
+//      grid  = (ceil(N/128), ceil(M/128), batch), block = (256, 1, 1)
+//      exactly, dynamic shared memory 0 (16896 bytes static).
 //
 //  matmul_tc_f16, matmul_tc_bf16 (sm_80+): tensor cores, mma.sync m16n8k16
 //    with f32 accumulation, ldmatrix, 4-stage cp.async pipeline.
@@ -34,22 +34,27 @@
 //    (inputs rounded with cvt.rna.tf32.f32), same pipeline with a 128x128x16
 //    block tile.
 //    All four transA/transB combinations are supported by all three.
-//      grid  = (ceil(N/128), ceil(M/128), batch), block = (128, 1, 1),
-//      dynamic shared memory = 81920 bytes: needs
+//      grid  = (ceil(N/128), ceil(M/128), batch), block = (128, 1, 1)
+//      exactly, dynamic shared memory = 81920 bytes: needs
 //      cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
 //      81920) once per function (and preferably
 //      CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 100 so two
 //      blocks fit per SM).
-//    Preconditions (the launcher falls back to matmul_T otherwise):
+//    Preconditions (the launcher falls back to matmul_T otherwise), with
+//    E = 8 for f16/bf16 and E = 4 for tf32 (16 bytes of elements):
 //      compute capability ≥ 8.0;
-//      f16/bf16: M % 8 == 0, N % 8 == 0, K % 8 == 0;
-//      tf32:     M % 4 == 0, N % 4 == 0, K % 4 == 0;
-//      a, b, c 16-byte aligned and strideA, strideB, strideC multiples of 8
-//      elements (f16/bf16) or 4 elements (tf32), so that every batch's
-//      matrices are 16-byte aligned too; bias needs only element alignment.
+//      M % E == 0, N % E == 0, K % E == 0 (exactly needed: K % E when
+//      transA == 0 or transB == 1, M % E when transA == 1, N % E when
+//      transB == 0);
+//      a and b 16-byte aligned, strideA and strideB multiples of E, so every
+//      batch's A and B are 16-byte aligned too. c and bias need only element
+//      alignment (stores are vectorised where aligned).
 //    Partial tiles at the M, N and K edges are handled (zero-filled loads,
 //    masked stores) within those preconditions. On targets below sm_80 the
 //    tensor-core kernels exist but trap.
+//
+//  All kernels: batch = gridDim.z ≤ 65535, ceil(M/128) ≤ 65535. A grid with
+//  no blocks (M == 0 or N == 0) must not be launched.
 //
 // Blocks are rasterised in groups of 8 block rows (M) so that neighbouring
 // blocks share A and B panels in L2; the grid shape is the plain one above.
@@ -144,28 +149,6 @@ template <typename T> __device__ __forceinline__ void st4(T* p, const float (&v)
     x.x = bits16(from_f32<T>(v[0])) | (bits16(from_f32<T>(v[1])) << 16);
     x.y = bits16(from_f32<T>(v[2])) | (bits16(from_f32<T>(v[3])) << 16);
     *reinterpret_cast<uint2*>(p) = x;
-}
-
-// 2-element load/store; p aligned to 2·sizeof(T).
-__device__ __forceinline__ void ld2(const float* p, float& v0, float& v1) {
-    const float2 x = *reinterpret_cast<const float2*>(p);
-    v0 = x.x; v1 = x.y;
-}
-__device__ __forceinline__ void ld2(const __half* p, float& v0, float& v1) {
-    const unsigned x = *reinterpret_cast<const unsigned*>(p);
-    v0 = __half2float(__ushort_as_half((unsigned short)(x & 0xffffu)));
-    v1 = __half2float(__ushort_as_half((unsigned short)(x >> 16)));
-}
-__device__ __forceinline__ void ld2(const __nv_bfloat16* p, float& v0, float& v1) {
-    const unsigned x = *reinterpret_cast<const unsigned*>(p);
-    v0 = __uint_as_float(x << 16);
-    v1 = __uint_as_float(x & 0xffff0000u);
-}
-__device__ __forceinline__ void st2(float* p, float v0, float v1) {
-    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-}
-template <typename T> __device__ __forceinline__ void st2(T* p, float v0, float v1) {
-    *reinterpret_cast<unsigned*>(p) = bits16(from_f32<T>(v0)) | (bits16(from_f32<T>(v1)) << 16);
 }
 
 // load_bias returns bias[col..col+3] as float, 0 past N or without bias.
@@ -509,27 +492,28 @@ template <typename T> struct TcGeom {
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-// cp_async16 copies 16 bytes global → shared, or writes 16 zero bytes when
-// !ok (src-size 0: nothing is read; src is still a valid address).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool ok) {
+// cp_async16 copies 16 bytes global → shared (dst: shared-space address),
+// or writes 16 zero bytes when !ok (src-size 0: nothing is read; src is
+// still a valid address).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool ok) {
     const int n = ok ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(n)
-                 : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
+// ldmatrix x4 (optionally .trans); addr is a shared-space address.
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
+                 : "r"(addr));
 }
-__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], const void* p) {
+__device__ __forceinline__ void ldsm_x4_trans(unsigned (&r)[4], unsigned addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
+                 : "r"(addr));
 }
 
 __device__ __forceinline__ void mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1,
@@ -558,80 +542,102 @@ __device__ __forceinline__ unsigned tf32(float x) {
     return u;
 }
 
-// tc_load_operand issues the cp.async copies of one operand tile for one
-// stage: 512 chunks of 16 bytes, 4 per thread. g is stored [D][K] when
-// KMAJOR (row d, K contiguous), else [K][D]; the tile covers d0..d0+127 and
-// k0..k0+BK-1. Chunks outside [0,D) x [0,K) are zero-filled; the
-// preconditions (D and K multiples of EPC where they are the contiguous
-// dimension) make every chunk entirely inside or entirely outside.
-template <typename T, bool KMAJOR>
-__device__ __forceinline__ void tc_load_operand(T* s, const T* __restrict__ g, int D, int K, int d0, int k0,
-                                                int tid) {
+// TcLoader issues the cp.async copies of one operand tile per stage: 512
+// chunks of 16 bytes, 4 per thread. g is stored [D][K] when KMAJOR (row d,
+// K contiguous), else [K][D]; the block's tile covers rows/columns
+// d0..d0+127 and, for the i-th load, k = i·BK .. i·BK+BK-1. Chunks outside
+// [0,D) x [0,K) are zero-filled; the preconditions (D and K multiples of EPC
+// where they are the contiguous dimension) make every chunk entirely inside
+// or entirely outside.
+//   KMAJOR: chunk i of thread tid is row r0 + 32i (r0 = tid/4), k offset
+//     cc = EPC·(tid%4): shared [r][LDK] at (r0 + 32i)·LDK + cc.
+//   else:   chunk i is k row r0 + RS·i (r0 = tid/CPR, RS = 128/CPR, CPR =
+//     128/EPC chunks per row), column cc = EPC·(tid%CPR): shared [k][LDX]
+//     at (r0 + RS·i)·LDX + cc.
+template <typename T, bool KMAJOR> struct TcLoader {
     using G = TcGeom<T>;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int q = tid + i * TC_THREADS; // 0..511
-        int gd, gk;
-        long long off;
-        T* dst;
-        if (KMAJOR) {
-            const int r = q >> 2, cc = (q & 3) * G::EPC; // 128 rows x 4 chunks
-            gd = d0 + r;
-            gk = k0 + cc;
-            off = (long long)gd * K + gk;
-            dst = s + r * G::LDK + cc;
-        } else {
-            constexpr int CPR = 128 / G::EPC; // chunks per row: 16 or 32
-            const int r = q / CPR, cc = (q % CPR) * G::EPC; // BK rows x CPR chunks
-            gk = k0 + r;
-            gd = d0 + cc;
-            off = (long long)gk * D + gd;
-            dst = s + r * G::LDX + cc;
-        }
-        const bool ok = gd < D && gk < K;
-        cp_async16(dst, ok ? g + off : g, ok);
-    }
-}
+    static constexpr int CPR = KMAJOR ? 4 : 128 / G::EPC;   // chunks per shared row
+    static constexpr int RS = TC_THREADS / CPR;              // rows between a thread's chunks
+    static constexpr int LD = KMAJOR ? G::LDK : G::LDX;       // shared pitch (elements)
 
-// tc_compute_16 runs one stage (BK = 32) of f16/bf16 MMAs for this warp.
+    const T* base;      // the operand (fallback address for zero-filled chunks)
+    const T* p;         // chunk 0's source for the next tile
+    long long rstride;  // elements between chunk i and chunk i+1 sources
+    long long tstep;    // elements between consecutive tiles
+    unsigned soff;      // chunk 0's shared byte offset within the operand region
+    unsigned okmask;    // bit i: chunk i's row (KMAJOR) / column (else) is inside
+    int klim;           // KMAJOR: tile at k0 inside iff k0 < klim; else chunk i iff k0 + RS·i < klim
+
+    __device__ __forceinline__ TcLoader(const T* g, int D, int K, int d0, int tid) {
+        const int r0 = tid / CPR, cc = (tid % CPR) * G::EPC;
+        base = g;
+        soff = (unsigned)((r0 * LD + cc) * (int)sizeof(T));
+        if (KMAJOR) {
+            p = g + (long long)(d0 + r0) * K + cc;
+            rstride = (long long)RS * K;
+            tstep = G::BK;
+            okmask = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) okmask |= (d0 + r0 + RS * i < D ? 1u : 0u) << i;
+            klim = K - cc;
+        } else {
+            p = g + (long long)r0 * D + d0 + cc;
+            rstride = (long long)RS * D;
+            tstep = (long long)G::BK * D;
+            okmask = d0 + cc < D ? 0xfu : 0u;
+            klim = K - r0;
+        }
+    }
+
+    // load copies the tile at k0 into the operand region at shared address
+    // s, then advances to the next tile.
+    __device__ __forceinline__ void load(unsigned s, int k0) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const bool ok = ((okmask >> i) & 1u) && (KMAJOR ? k0 < klim : k0 + RS * i < klim);
+            const T* src = p + i * rstride;
+            cp_async16(s + soff + (unsigned)(i * RS * LD * (int)sizeof(T)), ok ? src : base, ok);
+        }
+        p += tstep;
+    }
+};
+
+// tc_compute_16 runs one stage (BK = 32) of f16/bf16 MMAs for this warp;
+// sA, sB are the shared-space addresses of the stage's operand regions.
 template <typename T, bool TA, bool TB>
-__device__ __forceinline__ void tc_compute_16(const T* As, const T* Bs, int wm0, int wn0, int lane,
+__device__ __forceinline__ void tc_compute_16(unsigned sA, unsigned sB, int wm0, int wn0, int lane,
                                               float (&acc)[4][8][4]) {
     using G = TcGeom<T>;
-    const int j4 = lane >> 3, r8 = lane & 7; // ldmatrix: matrix index and row
+    constexpr int E = (int)sizeof(T);
+    const int j4 = lane >> 3, r8 = lane & 7; // ldmatrix: matrix index, row in it
+    // Per-thread byte offsets of the ldmatrix row addresses for m-tile 0,
+    // n-tile pair 0 and kk = 0; the other tiles add compile-time constants.
+    unsigned aoff, boff;
+    if (!TA) // As[m][k]: matrices (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
+        aoff = (unsigned)(((wm0 + (lane & 15)) * G::LDK + (lane >> 4) * 8) * E);
+    else // As[k][m], transposed on load: matrix j4 covers k 8(j4/2).., m 8(j4%2)..
+        aoff = (unsigned)(((r8 + (j4 >> 1) * 8) * G::LDX + wm0 + (j4 & 1) * 8) * E);
+    if (TB) // Bs[n][k]: matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
+        boff = (unsigned)(((wn0 + r8 + (j4 >> 1) * 8) * G::LDK + (j4 & 1) * 8) * E);
+    else // Bs[k][n], transposed on load: matrix j4 covers k 8(j4%2).., n 8(j4/2)..
+        boff = (unsigned)(((r8 + (j4 & 1) * 8) * G::LDX + wn0 + (j4 >> 1) * 8) * E);
 #pragma unroll
     for (int kk = 0; kk < G::BK / 16; kk++) {
         unsigned af[4][4], bf[8][2];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if (!TA) {
-                // As[m][k]: matrices (m0-7,k0-7) (m8-15,k0-7) (m0-7,k8-15) (m8-15,k8-15)
-                const int row = wm0 + i * 16 + (lane & 15);
-                const int col = kk * 16 + (lane >> 4) * 8;
-                ldsm_x4(af[i], As + row * G::LDK + col);
-            } else {
-                // As[k][m], transposed on load: matrix j4 covers
-                // k = 8(j4/2).., m = 8(j4%2)..
-                const int krow = kk * 16 + r8 + (j4 >> 1) * 8;
-                const int mcol = wm0 + i * 16 + (j4 & 1) * 8;
-                ldsm_x4_trans(af[i], As + krow * G::LDX + mcol);
-            }
+            if (!TA)
+                ldsm_x4(af[i], sA + aoff + (i * 16 * G::LDK + kk * 16) * E);
+            else
+                ldsm_x4_trans(af[i], sA + aoff + (kk * 16 * G::LDX + i * 16) * E);
         }
 #pragma unroll
         for (int p = 0; p < 4; p++) {
             unsigned r[4];
-            if (TB) {
-                // Bs[n][k]: matrices (n0-7,k0-7) (n0-7,k8-15) (n8-15,k0-7) (n8-15,k8-15)
-                const int nrow = wn0 + p * 16 + r8 + (j4 >> 1) * 8;
-                const int kcol = kk * 16 + (j4 & 1) * 8;
-                ldsm_x4(r, Bs + nrow * G::LDK + kcol);
-            } else {
-                // Bs[k][n], transposed on load: matrix j4 covers
-                // k = 8(j4%2).., n = 8(j4/2)..
-                const int krow = kk * 16 + r8 + (j4 & 1) * 8;
-                const int ncol = wn0 + p * 16 + (j4 >> 1) * 8;
-                ldsm_x4_trans(r, Bs + krow * G::LDX + ncol);
-            }
+            if (TB)
+                ldsm_x4(r, sB + boff + (p * 16 * G::LDK + kk * 16) * E);
+            else
+                ldsm_x4_trans(r, sB + boff + (kk * 16 * G::LDX + p * 16) * E);
             bf[2 * p][0] = r[0];
             bf[2 * p][1] = r[1];
             bf[2 * p + 1][0] = r[2];
@@ -697,37 +703,46 @@ __device__ __forceinline__ void tc_main(const T* __restrict__ a, const T* __rest
     using G = TcGeom<T>;
     const int tid = threadIdx.x, lane = tid & 31;
     const int kTiles = (K + G::BK - 1) / G::BK;
+    const unsigned s0 = smem_u32(smem);
 
-    auto load = [&](int stage, int kt) {
-        unsigned char* s = smem + stage * TC_STAGE_BYTES;
-        tc_load_operand<T, !TA>(reinterpret_cast<T*>(s), a, M, K, bm, kt * G::BK, tid);
-        tc_load_operand<T, TB>(reinterpret_cast<T*>(s + TC_OP_BYTES), b, N, K, bn, kt * G::BK, tid);
-    };
+    TcLoader<T, !TA> la(a, M, K, bm, tid); // A [M,K] is k-major, A [K,M] is not
+    TcLoader<T, TB> lb(b, N, K, bn, tid);  // B [N,K] is k-major, B [K,N] is not
 
-    // Prologue: stages 0..S-2. One commit group per stage, even if empty, so
-    // that group kt always holds tile kt.
+    // Prologue: tiles 0..S-2 into stages 0..S-2. One commit group per tile,
+    // even if empty, so that group kt always holds tile kt.
 #pragma unroll
     for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < kTiles) load(s, s);
+        if (s < kTiles) {
+            la.load(s0 + s * TC_STAGE_BYTES, s * G::BK);
+            lb.load(s0 + s * TC_STAGE_BYTES + TC_OP_BYTES, s * G::BK);
+        }
         cp_async_commit();
     }
+    int rs = 0, ws = TC_STAGES - 1; // stage read this iteration, stage written
     for (int kt = 0; kt < kTiles; kt++) {
         // Groups committed so far: S-1+kt; at most S-2 pending means tiles
         // 0..kt have landed (for this thread's copies; the barrier makes
-        // everyone's visible and also ends every warp's reads of tile kt-1).
+        // everyone's visible and also ends every warp's reads of tile kt-1,
+        // whose stage ws = (kt-1) mod S is refilled below).
         cp_async_wait<TC_STAGES - 2>();
         __syncthreads();
-        const int nt = kt + TC_STAGES - 1; // goes to stage (kt-1)%S, free now
-        if (nt < kTiles) load(nt % TC_STAGES, nt);
+        const int nt = kt + TC_STAGES - 1;
+        if (nt < kTiles) {
+            la.load(s0 + ws * TC_STAGE_BYTES, nt * G::BK);
+            lb.load(s0 + ws * TC_STAGE_BYTES + TC_OP_BYTES, nt * G::BK);
+        }
         cp_async_commit();
 
-        const unsigned char* s = smem + (kt % TC_STAGES) * TC_STAGE_BYTES;
-        const T* As = reinterpret_cast<const T*>(s);
-        const T* Bs = reinterpret_cast<const T*>(s + TC_OP_BYTES);
-        if constexpr (sizeof(T) == 4)
+        if constexpr (sizeof(T) == 4) {
+            const float* As = reinterpret_cast<const float*>(smem + rs * TC_STAGE_BYTES);
+            const float* Bs = reinterpret_cast<const float*>(smem + rs * TC_STAGE_BYTES + TC_OP_BYTES);
             tc_compute_tf32<TA, TB>(As, Bs, wm0, wn0, lane, acc);
-        else
-            tc_compute_16<T, TA, TB>(As, Bs, wm0, wn0, lane, acc);
+        } else {
+            const unsigned sa = s0 + rs * TC_STAGE_BYTES;
+            tc_compute_16<T, TA, TB>(sa, sa + TC_OP_BYTES, wm0, wn0, lane, acc);
+        }
+        rs = rs + 1 == TC_STAGES ? 0 : rs + 1;
+        ws = ws + 1 == TC_STAGES ? 0 : ws + 1;
     }
     cp_async_wait<0>(); // only empty groups remain; drain before exit
 }
@@ -789,7 +804,7 @@ __device__ __forceinline__ void tc_gemm(T* c, const T* __restrict__ a, const T* 
         }
     }
     __syncthreads();
-    const bool vecC = aligned_to(c, 4 * sizeof(T)) && N % 4 == 0; // true under the preconditions
+    const bool vecC = aligned_to(c, 4 * sizeof(T)) && N % 4 == 0;
     float bv[4];
     load_bias(bias, bn + (tid & 31) * 4, N, bv);
     store_tile<T, TC_THREADS>(

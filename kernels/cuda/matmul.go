@@ -2,7 +2,11 @@
 
 package cuda
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+)
 
 // tcSmem is the dynamic shared memory of the mma.sync kernels
 // (matmul_tc_f16, matmul_tc_bf16, matmul_tf32): a 4-stage pipeline.
@@ -18,7 +22,7 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		return err
 	}
 	dt := out.DType()
-	if dt != kernels.F32 && b.major == 9 && b.minor == 0 && d.K > 0 {
+	if dt != kernels.F32 && b.major == 9 && b.minor == 0 {
 		ok, err := b.matmulSM90(out, a, bm, d, p)
 		if ok || err != nil {
 			return wrap("matmul", err)
@@ -26,7 +30,7 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	}
 	// The SIMT kernel: 256 threads; it also takes K = 0 (the epilogue alone).
 	name, threads, smem := "matmul_"+suffix(dt), 256, 0
-	if b.major >= 8 && d.K > 0 && tensorCoreFits(d, dt, p.TF32) {
+	if b.major >= 8 && tensorCoreFits(d, dt, p.TF32, ptrOf(a), ptrOf(bm)) {
 		name, threads, smem = "matmul_tc_"+suffix(dt), 128, tcSmem
 		if dt == kernels.F32 {
 			name = "matmul_tf32"
@@ -36,21 +40,42 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	if alpha == 0 {
 		alpha = 1
 	}
-	strideB := int64(d.K) * int64(d.N)
+	strideA, strideB, strideC := int64(d.M)*int64(d.K), int64(d.K)*int64(d.N), int64(d.M)*int64(d.N)
 	if d.SharedB {
 		strideB = 0
 	}
-	return wrap("matmul", b.launch(name, dim3{x: (d.N + 127) / 128, y: (d.M + 127) / 128, z: d.Batch}, dim3{x: threads}, smem,
-		ptrOf(out), ptrOf(a), ptrOf(bm), ptrOf(p.Bias), int32(d.M), int32(d.N), int32(d.K),
-		int32(boolInt(p.TransA)), int32(boolInt(p.TransB)),
-		int64(d.M)*int64(d.K), strideB, int64(d.M)*int64(d.N), alpha, p.Beta, int32(p.Act)))
+	if (d.M+127)/128 > maxGridY {
+		return fmt.Errorf("cuda: matmul: M = %d is over the %d rows one launch takes: %w", d.M, 128*maxGridY, kernels.ErrUnsupported)
+	}
+	// The grid's z dimension is the batch: launch in chunks of at most
+	// maxGridZ products.
+	size := devptr(dt.Size())
+	for z := 0; z < d.Batch; z += maxGridZ {
+		nz := min(d.Batch-z, maxGridZ)
+		off := func(t *kernels.Tensor, stride int64) devptr { return ptrOf(t) + devptr(int64(z)*stride)*size }
+		if err := b.launch(name, dim3{x: (d.N + 127) / 128, y: (d.M + 127) / 128, z: nz}, dim3{x: threads}, smem,
+			off(out, strideC), off(a, strideA), off(bm, strideB), ptrOf(p.Bias), int32(d.M), int32(d.N), int32(d.K),
+			int32(boolInt(p.TransA)), int32(boolInt(p.TransB)), strideA, strideB, strideC, alpha, p.Beta, int32(p.Act)); err != nil {
+			return wrap("matmul", err)
+		}
+	}
+	return nil
 }
 
-// tensorCoreFits reports whether the mma.sync kernels take these sizes:
-// 16-bit types need M, N, K multiples of 8, TF32 multiples of 4 (so that
-// every row and every batch's matrix is 16-byte aligned; the pool's
-// blocks are 256-byte aligned). F32 without TF32 never does.
-func tensorCoreFits(d kernels.MatMulDims, dt kernels.DType, tf32 bool) bool {
+// The largest grid dimensions y and z of a launch.
+const (
+	maxGridY = 65535
+	maxGridZ = 65535
+)
+
+// tensorCoreFits reports whether the mma.sync kernels take these operands:
+// 16-byte aligned a and b, and M, N, K multiples of 8 for 16-bit types or
+// of 4 for TF32, so that every row and every batch's matrix is 16-byte
+// aligned too. F32 without TF32 never does.
+func tensorCoreFits(d kernels.MatMulDims, dt kernels.DType, tf32 bool, a, b devptr) bool {
+	if a%16 != 0 || b%16 != 0 {
+		return false
+	}
 	q := 8
 	if dt == kernels.F32 {
 		if !tf32 {
