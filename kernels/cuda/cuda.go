@@ -83,6 +83,12 @@ type Backend struct {
 	flush      devptr // L2-sized buffer for FlushCache
 	capturing  bool
 	closed     bool
+
+	// record, when set, receives every launch instead of the driver, and
+	// driver calls are skipped: the dry run of the tests that check each
+	// launch against the kernel's parameters without a GPU.
+	record   func(name string, grid, block dim3, smem int, args []any)
+	fakeNext devptr
 }
 
 var (
@@ -228,6 +234,10 @@ func (b *Backend) function(name string, smem int) (*function, error) {
 // float32 or tensorMap values, in the kernel's parameter order.
 func (b *Backend) launch(name string, grid, block dim3, smem int, args ...any) error {
 	grid, block = grid.filled(), block.filled()
+	if b.record != nil {
+		b.record(name, grid, block, smem, args)
+		return nil
+	}
 	fn, err := b.function(name, smem)
 	if err != nil {
 		return err
@@ -250,6 +260,9 @@ func (b *Backend) cc() (major, minor int) { return b.major, b.minor }
 // call runs f, a function of the cu package, with the context current on
 // this thread, turning its panic into an error.
 func (b *Backend) call(what string, f func()) error {
+	if b.record != nil {
+		return nil
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	return guard(what, func() {
@@ -259,6 +272,10 @@ func (b *Backend) call(what string, f func()) error {
 }
 
 func (b *Backend) memAlloc(n int64) (devptr, error) {
+	if b.record != nil { // a dry run: addresses that are never dereferenced
+		b.fakeNext += devptr((n + 255) &^ 255)
+		return b.fakeNext, nil
+	}
 	var p cu.DevicePtr
 	err := b.call(fmt.Sprintf("cuMemAlloc of %d bytes", n), func() { p = cu.MemAlloc(n) })
 	return devptr(p), err

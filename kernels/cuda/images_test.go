@@ -16,24 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// launched lists every kernel the Go side launches.
-func launched() []string {
-	names := []string{"cast", "check_range", "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "matmul_sm90_f16", "matmul_sm90_bf16"}
-	for _, sfx := range []string{"f32", "f16", "bf16"} {
-		for _, op := range []string{"fill", "scale", "add", "act", "act_backward", "sum_rows", "layernorm", "layernorm_backward",
-			"layernorm_param_grads", "rmsnorm", "softmax", "softmax_backward", "embedding", "embedding_backward",
-			"cross_entropy", "cross_entropy_backward", "matmul"} {
-			names = append(names, op+"_"+sfx)
-		}
-	}
-	for _, sfx := range []string{"f16", "bf16"} {
-		for _, d := range []string{"64", "128"} {
-			names = append(names, "flash_attn_fwd_"+sfx+"_d"+d)
-		}
-	}
-	return names
-}
-
 var ptxEntry = regexp.MustCompile(`(?m)^\.(?:visible|weak) \.entry (\w+)\(`)
 
 // entries returns the kernels an image defines: .entry lines of PTX, or the
@@ -66,7 +48,7 @@ func entries(t *testing.T, name string, img []byte) []string {
 }
 
 // TestImages checks, without a GPU, that the three targets in ptx/ define
-// the same kernels and that every kernel the backend launches is there.
+// the same kernels (TestLaunchSignatures checks that those launched exist).
 func TestImages(t *testing.T) {
 	files, err := images.ReadDir("ptx")
 	require.NoError(t, err)
@@ -82,9 +64,6 @@ func TestImages(t *testing.T) {
 	for target, names := range byTarget {
 		slices.Sort(names)
 		assert.Equal(t, len(names), len(slices.Compact(slices.Clone(names))), "%s defines a kernel twice", target)
-		for _, want := range launched() {
-			assert.Contains(t, names, want, "target %s", target)
-		}
 	}
 	assert.Equal(t, byTarget["compute_75"], byTarget["compute_80"])
 	assert.Equal(t, byTarget["compute_75"], byTarget["sm_90a"])

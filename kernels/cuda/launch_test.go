@@ -1,0 +1,185 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/mempool"
+)
+
+// launchRec is one recorded launch.
+type launchRec struct {
+	name        string
+	grid, block dim3
+	smem        int
+	args        []any
+}
+
+// dryRun returns a backend that records launches instead of running them,
+// as a device of compute capability major.minor with 132 multiprocessors.
+func dryRun(major, minor int, recs *[]launchRec) *Backend {
+	b := &Backend{major: major, minor: minor, target: imageTarget(major, minor), l2: 50 << 20,
+		info: kernels.DeviceInfo{Kind: kernels.GPU, Name: "dry run", Cores: 132}}
+	b.record = func(name string, grid, block dim3, smem int, args []any) {
+		*recs = append(*recs, launchRec{name, grid, block, smem, args})
+	}
+	b.pool = mempool.New(b.memAlloc, func(devptr) {}, 0)
+	b.errDev = 1 << 40
+	return b
+}
+
+// dryOps calls every operation with valid arguments in every float dtype
+// and with the variants that pick other kernels (tensor-core shapes, TF32,
+// head sizes, data checks).
+func dryOps(t *testing.T, b *Backend) {
+	a := func(dt kernels.DType, shape ...int) *kernels.Tensor {
+		x, err := b.Alloc(dt, shape...)
+		require.NoError(t, err)
+		return x
+	}
+	f32, i32 := kernels.F32, kernels.I32
+	for _, dt := range kernels.FloatTypes {
+		x, y, out := a(dt, 4, 64), a(dt, 64), a(dt, 4, 64)
+		gamma, beta := a(dt, 64), a(dt, 64)
+		mean, rstd := a(f32, 4), a(f32, 4)
+		ids, lens := a(i32, 4), a(i32, 2)
+		w := a(dt, 64, 64)
+		q, kv := a(dt, 2, 4, 8, 64), a(dt, 2, 2, 16, 64)
+		q128, kv128 := a(dt, 1, 2, 8, 128), a(dt, 1, 2, 8, 128)
+		scores := a(dt, 2, 4, 8, 16)
+		dq, dk, dv := a(dt, 2, 4, 8, 64), a(dt, 2, 2, 16, 64), a(dt, 2, 2, 16, 64)
+		ops := []func() error{
+			func() error { return b.Add(out, x, y) },
+			func() error { return b.Scale(out, x, 2) },
+			func() error { return b.Fill(out, 1) },
+			func() error { return b.Cast(a(kernels.E4M3, 4, 64), x) },
+			func() error { return b.Act(out, x, kernels.ActGELU) },
+			func() error { return b.ActBackward(out, x, x, kernels.ActGELU) },
+			func() error { return b.SumRows(y, x) },
+			func() error { return b.LayerNorm(out, mean, rstd, x, gamma, beta, 1e-5) },
+			func() error { return b.LayerNormBackward(out, gamma, beta, x, x, gamma, mean, rstd) },
+			func() error { return b.RMSNorm(out, x, gamma, 1e-5) },
+			func() error { return b.Softmax(scores, scores, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
+			func() error { return b.SoftmaxBackward(scores, scores, scores) },
+			func() error { return b.Embedding(out, w, ids) },
+			func() error { return b.EmbeddingBackward(w, out, ids) },
+			func() error { return b.CrossEntropy(a(f32, 4), out, ids) },
+			func() error { return b.CrossEntropyBackward(out, out, ids, 0.25) },
+			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{Bias: y, Act: kernels.ActGELU}) },
+			func() error { return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true}) },
+			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}) },
+			func() error { return b.Attention(q, q, kv, kv, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
+			func() error { return b.Attention(q128, q128, kv128, kv128, kernels.AttentionParams{}) },
+			func() error { return b.AttentionBackward(dq, dk, dv, dq, q, kv, kv, kernels.AttentionParams{KeyLens: lens}) },
+		}
+		for i, op := range ops {
+			require.NoError(t, op(), "%v op %d", dt, i)
+		}
+	}
+	for _, dt := range []kernels.DType{kernels.I8, kernels.I32} {
+		require.NoError(t, b.Fill(a(dt, 9), 3))
+	}
+}
+
+// ptxParams maps each kernel of a PTX image to its parameter types
+// (".u64", ".f32", ".b8[128]" …).
+var (
+	ptxEntryParams = regexp.MustCompile(`(?s)\.entry (\w+)\((.*?)\)`)
+	ptxParam       = regexp.MustCompile(`\.param (?:\.align \d+ )?(\.\w+) \w+(\[\d+\])?`)
+)
+
+func ptxParams(t *testing.T, target string) map[string][]string {
+	files, err := images.ReadDir("ptx")
+	require.NoError(t, err)
+	out := map[string][]string{}
+	for _, f := range files {
+		if !strings.HasSuffix(f.Name(), "."+target+".ptx") {
+			continue
+		}
+		img, err := images.ReadFile(path.Join("ptx", f.Name()))
+		require.NoError(t, err)
+		for _, m := range ptxEntryParams.FindAllStringSubmatch(string(img), -1) {
+			var types []string
+			for _, p := range ptxParam.FindAllStringSubmatch(m[2], -1) {
+				types = append(types, p[1]+p[2])
+			}
+			out[m[1]] = types
+		}
+	}
+	require.NotEmpty(t, out, "no PTX for %s", target)
+	return out
+}
+
+// goParam is the PTX parameter type that a launch argument fills.
+func goParam(v any) []string {
+	switch v.(type) {
+	case devptr, int64:
+		return []string{".u64", ".s64", ".b64"}
+	case int32:
+		return []string{".u32", ".s32", ".b32"}
+	case float32:
+		return []string{".f32"}
+	case tensorMap:
+		return []string{".b8[128]"}
+	}
+	return nil
+}
+
+// TestLaunchSignatures runs every operation on dry-run backends of each
+// image target and checks every launch against the kernel's parameters in
+// the PTX: the kernel exists, and the arguments agree in number, size and
+// kind (integer or float), and the launch fits the hardware's limits.
+// The sm_90a cubins have the same kernels as the compute_80 PTX (checked
+// by TestImages), so their signatures are read from it.
+func TestLaunchSignatures(t *testing.T) {
+	for _, cc := range [][2]int{{7, 5}, {8, 0}, {9, 0}} {
+		t.Run(fmt.Sprintf("cc=%d.%d", cc[0], cc[1]), func(t *testing.T) {
+			var recs []launchRec
+			dryOps(t, dryRun(cc[0], cc[1], &recs))
+			target := imageTarget(cc[0], cc[1])
+			if target == "sm_90a" {
+				target = "compute_80"
+			}
+			params := ptxParams(t, target)
+			seen := map[string]bool{}
+			for _, r := range recs {
+				seen[r.name] = true
+				want, ok := params[r.name]
+				if !assert.True(t, ok, "launch of %s, which the %s image lacks", r.name, target) {
+					continue
+				}
+				if !assert.Len(t, r.args, len(want), "%s: arguments %v, parameters %v", r.name, r.args, want) {
+					continue
+				}
+				for i, arg := range r.args {
+					assert.Contains(t, goParam(arg), want[i], "%s argument %d: Go %T for PTX %s", r.name, i, arg, want[i])
+				}
+				threads := r.block.x * r.block.y * r.block.z
+				assert.LessOrEqual(t, threads, 1024, r.name)
+				assert.LessOrEqual(t, r.grid.y, 65535, r.name)
+				assert.LessOrEqual(t, r.grid.z, 65535, r.name)
+				assert.LessOrEqual(t, r.smem, 227<<10, r.name)
+			}
+			// The paths each target must take.
+			must := []string{"matmul_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32"}
+			switch cc[0] {
+			case 8:
+				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")
+			case 9:
+				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "matmul_tf32", "flash_attn_fwd_bf16_d64")
+			}
+			for _, name := range must {
+				assert.True(t, seen[name], "no launch of %s on %s", name, target)
+			}
+		})
+	}
+}
