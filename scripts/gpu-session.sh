@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# gpu-session.sh STEP OUT
+#
+# The routine on a GPU host that has no Go: run from the repository root
+# with the binaries of `make gpu-bin` in bin/gpu. Results go to OUT. Each
+# step fits a ten-minute call:
+#   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
+#           compute-sanitizer memcheck and racecheck over the conformance suite
+#   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention and
+#           BenchmarkMemPool (COUNT times), then the PyTorch peer, eager and,
+#           where torch has it, torch.compile, on the same host
+# Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
+# for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
+set -euo pipefail
+step=${1:?usage: gpu-session.sh check|bench OUT}
+out=${2:?usage: gpu-session.sh check|bench OUT}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/bin/gpu
+mkdir -p "$out"
+[ -x "$bin/cuda.test" ] && [ -x "$bin/bench.test" ] || { echo "gpu-session: run make gpu-bin first (bin/gpu)" >&2; exit 1; }
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
+echo "gpu-$(echo "$name" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')" >"$out/gpu-id"
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+
+case $step in
+check)
+  (cd "$root/kernels/cuda" && ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.v -test.count=1) >"$out/cuda-test.txt" 2>&1 &&
+    echo "cuda tests: PASS" || echo "cuda tests: FAIL (see cuda-test.txt)"
+  (cd "$root/bench_test" && "$bin/bench.test" -test.run 'Golden' -test.v) >"$out/golden-test.txt" 2>&1 &&
+    echo "golden tests: PASS" || echo "golden tests: FAIL (see golden-test.txt)"
+  san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
+  if [ -z "$san" ]; then
+    echo "compute-sanitizer not found" | tee "$out/sanitizer.txt"
+  else
+    for tool in memcheck racecheck; do
+      (cd "$root/kernels/cuda" && ZBENCH_REQUIRE_GPU=1 "$san" --tool "$tool" --error-exitcode 3 \
+        "$bin/cuda.test" -test.run 'Conformance' -test.count=1) >"$out/sanitizer-$tool.txt" 2>&1 &&
+        echo "compute-sanitizer $tool: no errors" || echo "compute-sanitizer $tool: errors (see sanitizer-$tool.txt)"
+    done
+  fi
+  ;;
+bench)
+  count=${COUNT:-6}
+  bench=${BENCH:-MatMul|Kernels|Attention|MemPool}
+  (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
+    >"$out/zbench.txt"
+  python3 "$root/baselines/peers/torch_bench.py" --device cuda --count "$count" --bench "$bench" >"$out/torch-eager.txt"
+  if python3 -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)'; then
+    python3 "$root/baselines/peers/torch_bench.py" --device cuda --compile --count "$count" --bench "$bench" >"$out/torch-compile.txt"
+  fi
+  ;;
+*) echo "gpu-session: unknown step $step (check or bench)" >&2; exit 2 ;;
+esac
