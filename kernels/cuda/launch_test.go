@@ -75,11 +75,15 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { return b.CrossEntropy(a(f32, 4), out, ids) },
 			func() error { return b.CrossEntropyBackward(out, out, ids, 0.25) },
 			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{Bias: y, Act: kernels.ActGELU}) },
-			func() error { return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true}) },
+			func() error {
+				return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true})
+			},
 			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}) },
 			func() error { return b.Attention(q, q, kv, kv, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
 			func() error { return b.Attention(q128, q128, kv128, kv128, kernels.AttentionParams{}) },
-			func() error { return b.AttentionBackward(dq, dk, dv, dq, q, kv, kv, kernels.AttentionParams{KeyLens: lens}) },
+			func() error {
+				return b.AttentionBackward(dq, dk, dv, dq, q, kv, kv, kernels.AttentionParams{KeyLens: lens})
+			},
 		}
 		for i, op := range ops {
 			require.NoError(t, op(), "%v op %d", dt, i)
