@@ -115,14 +115,14 @@ cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null
 
 ## kernels: compile kernels/cuda/*.cu into kernels/cuda/ptx (committed).
-kernels:
-	scripts/build-kernels.sh
+kernels: cuda-toolkit
+	ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh
 
 ## cuda-check: with no GPU, check that the committed PTX is what the sources
 ## produce, that everything builds, vets and passes staticcheck with -tags
 ## cuda, and that the cuda-tagged tests pass with the device absent.
 cuda-check: cuda-toolkit
-	@echo "== committed PTX matches kernels/cuda/*.cu"; scripts/build-kernels.sh --check
+	@echo "== committed PTX matches kernels/cuda/*.cu"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --check
 	@echo "== go build, vet and staticcheck with -tags cuda"
 	$(CUDA_ENV) $(GO) build -tags cuda ./...
 	$(CUDA_ENV) $(GO) vet -tags cuda ./...

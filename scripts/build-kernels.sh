@@ -8,11 +8,12 @@
 #   NAME.sm_90a.cubin     Hopper (H100, H200): wgmma and TMA
 # PTX files start with a generated-code header. With --check, builds into a
 # temporary folder and fails if the committed files differ from what the
-# sources produce.
+# sources produce. ZBENCH_CUDA_PREFIX names an installed toolkit (the
+# Makefile's); without it, scripts/install-cuda.sh provides one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-prefix=$(scripts/install-cuda.sh)
+prefix=${ZBENCH_CUDA_PREFIX:-$(scripts/install-cuda.sh)}
 nvcc=$prefix/usr/bin/nvcc
 flags=(-std=c++17 -O3 -Ikernels/cuda -Xptxas=-warn-spills --Werror all-warnings)
 

@@ -254,9 +254,6 @@ func (d dim3) filled() dim3 {
 	return dim3{max(d.x, 1), max(d.y, 1), max(d.z, 1)}
 }
 
-// cc returns the device's compute capability.
-func (b *Backend) cc() (major, minor int) { return b.major, b.minor }
-
 // call runs f, a function of the cu package, with the context current on
 // this thread, turning its panic into an error.
 func (b *Backend) call(what string, f func()) error {
@@ -514,10 +511,8 @@ func (b *Backend) Close() error {
 		}
 		errs = append(errs, b.call("cuCtxDestroy", func() { cu.CtxDestroy(&b.ctx) }))
 	}
-	for _, e := range errs {
-		if e != nil {
-			return fmt.Errorf("cuda: close: %w", e)
-		}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda: close: %w", err)
 	}
 	return nil
 }

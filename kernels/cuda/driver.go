@@ -13,58 +13,54 @@ package cuda
 #include <cuda.h>
 #include <stdlib.h>
 
+// SET_CTX makes ctx current on the calling thread or returns the failure;
+// it declares the CUresult r the functions below reuse.
+#define SET_CTX(ctx) CUresult r = cuCtxSetCurrent(ctx); if (r != CUDA_SUCCESS) return r
+
 static CUresult zbLaunch(CUcontext ctx, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
 		unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
 		char* args, const int* offsets, int nargs) {
 	void* params[32];
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
 	for (int i = 0; i < nargs; i++) params[i] = args + offsets[i];
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
 }
 
 static CUresult zbFuncSetSmem(CUcontext ctx, CUfunction f, int bytes) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
 static CUresult zbEventCreate(CUcontext ctx, CUevent* e) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuEventCreate(e, CU_EVENT_DEFAULT);
 }
 
 static CUresult zbEventRecord(CUcontext ctx, CUevent e, CUstream s) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuEventRecord(e, s);
 }
 
 static CUresult zbEventElapsed(CUcontext ctx, CUevent start, CUevent stop, float* ms) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	r = cuEventSynchronize(stop);
 	if (r != CUDA_SUCCESS) return r;
 	return cuEventElapsedTime(ms, start, stop);
 }
 
 static CUresult zbEventDestroy(CUcontext ctx, CUevent e) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuEventDestroy(e);
 }
 
 static CUresult zbBeginCapture(CUcontext ctx, CUstream s) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 
 static CUresult zbEndCapture(CUcontext ctx, CUstream s, CUgraph* g, CUgraphExec* exec) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	*exec = NULL;
 	r = cuStreamEndCapture(s, g);
 	if (r != CUDA_SUCCESS) return r;
@@ -72,14 +68,12 @@ static CUresult zbEndCapture(CUcontext ctx, CUstream s, CUgraph* g, CUgraphExec*
 }
 
 static CUresult zbGraphLaunch(CUcontext ctx, CUgraphExec exec, CUstream s) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuGraphLaunch(exec, s);
 }
 
 static CUresult zbGraphDestroy(CUcontext ctx, CUgraph g, CUgraphExec exec) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	if (exec != NULL) {
 		r = cuGraphExecDestroy(exec);
 		if (r != CUDA_SUCCESS) return r;
@@ -89,14 +83,12 @@ static CUresult zbGraphDestroy(CUcontext ctx, CUgraph g, CUgraphExec exec) {
 }
 
 static CUresult zbStreamCreate(CUcontext ctx, CUstream* s) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuStreamCreate(s, CU_STREAM_NON_BLOCKING);
 }
 
 static CUresult zbModuleLoad(CUcontext ctx, CUmodule* m, const void* image) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuModuleLoadData(m, image);
 }
 
@@ -107,16 +99,14 @@ static CUresult zbModuleFunction(CUmodule m, CUfunction* f, const char* name) {
 // zbHostAlloc returns pinned host memory that kernels can write through
 // the same address (unified addressing).
 static CUresult zbHostAlloc(CUcontext ctx, size_t bytes, void** host, CUdeviceptr* dev) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	r = cuMemHostAlloc(host, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
 	if (r != CUDA_SUCCESS) return r;
 	return cuMemHostGetDevicePointer(dev, *host, 0);
 }
 
 static CUresult zbHostFree(CUcontext ctx, void* host) {
-	CUresult r = cuCtxSetCurrent(ctx);
-	if (r != CUDA_SUCCESS) return r;
+	SET_CTX(ctx);
 	return cuMemFreeHost(host);
 }
 

@@ -8,7 +8,8 @@
 // [M,N]. Batch z = blockIdx.z; A[z] = a + z·strideA, B[z] = b + z·strideB
 // (strideB = 0: one B shared by every batch), C[z] = c + z·strideC (strides
 // in elements). bias ([N]) may be NULL. beta == 0 means C_old is never read
-// (it may hold NaN). alpha == 0 is taken as 1 (MatMulParams: "0 means 1").
+// (it may hold NaN). alpha is used as given (the Go launcher turns
+// MatMulParams' "0 means 1" into 1).
 // Products accumulate in float32; f16/bf16 round once on store (RNE).
 // act: 0 none, 1 relu, 2 gelu (erf), 3 gelu tanh, 4 silu (common.cuh).
 //
@@ -397,7 +398,6 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
     a += z * strideA;
     b += z * strideB;
     c += z * strideC;
-    if (alpha == 0.0f) alpha = 1.0f;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int tr = (warp >> 1) * 4 + (lane >> 3); // 0..15
@@ -764,7 +764,6 @@ __device__ __forceinline__ void tc_gemm(T* c, const T* __restrict__ a, const T* 
     a += z * strideA;
     b += z * strideB;
     c += z * strideC;
-    if (alpha == 0.0f) alpha = 1.0f;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm0 = (warp >> 1) * 64, wn0 = (warp & 1) * 64;

@@ -21,13 +21,13 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	if err != nil {
 		return err
 	}
-	dt := out.DType()
-	if dt != kernels.F32 && b.major == 9 && b.minor == 0 {
-		ok, err := b.matmulSM90(out, a, bm, d, p)
-		if ok || err != nil {
-			return wrap("matmul", err)
-		}
+	if p.Alpha == 0 {
+		p.Alpha = 1
 	}
+	if ok, err := b.matmulSM90(out, a, bm, d, p); ok || err != nil {
+		return wrap("matmul", err)
+	}
+	dt := out.DType()
 	// The SIMT kernel: 256 threads; it also takes K = 0 (the epilogue alone).
 	name, threads, smem := "matmul_"+suffix(dt), 256, 0
 	if b.major >= 8 && tensorCoreFits(d, dt, p.TF32, ptrOf(a), ptrOf(bm)) {
@@ -35,10 +35,6 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		if dt == kernels.F32 {
 			name = "matmul_tf32"
 		}
-	}
-	alpha := p.Alpha
-	if alpha == 0 {
-		alpha = 1
 	}
 	strideA, strideB, strideC := int64(d.M)*int64(d.K), int64(d.K)*int64(d.N), int64(d.M)*int64(d.N)
 	if d.SharedB {
@@ -55,7 +51,7 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		off := func(t *kernels.Tensor, stride int64) devptr { return ptrOf(t) + devptr(int64(z)*stride)*size }
 		if err := b.launch(name, dim3{x: (d.N + 127) / 128, y: (d.M + 127) / 128, z: nz}, dim3{x: threads}, smem,
 			off(out, strideC), off(a, strideA), off(bm, strideB), ptrOf(p.Bias), int32(d.M), int32(d.N), int32(d.K),
-			int32(boolInt(p.TransA)), int32(boolInt(p.TransB)), strideA, strideB, strideC, alpha, p.Beta, int32(p.Act)); err != nil {
+			int32(boolInt(p.TransA)), int32(boolInt(p.TransB)), strideA, strideB, strideC, p.Alpha, p.Beta, int32(p.Act)); err != nil {
 			return wrap("matmul", err)
 		}
 	}

@@ -34,14 +34,15 @@ const (
 // row strides are multiples of 16 bytes), 16-byte aligned a, b and out, a
 // 4-byte aligned bias, and at most 65535 batch entries. M, N and K need not
 // be multiples of the tile: TMA reads zeros past the edges and the kernel
-// stores only inside out.
+// stores only inside out. p.Alpha is used as given: MatMul has turned 0
+// into 1.
 //
 // The tensor maps are 3-D, the batch outermost, so that no tile reads
 // across batch entries: a is {K, M, batch}; b is {N, K, batchB} stored
 // [K, N] or {K, N, batchB} stored [N, K] (TransB), where batchB is 1 when b
 // is shared by every batch entry.
 func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d kernels.MatMulDims, p kernels.MatMulParams) (bool, error) {
-	if major, minor := b.cc(); major != 9 || minor != 0 {
+	if b.major != 9 || b.minor != 0 {
 		return false, nil
 	}
 	dt := a.DType()
@@ -96,11 +97,7 @@ func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d kernels.MatMulDims, p
 		return true, errB
 	}
 
-	alpha := p.Alpha
-	if alpha == 0 {
-		alpha = 1
-	}
 	return true, b.launch(name, dim3{x: int(tiles), y: 1, z: d.Batch}, dim3{x: sm90Threads}, sm90Smem,
 		tmA, tmB, pc, pbias, int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransB)),
-		int64(d.M)*int64(d.N), alpha, p.Beta, int32(p.Act), sharedB)
+		int64(d.M)*int64(d.N), p.Alpha, p.Beta, int32(p.Act), sharedB)
 }

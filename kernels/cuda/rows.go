@@ -75,13 +75,9 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 	if err := b.checkKeyLens(checkSoftmaxLens, p, d.Sk); err != nil {
 		return wrap("Softmax", err)
 	}
-	scale := p.Scale
-	if scale == 0 {
-		scale = 1
-	}
 	return wrap("Softmax", b.launch("softmax_"+suffix(out.DType()), rowGrid((d.Rows+7)/8), dim3{x: block}, 0,
 		ptrOf(out), ptrOf(x), int32(d.Rows), int32(d.Sk), int32(d.Sq), int32(d.RowsPerBatch),
-		scale, int32(boolInt(p.Causal)), ptrOf(p.KeyLens)))
+		p.Scale, int32(boolInt(p.Causal)), ptrOf(p.KeyLens)))
 }
 
 // SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
