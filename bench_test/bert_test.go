@@ -1,0 +1,412 @@
+package bench_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/safetensors"
+	"github.com/zbench/zbench/zbench"
+)
+
+// Files written by testdata/reference/bert.py (make golden).
+const (
+	bertGolden      = "../testdata/golden/bert.safetensors"
+	bertTrainGolden = "../testdata/golden/bert-train.safetensors"
+	bertTinyDir     = "../testdata/golden/bert-tiny"
+	// bertSeed is the seed of the synthetic BERT-base weights of the
+	// golden's base_* cases and of the benchmarks.
+	bertSeed = 20261121
+)
+
+// bertCase is one case of the BERT golden file.
+type bertCase struct {
+	Name    string
+	Config  string `json:"config"` // tiny or base
+	Weights string `json:"weights"`
+	Seed    uint64 `json:"seed"`
+	Padded  bool   `json:"padded"`
+
+	Batch, Seq int
+	In         bert.Inputs
+	Hidden     []float32 // last_hidden_state [B, S, H]
+	Pooled     []float32 // pooler_output [B, H]
+}
+
+// bertPrecisions are the precisions a model runs in, with the relative
+// error each must reach against the float64 reference. bfloat16 keeps 8
+// bits of mantissa: through BERT-base's 12 layers PyTorch's own bfloat16
+// model (model.to(torch.bfloat16)) is 1.46e-2 off the golden base case,
+// so bf16 has the kernels' bf16 tolerance, 1.6e-2.
+var bertPrecisions = []struct {
+	p   bert.Precision
+	tol float64
+}{{bert.F32, 1e-4}, {bert.F16, 1e-2}, {bert.BF16, kernels.Tolerance(kernels.BF16)}, {bert.Mixed, 1e-2}}
+
+func int32s(f *safetensors.File, name string) ([]int32, []int, error) {
+	t, err := f.Tensor(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := t.Int32()
+	return v, t.Shape, err
+}
+
+func float32s(f *safetensors.File, name string) ([]float32, error) {
+	t, err := f.Tensor(name)
+	if err != nil {
+		return nil, err
+	}
+	return t.Float32()
+}
+
+// loadBERTCases reads every case of the BERT golden file.
+func loadBERTCases(path string) ([]*bertCase, error) {
+	f, err := safetensors.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	var cases []*bertCase
+	for key, val := range f.Metadata() {
+		if key == "format" || key == "reference" || key == "script" {
+			continue
+		}
+		c := &bertCase{Name: key}
+		if err := json.Unmarshal([]byte(val), c); err != nil {
+			return nil, fmt.Errorf("%s: case %s: %w", path, key, err)
+		}
+		var shape []int
+		if c.In.IDs, shape, err = int32s(f, key+"/input_ids"); err != nil {
+			return nil, err
+		}
+		if len(shape) != 2 {
+			return nil, fmt.Errorf("%s: %s/input_ids has shape %v, want [batch, seq]", path, key, shape)
+		}
+		c.Batch, c.Seq = shape[0], shape[1]
+		if c.In.TypeIDs, _, err = int32s(f, key+"/token_type_ids"); err != nil {
+			return nil, err
+		}
+		if c.In.Mask, _, err = int32s(f, key+"/attention_mask"); err != nil {
+			return nil, err
+		}
+		if c.Hidden, err = float32s(f, key+"/last_hidden_state"); err != nil {
+			return nil, err
+		}
+		if c.Pooled, err = float32s(f, key+"/pooler_output"); err != nil {
+			return nil, err
+		}
+		cases = append(cases, c)
+	}
+	if len(cases) == 0 {
+		return nil, fmt.Errorf("%s: no cases", path)
+	}
+	return cases, nil
+}
+
+// source returns the case's config and weights.
+func (c *bertCase) source() (bert.Config, bert.Source, error) {
+	if c.Weights == "synthetic" {
+		if c.Config != "base" {
+			return bert.Config{}, nil, fmt.Errorf("case %s: synthetic weights of config %q", c.Name, c.Config)
+		}
+		return bert.Base(), bert.Synthetic(c.Seed), nil
+	}
+	cfg, err := bert.LoadConfig(filepath.Join(filepath.Dir(filepath.Join("..", c.Weights)), "config.json"))
+	if err != nil {
+		return bert.Config{}, nil, err
+	}
+	src, err := bert.OpenCheckpoint(filepath.Join("..", c.Weights))
+	return cfg, src, err
+}
+
+// runBERT runs the case through m and returns the relative errors of
+// last_hidden_state and pooler_output.
+func runBERT(m *bert.Model, c *bertCase) (hidden, pooled float64, err error) {
+	f, err := m.NewForward(c.Batch, c.Seq)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	if err := f.SetInputs(c.In); err != nil {
+		return 0, 0, err
+	}
+	if err := f.Run(); err != nil {
+		return 0, 0, err
+	}
+	h, err := f.LastHidden()
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := f.Pooled()
+	if err != nil {
+		return 0, 0, err
+	}
+	hidden, _ = kernels.RelErr(widen(h), widen(c.Hidden))
+	pooled, _ = kernels.RelErr(widen(p), widen(c.Pooled))
+	return hidden, pooled, nil
+}
+
+// TestBERTGolden runs every golden case — the tiny checkpoint and
+// BERT-base with synthetic weights, padded and not — on every device in
+// every precision.
+func TestBERTGolden(t *testing.T) {
+	cases, err := loadBERTCases(bertGolden)
+	require.NoError(t, err)
+	for _, dev := range devices {
+		for _, c := range cases {
+			cfg, src, err := c.source()
+			require.NoError(t, err)
+			for _, pr := range bertPrecisions {
+				t.Run(fmt.Sprintf("dev=%s/%s/%v", dev.Name(), c.Name, pr.p), func(t *testing.T) {
+					m, err := bert.Load(dev, cfg, src, pr.p)
+					require.NoError(t, err)
+					defer func() { require.NoError(t, m.Close()) }()
+					hidden, pooled, err := runBERT(m, c)
+					require.NoError(t, err)
+					t.Logf("rel-err last_hidden_state %.3g, pooler_output %.3g", hidden, pooled)
+					assert.LessOrEqual(t, hidden, pr.tol, "last_hidden_state")
+					assert.LessOrEqual(t, pooled, pr.tol, "pooler_output")
+				})
+			}
+		}
+	}
+}
+
+// trainGolden is the training golden: the tiny checkpoint, one batch,
+// the reference's losses over 10 AdamW steps, every gradient after the
+// first backward and every parameter after the first update.
+type trainGolden struct {
+	file   *safetensors.File
+	opt    bert.AdamW
+	steps  int
+	batch  bert.Batch
+	B, S   int
+	losses []float32
+}
+
+func loadTrainGolden(t *testing.T) *trainGolden {
+	f, err := safetensors.Open(bertTrainGolden)
+	require.NoError(t, err)
+	var hp struct {
+		LR, Beta1, Beta2, Eps float32
+		WeightDecay           float32 `json:"weight_decay"`
+		Steps                 int
+		Decay                 string
+	}
+	require.NoError(t, json.Unmarshal([]byte(f.Metadata()["train"]), &hp))
+	require.Equal(t, "dim>=2", hp.Decay, "weight decay rule of the reference")
+	g := &trainGolden{file: f, steps: hp.Steps,
+		opt: bert.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}}
+	var shape []int
+	g.batch.IDs, shape, err = int32s(f, "input_ids")
+	require.NoError(t, err)
+	g.B, g.S = shape[0], shape[1]
+	g.batch.TypeIDs, _, err = int32s(f, "token_type_ids")
+	require.NoError(t, err)
+	g.batch.Labels, _, err = int32s(f, "labels")
+	require.NoError(t, err)
+	g.losses, err = float32s(f, "loss")
+	require.NoError(t, err)
+	require.Len(t, g.losses, g.steps)
+	return g
+}
+
+// zeroGrad is the max-abs difference under which a gradient counts as
+// matching whatever its relative error: the key projections' bias has a
+// zero gradient in exact arithmetic (softmax does not see a shift shared
+// by a row of scores), so both sides hold rounding noise (≈ 1e-12 here
+// against gradients of ≈ 1e-3).
+const zeroGrad = 1e-9
+
+// checkpointName is a trained parameter's name in the checkpoint and the
+// training golden.
+func checkpointName(p string) string {
+	if strings.HasPrefix(p, "cls.") {
+		return p
+	}
+	return "bert." + p
+}
+
+// TestBERTTrainGolden checks one training step's loss, every gradient and
+// every updated parameter against the reference, then that the loss over
+// ten steps follows the reference's down.
+func TestBERTTrainGolden(t *testing.T) {
+	g := loadTrainGolden(t)
+	cfg, err := bert.LoadConfig(filepath.Join(bertTinyDir, "config.json"))
+	require.NoError(t, err)
+	for _, dev := range devices {
+		t.Run("dev="+dev.Name(), func(t *testing.T) {
+			src, err := bert.OpenCheckpoint(filepath.Join(bertTinyDir, "model.safetensors"))
+			require.NoError(t, err)
+			tr, err := bert.NewTrainer(dev, cfg, src, g.B, g.S, g.opt)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, tr.Close()) }()
+
+			loss, err := tr.Step(g.batch)
+			require.NoError(t, err)
+			assert.InEpsilon(t, g.losses[0], loss, 1e-5, "step 1 loss")
+			for _, p := range tr.Params() {
+				name := checkpointName(p.Name)
+				for _, c := range []struct {
+					role string
+					get  func(string) ([]float32, error)
+					tol  float64
+				}{{"grad/", tr.Grad, 1e-4}, {"step1/", tr.Param, 1e-4}} {
+					want, err := float32s(g.file, c.role+name)
+					require.NoError(t, err)
+					got, err := c.get(p.Name)
+					require.NoError(t, err)
+					rel, maxAbs := kernels.RelErr(widen(got), widen(want))
+					if maxAbs <= zeroGrad {
+						continue // zero in exact arithmetic: compare by max-abs
+					}
+					assert.LessOrEqual(t, rel, c.tol, "%s%s: rel-err %.3g, max-abs %.3g", c.role, name, rel, maxAbs)
+				}
+			}
+			losses := []float32{loss}
+			for range g.steps - 1 {
+				l, err := tr.Step(g.batch)
+				require.NoError(t, err)
+				losses = append(losses, l)
+			}
+			t.Logf("losses %v\nreference %v", losses, g.losses)
+			for i := range losses {
+				assert.InEpsilon(t, g.losses[i], losses[i], 1e-3, "loss of step %d", i+1)
+			}
+			assert.Less(t, losses[len(losses)-1], 0.9*losses[0], "the loss falls over %d steps", g.steps)
+		})
+	}
+}
+
+// bertShapes are BenchmarkBERT's (batch, seq) points on dev.
+func bertShapes(dev kernels.Backend) [][2]int {
+	switch {
+	case testing.Short():
+		return [][2]int{{1, 128}}
+	case dev.Info().Kind == kernels.GPU:
+		return [][2]int{{1, 128}, {1, 384}, {8, 128}, {8, 384}, {32, 128}, {32, 384}}
+	}
+	return [][2]int{{1, 128}, {1, 384}, {8, 128}}
+}
+
+// bertFLOPs is the matmul arithmetic of a forward pass over n sequences
+// of s tokens: the projections and feed-forward layers, q·kᵀ and ·v, the
+// pooler.
+func bertFLOPs(c bert.Config, n, s int) float64 {
+	H, I, L := float64(c.HiddenSize), float64(c.IntermediateSize), float64(c.NumHiddenLayers)
+	tokens := float64(n * s)
+	return L*(tokens*(8*H*H+4*H*I)+4*float64(n)*float64(s)*float64(s)*H) + 2*float64(n)*H*H
+}
+
+// BenchmarkBERT is BERT-base inference (synthetic weights) over batch and
+// sequence length in each precision. One op is a forward pass of the
+// batch: on devices that capture graphs, one launch of the captured
+// forward. rel-err is last_hidden_state of the golden base_unpadded case
+// against the PyTorch reference, computed by the same model.
+func BenchmarkBERT(b *testing.B) {
+	cfg := bert.Base()
+	cases, err := loadBERTCases(bertGolden)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var golden *bertCase
+	for _, c := range cases {
+		if c.Name == "base_unpadded" {
+			golden = c
+		}
+	}
+	if golden == nil || golden.Seed != bertSeed {
+		b.Fatalf("%s: no base_unpadded case with seed %d", bertGolden, bertSeed)
+	}
+	for _, dev := range devices {
+		precisions := []bert.Precision{bert.F32, bert.F16, bert.BF16, bert.Mixed}
+		if testing.Short() {
+			precisions = precisions[:1]
+		}
+		for _, pr := range precisions {
+			var m *bert.Model
+			for _, s := range bertShapes(dev) {
+				if dev.Info().Kind == kernels.CPU && pr != bert.F32 && s != [2]int{1, 128} {
+					continue // 16-bit on CPU: one point (no 16-bit arithmetic there)
+				}
+				b.Run(fmt.Sprintf("dev=%s/dtype=%v/batch=%d/seq=%d", dev.Name(), pr, s[0], s[1]), func(b *testing.B) {
+					if m == nil {
+						if m, err = bert.Load(dev, cfg, bert.Synthetic(bertSeed), pr); err != nil {
+							b.Fatal(err)
+						}
+					}
+					bertBench(b, m, golden, s[0], s[1])
+				})
+			}
+			if m != nil {
+				if err := m.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
+	dev, cfg := m.Backend(), m.Config
+	f, err := m.NewForward(batch, seq)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	ids := make([]int32, batch*seq)
+	for i, u := range uniform(uint64(batch*1000+seq), kernels.F32, len(ids)) {
+		ids[i] = int32((u + 1) / 2 * float32(cfg.VocabSize-1))
+	}
+	if err := f.SetInputs(bert.Inputs{IDs: ids}); err != nil {
+		b.Fatal(err)
+	}
+	run := f.Run
+	if c, ok := dev.(kernels.Capturer); ok {
+		g, err := c.Capture(f.Run)
+		if err != nil {
+			b.Fatalf("capture: %v", err)
+		}
+		defer g.Close()
+		run = g.Launch
+	}
+	dt := m.Precision.DType()
+	work := zbench.Workload{
+		FLOPs:    bertFLOPs(cfg, batch, seq),
+		Bytes:    float64(cfg.CountParams(true, false) * int64(dt.Size())),
+		DType:    dt,
+		Items:    float64(batch),
+		ItemUnit: "seq/s",
+	}
+	verify := func() (float64, error) {
+		h, err := f.LastHidden()
+		if err != nil {
+			return 0, err
+		}
+		for i, v := range h {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return 0, fmt.Errorf("last_hidden_state[%d] = %v", i, v)
+			}
+		}
+		rel, _, err := runBERT(m, golden)
+		return rel, err
+	}
+	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: bertTolerance(m.Precision)})
+}
+
+func bertTolerance(p bert.Precision) float64 {
+	for _, pr := range bertPrecisions {
+		if pr.p == p {
+			return pr.tol
+		}
+	}
+	return 0
+}

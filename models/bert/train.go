@@ -1,0 +1,510 @@
+package bert
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// AdamW are the optimiser's hyper-parameters, with torch.optim.AdamW's
+// semantics. Weight decay applies to parameters of two or more dimensions
+// (matrices and embedding tables), not to biases and LayerNorm weights,
+// as in BERT's pre-training recipe.
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+}
+
+// DefaultAdamW is BERT pre-training's optimiser: lr 1e-4, betas (0.9,
+// 0.999), eps 1e-8 (PyTorch's), weight decay 0.01.
+func DefaultAdamW() AdamW {
+	return AdamW{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+}
+
+// Batch is one masked-LM training batch, row-major [batch, seq], without
+// padding.
+type Batch struct {
+	IDs     []int32
+	TypeIDs []int32 // nil means all zero
+	// Labels holds the original token at each masked position and
+	// kernels.IgnoreIndex (-100) everywhere else, as Hugging Face's labels.
+	Labels []int32
+}
+
+// trainLayer holds one layer's activations saved for the backward pass.
+type trainLayer struct {
+	qh, kh, vh   *kernels.Tensor // [B, heads, S, hd]
+	a            *kernels.Tensor // merged context [N, H]
+	r1, h1       *kernels.Tensor // attention residual sum and its LayerNorm [N, H]
+	mean1, rstd1 *kernels.Tensor // [N]
+	u, f         *kernels.Tensor // FFN pre-activation and activation [N, I]
+	r2           *kernels.Tensor // FFN residual sum [N, H]
+	mean2, rstd2 *kernels.Tensor
+}
+
+// Trainer trains BertForMaskedLM (encoder and masked-LM head, decoder
+// tied to the token embeddings, no pooler, no dropout) in float32 with an
+// explicit backward per layer over preallocated buffers.
+type Trainer struct {
+	Config     Config
+	Batch, Seq int
+	Opt        AdamW
+
+	be           kernels.Backend
+	params       *tensorSet
+	grads        *tensorSet
+	m1, m2       *tensorSet
+	names        []Param
+	w, g         weights
+	step         int
+	bufs         *tensorSet
+	ids, typeIDs *kernels.Tensor // I32 [B·S]
+	posIDs       *kernels.Tensor // I32 [B·S]: 0…S−1 per row, for the position gradient
+	pos          *kernels.Tensor // I32 [S]
+	posEmb       *kernels.Tensor // [S, H]
+	keyLens      *kernels.Tensor // I32 [B], all S
+	eSum, eSum3  *kernels.Tensor // embedding sum before LayerNorm [N, H], and a [B, S, H] view
+	mean0, rstd0 *kernels.Tensor
+	xs           []*kernels.Tensor // layer inputs and the encoder output, [N, H] each
+	layers       []trainLayer
+	q, k, v      *kernels.Tensor // [B, S, heads, hd] scratch (also the backward's dq, dk, dv)
+	ah           *kernels.Tensor // [B, heads, S, hd] scratch
+	dqh, dkh     *kernels.Tensor
+	dvh          *kernels.Tensor
+	dx, dx2, dr  *kernels.Tensor // [N, H]
+	dh           *kernels.Tensor // [N, H]
+	dffn         *kernels.Tensor // [N, I]
+	dWordDec     *kernels.Tensor // the decoder's part of the token-embedding gradient [V, H]
+	head         *mlmHead        // sized by the batch's masked count
+}
+
+// mlmHead holds the masked-LM head's buffers for M masked positions.
+type mlmHead struct {
+	M             int
+	bufs          *tensorSet
+	rows, targets *kernels.Tensor // I32 [M]: rows of the masked tokens, their labels
+	gathered      *kernels.Tensor // [M, H]
+	tu, ta, t     *kernels.Tensor // transform pre-activation, activation, LayerNorm [M, H]
+	mean, rstd    *kernels.Tensor
+	logits        *kernels.Tensor // [M, V]
+	dlogits       *kernels.Tensor // [M, V]
+	loss          *kernels.Tensor // F32 [M]
+	dt, dta, dtu  *kernels.Tensor // [M, H]
+	dgathered     *kernels.Tensor // [M, H]
+}
+
+// NewTrainer loads cfg's encoder and masked-LM head from src in float32
+// and allocates every buffer of a training step over batch sequences of
+// seq tokens.
+func NewTrainer(be kernels.Backend, cfg Config, src Source, batch, seq int, opt AdamW) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("bert: %w", err)
+	}
+	if batch <= 0 || seq <= 0 || seq > cfg.MaxPositionEmbeddings {
+		return nil, fmt.Errorf("bert: batch %d, seq %d: want both > 0 and seq ≤ max_position_embeddings %d: %w",
+			batch, seq, cfg.MaxPositionEmbeddings, ErrInput)
+	}
+	t := &Trainer{
+		Config: cfg, Batch: batch, Seq: seq, Opt: opt, be: be,
+		params: newTensorSet(be), grads: newTensorSet(be), m1: newTensorSet(be), m2: newTensorSet(be),
+		bufs: newTensorSet(be), names: cfg.Params(false, true),
+	}
+	if err := t.init(src); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	return t, nil
+}
+
+func (t *Trainer) init(src Source) error {
+	if err := loadParams(t.params, src, t.names, kernels.F32); err != nil {
+		return err
+	}
+	for _, p := range t.names {
+		for _, s := range []*tensorSet{t.grads, t.m1, t.m2} {
+			z, err := s.alloc(p.Name, kernels.F32, p.Shape...)
+			if err != nil {
+				return err
+			}
+			if err := t.be.Fill(z, 0); err != nil {
+				return fmt.Errorf("bert: %s: %w", p.Name, err)
+			}
+		}
+	}
+	t.w, t.g = wire(t.Config, t.params.get), wire(t.Config, t.grads.get)
+	return t.allocActivations()
+}
+
+func (t *Trainer) allocActivations() error {
+	cfg := t.Config
+	B, S, H, I, nh, hd := t.Batch, t.Seq, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.HeadDim()
+	N := B * S
+	s := t.bufs
+	var err error
+	f32 := func(shape ...int) *kernels.Tensor {
+		if err != nil {
+			return nil
+		}
+		var x *kernels.Tensor
+		x, err = s.alloc("", kernels.F32, shape...)
+		return x
+	}
+	i32 := func(vals []int32, shape ...int) *kernels.Tensor {
+		if err != nil {
+			return nil
+		}
+		var x *kernels.Tensor
+		if vals == nil {
+			x, err = s.alloc("", kernels.I32, shape...)
+			return x
+		}
+		if x, err = kernels.FromInt32(t.be, vals, shape...); err == nil {
+			s.all = append(s.all, x)
+		}
+		return x
+	}
+	pos := make([]int32, S)
+	posBS := make([]int32, N)
+	lens := make([]int32, B)
+	for i := range posBS {
+		posBS[i] = int32(i % S)
+		pos[i%S] = int32(i % S)
+	}
+	for b := range lens {
+		lens[b] = int32(S)
+	}
+	t.ids, t.typeIDs = i32(nil, N), i32(nil, N)
+	t.posIDs, t.pos, t.keyLens = i32(posBS, N), i32(pos, S), i32(lens, B)
+	t.posEmb, t.eSum, t.mean0, t.rstd0 = f32(S, H), f32(N, H), f32(N), f32(N)
+	if err == nil {
+		t.eSum3, err = t.eSum.Reshape(B, S, H)
+	}
+	for range cfg.NumHiddenLayers + 1 {
+		t.xs = append(t.xs, f32(N, H))
+	}
+	for range cfg.NumHiddenLayers {
+		t.layers = append(t.layers, trainLayer{
+			qh: f32(B, nh, S, hd), kh: f32(B, nh, S, hd), vh: f32(B, nh, S, hd),
+			a: f32(N, H), r1: f32(N, H), h1: f32(N, H), mean1: f32(N), rstd1: f32(N),
+			u: f32(N, I), f: f32(N, I), r2: f32(N, H), mean2: f32(N), rstd2: f32(N),
+		})
+	}
+	t.q, t.k, t.v, t.ah = f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, nh, S, hd)
+	t.dqh, t.dkh, t.dvh = f32(B, nh, S, hd), f32(B, nh, S, hd), f32(B, nh, S, hd)
+	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
+	t.dffn = f32(N, I)
+	t.dWordDec = f32(cfg.VocabSize, H)
+	return err
+}
+
+// flat returns a [N, H] view of a [B, S, heads, hd] or [N, H] tensor.
+func (t *Trainer) flat(x *kernels.Tensor) *kernels.Tensor {
+	v, err := x.Reshape(t.Batch*t.Seq, t.Config.HiddenSize)
+	if err != nil {
+		panic(fmt.Sprintf("bert: internal: %v", err)) // shapes are fixed at allocation
+	}
+	return v
+}
+
+// split returns a [B, S, heads, hd] view of a [N, H] tensor.
+func (t *Trainer) split(x *kernels.Tensor) *kernels.Tensor {
+	v, err := x.Reshape(t.Batch, t.Seq, t.Config.NumAttentionHeads, t.Config.HeadDim())
+	if err != nil {
+		panic(fmt.Sprintf("bert: internal: %v", err))
+	}
+	return v
+}
+
+// setBatch checks b and uploads it; it returns the masked rows and their
+// labels.
+func (t *Trainer) setBatch(b Batch) (rows, targets []int32, err error) {
+	cfg := t.Config
+	in := Inputs{IDs: b.IDs, TypeIDs: b.TypeIDs}
+	if _, err := in.lengths(cfg, t.Batch, t.Seq); err != nil {
+		return nil, nil, err
+	}
+	if len(b.Labels) != len(b.IDs) {
+		return nil, nil, fmt.Errorf("bert: labels has %d values, want %d: %w", len(b.Labels), len(b.IDs), ErrInput)
+	}
+	for i, l := range b.Labels {
+		if l == kernels.IgnoreIndex {
+			continue
+		}
+		if l < 0 || int(l) >= cfg.VocabSize {
+			return nil, nil, fmt.Errorf("bert: labels[%d, %d] = %d is neither -100 nor in [0, %d): %w",
+				i/t.Seq, i%t.Seq, l, cfg.VocabSize, ErrInput)
+		}
+		rows, targets = append(rows, int32(i)), append(targets, l)
+	}
+	if len(rows) == 0 {
+		return nil, nil, fmt.Errorf("bert: the batch has no masked tokens (every label is -100): %w", ErrInput)
+	}
+	types := b.TypeIDs
+	if types == nil {
+		types = make([]int32, len(b.IDs))
+	}
+	if err := upload32(t.ids, b.IDs); err != nil {
+		return nil, nil, fmt.Errorf("bert: input_ids: %w", err)
+	}
+	if err := upload32(t.typeIDs, types); err != nil {
+		return nil, nil, fmt.Errorf("bert: token_type_ids: %w", err)
+	}
+	return rows, targets, nil
+}
+
+// sizeHead makes the masked-LM head's buffers fit M masked tokens.
+func (t *Trainer) sizeHead(rows, targets []int32) error {
+	M, H, V := len(rows), t.Config.HiddenSize, t.Config.VocabSize
+	if t.head == nil || t.head.M != M {
+		if t.head != nil {
+			if err := t.head.bufs.free(); err != nil {
+				return err
+			}
+			t.head = nil
+		}
+		h := &mlmHead{M: M, bufs: newTensorSet(t.be)}
+		var err error
+		f32 := func(shape ...int) *kernels.Tensor {
+			if err != nil {
+				return nil
+			}
+			var x *kernels.Tensor
+			x, err = h.bufs.alloc("", kernels.F32, shape...)
+			return x
+		}
+		h.gathered, h.tu, h.ta, h.t = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
+		h.mean, h.rstd, h.logits, h.dlogits, h.loss = f32(M), f32(M), f32(M, V), f32(M, V), f32(M)
+		h.dt, h.dta, h.dtu, h.dgathered = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
+		if err == nil {
+			h.rows, err = h.bufs.alloc("", kernels.I32, M)
+		}
+		if err == nil {
+			h.targets, err = h.bufs.alloc("", kernels.I32, M)
+		}
+		if err != nil {
+			return errors.Join(err, h.bufs.free())
+		}
+		t.head = h
+	}
+	if err := upload32(t.head.rows, rows); err != nil {
+		return fmt.Errorf("bert: masked rows: %w", err)
+	}
+	if err := upload32(t.head.targets, targets); err != nil {
+		return fmt.Errorf("bert: labels: %w", err)
+	}
+	return nil
+}
+
+// Step runs one training step on b — forward, loss, backward, AdamW — and
+// returns the loss before the update (the mean cross entropy over the
+// masked tokens).
+func (t *Trainer) Step(b Batch) (float32, error) {
+	rows, targets, err := t.setBatch(b)
+	if err != nil {
+		return 0, err
+	}
+	if err := t.sizeHead(rows, targets); err != nil {
+		return 0, err
+	}
+	if err := t.forward(); err != nil {
+		return 0, err
+	}
+	if err := t.backward(); err != nil {
+		return 0, err
+	}
+	if err := t.update(); err != nil {
+		return 0, err
+	}
+	losses, err := kernels.ToFloat32(t.head.loss)
+	if err != nil {
+		return 0, fmt.Errorf("bert: loss: %w", err)
+	}
+	var sum float64
+	for _, l := range losses {
+		sum += float64(l)
+	}
+	loss := float32(sum / float64(len(losses)))
+	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		return loss, fmt.Errorf("bert: step %d: loss is %v", t.step, loss)
+	}
+	return loss, nil
+}
+
+// StepCount is the number of updates done.
+func (t *Trainer) StepCount() int { return t.step }
+
+func (t *Trainer) forward() error {
+	be, w, cfg := t.be, t.w, t.Config
+	eps, act := float32(cfg.LayerNormEps), cfg.Act()
+	emb := t.xs[0]
+	err := errors.Join(
+		be.Embedding(t.eSum, w.word, t.ids),
+		be.Embedding(t.posEmb, w.pos, t.pos),
+		be.Add(t.eSum3, t.eSum3, t.posEmb),
+		be.Embedding(emb, w.typ, t.typeIDs),
+		be.Add(t.eSum, t.eSum, emb),
+		be.LayerNorm(emb, t.mean0, t.rstd0, t.eSum, w.embLN.g, w.embLN.b, eps),
+	)
+	if err != nil {
+		return fmt.Errorf("bert: embeddings: %w", err)
+	}
+	attn := kernels.AttentionParams{KeyLens: t.keyLens}
+	for i := range w.layers {
+		l, a, x := &w.layers[i], &t.layers[i], t.xs[i]
+		steps := []func() error{
+			func() error { return dense(be, t.flat(t.q), x, l.q, kernels.ActNone, false) },
+			func() error { return dense(be, t.flat(t.k), x, l.k, kernels.ActNone, false) },
+			func() error { return dense(be, t.flat(t.v), x, l.v, kernels.ActNone, false) },
+			func() error { return be.SwapAxes(a.qh, t.q) },
+			func() error { return be.SwapAxes(a.kh, t.k) },
+			func() error { return be.SwapAxes(a.vh, t.v) },
+			func() error { return be.Attention(t.ah, a.qh, a.kh, a.vh, attn) },
+			func() error { return be.SwapAxes(t.split(a.a), t.ah) },
+			func() error { return dense(be, a.r1, a.a, l.o, kernels.ActNone, false) },
+			func() error { return be.Add(a.r1, a.r1, x) },
+			func() error { return be.LayerNorm(a.h1, a.mean1, a.rstd1, a.r1, l.ln1.g, l.ln1.b, eps) },
+			func() error { return dense(be, a.u, a.h1, l.ffnIn, kernels.ActNone, false) },
+			func() error { return be.Act(a.f, a.u, act) },
+			func() error { return dense(be, a.r2, a.f, l.ffnOut, kernels.ActNone, false) },
+			func() error { return be.Add(a.r2, a.r2, a.h1) },
+			func() error { return be.LayerNorm(t.xs[i+1], a.mean2, a.rstd2, a.r2, l.ln2.g, l.ln2.b, eps) },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return fmt.Errorf("bert: layer %d: %w", i, err)
+			}
+		}
+	}
+	h := t.head
+	err = errors.Join(
+		be.Embedding(h.gathered, t.xs[len(t.xs)-1], h.rows),
+		dense(be, h.tu, h.gathered, w.mlmDense, kernels.ActNone, false),
+		be.Act(h.ta, h.tu, act),
+		be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps),
+		be.MatMul(h.logits, h.t, w.word, kernels.MatMulParams{TransB: true, Bias: w.mlmBias}),
+		be.CrossEntropy(h.loss, h.logits, h.targets),
+	)
+	if err != nil {
+		return fmt.Errorf("bert: masked-LM head: %w", err)
+	}
+	return nil
+}
+
+func (t *Trainer) backward() error {
+	be, w, g, cfg := t.be, t.w, t.g, t.Config
+	act := cfg.Act()
+	h := t.head
+	dlogits := h.dlogits
+	err := errors.Join(
+		be.CrossEntropyBackward(dlogits, h.logits, h.targets, 1/float32(h.M)),
+		be.SumRows(g.mlmBias, dlogits),
+		be.MatMul(t.dWordDec, dlogits, h.t, kernels.MatMulParams{TransA: true}),
+		be.MatMul(h.dt, dlogits, w.word, kernels.MatMulParams{}),
+		be.LayerNormBackward(h.dta, g.mlmLN.g, g.mlmLN.b, h.dt, h.ta, w.mlmLN.g, h.mean, h.rstd),
+		be.ActBackward(h.dtu, h.dta, h.tu, act),
+		kernels.MatMulBackward(be, h.dgathered, g.mlmDense.w, g.mlmDense.b, h.dtu, h.gathered, w.mlmDense.w, false),
+		be.EmbeddingBackward(t.dx, h.dgathered, h.rows),
+	)
+	if err != nil {
+		return fmt.Errorf("bert: masked-LM head backward: %w", err)
+	}
+	attn := kernels.AttentionParams{KeyLens: t.keyLens}
+	dy, dnext := t.dx, t.dx2
+	for i := len(w.layers) - 1; i >= 0; i-- {
+		l, gl, a, x := &w.layers[i], &g.layers[i], &t.layers[i], t.xs[i]
+		steps := []func() error{
+			// FFN block: xs[i+1] = LN(f·W2ᵀ + b2 + h1).
+			func() error {
+				return be.LayerNormBackward(t.dr, gl.ln2.g, gl.ln2.b, dy, a.r2, l.ln2.g, a.mean2, a.rstd2)
+			},
+			func() error {
+				return kernels.MatMulBackward(be, t.dffn, gl.ffnOut.w, gl.ffnOut.b, t.dr, a.f, l.ffnOut.w, false)
+			},
+			func() error { return be.ActBackward(t.dffn, t.dffn, a.u, act) },
+			func() error {
+				return kernels.MatMulBackward(be, t.dh, gl.ffnIn.w, gl.ffnIn.b, t.dffn, a.h1, l.ffnIn.w, false)
+			},
+			func() error { return be.Add(t.dh, t.dh, t.dr) },
+			// Attention block: h1 = LN(a·Woᵀ + bo + x).
+			func() error {
+				return be.LayerNormBackward(t.dr, gl.ln1.g, gl.ln1.b, t.dh, a.r1, l.ln1.g, a.mean1, a.rstd1)
+			},
+			func() error { return kernels.MatMulBackward(be, t.dh, gl.o.w, gl.o.b, t.dr, a.a, l.o.w, false) },
+			func() error { return be.SwapAxes(t.ah, t.split(t.dh)) },
+			func() error { return be.AttentionBackward(t.dqh, t.dkh, t.dvh, t.ah, a.qh, a.kh, a.vh, attn) },
+			func() error { return be.SwapAxes(t.q, t.dqh) },
+			func() error { return be.SwapAxes(t.k, t.dkh) },
+			func() error { return be.SwapAxes(t.v, t.dvh) },
+			// dx = dq·Wq + dk·Wk + dv·Wv + dr, and the projections' gradients.
+			func() error { return kernels.MatMulBackward(be, dnext, gl.q.w, gl.q.b, t.flat(t.q), x, l.q.w, false) },
+			func() error { return be.MatMul(dnext, t.flat(t.k), l.k.w, kernels.MatMulParams{Beta: 1}) },
+			func() error { return kernels.MatMulBackward(be, nil, gl.k.w, gl.k.b, t.flat(t.k), x, l.k.w, false) },
+			func() error { return be.MatMul(dnext, t.flat(t.v), l.v.w, kernels.MatMulParams{Beta: 1}) },
+			func() error { return kernels.MatMulBackward(be, nil, gl.v.w, gl.v.b, t.flat(t.v), x, l.v.w, false) },
+			func() error { return be.Add(dnext, dnext, t.dr) },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return fmt.Errorf("bert: layer %d backward: %w", i, err)
+			}
+		}
+		dy, dnext = dnext, dy
+	}
+	err = errors.Join(
+		be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.eSum, w.embLN.g, t.mean0, t.rstd0),
+		be.EmbeddingBackward(g.word, t.dr, t.ids),
+		be.Add(g.word, g.word, t.dWordDec),
+		be.EmbeddingBackward(g.pos, t.dr, t.posIDs),
+		be.EmbeddingBackward(g.typ, t.dr, t.typeIDs),
+	)
+	if err != nil {
+		return fmt.Errorf("bert: embeddings backward: %w", err)
+	}
+	return nil
+}
+
+// update applies one AdamW step to every parameter.
+func (t *Trainer) update() error {
+	t.step++
+	for _, p := range t.names {
+		hp := kernels.AdamWParams{
+			LR: t.Opt.LR, Beta1: t.Opt.Beta1, Beta2: t.Opt.Beta2, Eps: t.Opt.Eps, Step: t.step,
+		}
+		if len(p.Shape) >= 2 {
+			hp.WeightDecay = t.Opt.WeightDecay
+		}
+		if err := t.be.AdamW(t.params.get(p.Name), t.grads.get(p.Name), t.m1.get(p.Name), t.m2.get(p.Name), hp); err != nil {
+			return fmt.Errorf("bert: AdamW %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Params lists the trained parameters (Hugging Face names).
+func (t *Trainer) Params() []Param { return t.names }
+
+// Param downloads a parameter's current values.
+func (t *Trainer) Param(name string) ([]float32, error) { return t.download(t.params, name) }
+
+// Grad downloads a parameter's gradient from the last step.
+func (t *Trainer) Grad(name string) ([]float32, error) { return t.download(t.grads, name) }
+
+func (t *Trainer) download(s *tensorSet, name string) ([]float32, error) {
+	x := s.get(name)
+	if x == nil {
+		return nil, fmt.Errorf("bert: no parameter %q", name)
+	}
+	return kernels.ToFloat32(x)
+}
+
+// Close frees everything.
+func (t *Trainer) Close() error {
+	var errs []error
+	if t.head != nil {
+		errs = append(errs, t.head.bufs.free())
+	}
+	for _, s := range []*tensorSet{t.bufs, t.m2, t.m1, t.grads, t.params} {
+		errs = append(errs, s.free())
+	}
+	return errors.Join(errs...)
+}
