@@ -97,19 +97,22 @@ baseline: bench-run peer-run
 	cp $(OUT)/zbench.txt $(BASELINE)/zbench.txt
 	cp $(OUT)/torch.txt $(BASELINE)/torch-$$($(PY) -c 'import torch; print(torch.__version__.split("a")[0].rsplit(".", 1)[0])').txt
 
-## bench-openblas: BenchmarkMatMul with OpenBLAS behind gonum's blas32.
+## bench-openblas: BenchmarkMatMul and the BERT workloads with OpenBLAS
+## behind gonum's blas32.
+OPENBLAS_BENCH ?= MatMul|BERT
 bench-openblas:
 	@scripts/install-openblas.sh
 	@mkdir -p $(OUT)
-	$(GO) test -tags openblas -run='^$$' -bench='MatMul' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
+	$(GO) test -tags openblas -run='^$$' -bench='$(OPENBLAS_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| tee $(OUT)/zbench-openblas.txt
 
 python-ref:
 	@scripts/install-python-ref.sh
 
-## golden: regenerate testdata/golden/*.safetensors with the PyTorch reference.
+## golden: regenerate testdata/golden/ with the PyTorch references.
 golden: python-ref
 	$(PY) testdata/reference/kernels.py
+	$(PY) testdata/reference/bert.py
 
 cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null
@@ -129,12 +132,13 @@ cuda-check: cuda-toolkit
 	$(CUDA_ENV) $(GO) tool staticcheck -tags cuda ./...
 	@echo "== go test -tags cuda with the stub driver (the GPU is absent)"
 	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
-	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda ./kernels/... ./bench_test/
+	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda ./kernels/... ./bench_test/ ./cmd/...
 
 ## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu.
 gpu-bin: cuda-toolkit
 	@mkdir -p $(GPU_BIN)
 	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/cuda.test ./kernels/cuda/
 	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/bench.test ./bench_test/
-	@echo "built $(GPU_BIN)/cuda.test and $(GPU_BIN)/bench.test: run them from kernels/cuda and bench_test on the GPU host"
+	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/zbench.test ./cmd/zbench/
+	@echo "built $(GPU_BIN)/{cuda,bench,zbench}.test: run them from kernels/cuda, bench_test and cmd/zbench on the GPU host"
 

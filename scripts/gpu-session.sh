@@ -6,9 +6,10 @@
 # step fits a ten-minute call:
 #   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
 #           compute-sanitizer memcheck and racecheck over the conformance suite
-#   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention and
-#           BenchmarkMemPool (COUNT times), then the PyTorch peer, eager and,
-#           where torch has it, torch.compile, on the same host
+#   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
+#           BenchmarkMemPool, BenchmarkBERT and BenchmarkBERTTrain (COUNT
+#           times; BENCH=regexp for a part), then the PyTorch peer, eager
+#           and, where torch has it, torch.compile, on the same host
 # Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
 # for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
 set -euo pipefail
@@ -28,6 +29,10 @@ check)
     echo "cuda tests: PASS" || echo "cuda tests: FAIL (see cuda-test.txt)"
   (cd "$root/bench_test" && "$bin/bench.test" -test.run 'Golden' -test.v) >"$out/golden-test.txt" 2>&1 &&
     echo "golden tests: PASS" || echo "golden tests: FAIL (see golden-test.txt)"
+  if [ -x "$bin/zbench.test" ]; then
+    (cd "$root/cmd/zbench" && "$bin/zbench.test" -test.v) >"$out/zbench-test.txt" 2>&1 &&
+      echo "zbench command tests: PASS" || echo "zbench command tests: FAIL (see zbench-test.txt)"
+  fi
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
   if [ -z "$san" ]; then
     echo "compute-sanitizer not found" | tee "$out/sanitizer.txt"
@@ -41,7 +46,7 @@ check)
   ;;
 bench)
   count=${COUNT:-6}
-  bench=${BENCH:-MatMul|Kernels|Attention|MemPool}
+  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT}
   (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
     >"$out/zbench.txt"
   python3 "$root/baselines/peers/torch_bench.py" --device cuda --count "$count" --bench "$bench" >"$out/torch-eager.txt"

@@ -194,7 +194,7 @@ func (c *Checkpoint) Values(p Param) ([]float32, error) {
 		t, err = c.file.Tensor(name)
 	}
 	if errors.Is(err, safetensors.ErrNotFound) {
-		return nil, fmt.Errorf("bert: %s: missing tensor %q: %w", c.where(), c.fileName(p.Name), ErrWeights)
+		return nil, fmt.Errorf("bert: %s: missing tensor %q (check config.json matches the weights): %w", c.where(), c.fileName(p.Name), ErrWeights)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bert: %w", err)

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/safetensors"
+)
+
+// bertInputs are the tensors of a BERT input file; the first is required.
+var bertInputs = []string{"input_ids", "attention_mask", "token_type_ids"}
+
+// inferBERT runs Hugging Face's BertModel: last_hidden_state and
+// pooler_output.
+func inferBERT(job inferJob) (res inferResult, err error) {
+	cfg, err := bert.LoadConfig(job.config)
+	if err != nil {
+		return res, err
+	}
+	batch, seq, in, err := readBERTInputs(job.input)
+	if err != nil {
+		return res, err
+	}
+	prec, err := bert.ParsePrecision(job.dtype)
+	if err != nil {
+		return res, err
+	}
+
+	start := time.Now()
+	ck, err := bert.OpenCheckpoint(job.weights)
+	if err != nil {
+		return res, fmt.Errorf("weights: %w", err)
+	}
+	m, err := bert.Load(job.dev, cfg, ck, prec)
+	if err != nil {
+		return res, fmt.Errorf("loading weights with config %s: %w", job.config, err)
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	f, err := m.NewForward(batch, seq)
+	if err != nil {
+		return res, fmt.Errorf("input file %q: %w", job.input.Name(), err)
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if err := f.SetInputs(in); err != nil {
+		return res, fmt.Errorf("input file %q: %w", job.input.Name(), err)
+	}
+	if err := job.dev.Sync(); err != nil {
+		return res, fmt.Errorf("bert: loading: %w", err)
+	}
+	res.load = time.Since(start)
+
+	start = time.Now()
+	if err := f.Run(); err != nil {
+		return res, err
+	}
+	if err := job.dev.Sync(); err != nil {
+		return res, fmt.Errorf("bert: forward: %w", err)
+	}
+	res.forward = time.Since(start)
+
+	hidden, err := f.LastHidden()
+	if err != nil {
+		return res, fmt.Errorf("bert: last_hidden_state: %w", err)
+	}
+	pooled, err := f.Pooled()
+	if err != nil {
+		return res, fmt.Errorf("bert: pooler_output: %w", err)
+	}
+	H := cfg.HiddenSize
+	res.outputs = []safetensors.Tensor{
+		f32Tensor("last_hidden_state", hidden, batch, seq, H),
+		f32Tensor("pooler_output", pooled, batch, H),
+	}
+	res.batch = fmt.Sprintf("%d×%d", batch, seq)
+	return res, nil
+}
+
+// readBERTInputs reads input_ids [batch, seq] and the optional
+// attention_mask and token_type_ids of the same shape.
+func readBERTInputs(f *safetensors.File) (batch, seq int, in bert.Inputs, err error) {
+	if err := checkNames(f, bertInputs); err != nil {
+		return 0, 0, in, err
+	}
+	ids, shape, ok, err := intTensor(f, "input_ids")
+	switch {
+	case err != nil:
+		return 0, 0, in, err
+	case !ok:
+		return 0, 0, in, fmt.Errorf("input file %q: no tensor \"input_ids\" (want input_ids [batch, seq], optionally attention_mask and token_type_ids)", f.Name())
+	case len(shape) != 2:
+		return 0, 0, in, fmt.Errorf("input file %q: tensor \"input_ids\" has shape %v, want 2-D [batch, seq]", f.Name(), shape)
+	case shape[0] == 0 || shape[1] == 0:
+		return 0, 0, in, fmt.Errorf("input file %q: tensor \"input_ids\" has shape %v, want batch and seq > 0", f.Name(), shape)
+	}
+	in.IDs = ids
+	for _, opt := range []struct {
+		name string
+		dst  *[]int32
+	}{{"attention_mask", &in.Mask}, {"token_type_ids", &in.TypeIDs}} {
+		v, s, ok, err := intTensor(f, opt.name)
+		if err != nil {
+			return 0, 0, in, err
+		}
+		if !ok {
+			continue
+		}
+		if !slices.Equal(s, shape) {
+			return 0, 0, in, fmt.Errorf("input file %q: tensor %q has shape %v, want %v as input_ids", f.Name(), opt.name, s, shape)
+		}
+		*opt.dst = v
+	}
+	return shape[0], shape[1], in, nil
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/safetensors"
+	"github.com/zbench/zbench/zbench"
+)
+
+// An inferModel is what infer knows of one model.
+type inferModel struct {
+	dtypes []string // the --dtype values it accepts
+	run    func(inferJob) (inferResult, error)
+}
+
+// inferModels are the models infer runs, by --model name.
+var inferModels = map[string]inferModel{
+	"bert": {dtypes: []string{"f32", "f16", "bf16", "mixed"}, run: inferBERT},
+}
+
+// An inferJob is one run of a model, its flags checked.
+type inferJob struct {
+	dev             kernels.Backend
+	dtype           string            // one of the model's dtypes
+	weights, config string            // paths
+	input           *safetensors.File // the parsed --input file
+}
+
+// An inferResult is what a model's run produced.
+type inferResult struct {
+	outputs []safetensors.Tensor // F32, written to --output
+	batch   string               // the shape of the batch, such as "3×11"
+	load    time.Duration        // reading and uploading the weights and inputs
+	forward time.Duration        // the forward pass, device synchronised
+}
+
+// knownDevices are the --device values, whether or not this binary and
+// machine have them.
+var knownDevices = []string{"cpu", "cuda"}
+
+const inferSynopsis = "--model MODEL --weights W.safetensors --config config.json --input IN.safetensors --output OUT.safetensors [--device cpu|cuda] [--dtype f32|f16|bf16|mixed]"
+
+const inferDoc = `
+Infer loads a Hugging Face checkpoint (safetensors weights and config.json)
+on a device, runs its forward pass on the inputs in IN and writes the outputs
+to OUT, to compare with a dump of the same run from PyTorch.
+
+For bert, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (right padding) and token_type_ids of the same shape; OUT gets
+last_hidden_state F32 [batch, seq, hidden] and pooler_output F32 [batch,
+hidden]. OUT is written atomically: a failed run leaves no file.`
+
+func runInfer(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("infer", inferSynopsis, inferDoc, stderr)
+	var (
+		model   = fs.String("model", "", "the model: "+strings.Join(inferModelNames(), ", ")+" (required)")
+		weights = fs.String("weights", "", "the checkpoint, a safetensors `file` with Hugging Face tensor names (required)")
+		config  = fs.String("config", "", "the model's Hugging Face config.json `file` (required)")
+		input   = fs.String("input", "", "the inputs, a safetensors `file` (required)")
+		output  = fs.String("output", "", "the safetensors `file` to write the outputs to (required)")
+		device  = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
+		dtype   = fs.String("dtype", "f32", "the precision: f32, f16, bf16 or mixed (f32 weights with an f16 attention core)")
+	)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	var missing []string
+	for _, f := range []struct{ name, val string }{
+		{"model", *model}, {"weights", *weights}, {"config", *config}, {"input", *input}, {"output", *output},
+	} {
+		if f.val == "" {
+			missing = append(missing, "--"+f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return usageErrorf("infer: missing required flag %s (see 'zbench infer -h')", strings.Join(missing, ", "))
+	}
+	m, ok := inferModels[*model]
+	if !ok {
+		return usageErrorf("infer: unknown --model %q (want %s)", *model, strings.Join(inferModelNames(), ", "))
+	}
+	if !slices.Contains(m.dtypes, *dtype) {
+		return usageErrorf("infer: unknown --dtype %q for %s (want %s)", *dtype, *model, strings.Join(m.dtypes, ", "))
+	}
+	dev, err := openDevice(*device)
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	out, err := createAtomic(*output)
+	if err != nil {
+		return err
+	}
+	defer out.abort() // a no-op after commit
+	in, err := safetensors.Open(*input)
+	if err != nil {
+		return fmt.Errorf("input: %w", err)
+	}
+	res, err := m.run(inferJob{dev: dev, dtype: *dtype, weights: *weights, config: *config, input: in})
+	if err != nil {
+		return err
+	}
+	for _, t := range res.outputs {
+		if err := checkFinite(t); err != nil {
+			return fmt.Errorf("%s on %s in %s: %w (no output written)", *model, dev.Name(), *dtype, err)
+		}
+	}
+	meta := map[string]string{
+		"format":      "zbench infer output",
+		"model":       *model,
+		"device":      dev.Name(),
+		"device_name": dev.Info().Name,
+		"dtype":       *dtype,
+		"weights":     filepath.Base(*weights),
+		"config":      filepath.Base(*config),
+		"input":       filepath.Base(*input),
+	}
+	if err := out.commit(res.outputs, meta); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "model   %s\ndevice  %s (%s)\ndtype   %s\nbatch   %s\noutput  %s (%s)\nelapsed %v (load %v, forward %v)\n",
+		*model, dev.Name(), dev.Info().Name, *dtype, res.batch, *output, describe(res.outputs),
+		round(time.Since(start)), round(res.load), round(res.forward))
+	return nil
+}
+
+func inferModelNames() []string {
+	names := make([]string, 0, len(inferModels))
+	for n := range inferModels {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// openDevice returns the named device, or an error listing the devices
+// available here.
+func openDevice(name string) (kernels.Backend, error) {
+	devs, devErr := zbench.Devices()
+	var have []string
+	for _, d := range devs {
+		if d.Name() == name {
+			return d, nil
+		}
+		have = append(have, d.Name())
+	}
+	avail := strings.Join(have, ", ")
+	if !slices.Contains(knownDevices, name) {
+		return nil, usageErrorf("infer: unknown --device %q (want %s; available here: %s)", name, strings.Join(knownDevices, " or "), avail)
+	}
+	// Say why: not built in, no GPU, or a driver failure.
+	why := devErr
+	if _, err := kernels.Open(name); err != nil {
+		why = err
+	}
+	msg := fmt.Sprintf("infer: --device %s is not available here (available: %s)", name, avail)
+	if name == "cuda" {
+		msg += "; it needs a binary built with -tags cuda and an NVIDIA GPU"
+	}
+	if why != nil {
+		return nil, fmt.Errorf("%s: %w", msg, why)
+	}
+	return nil, errors.New(msg)
+}
+
+// intTensor reads the named integer tensor of the input file f. A missing
+// tensor gives ok false and no error.
+func intTensor(f *safetensors.File, name string) (vals []int32, shape []int, ok bool, err error) {
+	t, err := f.Tensor(name)
+	if errors.Is(err, safetensors.ErrNotFound) {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("input: %w", err)
+	}
+	switch t.DType {
+	case "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL":
+	default:
+		return nil, nil, false, fmt.Errorf("input file %q: tensor %q has dtype %s, want an integer dtype (I64 or I32)", f.Name(), name, t.DType)
+	}
+	v, err := t.Int32()
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("input file %q: %w", f.Name(), err)
+	}
+	return v, t.Shape, true, nil
+}
+
+// checkNames returns an error naming the first tensor of the input file f
+// that is not in want.
+func checkNames(f *safetensors.File, want []string) error {
+	for _, n := range f.Tensors() {
+		if !slices.Contains(want, n) {
+			return fmt.Errorf("input file %q: unexpected tensor %q (want %s)", f.Name(), n, strings.Join(want, ", "))
+		}
+	}
+	return nil
+}
+
+// f32Tensor makes an F32 safetensors tensor of vals.
+func f32Tensor(name string, vals []float32, shape ...int) safetensors.Tensor {
+	b := make([]byte, 0, 4*len(vals))
+	for _, v := range vals {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: b}
+}
+
+// checkFinite returns an error naming the first NaN or infinity of the F32
+// tensor t.
+func checkFinite(t safetensors.Tensor) error {
+	for i := 0; i+4 <= len(t.Data); i += 4 {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(t.Data[i:]))
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("output %s%v has %v at %v", t.Name, t.Shape, v, unravel(i/4, t.Shape))
+		}
+	}
+	return nil
+}
+
+// unravel turns a row-major flat index into an index per dimension.
+func unravel(i int, shape []int) []int {
+	idx := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] > 0 {
+			idx[d] = i % shape[d]
+			i /= shape[d]
+		}
+	}
+	return idx
+}
+
+// describe lists tensors' names and shapes for the summary.
+func describe(ts []safetensors.Tensor) string {
+	parts := make([]string, len(ts))
+	for i, t := range ts {
+		parts[i] = fmt.Sprintf("%s %v", t.Name, t.Shape)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// atomicFile writes a file atomically: into a temporary file in the same
+// directory, renamed over the path once complete.
+type atomicFile struct {
+	path string
+	tmp  *os.File
+	done bool
+}
+
+// createAtomic starts writing path. It fails at once if path's directory
+// cannot take a new file, before any work is done.
+func createAtomic(path string) (*atomicFile, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("output %s: is a directory", path)
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("output %s: cannot create a file in %s: %w", path, dir, err)
+	}
+	return &atomicFile{path: path, tmp: tmp}, nil
+}
+
+// commit writes the tensors and metadata and moves the file into place.
+func (a *atomicFile) commit(ts []safetensors.Tensor, meta map[string]string) error {
+	w := bufio.NewWriter(a.tmp)
+	err := safetensors.Write(w, ts, meta)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = a.tmp.Sync()
+	}
+	if err == nil {
+		err = a.tmp.Chmod(0o644) // CreateTemp's 0600 is for the half-written file
+	}
+	if cerr := a.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(a.tmp.Name(), a.path)
+	}
+	if err != nil {
+		_ = os.Remove(a.tmp.Name())
+		return fmt.Errorf("output %s: %w", a.path, err)
+	}
+	a.done = true
+	return nil
+}
+
+// abort removes the temporary file unless commit succeeded.
+func (a *atomicFile) abort() {
+	if !a.done {
+		_ = a.tmp.Close()
+		_ = os.Remove(a.tmp.Name())
+		a.done = true
+	}
+}

@@ -1,0 +1,199 @@
+// Zbench is the command line of the zbench benchmark suite.
+//
+// Usage:
+//
+//	zbench <command> [flags]
+//	zbench help [command]
+//
+// The commands are:
+//
+//	infer   run a model on inputs from a safetensors file, write its outputs
+//
+// # Infer
+//
+//	zbench infer --model bert --weights W.safetensors --config config.json \
+//		--input IN.safetensors --output OUT.safetensors \
+//		[--device cpu|cuda] [--dtype f32|f16|bf16|mixed]
+//
+// Infer loads a Hugging Face checkpoint (safetensors weights with the
+// checkpoint's tensor names and its config.json) on a device, runs the
+// forward pass on the inputs in IN and writes the outputs to OUT, so that
+// they can be compared with a dump of the same run from PyTorch.
+//
+// For bert, IN holds input_ids, 2-D [batch, seq] of an integer dtype (I64
+// as PyTorch writes it, or I32), and optionally attention_mask (padding on
+// the right) and token_type_ids of the same shape; any other tensor is an
+// error. OUT gets last_hidden_state F32 [batch, seq, hidden] and
+// pooler_output F32 [batch, hidden], the outputs of Hugging Face's
+// BertModel, with metadata naming the model, device, dtype, weights and
+// config. OUT is written atomically: a failed run leaves no file behind.
+//
+// The cuda device exists in binaries built with -tags cuda, on a machine
+// with an NVIDIA GPU.
+//
+// # Errors
+//
+// An error is printed as one line, "zbench: <message>", naming the flag,
+// file or tensor at fault. The exit status is 1 for a failed run and 2 for
+// a usage error (an unknown command, flag or flag value, a missing flag).
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// A command is one subcommand of zbench.
+type command struct {
+	name    string
+	summary string // one line for the command list
+	// run parses the command's flags from args and runs it.
+	run func(args []string, stdout, stderr io.Writer) error
+}
+
+// commands are zbench's subcommands, in the order help lists them.
+var commands = []command{
+	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
+}
+
+func main() {
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "zbench: %s\n", oneLine(err))
+	os.Exit(exitCode(err))
+}
+
+// run runs the zbench command line args (without the program name).
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		printCommands(stderr)
+		return usageErrorf("no command given")
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if name == "help" && len(rest) > 0 {
+			if len(rest) > 1 {
+				return usageErrorf("help takes at most one command, got %q", rest)
+			}
+			c, err := lookup(rest[0])
+			if err != nil {
+				return err
+			}
+			return c.run([]string{"-h"}, stdout, stdout)
+		}
+		printCommands(stdout)
+		return nil
+	}
+	c, err := lookup(name)
+	if err != nil {
+		return err
+	}
+	return c.run(rest, stdout, stderr)
+}
+
+// lookup finds the named command.
+func lookup(name string) (command, error) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, nil
+		}
+	}
+	return command{}, usageErrorf("unknown command %q (want %s; see 'zbench help')", name, strings.Join(commandNames(), ", "))
+}
+
+func commandNames() []string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// printCommands writes the usage line and the list of commands.
+func printCommands(w io.Writer) {
+	fmt.Fprintf(w, "usage: zbench <command> [flags]\n\nThe commands are:\n\n")
+	width := 0
+	for _, c := range commands {
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-*s  %s\n", width, c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'zbench help <command>' or 'zbench <command> -h' for a command's flags.\n")
+}
+
+// A usageError is a mistake in the command line: main exits with status 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// exitCode is the exit status for err: 0 for nil, 2 for a usage error, 1
+// otherwise.
+func exitCode(err error) int {
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &u):
+		return 2
+	}
+	return 1
+}
+
+// oneLine joins the lines of a message (as errors.Join makes them) with
+// "; ", so that every error is one line.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// newFlagSet returns the FlagSet of a subcommand. Its Usage prints synopsis
+// (the command line after "zbench <name> "), doc (one paragraph or more)
+// and the flags.
+func newFlagSet(name, synopsis, doc string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: zbench %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(doc))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// errHelp is returned by parseFlags when -h was given and the usage printed.
+var errHelp = errors.New("help requested")
+
+// parseFlags parses args into fs. Help (-h) prints the usage to stdout and
+// returns errHelp; any other mistake, including a positional argument,
+// returns a one-line usageError naming the command and leaves the full
+// usage to -h.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the error is returned, not printed
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(out)
+		return errHelp
+	case err != nil:
+		return usageErrorf("%s: %v (see 'zbench %s -h')", fs.Name(), err, fs.Name())
+	case fs.NArg() > 0:
+		return usageErrorf("%s: unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", fs.Name(), fs.Arg(0), fs.Name())
+	}
+	return nil
+}
