@@ -2,9 +2,9 @@
 """PyTorch peer of zbench's Go benchmarks.
 
 Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels,
-BenchmarkAttention) with
-PyTorch and prints the results in Go benchmark format, under the same names,
-so that one benchstat call compares zbench with PyTorch:
+BenchmarkAttention, BenchmarkBERT, BenchmarkBERTTrain) with PyTorch and
+prints the results in Go benchmark format, under the same names, so that
+one benchstat call compares zbench with PyTorch:
 
     /usr/bin/python3 baselines/peers/torch_bench.py > torch.txt
     go test ./bench_test -run '^$' -bench . > go.txt
@@ -46,6 +46,32 @@ F.scaled_dot_product_attention where torch has it (2.x; flash attention on
 GPUs) and the explicit matmul-softmax-matmul otherwise; the config line
 "attention:" says which.
 
+BenchmarkBERT and BenchmarkBERTTrain run the modules of
+testdata/reference/bert.py (Hugging Face BertModel and BertForMaskedLM
+semantics, the goldens' reference) with its seeded synthetic weights (seed
+20261121), as the Go side does:
+
+  * BenchmarkBERT: BERT-base inference (model.eval(), torch.no_grad) on
+    random ids with an all-ones attention mask (which, as in Hugging Face's
+    sdpa path, the model drops outside torch.compile); seq/s is batch over
+    seconds per op. dtype=mixed is float32 weights with the attention core
+    (q·kᵀ, softmax, ·v) in float16 (GPUs only). The check recomputes the
+    first and last sequence of the batch in float64 from the same (rounded)
+    weights: rel-err over their last_hidden_state and pooler_output;
+  * BenchmarkBERTTrain: one AdamW step (lr 1e-4, weight decay 0.01 on the
+    parameters of dim >= 2) per op of a 6-layer BertForMaskedLM on a fixed
+    batch with 15% of the positions masked, set_to_none zero_grad, forward
+    and loss, backward, step; dtype=bf16 is torch.autocast to bfloat16
+    (GPUs only). tok/s is batch·seq over seconds per op. The check compares
+    the first row's logits of the warm-up step (the first step) with a
+    float64 forward of the initial weights;
+  * the models allocate their activations and outputs in every mode; on
+    CUDA peak-B is torch.cuda.max_memory_allocated over the timed loop
+    (weights, optimizer state and inputs included), its peak statistics
+    reset after the warm-up and check;
+  * whole models accumulate the rounding of many ops: rel-err is held to
+    MODEL_TOLERANCE, not the single ops' TOLERANCE.
+
 On GPUs (--device cuda), as on the Go side:
 
   * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
@@ -71,6 +97,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+# The BERT modules and seeded weights of the golden reference.
+REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                             "testdata", "reference")
+sys.path.insert(0, REFERENCE_DIR)
+import bert as bert_ref  # noqa: E402
+
 PKG = "github.com/zbench/zbench/bench_test"
 
 # BERT-base dimensions.
@@ -84,6 +116,11 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "t
 # mantissas in) gets f16's, as in bench_test.
 TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3}
 
+# Largest rel-err accepted for a whole model's outputs (BenchmarkBERT,
+# BenchmarkBERTTrain): five times the single ops' for the 16-bit dtypes;
+# mixed (float16 attention core) gets f16's.
+MODEL_TOLERANCE = {"f32": 2e-5, "f16": 1e-2, "bf16": 8e-2, "mixed": 1e-2}
+
 # L2 size assumed when torch cannot tell it (its device properties have
 # L2_cache_size from torch 2.x on).
 DEFAULT_L2_BYTES = 50 << 20
@@ -93,7 +130,10 @@ DEFAULT_L2_BYTES = 50 << 20
 UNITS = [
     "Unit GFLOP/s better=higher",
     "Unit GB/s better=higher",
+    "Unit seq/s better=higher",
+    "Unit tok/s better=higher",
     "Unit rel-err better=lower assume=exact",
+    "Unit peak-B better=lower assume=exact",
 ]
 
 
@@ -386,10 +426,13 @@ def attention_ref_ops(ctx, q, k, v, causal=False):
 
 
 class Work:
-    """One benchmark: the op to time, its work, and its check."""
+    """One benchmark: the op to time, its work, and its check. rates are
+    (amount per op, unit) pairs reported per second (seq/s, tok/s); peak
+    reports the device's peak memory (CUDA)."""
 
-    def __init__(self, op, check, flops=0.0, nbytes=0.0):
+    def __init__(self, op, check, flops=0.0, nbytes=0.0, rates=(), peak=False):
         self.op, self.check, self.flops, self.nbytes = op, check, flops, nbytes
+        self.rates, self.peak = list(rates), peak
 
 
 def upcast_op(ctx, x_in, out, f32_op, inputs_f32, out_f32):
@@ -708,6 +751,150 @@ def attention_dtypes(short, gpu):
     return dts[:1] if short else dts
 
 
+# ---------------------------------------------------------------- BERT
+
+BERT_SEED = bert_ref.BASE_SEED
+BERT_BASE = bert_ref.BASE_CONFIG
+BERT_TRAIN = dict(bert_ref.BASE_CONFIG, num_hidden_layers=6)  # BenchmarkBERTTrain's 6 layers
+BERT_MASK_ID = 103  # [MASK] of bert-base-uncased's vocabulary
+BERT_TRAIN_SEQ = 128
+BERT_TRAIN_LR, BERT_TRAIN_WD = 1e-4, 0.01
+
+_bert_weights = {}
+
+
+def bert_weights(kind):
+    """The float32 CPU state dict of the synthetic weights of "base"
+    (BertModel) or "train" (the 6-layer BertForMaskedLM), made once."""
+    if kind not in _bert_weights:
+        if kind == "base":
+            m = bert_ref.BertModel(bert_ref.BertConfig.from_dict(BERT_BASE))
+        else:
+            m = bert_ref.BertForMaskedLM(bert_ref.BertConfig.from_dict(BERT_TRAIN))
+        _bert_weights[kind] = bert_ref.synthetic_(m, BERT_SEED).state_dict()
+    return _bert_weights[kind]
+
+
+def bert_cases(short, gpu):
+    """BenchmarkBERT's (dtype, batch, seq): f32 on CPUs; every dtype on
+    GPUs."""
+    if not gpu:
+        return [("f32", 1, 128)] if short else [("f32", 1, 128), ("f32", 8, 128), ("f32", 1, 384)]
+    if short:
+        return [("f32", 1, 128), ("f16", 8, 128)]
+    return [(dt, b, s) for dt in ("f32", "f16", "bf16", "mixed") for b in (1, 8, 32) for s in (128, 384)]
+
+
+def bert_train_cases(short, gpu):
+    """BenchmarkBERTTrain's (dtype, batch) at seq 128."""
+    if not gpu:
+        return [("f32", 1)] if short else [("f32", 8)]
+    if short:
+        return [("f32", 8)]
+    return [(dt, b) for dt in ("f32", "bf16") for b in (8, 32)]
+
+
+def need_f16(ctx, dt):
+    """Skips (NotImplementedError: the SKIP line) a 16-bit float model on a
+    device this torch has no float16 kernels on; the models are not
+    upcast."""
+    if dt in ("f16", "mixed") and ctx.upcast:
+        raise NotImplementedError(f"torch {torch.__version__} has no float16 kernels on {ctx.dev}")
+
+
+def free_device_memory(ctx):
+    gc.collect()
+    if ctx.cuda:
+        torch.cuda.empty_cache()
+
+
+def bert_setup(ctx, dt, batch, seq):
+    """BERT-base inference of [batch, seq] random ids."""
+    need_f16(ctx, dt)
+    cfg = bert_ref.BertConfig.from_dict(BERT_BASE)
+    dev = ctx.device
+    wdtype = torch.float32 if dt == "mixed" else DTYPES[dt]
+    model = bert_ref.BertModel(cfg, sdpa=ctx.has_sdpa, attn_dtype=torch.float16 if dt == "mixed" else None)
+    model.load_state_dict(bert_weights("base"))
+    model.to(device=dev, dtype=wdtype).eval()
+    g = torch.Generator().manual_seed(21)
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(dev)
+    mask = torch.ones_like(ids)
+    types = torch.zeros_like(ids)
+    fwd = ctx.wrap(lambda a, m, t: model(a, m, t))
+    box = [None]
+
+    def op():
+        with torch.no_grad():
+            box[0] = fwd(ids, mask, types)
+
+    def check():
+        rows = sorted({0, batch - 1})
+        ref = bert_ref.BertModel(cfg)
+        ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+        ref.to(device=dev, dtype=torch.float64).eval()
+        with torch.no_grad():
+            h, p = ref(ids[rows], mask[rows], types[rows])
+        want = torch.cat([h.flatten(), p.flatten()])
+        del ref, h, p
+        free_device_memory(ctx)
+        h, p = box[0]
+        return rel_err(torch.cat([h[rows].flatten(), p[rows].flatten()]), want)
+
+    return Work(op, check, rates=[(batch, "seq/s")], peak=True)
+
+
+def bert_train_setup(ctx, dt, batch, seq=BERT_TRAIN_SEQ):
+    """One AdamW step of the 6-layer BertForMaskedLM on a fixed [batch, seq]
+    batch."""
+    need_f16(ctx, dt)
+    if dt == "bf16" and not ctx.cuda:
+        raise NotImplementedError("bf16 training (autocast) runs on CUDA only")
+    cfg = bert_ref.BertConfig.from_dict(BERT_TRAIN)
+    dev = ctx.device
+    model = bert_ref.BertForMaskedLM(cfg, sdpa=ctx.has_sdpa)
+    model.load_state_dict(bert_weights("train"))
+    model.to(dev).train()  # the modules have no dropout
+    ids, types, labels = bert_ref.mlm_batch(torch.Generator().manual_seed(22), cfg, batch, seq, BERT_MASK_ID)
+    ids, types, labels = ids.to(dev), types.to(dev), labels.to(dev)
+    mask = torch.ones_like(ids)
+
+    # The float64 logits of the first row under the initial weights, kept
+    # on the CPU (outside peak-B).
+    ref = bert_ref.BertForMaskedLM(cfg)
+    ref.load_state_dict(model.state_dict())
+    ref.to(device=dev, dtype=torch.float64)
+    with torch.no_grad():
+        want = ref(ids[:1], mask[:1], types[:1])[1][0].cpu()
+    del ref
+    free_device_memory(ctx)
+
+    params = list(model.parameters())
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": BERT_TRAIN_WD},
+                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
+                            lr=BERT_TRAIN_LR)
+    fwd = ctx.wrap(lambda a, m, t, y: model(a, m, t, y))
+    first = {"logits": None, "pending": True}
+
+    def op():
+        opt.zero_grad(set_to_none=True)
+        if dt == "bf16":
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                loss, logits = fwd(ids, mask, types, labels)
+        else:
+            loss, logits = fwd(ids, mask, types, labels)
+        if first["pending"]:  # the warm-up step's, for the check
+            first["logits"], first["pending"] = logits[0].detach().to("cpu", torch.float64), False
+        del logits
+        loss.backward()
+        opt.step()
+
+    def check():
+        return rel_err(first["logits"], want)
+
+    return Work(op, check, rates=[(batch * seq, "tok/s")], peak=True)
+
+
 def kernel_setup(ctx, op_name, dt, batch, seq):
     if op_name == "layernorm":
         return layernorm_setup(ctx, dt, batch, seq)
@@ -777,15 +964,25 @@ def benchmarks(ctx, short):
                     f"/seq={seq}/hdim={hdim}/causal={'true' if causal else 'false'}")
             out.append(Bench(name, dt, lambda dt=dt, b=batch, h=heads, s=seq, d=hdim, c=causal: attention_setup(
                 ctx, dt, b, s, heads=h, hdim=d, causal=c, row_step=max(1, s // 16))))
+    for dt, batch, seq in bert_cases(short, ctx.cuda):
+        name = f"BenchmarkBERT/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={seq}"
+        out.append(Bench(name, dt, lambda dt=dt, b=batch, s=seq: bert_setup(ctx, dt, b, s),
+                         tol=MODEL_TOLERANCE[dt]))
+    for dt, batch in bert_train_cases(short, ctx.cuda):
+        name = f"BenchmarkBERTTrain/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={BERT_TRAIN_SEQ}"
+        out.append(Bench(name, dt, lambda dt=dt, b=batch: bert_train_setup(ctx, dt, b),
+                         tol=MODEL_TOLERANCE[dt]))
     return out
 
 
 class Bench:
-    """One named benchmark: its setup (returning a Work), its dtype (for the
-    tolerance), whether it runs with TF32 matmuls and with cold caches."""
+    """One named benchmark: its setup (returning a Work), its dtype and
+    tolerance (default: the dtype's TOLERANCE), whether it runs with TF32
+    matmuls and with cold caches."""
 
-    def __init__(self, name, dt, setup, tf32=False, cold=False):
+    def __init__(self, name, dt, setup, tf32=False, cold=False, tol=None):
         self.name, self.dt, self.setup, self.tf32, self.cold = name, dt, setup, tf32, cold
+        self.tol = TOLERANCE[dt] if tol is None else tol
 
 
 # ---------------------------------------------------------------- main
@@ -857,7 +1054,7 @@ def main(argv=None):
     suffix = f"-{threads}" if threads != 1 else ""
     failed = False
     for bench in benchmarks(ctx, args.short):
-        name, dt = bench.name, bench.dt
+        name, tol = bench.name, bench.tol
         if not match(name):
             continue
         # TF32 for dtype=tf32 alone: the f32 cases measure IEEE float32.
@@ -875,10 +1072,12 @@ def main(argv=None):
             ctx.sync()
             if err is None:
                 err = work.check()
-                if not err <= TOLERANCE[dt]:  # also catches NaN
-                    log(f"--- FAIL: {name}: rel-err {err:.3g} exceeds {TOLERANCE[dt]:.3g}: not timing a wrong result")
+                if not err <= tol:  # also catches NaN
+                    log(f"--- FAIL: {name}: rel-err {err:.3g} exceeds {tol:.3g}: not timing a wrong result")
                     failed = True
                     break
+            if work.peak and ctx.cuda:
+                torch.cuda.reset_peak_memory_stats()
             n, secs = measure(work.op, args.benchtime, ctx.sync, flush)
             per_op = secs / n
             fields = [f"{name}{suffix}", f"{n:8d}", f"{pretty(per_op * 1e9)} ns/op"]
@@ -886,6 +1085,10 @@ def main(argv=None):
                 fields.append(f"{pretty(work.flops / per_op / 1e9)} GFLOP/s")
             if work.nbytes:
                 fields.append(f"{pretty(work.nbytes / per_op / 1e9)} GB/s")
+            for amount, unit in work.rates:
+                fields.append(f"{pretty(amount / per_op)} {unit}")
+            if work.peak and ctx.cuda:
+                fields.append(f"{pretty(torch.cuda.max_memory_allocated())} peak-B")
             fields.append(f"{pretty(err)} rel-err")
             print("\t".join(fields), flush=True)
         del work

@@ -43,7 +43,9 @@ func Unit(k uint64, i int) float64 {
 func Fill(dst []float32, seed uint64, name string, center, half float64) {
 	k := Key(seed, name)
 	for i := range dst {
-		dst[i] = float32(center + half*(2*Unit(k, i)-1))
+		// The conversion rounds the product on its own, so that no
+		// platform fuses it with the sum (the reference rounds twice).
+		dst[i] = float32(center + float64(half*(2*Unit(k, i)-1)))
 	}
 }
 
