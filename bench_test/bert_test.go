@@ -527,7 +527,7 @@ func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus b
 	params := cfg.CountParams(false, true)
 	work := zbench.Workload{
 		FLOPs:    3 * (bertFLOPs(cfg, batch, seq) - 2*float64(batch)*H*H + head), // no pooler; backward ≈ 2× forward
-		Bytes:    16 * float64(params),                                         // parameter, gradient, two moments
+		Bytes:    16 * float64(params),                                           // parameter, gradient, two moments
 		DType:    kernels.F32,
 		Items:    float64(batch * seq),
 		ItemUnit: "tok/s",

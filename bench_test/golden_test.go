@@ -31,20 +31,25 @@ var goldenGlobals = []string{"format", "reference", "script", "seed"}
 // caseParams are the parameters of a golden case, from its metadata JSON.
 // Which keys an op takes is listed in its goldenOp.
 type caseParams struct {
-	Op         string  `json:"op"`
-	DType      string  `json:"dtype"`
-	TransA     bool    `json:"trans_a"`
-	TransB     bool    `json:"trans_b"`
-	Alpha      float32 `json:"alpha"`
-	Beta       float32 `json:"beta"`
-	Bias       bool    `json:"bias"`
-	Act        string  `json:"act"`
-	S          float32 `json:"s"`
-	Eps        float32 `json:"eps"`
-	HasBeta    bool    `json:"has_beta"`
-	Scale      float32 `json:"scale"`
-	Causal     bool    `json:"causal"`
-	HasKeyLens bool    `json:"keylens"`
+	Op          string  `json:"op"`
+	DType       string  `json:"dtype"`
+	TransA      bool    `json:"trans_a"`
+	TransB      bool    `json:"trans_b"`
+	Alpha       float32 `json:"alpha"`
+	Beta        float32 `json:"beta"`
+	Bias        bool    `json:"bias"`
+	Act         string  `json:"act"`
+	S           float32 `json:"s"`
+	Eps         float32 `json:"eps"`
+	HasBeta     bool    `json:"has_beta"`
+	Scale       float32 `json:"scale"`
+	Causal      bool    `json:"causal"`
+	HasKeyLens  bool    `json:"keylens"`
+	LR          float32 `json:"lr"`
+	Beta1       float32 `json:"beta1"`
+	Beta2       float32 `json:"beta2"`
+	WeightDecay float32 `json:"weight_decay"`
+	Step        int     `json:"step"`
 }
 
 // roleData is one role of a case as stored in the golden file.
@@ -60,7 +65,7 @@ type roleData struct {
 type caseData struct {
 	Name    string
 	Params  caseParams
-	DType   kernels.DType // the case's dtype: F32, F16 or BF16
+	DType   kernels.DType // the case's dtype: F32, F16 or BF16 (or one of the op's dtypes)
 	Act     kernels.Activation
 	Inputs  map[string]roleData
 	Outputs map[string]roleData
@@ -69,12 +74,24 @@ type caseData struct {
 // goldenOp describes how a golden case of one op is laid out and run.
 type goldenOp struct {
 	params   []string                         // keys besides op and dtype
+	dtypes   []kernels.DType                  // the case dtypes it takes; nil means F32, F16 and BF16
 	inputs   []string                         // roles always present
 	optional map[string]func(caseParams) bool // roles present exactly when the predicate holds
 	outputs  []string
-	check    func(s roleShapes, p caseParams) error // shape relations between roles
-	run      func(be kernels.Backend, t map[string]*kernels.Tensor, c *caseData) error
+	// initial maps an output to the input holding its value before the op,
+	// for ops that read or update their outputs (MatMul with beta ≠ 0,
+	// AdamW): the output starts as that input, which is not uploaded
+	// otherwise. An input that is absent leaves the output uninitialised.
+	initial map[string]string
+	// exact is set for ops that move data: their outputs must equal the
+	// reference exactly, whatever the dtype.
+	exact bool
+	check func(s roleShapes, p caseParams) error // shape relations between roles
+	run   func(be kernels.Backend, t map[string]*kernels.Tensor, c *caseData) error
 }
+
+// goldenFloatTypes are the case dtypes of an op whose goldenOp lists none.
+var goldenFloatTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16}
 
 // intRoles are stored and uploaded as I32; f32Roles are F32 whatever the
 // case's dtype; every other role has the case's dtype on the device.
@@ -85,7 +102,7 @@ var (
 
 var goldenActs = map[string]kernels.Activation{
 	"none": kernels.ActNone, "relu": kernels.ActReLU, "gelu": kernels.ActGELU,
-	"gelu_tanh": kernels.ActGELUTanh, "silu": kernels.ActSiLU,
+	"gelu_tanh": kernels.ActGELUTanh, "silu": kernels.ActSiLU, "tanh": kernels.ActTanh,
 }
 
 func hasKeyLens(p caseParams) bool { return p.HasKeyLens }
@@ -104,6 +121,7 @@ var goldenOps = map[string]goldenOp{
 			"bias": func(p caseParams) bool { return p.Bias },
 		},
 		outputs: []string{"out"},
+		initial: map[string]string{"out": "c"},
 		check:   checkMatMulShapes,
 		run: func(be kernels.Backend, t map[string]*kernels.Tensor, c *caseData) error {
 			p := c.Params
@@ -290,6 +308,37 @@ var goldenOps = map[string]goldenOp{
 			return be.CrossEntropyBackward(t["dlogits"], t["logits"], t["targets"], c.Params.Scale)
 		},
 	},
+	"swap_axes": {
+		dtypes: []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.I32},
+		inputs: []string{"x"}, outputs: []string{"out"}, exact: true,
+		check: func(s roleShapes, _ caseParams) error {
+			x := s["x"]
+			if len(x) != 4 {
+				return fmt.Errorf("x has shape %v, want [A, B, C, D]", x)
+			}
+			return s.want("out", kernels.Shape{x[0], x[2], x[1], x[3]})
+		},
+		run: func(be kernels.Backend, t map[string]*kernels.Tensor, _ *caseData) error {
+			return be.SwapAxes(t["out"], t["x"])
+		},
+	},
+	"adamw": {
+		params:  []string{"lr", "beta1", "beta2", "eps", "weight_decay", "step"},
+		dtypes:  []kernels.DType{kernels.F32},
+		inputs:  []string{"param", "grad", "m", "v"},
+		outputs: []string{"param_out", "m_out", "v_out"},
+		initial: map[string]string{"param_out": "param", "m_out": "m", "v_out": "v"},
+		check: func(s roleShapes, _ caseParams) error {
+			p := s["param"]
+			return s.want("grad", p, "m", p, "v", p, "param_out", p, "m_out", p, "v_out", p)
+		},
+		run: func(be kernels.Backend, t map[string]*kernels.Tensor, c *caseData) error {
+			p := c.Params
+			return be.AdamW(t["param_out"], t["grad"], t["m_out"], t["v_out"], kernels.AdamWParams{
+				LR: p.LR, Beta1: p.Beta1, Beta2: p.Beta2, Eps: p.Eps, WeightDecay: p.WeightDecay, Step: p.Step,
+			})
+		},
+	},
 }
 
 // roleShapes maps a case's roles to their shapes.
@@ -448,9 +497,13 @@ func loadCase(f *safetensors.File, name string) (*caseData, error) {
 			return fail("parameters %s: unexpected %q (op %s takes %v)", raw, k, p.Op, wantKeys)
 		}
 	}
+	dtypes := spec.dtypes
+	if dtypes == nil {
+		dtypes = goldenFloatTypes
+	}
 	dt, err := kernels.ParseDType(p.DType)
-	if err != nil || (dt != kernels.F32 && dt != kernels.F16 && dt != kernels.BF16) {
-		return fail("dtype %q, want f32, f16 or bf16", p.DType)
+	if err != nil || !slices.Contains(dtypes, dt) {
+		return fail("dtype %q, want one of %v for op %s", p.DType, dtypes, p.Op)
 	}
 	c.DType = dt
 	if slices.Contains(spec.params, "act") {
@@ -539,8 +592,12 @@ func runCase(be kernels.Backend, c *caseData) (got map[string][]float32, err err
 			}
 		}
 	}()
+	initial := map[string]bool{} // inputs that are only the initial values of outputs
+	for _, in := range spec.initial {
+		initial[in] = true
+	}
 	for role, d := range c.Inputs {
-		if role == "c" { // the initial out of a MatMul with beta ≠ 0
+		if initial[role] {
 			continue
 		}
 		var x *kernels.Tensor
@@ -557,7 +614,7 @@ func runCase(be kernels.Backend, c *caseData) (got map[string][]float32, err err
 	for _, role := range spec.outputs {
 		shape := c.Outputs[role].Shape
 		var x *kernels.Tensor
-		if init, ok := c.Inputs["c"]; ok && role == "out" {
+		if init, ok := c.Inputs[spec.initial[role]]; ok {
 			x, err = kernels.FromFloat32(be, c.outputDType(role), init.F32, shape...)
 		} else {
 			x, err = be.Alloc(c.outputDType(role), shape...)
@@ -606,6 +663,9 @@ func TestGoldenKernels(t *testing.T) {
 			c, err := loadCase(f, name)
 			require.NoError(t, err)
 			tol := kernels.Tolerance(c.DType)
+			if goldenOps[c.Params.Op].exact {
+				tol = 0
+			}
 			for _, be := range backends {
 				t.Run("dev="+be.Name(), func(t *testing.T) {
 					got, err := runCase(be, c)
@@ -741,8 +801,9 @@ func TestGoldenErrors(t *testing.T) {
 		{"unknown op", good, strings.Replace(mm, `"matmul"`, `"conv2d"`, 1), `unknown op "conv2d"`},
 		{"unknown param", good, strings.Replace(mm, `"act"`, `"acts"`, 1), `unknown field "acts"`},
 		{"missing param", good, strings.Replace(mm, `"alpha":1.0,`, ``, 1), `no "alpha"`},
-		{"bad activation", good, strings.Replace(mm, `"none"`, `"tanh"`, 1), `unknown activation "tanh"`},
-		{"bad dtype", good, strings.Replace(mm, `"f32"`, `"f64"`, 1), `dtype "f64", want f32, f16 or bf16`},
+		{"bad activation", good, strings.Replace(mm, `"none"`, `"swish"`, 1), `unknown activation "swish"`},
+		{"bad dtype", good, strings.Replace(mm, `"f32"`, `"f64"`, 1), `dtype "f64", want one of [f32 f16 bf16] for op matmul`},
+		{"dtype of another op", good, strings.Replace(mm, `"f32"`, `"i32"`, 1), `dtype "i32", want one of [f32 f16 bf16] for op matmul`},
 		{"invalid params", good, `{"op":`, "parameters {\"op\":"},
 	}
 	for _, tc := range tests {

@@ -1,5 +1,7 @@
 package kernels
 
+import "math"
+
 // Activation is an elementwise function fused into an op's epilogue.
 type Activation uint8
 
@@ -10,6 +12,7 @@ const (
 	ActGELU                // x·Φ(x), exact with erf (HF "gelu")
 	ActGELUTanh            // tanh approximation (HF "gelu_new", "gelu_pytorch_tanh")
 	ActSiLU                // x·σ(x)
+	ActTanh                // tanh(x) (BERT's pooler)
 )
 
 // String names the activation.
@@ -25,6 +28,8 @@ func (a Activation) String() string {
 		return "gelu_tanh"
 	case ActSiLU:
 		return "silu"
+	case ActTanh:
+		return "tanh"
 	}
 	return "activation(?)"
 }
@@ -60,12 +65,27 @@ type AttentionParams struct {
 	KeyLens *Tensor
 }
 
+// AdamWParams are the hyper-parameters of one AdamW update, with
+// PyTorch's torch.optim.AdamW semantics (decoupled weight decay,
+// bias-corrected moments).
+type AdamWParams struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	Step                               int // 1-based number of this update, for the bias corrections
+}
+
+// BiasCorrections returns 1 − Beta1^Step and 1 − Beta2^Step in float64: the
+// divisors of the moments, computed on the host so that kernels need no pow.
+func (p AdamWParams) BiasCorrections() (bc1, bc2 float64) {
+	return 1 - math.Pow(float64(p.Beta1), float64(p.Step)), 1 - math.Pow(float64(p.Beta2), float64(p.Step))
+}
+
 // IgnoreIndex is the target value that CrossEntropy skips (PyTorch's
 // default ignore_index).
 const IgnoreIndex = -100
 
 // Ops are the operations every backend implements. Outputs come first and
-// are written in full; inputs are never modified. Unless stated otherwise,
+// are written in full; inputs are never modified, except for the state
+// tensors of AdamW, which it updates in place. Unless stated otherwise,
 // all float tensors of one call share a dtype (F32, F16 or BF16) and ops over
 // "rows" work on the innermost dimension.
 type Ops interface {
@@ -88,6 +108,13 @@ type Ops interface {
 	// SumRows sets out[n] = Σ over all leading positions of x[…, n]: the
 	// gradient of a broadcast bias.
 	SumRows(out, x *Tensor) error
+	// SwapAxes sets out[a, c, b, d] = x[a, b, c, d] for x [A, B, C, D]
+	// (exactly 4-D) and out [A, C, B, D]: it splits attention heads,
+	// [batch, seq, heads, hdim] → [batch, heads, seq, hdim], and merges
+	// them back. x is F32, F16, BF16 or I32 and out has its dtype. out must
+	// not overlap x: the same tensor, or a Reshape view of it, is an error
+	// wrapping ErrValue; other overlaps are not detected.
+	SwapAxes(out, x *Tensor) error
 
 	// LayerNorm normalises rows of x [rows…, D] to out with gamma, beta [D]
 	// (beta may be nil). If mean and rstd ([rows] F32) are not nil they
@@ -130,4 +157,17 @@ type Ops interface {
 	// onehot(targets)); ignored rows get zeros. scale is the upstream
 	// gradient of each row's loss, e.g. 1/N for a mean.
 	CrossEntropyBackward(dlogits, logits, targets *Tensor, scale float32) error
+
+	// AdamW applies one torch.optim.AdamW update to param with its gradient
+	// grad, updating param and the moment estimates m and v IN PLACE (the
+	// optimizer's state, zero before step 1): with g = grad,
+	//
+	//	param ← param·(1 − LR·WeightDecay)
+	//	m ← β1·m + (1−β1)·g;  v ← β2·v + (1−β2)·g²
+	//	param ← param − LR/(1−β1^Step) · m / (sqrt(v)/sqrt(1−β2^Step) + Eps)
+	//
+	// All four tensors are F32 with one shape (any shape); grad is not
+	// modified. Step ≥ 1, LR ≥ 0, 0 ≤ β1, β2 < 1, Eps > 0 and
+	// WeightDecay ≥ 0, all finite, else the error wraps ErrValue.
+	AdamW(param, grad, m, v *Tensor, p AdamWParams) error
 }

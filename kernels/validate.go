@@ -1,5 +1,10 @@
 package kernels
 
+import (
+	"math"
+	"reflect"
+)
+
 // Argument validation of every Ops method, shared by the backends so that
 // they accept the same calls and fail with the same messages.
 //
@@ -14,7 +19,7 @@ package kernels
 // data and are left to the backends.
 
 // validAct reports whether a is one of the defined activations.
-func validAct(a Activation) bool { return a <= ActSiLU }
+func validAct(a Activation) bool { return a <= ActTanh }
 
 // MatMulDims is the geometry of a valid MatMul call.
 type MatMulDims struct {
@@ -175,6 +180,43 @@ func CheckSumRows(op string, be Backend, out, x *Tensor) (rows, n int, err error
 		return 0, 0, err
 	}
 	return x.Shape().Rows(), x.Shape().Last(), nil
+}
+
+// SwapAxesDims is the geometry of a valid SwapAxes call: x [A, B, C, D]
+// and out [A, C, B, D].
+type SwapAxesDims struct{ A, B, C, D int }
+
+// sameStorage reports whether a and b are the same allocation: a tensor and
+// its Reshape views share the backend's handle. Handles of a type that
+// cannot be compared count as distinct.
+func sameStorage(a, b *Tensor) bool {
+	if a.storage == nil || b.storage == nil || !reflect.TypeOf(a.storage).Comparable() {
+		return false
+	}
+	return a.storage == b.storage
+}
+
+// CheckSwapAxes validates the arguments of Ops.SwapAxes: x [A, B, C, D] of
+// dtype F32, F16, BF16 or I32, and out [A, C, B, D] of x's dtype, not x's
+// storage.
+func CheckSwapAxes(op string, be Backend, out, x *Tensor) (SwapAxesDims, error) {
+	c := Check(op).Tensor("out", out, be).Tensor("x", x, be)
+	if err := c.Err(); err != nil {
+		return SwapAxesDims{}, err
+	}
+	xs := x.Shape()
+	c.DType("x", x, F32, F16, BF16, I32).
+		That(len(xs) == 4, ErrShape, "x has shape %v, want [A B C D]", xs)
+	if err := c.Err(); err != nil {
+		return SwapAxesDims{}, err
+	}
+	g := SwapAxesDims{A: xs[0], B: xs[1], C: xs[2], D: xs[3]}
+	if err := c.SameDType("out", out, "x", x).Shape("out", out, g.A, g.C, g.B, g.D).
+		That(!sameStorage(out, x), ErrValue, "out is x's storage, want a separate tensor (SwapAxes does not work in place)").
+		Err(); err != nil {
+		return SwapAxesDims{}, err
+	}
+	return g, nil
 }
 
 // RowDims is the geometry of an op over the rows of a tensor [rows…, D].
@@ -514,4 +556,33 @@ func CheckCrossEntropy(op string, be Backend, loss, logits, targets *Tensor) (n,
 // checks that each target lies in [0, V) or is IgnoreIndex.
 func CheckCrossEntropyBackward(op string, be Backend, dlogits, logits, targets *Tensor, scale float32) (n, v int, err error) {
 	return checkCrossEntropy(op, be, "dlogits", dlogits, logits, targets)
+}
+
+// finite reports whether v is neither infinite nor NaN.
+func finite(v float32) bool { return !math.IsInf(float64(v), 0) && !math.IsNaN(float64(v)) }
+
+// CheckAdamW validates the arguments of Ops.AdamW: param, grad, m and v F32
+// with one shape, and hyper-parameters in range: Step ≥ 1, LR ≥ 0,
+// 0 ≤ Beta1, Beta2 < 1, Eps > 0 and WeightDecay ≥ 0, all finite. It returns
+// the number of elements.
+func CheckAdamW(op string, be Backend, param, grad, m, v *Tensor, p AdamWParams) (n int, err error) {
+	c := Check(op).Tensor("param", param, be).Tensor("grad", grad, be).Tensor("m", m, be).Tensor("v", v, be)
+	if err := c.Err(); err != nil {
+		return 0, err
+	}
+	shape := param.Shape()
+	c.DType("param", param, F32).
+		DType("grad", grad, F32).Shape("grad", grad, shape...).
+		DType("m", m, F32).Shape("m", m, shape...).
+		DType("v", v, F32).Shape("v", v, shape...).
+		That(p.Step >= 1, ErrValue, "Step is %d, want ≥ 1 (the 1-based number of the update)", p.Step).
+		That(finite(p.LR) && p.LR >= 0, ErrValue, "LR is %g, want a finite value ≥ 0", p.LR).
+		That(finite(p.Beta1) && p.Beta1 >= 0 && p.Beta1 < 1, ErrValue, "Beta1 is %g, want it in [0, 1)", p.Beta1).
+		That(finite(p.Beta2) && p.Beta2 >= 0 && p.Beta2 < 1, ErrValue, "Beta2 is %g, want it in [0, 1)", p.Beta2).
+		That(finite(p.Eps) && p.Eps > 0, ErrValue, "Eps is %g, want a finite value > 0", p.Eps).
+		That(finite(p.WeightDecay) && p.WeightDecay >= 0, ErrValue, "WeightDecay is %g, want a finite value ≥ 0", p.WeightDecay)
+	if err := c.Err(); err != nil {
+		return 0, err
+	}
+	return param.Len(), nil
 }

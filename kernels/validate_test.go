@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -108,12 +109,38 @@ func TestCheckDims(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, EmbeddingDims{N: 1, V: 11, D: 4}, ed)
 
+	sd, err := CheckSwapAxes("fake: SwapAxes", fakeDev, tn(f32, 2, 4, 3, 5), tn(f32, 2, 3, 4, 5))
+	require.NoError(t, err)
+	assert.Equal(t, SwapAxesDims{A: 2, B: 3, C: 4, D: 5}, sd)
+	sd, err = CheckSwapAxes("fake: SwapAxes", fakeDev, tn(i32, 1, 1, 7, 1), tn(i32, 1, 7, 1, 1))
+	require.NoError(t, err)
+	assert.Equal(t, SwapAxesDims{A: 1, B: 7, C: 1, D: 1}, sd)
+
+	n, err = CheckAdamW("fake: AdamW", fakeDev, tn(f32, 3, 4), tn(f32, 3, 4), tn(f32, 3, 4), tn(f32, 3, 4), adamw)
+	require.NoError(t, err)
+	assert.Equal(t, 12, n)
+	n, err = CheckAdamW("fake: AdamW", fakeDev, tn(f32), tn(f32), tn(f32), tn(f32),
+		AdamWParams{Beta1: 0, Beta2: 0, Eps: 1e-30, Step: 1 << 40})
+	require.NoError(t, err, "LR 0, betas 0 and a huge step are valid")
+	assert.Equal(t, 1, n)
+
 	n, v, err := CheckCrossEntropy("fake: CrossEntropy", fakeDev, tn(f32, 3), tn(BF16, 3, 10), tn(i32, 3))
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{3, 10}, [2]int{n, v})
 	n, v, err = CheckCrossEntropyBackward("fake: CrossEntropyBackward", fakeDev, tn(BF16, 3, 10), tn(BF16, 3, 10), tn(i32, 3), 0.5)
 	require.NoError(t, err)
 	assert.Equal(t, [2]int{3, 10}, [2]int{n, v})
+}
+
+// adamw are valid AdamW hyper-parameters (PyTorch's defaults, with a
+// weight decay).
+var adamw = AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 1}
+
+// withAdamW returns adamw changed by f.
+func withAdamW(f func(*AdamWParams)) AdamWParams {
+	p := adamw
+	f(&p)
+	return p
 }
 
 func TestCheckErrors(t *testing.T) {
@@ -123,6 +150,13 @@ func TestCheckErrors(t *testing.T) {
 	foreign := NewTensor(fakeOther, f32, Shape{2, 3}, nil)
 	x23, o23 := tn(f32, 2, 3), tn(f32, 2, 3)
 	q, kv := tn(f32, 2, 4, 3, 8), tn(f32, 2, 2, 5, 8)
+	// Tensors with storage, for the aliasing check of SwapAxes.
+	x4 := NewTensor(fakeDev, f32, Shape{2, 3, 3, 4}, new(int))
+	x4view, err := x4.Reshape(2, 3, 3, 4)
+	require.NoError(t, err)
+	st := tn(f32, 5, 2)
+	adam := func(p AdamWParams) error { return pick(CheckAdamW("cuda: AdamW", fakeDev, st, st, st, st, p)) }
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 
 	for _, tc := range []struct {
 		name     string
@@ -147,7 +181,7 @@ func TestCheckErrors(t *testing.T) {
 			ErrShape, "cuda: add: b has shape [2], want a suffix of a's shape [2 3]: shape mismatch"},
 		{"cast shape", pick(CheckCast("cuda: cast", fakeDev, tn(I8, 3, 2), x23)),
 			ErrShape, "cuda: cast: out has shape [3 2], want [2 3]: shape mismatch"},
-		{"act", pick(CheckAct("cuda: act", fakeDev, o23, x23, 5)), ErrValue, "cuda: act: unknown activation 5: invalid value"},
+		{"act", pick(CheckAct("cuda: act", fakeDev, o23, x23, 42)), ErrValue, "cuda: act: unknown activation 42: invalid value"},
 		{"actbackward dtype", pick(CheckActBackward("cuda: actbackward", fakeDev, o23, tn(F16, 2, 3), x23, ActGELU)),
 			ErrDType, "cuda: actbackward: x is f32 but dy is f16: dtype mismatch"},
 		{"sumrows scalar", pick2(CheckSumRows("cuda: sumrows", fakeDev, tn(f32, 1), tn(f32))),
@@ -192,6 +226,38 @@ func TestCheckErrors(t *testing.T) {
 			ErrShape, "cuda: CrossEntropyBackward: dlogits has shape [3 2], want [2 3]: shape mismatch"},
 		{"crossentropy targets", pick2(CheckCrossEntropy("cuda: CrossEntropy", fakeDev, tn(f32, 2), x23, tn(i32, 2, 1))),
 			ErrShape, "cuda: CrossEntropy: targets has shape [2 1], want [2]: shape mismatch"},
+		{"swapaxes rank", err2(CheckSwapAxes("cuda: SwapAxes", fakeDev, tn(f32, 3, 2), x23)),
+			ErrShape, "cuda: SwapAxes: x has shape [2 3], want [A B C D]: shape mismatch"},
+		{"swapaxes dtype", err2(CheckSwapAxes("cuda: SwapAxes", fakeDev, tn(I8, 2, 1, 3, 4), tn(I8, 2, 3, 1, 4))),
+			ErrDType, "cuda: SwapAxes: x is int8, want one of [f32 f16 bf16 i32]: dtype mismatch"},
+		{"swapaxes out dtype", err2(CheckSwapAxes("cuda: SwapAxes", fakeDev, tn(F16, 2, 1, 3, 4), tn(f32, 2, 3, 1, 4))),
+			ErrDType, "cuda: SwapAxes: out is f16 but x is f32: dtype mismatch"},
+		{"swapaxes out shape", err2(CheckSwapAxes("cuda: SwapAxes", fakeDev, tn(f32, 2, 3, 1, 4), tn(f32, 2, 3, 1, 4))),
+			ErrShape, "cuda: SwapAxes: out has shape [2 3 1 4], want [2 1 3 4]: shape mismatch"},
+		{"swapaxes in place", err2(CheckSwapAxes("cuda: SwapAxes", fakeDev, x4view, x4)),
+			ErrValue, "cuda: SwapAxes: out is x's storage, want a separate tensor (SwapAxes does not work in place): invalid value"},
+		{"adamw dtype", pick(CheckAdamW("cuda: AdamW", fakeDev, st, st, tn(BF16, 5, 2), st, adamw)),
+			ErrDType, "cuda: AdamW: m is bf16, want one of [f32]: dtype mismatch"},
+		{"adamw grad shape", pick(CheckAdamW("cuda: AdamW", fakeDev, st, tn(f32, 2, 5), st, st, adamw)),
+			ErrShape, "cuda: AdamW: grad has shape [2 5], want [5 2]: shape mismatch"},
+		{"adamw nil v", pick(CheckAdamW("cuda: AdamW", fakeDev, st, st, st, nil, adamw)),
+			ErrShape, "cuda: AdamW: v is nil: shape mismatch"},
+		{"adamw step", adam(withAdamW(func(p *AdamWParams) { p.Step = 0 })),
+			ErrValue, "cuda: AdamW: Step is 0, want ≥ 1 (the 1-based number of the update): invalid value"},
+		{"adamw lr", adam(withAdamW(func(p *AdamWParams) { p.LR = -1e-3 })),
+			ErrValue, "cuda: AdamW: LR is -0.001, want a finite value ≥ 0: invalid value"},
+		{"adamw lr inf", adam(withAdamW(func(p *AdamWParams) { p.LR = inf })),
+			ErrValue, "cuda: AdamW: LR is +Inf, want a finite value ≥ 0: invalid value"},
+		{"adamw beta1", adam(withAdamW(func(p *AdamWParams) { p.Beta1 = 1 })),
+			ErrValue, "cuda: AdamW: Beta1 is 1, want it in [0, 1): invalid value"},
+		{"adamw beta2", adam(withAdamW(func(p *AdamWParams) { p.Beta2 = -0.5 })),
+			ErrValue, "cuda: AdamW: Beta2 is -0.5, want it in [0, 1): invalid value"},
+		{"adamw beta2 NaN", adam(withAdamW(func(p *AdamWParams) { p.Beta2 = nan })),
+			ErrValue, "cuda: AdamW: Beta2 is NaN, want it in [0, 1): invalid value"},
+		{"adamw eps", adam(withAdamW(func(p *AdamWParams) { p.Eps = 0 })),
+			ErrValue, "cuda: AdamW: Eps is 0, want a finite value > 0: invalid value"},
+		{"adamw weight decay", adam(withAdamW(func(p *AdamWParams) { p.WeightDecay = nan })),
+			ErrValue, "cuda: AdamW: WeightDecay is NaN, want a finite value ≥ 0: invalid value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Error(t, tc.err)
@@ -210,6 +276,11 @@ func TestCheckDataLeftToBackend(t *testing.T) {
 	_, err = CheckEmbedding("fake: Embedding", fakeDev, tn(F32, 4, 2), tn(F32, 3, 2), tn(I32, 4))
 	require.NoError(t, err)
 	_, _, err = CheckCrossEntropy("fake: CrossEntropy", fakeDev, tn(F32, 4), tn(F32, 4, 3), tn(I32, 4))
+	require.NoError(t, err)
+	// Distinct allocations pass the aliasing check of SwapAxes, whatever
+	// they hold; so do views of one allocation that is not x's.
+	x, out := NewTensor(fakeDev, F32, Shape{1, 2, 3, 1}, new(int)), NewTensor(fakeDev, F32, Shape{1, 3, 2, 1}, new(int))
+	_, err = CheckSwapAxes("fake: SwapAxes", fakeDev, out, x)
 	require.NoError(t, err)
 }
 

@@ -57,6 +57,16 @@ func siluGrad(x float32) float32 {
 	return float32(s * (1 + v*(1-s)))
 }
 
+// tanhAct is tanh(x), through float64's correctly rounded math.Tanh: no
+// cancellation near 0, and ±1 at the ends.
+func tanhAct(x float32) float32 { return float32(math.Tanh(float64(x))) }
+
+// tanhGrad is 1 − tanh²(x).
+func tanhGrad(x float32) float32 {
+	t := math.Tanh(float64(x))
+	return float32(1 - t*t)
+}
+
 // applyAct sets dst[i] = a(src[i]); dst and src have the same length and may
 // be the same slice. The switch is outside the loops so that each loop is a
 // plain call of an inlinable scalar function.
@@ -80,6 +90,10 @@ func applyAct(dst, src []float32, a kernels.Activation) {
 	case kernels.ActSiLU:
 		for i, x := range src {
 			dst[i] = silu(x)
+		}
+	case kernels.ActTanh:
+		for i, x := range src {
+			dst[i] = tanhAct(x)
 		}
 	}
 }
@@ -110,6 +124,10 @@ func applyActGrad(dx, dy, x []float32, a kernels.Activation) {
 	case kernels.ActSiLU:
 		for i, v := range x {
 			dx[i] = dy[i] * siluGrad(v)
+		}
+	case kernels.ActTanh:
+		for i, v := range x {
+			dx[i] = dy[i] * tanhGrad(v)
 		}
 	}
 }

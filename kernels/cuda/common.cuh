@@ -35,6 +35,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 #define ACT_GELU 2      // x·Φ(x), exact erf
 #define ACT_GELU_TANH 3 // 0.5x(1+tanh(√(2/π)(x+0.044715x³)))
 #define ACT_SILU 4      // x·σ(x)
+#define ACT_TANH 5      // tanh(x) (BERT's pooler)
 
 #define ACT_INV_SQRT2 0.70710678118654752440f
 #define ACT_INV_SQRT_2PI 0.39894228040143267794f
@@ -62,6 +63,8 @@ __device__ __forceinline__ float act_apply(float x, int act) {
         return x * act_sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
     case ACT_SILU:
         return x * act_sigmoid(x);
+    case ACT_TANH:
+        return tanhf(x);
     default:
         return x;
     }
@@ -93,6 +96,11 @@ __device__ __forceinline__ float act_grad(float x, int act) {
         // σ(x)·(1 + x·(1−σ(x)))
         float s = act_sigmoid(x), sm = act_sigmoid(-x);
         return s * (1.0f + x * sm);
+    }
+    case ACT_TANH: {
+        // 1 − tanh²(x): 0 at ±Inf, NaN for NaN.
+        float t = tanhf(x);
+        return 1.0f - t * t;
     }
     default:
         return 1.0f;

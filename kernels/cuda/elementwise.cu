@@ -103,6 +103,7 @@ template <typename T> __device__ void act_dispatch(T* out, const T* x, long long
     case ACT_GELU: act_impl<T, ACT_GELU>(out, x, n); break;
     case ACT_GELU_TANH: act_impl<T, ACT_GELU_TANH>(out, x, n); break;
     case ACT_SILU: act_impl<T, ACT_SILU>(out, x, n); break;
+    case ACT_TANH: act_impl<T, ACT_TANH>(out, x, n); break;
     default: break; // the host validates act
     }
 }
@@ -130,6 +131,7 @@ __device__ void act_backward_dispatch(T* dx, const T* dy, const T* x, long long 
     case ACT_GELU: act_backward_impl<T, ACT_GELU>(dx, dy, x, n); break;
     case ACT_GELU_TANH: act_backward_impl<T, ACT_GELU_TANH>(dx, dy, x, n); break;
     case ACT_SILU: act_backward_impl<T, ACT_SILU>(dx, dy, x, n); break;
+    case ACT_TANH: act_backward_impl<T, ACT_TANH>(dx, dy, x, n); break;
     default: break;
     }
 }
@@ -314,7 +316,7 @@ __device__ __forceinline__ int dtype_size(int dt) {
     extern "C" __global__ void add_##SUF(T* out, const T* a, const T* b, long long n, long long nb) { \
         add_impl<T>(out, a, b, n, nb);                                                             \
     }                                                                                              \
-    /* act_T: out = act(x), act a kernels.Activation (0..4); out may alias x.                      \
+    /* act_T: out = act(x), act a kernels.Activation (0..5); out may alias x.                      \
        Launch: block 256, grid min(ceil(n/256), 65535). */                                         \
     extern "C" __global__ void act_##SUF(T* out, const T* x, long long n, int act) {                 \
         act_dispatch<T>(out, x, n, act);                                                           \

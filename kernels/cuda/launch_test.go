@@ -63,6 +63,7 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { return b.Fill(out, 1) },
 			func() error { return b.Cast(a(kernels.E4M3, 4, 64), x) },
 			func() error { return b.Act(out, x, kernels.ActGELU) },
+			func() error { return b.Act(out, x, kernels.ActTanh) },
 			func() error { return b.ActBackward(out, x, x, kernels.ActGELU) },
 			func() error { return b.SumRows(y, x) },
 			func() error { return b.LayerNorm(out, mean, rstd, x, gamma, beta, 1e-5) },
@@ -79,6 +80,11 @@ func dryOps(t *testing.T, b *Backend) {
 				return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true})
 			},
 			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}) },
+			func() error {
+				return b.MatMul(out, x, w, kernels.MatMulParams{TransB: true, Bias: y, Act: kernels.ActTanh})
+			},
+			func() error { return b.SwapAxes(a(dt, 2, 8, 4, 64), q) },
+			func() error { return b.SwapAxes(a(dt, 2, 5, 3, 3), a(dt, 2, 3, 5, 3)) }, // rows of 6 or 12 bytes
 			func() error { return b.Attention(q, q, kv, kv, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
 			func() error { return b.Attention(q128, q128, kv128, kv128, kernels.AttentionParams{}) },
 			func() error {
@@ -92,6 +98,10 @@ func dryOps(t *testing.T, b *Backend) {
 	for _, dt := range []kernels.DType{kernels.I8, kernels.I32} {
 		require.NoError(t, b.Fill(a(dt, 9), 3))
 	}
+	require.NoError(t, b.SwapAxes(a(i32, 1, 3, 2, 2), a(i32, 1, 2, 3, 2))) // rows of 8 bytes
+	p := a(f32, 3, 7)
+	require.NoError(t, b.AdamW(p, a(f32, 3, 7), a(f32, 3, 7), a(f32, 3, 7),
+		kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3}))
 }
 
 // ptxParams maps each kernel of a PTX image to its parameter types
@@ -174,7 +184,8 @@ func TestLaunchSignatures(t *testing.T) {
 				assert.LessOrEqual(t, r.smem, 227<<10, r.name)
 			}
 			// The paths each target must take.
-			must := []string{"matmul_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32"}
+			must := []string{"matmul_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
+				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32"}
 			switch cc[0] {
 			case 8:
 				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")

@@ -11,7 +11,7 @@
 // (it may hold NaN). alpha is used as given (the Go launcher turns
 // MatMulParams' "0 means 1" into 1).
 // Products accumulate in float32; f16/bf16 round once on store (RNE).
-// act: 0 none, 1 relu, 2 gelu (erf), 3 gelu tanh, 4 silu (common.cuh).
+// act: 0 none, 1 relu, 2 gelu (erf), 3 gelu tanh, 4 silu, 5 tanh (common.cuh).
 //
 // Kernels, all with the signature
 //   (T* c, const T* a, const T* b, const T* bias, int M, int N, int K,
@@ -105,6 +105,8 @@ __device__ __forceinline__ float act(float x, int code) {
         return x * sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
     case ACT_SILU:
         return x * sigmoid(x);
+    case ACT_TANH:
+        return tanhf(x);
     default:
         return x;
     }

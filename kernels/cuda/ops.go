@@ -5,6 +5,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 
 	"github.com/mumax/3/cuda/cu"
 
@@ -123,4 +124,39 @@ func (b *Backend) SumRows(out, x *kernels.Tensor) error {
 	}
 	return wrap("sumrows", b.launch("sum_rows_"+suffix(out.DType()), dim3{x: min((n+31)/32, 65535)}, dim3{x: 32, y: 32}, 0,
 		ptrOf(out), ptrOf(x), int64(rows), int32(n)))
+}
+
+// SwapAxes sets out[a, c, b, d] = x[a, b, c, d], moving the widest unit of
+// bytes (16 down to 2) that divides a row of D elements and to which both
+// addresses are aligned.
+func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
+	g, err := kernels.CheckSwapAxes("cuda: SwapAxes", b, out, x)
+	if err != nil {
+		return err
+	}
+	row := int64(g.D) * int64(x.DType().Size())
+	unit := int64(16)
+	for unit > 2 && (row%unit != 0 || int64(ptrOf(out))%unit != 0 || int64(ptrOf(x))%unit != 0) {
+		unit /= 2
+	}
+	du := row / unit
+	n := int64(g.A) * int64(g.B) * int64(g.C) * du
+	return wrap("SwapAxes", b.launch(fmt.Sprintf("swap_axes_u%d", 8*unit), b.gridFor(n), dim3{x: block}, 0,
+		ptrOf(out), ptrOf(x), int64(g.A), int64(g.B), int64(g.C), du))
+}
+
+// AdamW applies one torch.optim.AdamW update to param, m and v in place;
+// the scalars of the update are computed here in float64.
+func (b *Backend) AdamW(param, grad, m, v *kernels.Tensor, p kernels.AdamWParams) error {
+	n, err := kernels.CheckAdamW("cuda: AdamW", b, param, grad, m, v, p)
+	if err != nil {
+		return err
+	}
+	bc1, bc2 := p.BiasCorrections()
+	decay := float32(1 - float64(p.LR)*float64(p.WeightDecay))
+	c1, c2 := float32(1-float64(p.Beta1)), float32(1-float64(p.Beta2))
+	stepSize, bc2Sqrt := float32(float64(p.LR)/bc1), float32(math.Sqrt(bc2))
+	return wrap("AdamW", b.launch("adamw_f32", b.gridFor(int64(n)), dim3{x: block}, 0,
+		ptrOf(param), ptrOf(grad), ptrOf(m), ptrOf(v), int64(n),
+		decay, p.Beta1, c1, p.Beta2, c2, stepSize, bc2Sqrt, p.Eps))
 }

@@ -17,7 +17,7 @@ var ewLens = []int{1, 31, 4097, 40009}
 var allTypes = []kernels.DType{kernels.F32, kernels.F16, kernels.BF16, kernels.I8, kernels.E4M3, kernels.E5M2, kernels.I32}
 
 // activations lists every activation.
-var activations = []kernels.Activation{kernels.ActNone, kernels.ActReLU, kernels.ActGELU, kernels.ActGELUTanh, kernels.ActSiLU}
+var activations = []kernels.Activation{kernels.ActNone, kernels.ActReLU, kernels.ActGELU, kernels.ActGELUTanh, kernels.ActSiLU, kernels.ActTanh}
 
 // RefAct is the activation a in float64: the reference of Act and of
 // MatMul's epilogue.
@@ -31,6 +31,8 @@ func RefAct(a kernels.Activation, x float64) float64 {
 		return 0.5 * x * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(x+0.044715*x*x*x)))
 	case kernels.ActSiLU:
 		return x / (1 + math.Exp(-x))
+	case kernels.ActTanh:
+		return math.Tanh(x)
 	}
 	return x
 }
@@ -52,6 +54,9 @@ func refActGrad(a kernels.Activation, x float64) float64 {
 	case kernels.ActSiLU:
 		s := 1 / (1 + math.Exp(-x))
 		return s * (1 + x*(1-s))
+	case kernels.ActTanh:
+		t := math.Tanh(x)
+		return 1 - t*t
 	}
 	return 1
 }

@@ -75,9 +75,11 @@ func matmulCases() []mmCase {
 		mmCase{m: 33, n: 47, k: 29, act: kernels.ActGELU},
 		mmCase{m: 257, n: 129, k: 33, bias: true, act: kernels.ActSiLU},
 	)
-	for _, a := range []kernels.Activation{kernels.ActReLU, kernels.ActGELU, kernels.ActGELUTanh, kernels.ActSiLU} {
+	for _, a := range activations[1:] {
 		cs = append(cs, mmCase{m: 33, n: 47, k: 29, bias: true, act: a})
 	}
+	// BERT's pooler: dense + tanh on the first token of each sequence.
+	cs = append(cs, mmCase{m: 3, n: 96, k: 96, tB: true, bias: true, act: kernels.ActTanh})
 	return cs
 }
 

@@ -8,20 +8,21 @@ kernels/ops.go; nothing here is derived from the Go implementations.
 Layout of the output:
 
   tensors   "<case>/<role>": inputs (a, b, c, bias, x, gamma, beta, q, k, v,
-            ids, table, logits, targets, keylens, dy, mean, rstd, y) stored in
-            the case's dtype (F32, F16 or BF16; ids, targets and keylens I32;
-            mean and rstd F32), and expected outputs (out, mean, rstd, dx,
-            dgamma, dbeta, dq, dk, dv, dtable, loss, dlogits) stored F32.
+            ids, table, logits, targets, keylens, dy, mean, rstd, y, param,
+            grad, m, v) stored in the case's dtype (F32, F16 or BF16, and I32
+            for swap_axes; ids, targets and keylens I32; mean and rstd F32),
+            and expected outputs (out, mean, rstd, dx, dgamma, dbeta, dq, dk,
+            dv, dtable, loss, dlogits, param_out, m_out, v_out) stored F32.
             The expected outputs are computed in float64 from the exact
             (rounded) inputs that the file holds.
   metadata  "<case>": the case's parameters as compact JSON, always with "op"
-            and "dtype" (f32, f16, bf16); plus "reference" (torch version),
-            "script", "seed" and "format". Parameters by op:
+            and "dtype" (f32, f16, bf16; i32 for swap_axes); plus "reference"
+            (torch version), "script", "seed" and "format". Parameters by op:
               matmul              trans_a, trans_b, alpha, beta (role c, the
                                   initial out, iff beta != 0), bias (role
                                   bias iff true), act
               scale               s
-              act, act_backward   act (relu, gelu, gelu_tanh, silu)
+              act, act_backward   act (relu, gelu, gelu_tanh, silu, tanh)
               layernorm           eps, has_beta (role beta iff true)
               layernorm_backward  eps (mean and rstd are inputs)
               rmsnorm             eps
@@ -30,8 +31,12 @@ Layout of the output:
                                   attention), causal, keylens (role keylens
                                   iff true)
               cross_entropy_backward  scale
+              adamw               lr, beta1, beta2, eps, weight_decay, step
+                                  (torch.optim.AdamW; param, m and v are the
+                                  state before the update, param_out, m_out
+                                  and v_out after it)
               add, sumrows, softmax_backward, embedding,
-              embedding_backward, cross_entropy   none
+              embedding_backward, cross_entropy, swap_axes   none
 
 The file is written in the safetensors format by this script itself (the
 python safetensors package is not needed), with the reference
@@ -63,7 +68,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DEFAULT_OUT = os.path.join(REPO, "testdata", "golden", "kernels.safetensors")
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-ACTS = ["relu", "gelu", "gelu_tanh", "silu"]
+ACTS = ["relu", "gelu", "gelu_tanh", "silu", "tanh"]
 IGNORE_INDEX = -100
 
 # safetensors dtype names and their rank in the reference implementation's
@@ -83,6 +88,8 @@ def act_fn(name, x):
         return F.gelu(x, approximate="tanh")
     if name == "silu":
         return F.silu(x)
+    if name == "tanh":
+        return torch.tanh(x)
     raise ValueError(name)
 
 
@@ -158,6 +165,11 @@ def d64(t):
 
 def i32(values):
     return torch.tensor(values, dtype=torch.int32)
+
+
+def f32(v):
+    """v rounded to float32, as a Go float32 parameter holds it."""
+    return float(np.float32(v))
 
 
 # ---------------------------------------------------------------------------
@@ -257,11 +269,13 @@ def matmul_cases(g):
     add("matmul_f32_linear", "f32", 5, 31, 9, batch=[2, 3], trans_b=True, shared_b=True, bias=True, act="gelu_tanh")
     add("matmul_f32_gemv", "f32", 1, 67, 1)
     add("matmul_f32_m1", "f32", 1, 40, 17, trans_b=True, bias=True)
+    add("matmul_f32_pooler_tanh", "f32", 3, 48, 48, trans_b=True, bias=True, act="tanh")
     for dt in ("f16", "bf16"):
         add(f"matmul_{dt}_plain", dt, 17, 31, 9)
         add(f"matmul_{dt}_trans_b_bias_gelu", dt, 17, 31, 9, trans_b=True, bias=True, act="gelu")
         add(f"matmul_{dt}_batched_beta", dt, 6, 20, 11, batch=[2], alpha=0.5, beta=-1.0)
         add(f"matmul_{dt}_linear", dt, 3, 40, 8, batch=[2], trans_b=True, shared_b=True, bias=True, act="silu")
+        add(f"matmul_{dt}_pooler_tanh", dt, 2, 32, 32, trans_b=True, bias=True, act="tanh")
 
 
 def elementwise_cases(g):
@@ -278,7 +292,7 @@ def elementwise_cases(g):
         x = randn([3, 37], torch.float32, scale=2.0)
         g.case(f"act_f32_{act}", {"op": "act", "dtype": "f32", "act": act}, {"x": x}, {"out": act_fn(act, d64(x))})
     for dt in ("f16", "bf16"):
-        for act in ("gelu", "gelu_tanh"):
+        for act in ("gelu", "gelu_tanh", "tanh"):
             x = randn([5, 29], DTYPES[dt], scale=2.0)
             g.case(f"act_{dt}_{act}", {"op": "act", "dtype": dt, "act": act}, {"x": x}, {"out": act_fn(act, d64(x))})
 
@@ -458,6 +472,56 @@ def cross_entropy_cases(g):
     ce("cross_entropy_backward_f32_sum", "f32", 4, 17, [0, 2], backward=True, scale=1.0)
 
 
+def layout_cases(g):
+    for name, dtype, shape in (
+        ("swap_axes_f32", "f32", [2, 5, 3, 4]),
+        ("swap_axes_f32_heads", "f32", [2, 7, 4, 8]),  # [batch, seq, heads, hdim]
+        ("swap_axes_f32_d1", "f32", [3, 2, 5, 1]),
+        ("swap_axes_f16", "f16", [1, 3, 6, 5]),
+        ("swap_axes_bf16", "bf16", [2, 4, 3, 6]),
+    ):
+        x = randn(shape, DTYPES[dtype], scale=3.0)
+        g.case(name, {"op": "swap_axes", "dtype": dtype}, {"x": x}, {"out": d64(x).transpose(1, 2)})
+    # I32 values of up to 2^24 in magnitude, exact in the F32 output.
+    x = torch.randint(-(1 << 24), (1 << 24) + 1, (2, 3, 4, 2), dtype=torch.int32)
+    g.case("swap_axes_i32", {"op": "swap_axes", "dtype": "i32"}, {"x": x}, {"out": d64(x).transpose(1, 2)})
+
+
+def optim_cases(g):
+    def adamw(name, shape, steps, lr, betas, eps, weight_decay):
+        """Runs torch.optim.AdamW in float64 for steps updates, each with a
+        new gradient, and stores the last one: the state before it (param,
+        m, v, rounded to F32, the values the update is computed from) and
+        its gradient as inputs, the state after it as outputs."""
+        lr, beta1, beta2, eps, weight_decay = (f32(v) for v in (lr, *betas, eps, weight_decay))
+        p = torch.nn.Parameter(d64(randn(shape, torch.float32)))
+        opt = torch.optim.AdamW([p], lr=lr, betas=(beta1, beta2), eps=eps, weight_decay=weight_decay)
+        for step in range(1, steps + 1):
+            grad = randn(shape, torch.float32)
+            p.grad = d64(grad)
+            if step == steps:
+                st = opt.state[p]
+                param = p.detach().float()
+                m = st["exp_avg"].float() if st else torch.zeros(shape)
+                v = st["exp_avg_sq"].float() if st else torch.zeros(shape)
+                with torch.no_grad():
+                    p.copy_(d64(param))
+                    if st:
+                        st["exp_avg"].copy_(d64(m))
+                        st["exp_avg_sq"].copy_(d64(v))
+            opt.step()
+        st = opt.state[p]
+        assert int(st["step"].item()) == steps, (name, st["step"])
+        params = {"op": "adamw", "dtype": "f32", "lr": lr, "beta1": beta1, "beta2": beta2, "eps": eps,
+                  "weight_decay": weight_decay, "step": steps}
+        g.case(name, params, {"param": param, "grad": grad, "m": m, "v": v},
+               {"param_out": p.detach().clone(), "m_out": st["exp_avg"].clone(), "v_out": st["exp_avg_sq"].clone()})
+
+    adamw("adamw_f32_step1", [5, 7], 1, 1e-3, (0.9, 0.999), 1e-8, 1e-2)  # torch's defaults
+    adamw("adamw_f32_step2", [5, 7], 2, 0.1, (0.9, 0.999), 1e-8, 0.1)
+    adamw("adamw_f32_step10", [2, 3, 11], 10, 0.05, (0.8, 0.99), 1e-6, 0.0)
+
+
 def build():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
@@ -470,6 +534,8 @@ def build():
     attention_cases(g)
     embedding_cases(g)
     cross_entropy_cases(g)
+    layout_cases(g)
+    optim_cases(g)
     return g
 
 
