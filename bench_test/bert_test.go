@@ -482,9 +482,11 @@ func bertTrainBatches(dev kernels.Backend) []int {
 func BenchmarkBERTTrain(b *testing.B) {
 	const seq = 128
 	cfg := bert.Train6()
-	corpus := bert.SyntheticCorpus(bertSeed, cfg.VocabSize, 999, 1<<20)
+	corpus, err := bert.SyntheticCorpus(bertSeed, cfg.VocabSize, 999, 1<<20) // past bert-base-uncased's special tokens
+	if err != nil {
+		b.Fatal(err)
+	}
 	if *bertData != "" {
-		var err error
 		if corpus, err = bert.ReadCorpus(*bertData, cfg.VocabSize); err != nil {
 			b.Fatal(err)
 		}

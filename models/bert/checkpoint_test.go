@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -180,22 +181,18 @@ func TestCheckpointNotSafetensors(t *testing.T) {
 	assert.Contains(t, err.Error(), path+".missing")
 }
 
-func TestCheckpointUnsupportedDType(t *testing.T) {
+func TestCheckpointRejectsIntegerWeights(t *testing.T) {
 	tensors := mapTensors(tinyTensors(t), func(x *safetensors.Tensor) bool {
 		if x.Name == "bert.embeddings.LayerNorm.bias" {
-			x.DType = "I32" // same size, decodes as float32 of ints
-		}
-		if x.Name == "bert.embeddings.LayerNorm.weight" {
-			x.DType, x.Data = "BOOL", x.Data[:32]
+			x.DType = "I32" // same size
 		}
 		return true
 	})
 	ck, err := bert.OpenCheckpoint(writeCheckpoint(t, tensors))
 	require.NoError(t, err)
-	// Integer and bool tensors convert to float32 (safetensors.Float32), so
-	// they load: this records the current behaviour.
-	_, err = ck.Values(bert.Param{Name: "embeddings.LayerNorm.weight", Shape: []int{32}})
-	assert.NoError(t, err)
+	_, err = ck.Values(bert.Param{Name: "embeddings.LayerNorm.bias", Shape: []int{32}})
+	require.ErrorIs(t, err, bert.ErrWeights)
+	assert.ErrorContains(t, err, `"bert.embeddings.LayerNorm.bias" has dtype I32`)
 }
 
 func TestLoadRejectsBadConfigAndPrecision(t *testing.T) {
@@ -221,18 +218,48 @@ func TestModelCloseFreesEverything(t *testing.T) {
 }
 
 // FuzzCheckpoint mutates the bytes of the tiny checkpoint: the result is a
-// safetensors error, a BERT weights/config error, or a model.
+// safetensors error, a BERT weights error, or a model that runs.
+//
+// The fuzz input is an edit of the file rather than the file itself: at
+// offset off (taken modulo the header's size when mode&4 is set, so that
+// the JSON header gets its share), patch overwrites (mode%3 == 0), is
+// inserted (1), or that many bytes are deleted (2); then the file is cut
+// to keep bytes if keep is not 0. Fuzzing the 89 KB file directly spends
+// nearly all its time minimising each new input (about a minute apiece
+// with the default -fuzzminimizetime); an edit is a few bytes. The seed
+// corpus is the file itself and a truncated copy, plus header edits.
 func FuzzCheckpoint(f *testing.F) {
 	data, err := os.ReadFile(tinyModel)
 	require.NoError(f, err)
-	f.Add(data)
-	f.Add(data[:len(data)/2])
-	f.Add(data[:200])
-	// A header-only mutation that keeps the file valid: rename a tensor.
-	f.Add(bytes.Replace(data, []byte("layer.1.output.dense.bias"), []byte("layer.2.output.dense.bias"), 1))
-	f.Add(bytes.Replace(data, []byte(`[37,32]`), []byte(`[32,37]`), 1))
+	headerEnd := 8 + int(binary.LittleEndian.Uint64(data))
+	at := func(s string) uint32 { return uint32(bytes.Index(data, []byte(s))) }
+	f.Add(uint32(0), uint8(0), []byte(nil), uint32(0))                             // the file itself
+	f.Add(uint32(0), uint8(0), []byte(nil), uint32(len(data)/2))                   // truncated
+	f.Add(uint32(0), uint8(0), []byte(nil), uint32(headerEnd-3))                   // truncated in the header
+	f.Add(at("layer.1.output.dense.bias"), uint8(0), []byte("layer.2"), uint32(0)) // an extra layer
+	f.Add(at("[37,32]"), uint8(0), []byte("[32,37]"), uint32(0))                   // a transposed shape
+	f.Add(at(`"F32"`), uint8(0), []byte(`"F16"`), uint32(0))                       // a dtype of the wrong size
+	f.Add(at("word_embeddings"), uint8(2), []byte("word"), uint32(0))              // no word embeddings
+	f.Add(at("LayerNorm.weight"), uint8(0), []byte("LayerNorm.gamma"), uint32(0))
+	f.Add(uint32(headerEnd+100), uint8(0), []byte{0, 0, 0xc0, 0x7f}, uint32(0)) // a NaN weight
 	be := cpu.New()
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(t *testing.T, off uint32, mode uint8, patch []byte, keep uint32) {
+		b := slices.Clone(data)
+		o := int(off) % (len(b) + 1)
+		if mode&4 != 0 {
+			o = int(off) % headerEnd
+		}
+		switch mode % 3 {
+		case 0:
+			copy(b[o:], patch)
+		case 1:
+			b = slices.Insert(b, o, patch...)
+		case 2:
+			b = slices.Delete(b, o, min(len(b), o+len(patch)))
+		}
+		if keep != 0 && int(keep) < len(b) {
+			b = b[:keep]
+		}
 		file, err := safetensors.Read(bytes.NewReader(b), int64(len(b)))
 		if err != nil {
 			return
@@ -246,19 +273,25 @@ func FuzzCheckpoint(f *testing.F) {
 		}
 		m, err := bert.Load(be, tinyCfg(), ck, bert.F32)
 		if err != nil {
+			if !errors.Is(err, bert.ErrWeights) && !errors.Is(err, safetensors.ErrConvert) && !errors.Is(err, safetensors.ErrInvalid) {
+				t.Fatalf("Load error wraps neither ErrWeights nor a safetensors error: %v", err)
+			}
+			if be.MemStats().CurrentBytes != 0 {
+				t.Fatalf("a failed Load leaves %d bytes allocated", be.MemStats().CurrentBytes)
+			}
 			return
 		}
 		fw, err := m.NewForward(1, 3)
-		if err == nil {
-			if err := fw.SetInputs(bert.Inputs{IDs: []int32{1, 2, 3}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := fw.Run(); err != nil {
-				t.Fatal(err)
-			}
-			_ = fw.Close()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := m.Close(); err != nil {
+		if err := fw.SetInputs(bert.Inputs{IDs: []int32{1, 2, 3}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fw.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(fw.Close(), m.Close()); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -19,15 +19,20 @@ type Corpus struct {
 
 // SyntheticCorpus returns n seeded tokens with a Zipf (s = 1.1)
 // distribution over ids [first, vocab), natural text's shape of frequent
-// and rare tokens; ids below first (special tokens) never occur.
-func SyntheticCorpus(seed uint64, vocab, first, n int) Corpus {
+// and rare tokens; ids below first (special tokens) never occur. It needs
+// 0 ≤ first < vocab.
+func SyntheticCorpus(seed uint64, vocab, first, n int) (Corpus, error) {
+	if first < 0 || first >= vocab || n < 0 {
+		return Corpus{}, fmt.Errorf("bert: synthetic corpus of ids [%d, %d), %d tokens: want 0 ≤ first < vocab, n ≥ 0: %w",
+			first, vocab, n, ErrInput)
+	}
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	z := rand.NewZipf(r, 1.1, 1, uint64(vocab-first-1))
 	ids := make([]int32, n)
 	for i := range ids {
 		ids[i] = int32(first) + int32(z.Uint64())
 	}
-	return Corpus{Name: fmt.Sprintf("synthetic(seed=%d)", seed), IDs: ids}
+	return Corpus{Name: fmt.Sprintf("synthetic(seed=%d)", seed), IDs: ids}, nil
 }
 
 // ReadCorpus reads a training file for a vocabulary of vocab ids. A file
@@ -45,19 +50,21 @@ func ReadCorpus(path string, vocab int) (Corpus, error) {
 		return Corpus{}, fmt.Errorf("bert: corpus %s is empty: %w", path, ErrInput)
 	}
 	ids := make([]int32, 0, len(fields))
-	for i, f := range fields {
-		v, err := strconv.ParseInt(string(f), 10, 32)
+	for _, f := range fields {
+		v, err := strconv.ParseInt(string(f), 10, 64)
 		if err != nil {
 			ids = nil
 			break
 		}
-		if v < 0 || v >= int64(vocab) {
-			return Corpus{}, fmt.Errorf("bert: corpus %s: token %d is id %d, outside the vocabulary [0, %d): %w",
-				path, i, v, vocab, ErrInput)
-		}
-		ids = append(ids, int32(v))
+		ids = append(ids, int32(max(-1, min(v, int64(vocab))))) // range-checked below
 	}
 	if ids != nil {
+		for i, v := range ids {
+			if v < 0 || int(v) >= vocab {
+				return Corpus{}, fmt.Errorf("bert: corpus %s: token %d is id %s, outside the vocabulary [0, %d): %w",
+					path, i, fields[i], vocab, ErrInput)
+			}
+		}
 		return Corpus{Name: path, IDs: ids}, nil
 	}
 	if !utf8.Valid(data) {
@@ -89,6 +96,14 @@ type Masking struct {
 // Batch cuts batch sequences of seq tokens at random offsets from c and
 // masks them.
 func (c Corpus) Batch(r *rand.Rand, m Masking, batch, seq int) (Batch, error) {
+	switch {
+	case batch <= 0 || seq <= 0:
+		return Batch{}, fmt.Errorf("bert: batch %d, seq %d: want both > 0: %w", batch, seq, ErrInput)
+	case m.Vocab <= 0 || m.MaskID < 0 || int(m.MaskID) >= m.Vocab:
+		return Batch{}, fmt.Errorf("bert: masking: mask id %d, vocabulary %d: want 0 ≤ id < vocabulary: %w", m.MaskID, m.Vocab, ErrInput)
+	case !(m.Rate > 0 && m.Rate <= 1):
+		return Batch{}, fmt.Errorf("bert: masking rate %g: want it in (0, 1]: %w", m.Rate, ErrInput)
+	}
 	if len(c.IDs) < seq {
 		return Batch{}, fmt.Errorf("bert: corpus %s has %d tokens, fewer than seq %d: %w", c.Name, len(c.IDs), seq, ErrInput)
 	}

@@ -137,6 +137,9 @@ type Checkpoint struct {
 	used   map[string]bool
 }
 
+// floatDTypes are the safetensors dtypes weights may be stored in.
+var floatDTypes = map[string]bool{"F64": true, "F32": true, "F16": true, "BF16": true, "F8_E4M3": true, "F8_E5M2": true}
+
 // wordEmbeddings is the tensor that identifies a BERT checkpoint and its
 // prefix.
 const wordEmbeddings = "embeddings.word_embeddings.weight"
@@ -202,6 +205,10 @@ func (c *Checkpoint) Values(p Param) ([]float32, error) {
 	if !slices.Equal(t.Shape, p.Shape) {
 		return nil, fmt.Errorf("bert: %s: tensor %q has shape %v, the config wants %v: %w",
 			c.where(), name, t.Shape, p.Shape, ErrWeights)
+	}
+	if _, ok := floatDTypes[t.DType]; !ok {
+		return nil, fmt.Errorf("bert: %s: tensor %q has dtype %s; weights must be floating point: %w",
+			c.where(), name, t.DType, ErrWeights)
 	}
 	v, err := t.Float32()
 	if err != nil {

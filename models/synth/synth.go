@@ -39,7 +39,8 @@ func Unit(k uint64, i int) float64 {
 }
 
 // Fill writes the first len(dst) values of the named tensor's stream,
-// uniform in [center−half, center+half).
+// uniform in [center−half, center+half) before the rounding to float32,
+// which may reach center+half itself.
 func Fill(dst []float32, seed uint64, name string, center, half float64) {
 	k := Key(seed, name)
 	for i := range dst {
