@@ -97,6 +97,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from safetensors_file import serialize
+
 SCRIPT = "testdata/reference/bert.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
 TRAIN_FORMAT = ("zbench-golden/1: tensors input_ids, token_type_ids, labels, loss, grad/<param>, "
@@ -528,9 +530,6 @@ ST_DTYPES = {
     torch.int64: ("I64", "<i8"),
 }
 NP_DTYPES = {"F32": "<f4", "I32": "<i4", "I64": "<i8"}
-# Rank in the reference implementation's Dtype enum (which orders the data
-# section, decreasing).
-ST_RANK = {"I32": 15, "F32": 17, "I64": 20}
 
 
 class Tensors:
@@ -551,18 +550,7 @@ class Tensors:
         self.tensors[name] = (st, list(t.shape), t.numpy().astype(npdt).tobytes())
 
     def serialize(self):
-        order = sorted(self.tensors, key=lambda n: (-ST_RANK[self.tensors[n][0]], n))
-        header = {}
-        if self.meta:
-            header["__metadata__"] = dict(sorted(self.meta.items()))
-        off = 0
-        for n in order:
-            st, shape, b = self.tensors[n]
-            header[n] = {"dtype": st, "shape": shape, "data_offsets": [off, off + len(b)]}
-            off += len(b)
-        h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        h += b" " * ((8 - len(h) % 8) % 8)
-        return struct.pack("<Q", len(h)) + h + b"".join(self.tensors[n][2] for n in order)
+        return serialize(self.tensors, self.meta)
 
 
 def parse_safetensors(data):

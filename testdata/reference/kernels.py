@@ -38,7 +38,7 @@ Layout of the output:
               add, sumrows, softmax_backward, embedding,
               embedding_backward, cross_entropy, swap_axes   none
 
-The file is written in the safetensors format by this script itself (the
+The file is written in the safetensors format by safetensors_file.py here (the
 python safetensors package is not needed), with the reference
 implementation's layout: tensors ordered by decreasing dtype alignment then
 name, "__metadata__" first, header padded with spaces to 8 bytes.
@@ -54,12 +54,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from safetensors_file import serialize
 
 SEED = 20240611
 SCRIPT = "testdata/reference/kernels.py"
@@ -70,10 +71,6 @@ DEFAULT_OUT = os.path.join(REPO, "testdata", "golden", "kernels.safetensors")
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACTS = ["relu", "gelu", "gelu_tanh", "silu", "tanh"]
 IGNORE_INDEX = -100
-
-# safetensors dtype names and their rank in the reference implementation's
-# Dtype enum (increasing alignment), which orders the data section.
-ST_RANK = {"I32": 15, "F32": 17, "F16": 13, "BF16": 14}
 
 
 def act_fn(name, x):
@@ -137,16 +134,7 @@ class Golden:
         }
         for name, p in self.params.items():
             meta[name] = json.dumps(p, sort_keys=True, separators=(",", ":"))
-        order = sorted(self.tensors, key=lambda n: (-ST_RANK[self.tensors[n][0]], n))
-        header = {"__metadata__": dict(sorted(meta.items()))}
-        off = 0
-        for n in order:
-            st, shape, b = self.tensors[n]
-            header[n] = {"dtype": st, "shape": shape, "data_offsets": [off, off + len(b)]}
-            off += len(b)
-        h = json.dumps(header, separators=(",", ":")).encode("utf-8")
-        h += b" " * ((8 - len(h) % 8) % 8)
-        return struct.pack("<Q", len(h)) + h + b"".join(self.tensors[n][2] for n in order)
+        return serialize(self.tensors, meta)
 
 
 # ---------------------------------------------------------------------------
