@@ -222,10 +222,8 @@ func (f *Forward) Run() error {
 		func() error { return be.Add(f.h, f.h, f.x) },
 		func() error { return be.LayerNorm(f.x, nil, nil, f.h, w.embLN.g, w.embLN.b, eps) },
 	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return fmt.Errorf("bert: embeddings: %w", err)
-		}
+	if err := run(steps...); err != nil {
+		return fmt.Errorf("bert: embeddings: %w", err)
 	}
 	for i := range w.layers {
 		if err := f.layer(&w.layers[i]); err != nil {

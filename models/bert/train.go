@@ -330,6 +330,16 @@ func (t *Trainer) Step(b Batch) (float32, error) {
 	return loss, nil
 }
 
+// run calls steps in order and returns the first error.
+func run(steps ...func() error) error {
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StepCount is the number of updates done.
 func (t *Trainer) StepCount() int { return t.step }
 
@@ -337,13 +347,13 @@ func (t *Trainer) forward() error {
 	be, w, cfg := t.be, t.w, t.Config
 	eps, act := float32(cfg.LayerNormEps), cfg.Act()
 	emb := t.xs[0]
-	err := errors.Join(
-		be.Embedding(t.eSum, w.word, t.ids),
-		be.Embedding(t.posEmb, w.pos, t.pos),
-		be.Add(t.eSum3, t.eSum3, t.posEmb),
-		be.Embedding(emb, w.typ, t.typeIDs),
-		be.Add(t.eSum, t.eSum, emb),
-		be.LayerNorm(emb, t.mean0, t.rstd0, t.eSum, w.embLN.g, w.embLN.b, eps),
+	err := run(
+		func() error { return be.Embedding(t.eSum, w.word, t.ids) },
+		func() error { return be.Embedding(t.posEmb, w.pos, t.pos) },
+		func() error { return be.Add(t.eSum3, t.eSum3, t.posEmb) },
+		func() error { return be.Embedding(emb, w.typ, t.typeIDs) },
+		func() error { return be.Add(t.eSum, t.eSum, emb) },
+		func() error { return be.LayerNorm(emb, t.mean0, t.rstd0, t.eSum, w.embLN.g, w.embLN.b, eps) },
 	)
 	if err != nil {
 		return fmt.Errorf("bert: embeddings: %w", err)
@@ -369,20 +379,20 @@ func (t *Trainer) forward() error {
 			func() error { return be.Add(a.r2, a.r2, a.h1) },
 			func() error { return be.LayerNorm(t.xs[i+1], a.mean2, a.rstd2, a.r2, l.ln2.g, l.ln2.b, eps) },
 		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				return fmt.Errorf("bert: layer %d: %w", i, err)
-			}
+		if err := run(steps...); err != nil {
+			return fmt.Errorf("bert: layer %d: %w", i, err)
 		}
 	}
 	h := t.head
-	err = errors.Join(
-		be.Embedding(h.gathered, t.xs[len(t.xs)-1], h.rows),
-		dense(be, h.tu, h.gathered, w.mlmDense, kernels.ActNone, false),
-		be.Act(h.ta, h.tu, act),
-		be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps),
-		be.MatMul(h.logits, h.t, w.word, kernels.MatMulParams{TransB: true, Bias: w.mlmBias}),
-		be.CrossEntropy(h.loss, h.logits, h.targets),
+	err = run(
+		func() error { return be.Embedding(h.gathered, t.xs[len(t.xs)-1], h.rows) },
+		func() error { return dense(be, h.tu, h.gathered, w.mlmDense, kernels.ActNone, false) },
+		func() error { return be.Act(h.ta, h.tu, act) },
+		func() error { return be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps) },
+		func() error {
+			return be.MatMul(h.logits, h.t, w.word, kernels.MatMulParams{TransB: true, Bias: w.mlmBias})
+		},
+		func() error { return be.CrossEntropy(h.loss, h.logits, h.targets) },
 	)
 	if err != nil {
 		return fmt.Errorf("bert: masked-LM head: %w", err)
@@ -395,15 +405,19 @@ func (t *Trainer) backward() error {
 	act := cfg.Act()
 	h := t.head
 	dlogits := h.dlogits
-	err := errors.Join(
-		be.CrossEntropyBackward(dlogits, h.logits, h.targets, 1/float32(h.M)),
-		be.SumRows(g.mlmBias, dlogits),
-		be.MatMul(t.dWordDec, dlogits, h.t, kernels.MatMulParams{TransA: true}),
-		be.MatMul(h.dt, dlogits, w.word, kernels.MatMulParams{}),
-		be.LayerNormBackward(h.dta, g.mlmLN.g, g.mlmLN.b, h.dt, h.ta, w.mlmLN.g, h.mean, h.rstd),
-		be.ActBackward(h.dtu, h.dta, h.tu, act),
-		kernels.MatMulBackward(be, h.dgathered, g.mlmDense.w, g.mlmDense.b, h.dtu, h.gathered, w.mlmDense.w, false),
-		be.EmbeddingBackward(t.dx, h.dgathered, h.rows),
+	err := run(
+		func() error { return be.CrossEntropyBackward(dlogits, h.logits, h.targets, 1/float32(h.M)) },
+		func() error { return be.SumRows(g.mlmBias, dlogits) },
+		func() error { return be.MatMul(t.dWordDec, dlogits, h.t, kernels.MatMulParams{TransA: true}) },
+		func() error { return be.MatMul(h.dt, dlogits, w.word, kernels.MatMulParams{}) },
+		func() error {
+			return be.LayerNormBackward(h.dta, g.mlmLN.g, g.mlmLN.b, h.dt, h.ta, w.mlmLN.g, h.mean, h.rstd)
+		},
+		func() error { return be.ActBackward(h.dtu, h.dta, h.tu, act) },
+		func() error {
+			return kernels.MatMulBackward(be, h.dgathered, g.mlmDense.w, g.mlmDense.b, h.dtu, h.gathered, w.mlmDense.w, false)
+		},
+		func() error { return be.EmbeddingBackward(t.dx, h.dgathered, h.rows) },
 	)
 	if err != nil {
 		return fmt.Errorf("bert: masked-LM head backward: %w", err)
@@ -443,19 +457,19 @@ func (t *Trainer) backward() error {
 			func() error { return kernels.MatMulBackward(be, nil, gl.v.w, gl.v.b, t.flat(t.v), x, l.v.w, false) },
 			func() error { return be.Add(dnext, dnext, t.dr) },
 		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				return fmt.Errorf("bert: layer %d backward: %w", i, err)
-			}
+		if err := run(steps...); err != nil {
+			return fmt.Errorf("bert: layer %d backward: %w", i, err)
 		}
 		dy, dnext = dnext, dy
 	}
-	err = errors.Join(
-		be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.eSum, w.embLN.g, t.mean0, t.rstd0),
-		be.EmbeddingBackward(g.word, t.dr, t.ids),
-		be.Add(g.word, g.word, t.dWordDec),
-		be.EmbeddingBackward(g.pos, t.dr, t.posIDs),
-		be.EmbeddingBackward(g.typ, t.dr, t.typeIDs),
+	err = run(
+		func() error {
+			return be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.eSum, w.embLN.g, t.mean0, t.rstd0)
+		},
+		func() error { return be.EmbeddingBackward(g.word, t.dr, t.ids) },
+		func() error { return be.Add(g.word, g.word, t.dWordDec) },
+		func() error { return be.EmbeddingBackward(g.pos, t.dr, t.posIDs) },
+		func() error { return be.EmbeddingBackward(g.typ, t.dr, t.typeIDs) },
 	)
 	if err != nil {
 		return fmt.Errorf("bert: embeddings backward: %w", err)
