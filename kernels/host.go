@@ -34,14 +34,23 @@ func FromInt32(b Backend, data []int32, shape ...int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := UploadInt32(t, data); err != nil {
+		return nil, withCleanup(b.Free(t), err)
+	}
+	return t, nil
+}
+
+// UploadInt32 copies data into the I32 tensor t, which has len(data)
+// elements.
+func UploadInt32(t *Tensor, data []int32) error {
+	if t.DType() != I32 || t.Len() != len(data) {
+		return fmt.Errorf("kernels: %d int32 values into %v: %w", len(data), t, ErrShape)
+	}
 	buf := make([]byte, 4*len(data))
 	for i, v := range data {
 		binary.LittleEndian.PutUint32(buf[4*i:], uint32(v))
 	}
-	if err := b.Upload(t, buf); err != nil {
-		return nil, withCleanup(b.Free(t), err)
-	}
-	return t, nil
+	return t.Backend().Upload(t, buf)
 }
 
 // ToFloat32 downloads t and widens it to float32.

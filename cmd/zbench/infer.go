@@ -214,10 +214,8 @@ func checkNames(f *safetensors.File, want []string) error {
 
 // f32Tensor makes an F32 safetensors tensor of vals.
 func f32Tensor(name string, vals []float32, shape ...int) safetensors.Tensor {
-	b := make([]byte, 0, 4*len(vals))
-	for _, v := range vals {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
+	b := make([]byte, 4*len(vals))
+	_ = kernels.EncodeFloat32(kernels.F32, b, vals) // F32 of a buffer of the right size cannot fail
 	return safetensors.Tensor{Name: name, DType: "F32", Shape: shape, Data: b}
 }
 

@@ -1,7 +1,6 @@
 package bert
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -164,28 +163,15 @@ func (f *Forward) alloc() error {
 	for i := range pos {
 		pos[i] = int32(i)
 	}
-	if f.pos, err = kernels.FromInt32(f.m.be, pos, S); err != nil {
-		return fmt.Errorf("bert: position ids: %w", err)
+	if f.pos, err = s.ints("position ids", pos, S); err != nil {
+		return err
 	}
-	s.all = append(s.all, f.pos)
 	rows := make([]int32, B)
 	for b := range rows {
 		rows[b] = int32(b * S)
 	}
-	if f.clsRows, err = kernels.FromInt32(f.m.be, rows, B); err != nil {
-		return fmt.Errorf("bert: first-token rows: %w", err)
-	}
-	s.all = append(s.all, f.clsRows)
-	return nil
-}
-
-// upload32 copies host int32 values into an I32 tensor.
-func upload32(t *kernels.Tensor, v []int32) error {
-	buf := make([]byte, 0, 4*len(v))
-	for _, x := range v {
-		buf = binary.LittleEndian.AppendUint32(buf, uint32(x))
-	}
-	return t.Backend().Upload(t, buf)
+	f.clsRows, err = s.ints("first-token rows", rows, B)
+	return err
 }
 
 // SetInputs checks in and copies it to the device.
@@ -202,7 +188,7 @@ func (f *Forward) SetInputs(in Inputs) error {
 		t *kernels.Tensor
 		v []int32
 	}{{f.ids, in.IDs}, {f.typeIDs, types}, {f.keyLens, lens}} {
-		if err := upload32(u.t, u.v); err != nil {
+		if err := kernels.UploadInt32(u.t, u.v); err != nil {
 			return fmt.Errorf("bert: inputs: %w", err)
 		}
 	}

@@ -162,6 +162,16 @@ func (s *tensorSet) upload(name string, dt kernels.DType, vals []float32, shape 
 	return t, nil
 }
 
+// ints allocates an I32 tensor holding vals; name is for errors only.
+func (s *tensorSet) ints(name string, vals []int32, shape ...int) (*kernels.Tensor, error) {
+	t, err := kernels.FromInt32(s.be, vals, shape...)
+	if err != nil {
+		return nil, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	s.all = append(s.all, t)
+	return t, nil
+}
+
 func (s *tensorSet) get(name string) *kernels.Tensor { return s.byName[name] }
 
 // free releases every tensor of the set.

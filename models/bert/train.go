@@ -35,7 +35,7 @@ type Batch struct {
 // trainLayer holds one layer's activations saved for the backward pass.
 type trainLayer struct {
 	qh, kh, vh   *kernels.Tensor // [B, heads, S, hd]
-	a            *kernels.Tensor // merged context [N, H]
+	a, a4        *kernels.Tensor // merged context [N, H], and a [B, S, heads, hd] view
 	r1, h1       *kernels.Tensor // attention residual sum and its LayerNorm [N, H]
 	mean1, rstd1 *kernels.Tensor // [N]
 	u, f         *kernels.Tensor // FFN pre-activation and activation [N, I]
@@ -69,11 +69,12 @@ type Trainer struct {
 	xs           []*kernels.Tensor // layer inputs and the encoder output, [N, H] each
 	layers       []trainLayer
 	q, k, v      *kernels.Tensor // [B, S, heads, hd] scratch (also the backward's dq, dk, dv)
+	qf, kf, vf   *kernels.Tensor // [N, H] views of q, k, v
 	ah           *kernels.Tensor // [B, heads, S, hd] scratch
 	dqh, dkh     *kernels.Tensor
 	dvh          *kernels.Tensor
 	dx, dx2, dr  *kernels.Tensor // [N, H]
-	dh           *kernels.Tensor // [N, H]
+	dh, dh4      *kernels.Tensor // [N, H], and a [B, S, heads, hd] view
 	dffn         *kernels.Tensor // [N, I]
 	dWordDec     *kernels.Tensor // the decoder's part of the token-embedding gradient [V, H]
 	head         *mlmHead        // sized by the batch's masked count
@@ -149,19 +150,25 @@ func (t *Trainer) allocActivations() error {
 		x, err = s.alloc("", kernels.F32, shape...)
 		return x
 	}
-	i32 := func(vals []int32, shape ...int) *kernels.Tensor {
+	i32 := func(name string, vals []int32, shape ...int) *kernels.Tensor {
 		if err != nil {
 			return nil
 		}
 		var x *kernels.Tensor
 		if vals == nil {
-			x, err = s.alloc("", kernels.I32, shape...)
-			return x
-		}
-		if x, err = kernels.FromInt32(t.be, vals, shape...); err == nil {
-			s.all = append(s.all, x)
+			x, err = s.alloc(name, kernels.I32, shape...)
+		} else {
+			x, err = s.ints(name, vals, shape...)
 		}
 		return x
+	}
+	view := func(x *kernels.Tensor, shape ...int) *kernels.Tensor {
+		if err != nil {
+			return nil
+		}
+		var v *kernels.Tensor
+		v, err = x.Reshape(shape...)
+		return v
 	}
 	pos := make([]int32, S)
 	posBS := make([]int32, N)
@@ -173,46 +180,31 @@ func (t *Trainer) allocActivations() error {
 	for b := range lens {
 		lens[b] = int32(S)
 	}
-	t.ids, t.typeIDs = i32(nil, N), i32(nil, N)
-	t.posIDs, t.pos, t.keyLens = i32(posBS, N), i32(pos, S), i32(lens, B)
+	t.ids, t.typeIDs = i32("input_ids", nil, N), i32("token_type_ids", nil, N)
+	t.posIDs, t.pos = i32("position ids", posBS, N), i32("position ids", pos, S)
+	t.keyLens = i32("key lengths", lens, B)
 	t.posEmb, t.eSum, t.mean0, t.rstd0 = f32(S, H), f32(N, H), f32(N), f32(N)
-	if err == nil {
-		t.eSum3, err = t.eSum.Reshape(B, S, H)
-	}
+	t.eSum3 = view(t.eSum, B, S, H)
 	for range cfg.NumHiddenLayers + 1 {
 		t.xs = append(t.xs, f32(N, H))
 	}
 	for range cfg.NumHiddenLayers {
-		t.layers = append(t.layers, trainLayer{
+		l := trainLayer{
 			qh: f32(B, nh, S, hd), kh: f32(B, nh, S, hd), vh: f32(B, nh, S, hd),
 			a: f32(N, H), r1: f32(N, H), h1: f32(N, H), mean1: f32(N), rstd1: f32(N),
 			u: f32(N, I), f: f32(N, I), r2: f32(N, H), mean2: f32(N), rstd2: f32(N),
-		})
+		}
+		l.a4 = view(l.a, B, S, nh, hd)
+		t.layers = append(t.layers, l)
 	}
 	t.q, t.k, t.v, t.ah = f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, nh, S, hd)
+	t.qf, t.kf, t.vf = view(t.q, N, H), view(t.k, N, H), view(t.v, N, H)
 	t.dqh, t.dkh, t.dvh = f32(B, nh, S, hd), f32(B, nh, S, hd), f32(B, nh, S, hd)
 	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
+	t.dh4 = view(t.dh, B, S, nh, hd)
 	t.dffn = f32(N, I)
 	t.dWordDec = f32(cfg.VocabSize, H)
 	return err
-}
-
-// flat returns a [N, H] view of a [B, S, heads, hd] or [N, H] tensor.
-func (t *Trainer) flat(x *kernels.Tensor) *kernels.Tensor {
-	v, err := x.Reshape(t.Batch*t.Seq, t.Config.HiddenSize)
-	if err != nil {
-		panic(fmt.Sprintf("bert: internal: %v", err)) // shapes are fixed at allocation
-	}
-	return v
-}
-
-// split returns a [B, S, heads, hd] view of a [N, H] tensor.
-func (t *Trainer) split(x *kernels.Tensor) *kernels.Tensor {
-	v, err := x.Reshape(t.Batch, t.Seq, t.Config.NumAttentionHeads, t.Config.HeadDim())
-	if err != nil {
-		panic(fmt.Sprintf("bert: internal: %v", err))
-	}
-	return v
 }
 
 // setBatch checks b and uploads it; it returns the masked rows and their
@@ -243,10 +235,10 @@ func (t *Trainer) setBatch(b Batch) (rows, targets []int32, err error) {
 	if types == nil {
 		types = make([]int32, len(b.IDs))
 	}
-	if err := upload32(t.ids, b.IDs); err != nil {
+	if err := kernels.UploadInt32(t.ids, b.IDs); err != nil {
 		return nil, nil, fmt.Errorf("bert: input_ids: %w", err)
 	}
-	if err := upload32(t.typeIDs, types); err != nil {
+	if err := kernels.UploadInt32(t.typeIDs, types); err != nil {
 		return nil, nil, fmt.Errorf("bert: token_type_ids: %w", err)
 	}
 	return rows, targets, nil
@@ -286,10 +278,10 @@ func (t *Trainer) sizeHead(rows, targets []int32) error {
 		}
 		t.head = h
 	}
-	if err := upload32(t.head.rows, rows); err != nil {
+	if err := kernels.UploadInt32(t.head.rows, rows); err != nil {
 		return fmt.Errorf("bert: masked rows: %w", err)
 	}
-	if err := upload32(t.head.targets, targets); err != nil {
+	if err := kernels.UploadInt32(t.head.targets, targets); err != nil {
 		return fmt.Errorf("bert: labels: %w", err)
 	}
 	return nil
@@ -362,14 +354,14 @@ func (t *Trainer) forward() error {
 	for i := range w.layers {
 		l, a, x := &w.layers[i], &t.layers[i], t.xs[i]
 		steps := []func() error{
-			func() error { return dense(be, t.flat(t.q), x, l.q, kernels.ActNone, false) },
-			func() error { return dense(be, t.flat(t.k), x, l.k, kernels.ActNone, false) },
-			func() error { return dense(be, t.flat(t.v), x, l.v, kernels.ActNone, false) },
+			func() error { return dense(be, t.qf, x, l.q, kernels.ActNone, false) },
+			func() error { return dense(be, t.kf, x, l.k, kernels.ActNone, false) },
+			func() error { return dense(be, t.vf, x, l.v, kernels.ActNone, false) },
 			func() error { return be.SwapAxes(a.qh, t.q) },
 			func() error { return be.SwapAxes(a.kh, t.k) },
 			func() error { return be.SwapAxes(a.vh, t.v) },
 			func() error { return be.Attention(t.ah, a.qh, a.kh, a.vh, attn) },
-			func() error { return be.SwapAxes(t.split(a.a), t.ah) },
+			func() error { return be.SwapAxes(a.a4, t.ah) },
 			func() error { return dense(be, a.r1, a.a, l.o, kernels.ActNone, false) },
 			func() error { return be.Add(a.r1, a.r1, x) },
 			func() error { return be.LayerNorm(a.h1, a.mean1, a.rstd1, a.r1, l.ln1.g, l.ln1.b, eps) },
@@ -444,17 +436,17 @@ func (t *Trainer) backward() error {
 				return be.LayerNormBackward(t.dr, gl.ln1.g, gl.ln1.b, t.dh, a.r1, l.ln1.g, a.mean1, a.rstd1)
 			},
 			func() error { return kernels.MatMulBackward(be, t.dh, gl.o.w, gl.o.b, t.dr, a.a, l.o.w, false) },
-			func() error { return be.SwapAxes(t.ah, t.split(t.dh)) },
+			func() error { return be.SwapAxes(t.ah, t.dh4) },
 			func() error { return be.AttentionBackward(t.dqh, t.dkh, t.dvh, t.ah, a.qh, a.kh, a.vh, attn) },
 			func() error { return be.SwapAxes(t.q, t.dqh) },
 			func() error { return be.SwapAxes(t.k, t.dkh) },
 			func() error { return be.SwapAxes(t.v, t.dvh) },
 			// dx = dq·Wq + dk·Wk + dv·Wv + dr, and the projections' gradients.
-			func() error { return kernels.MatMulBackward(be, dnext, gl.q.w, gl.q.b, t.flat(t.q), x, l.q.w, false) },
-			func() error { return be.MatMul(dnext, t.flat(t.k), l.k.w, kernels.MatMulParams{Beta: 1}) },
-			func() error { return kernels.MatMulBackward(be, nil, gl.k.w, gl.k.b, t.flat(t.k), x, l.k.w, false) },
-			func() error { return be.MatMul(dnext, t.flat(t.v), l.v.w, kernels.MatMulParams{Beta: 1}) },
-			func() error { return kernels.MatMulBackward(be, nil, gl.v.w, gl.v.b, t.flat(t.v), x, l.v.w, false) },
+			func() error { return kernels.MatMulBackward(be, dnext, gl.q.w, gl.q.b, t.qf, x, l.q.w, false) },
+			func() error { return be.MatMul(dnext, t.kf, l.k.w, kernels.MatMulParams{Beta: 1}) },
+			func() error { return kernels.MatMulBackward(be, nil, gl.k.w, gl.k.b, t.kf, x, l.k.w, false) },
+			func() error { return be.MatMul(dnext, t.vf, l.v.w, kernels.MatMulParams{Beta: 1}) },
+			func() error { return kernels.MatMulBackward(be, nil, gl.v.w, gl.v.b, t.vf, x, l.v.w, false) },
 			func() error { return be.Add(dnext, dnext, t.dr) },
 		}
 		if err := run(steps...); err != nil {
