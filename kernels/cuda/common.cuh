@@ -45,9 +45,17 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 // act_sigmoid is 1/(1+e^{−x}): 0 and 1 at the ends, no overflow trouble.
 __device__ __forceinline__ float act_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// act_apply returns act(x). NaN stays NaN (ReLU too, as Go's max does);
-// unknown codes act as ACT_NONE (the host validates them).
-__device__ __forceinline__ float act_apply(float x, int act) {
+// SigmoidIEEE is act_sigmoid as a functor, the logistic function of
+// act_apply.
+struct SigmoidIEEE {
+    __device__ __forceinline__ float operator()(float x) const { return act_sigmoid(x); }
+};
+
+// act_apply returns act(x), computing the logistic function with sig. NaN
+// stays NaN (ReLU too, as Go's max does); unknown codes act as ACT_NONE (the
+// host validates them).
+template <typename Sigmoid = SigmoidIEEE>
+__device__ __forceinline__ float act_apply(float x, int act, Sigmoid sig = Sigmoid()) {
     switch (act) {
     case ACT_RELU:
         return x > 0.0f ? x : (x != x ? x : 0.0f);
@@ -60,9 +68,9 @@ __device__ __forceinline__ float act_apply(float x, int act) {
     }
     case ACT_GELU_TANH:
         // x·σ(2u) = 0.5x(1+tanh u), without the cancellation of 1+tanh.
-        return x * act_sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
+        return x * sig(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
     case ACT_SILU:
-        return x * act_sigmoid(x);
+        return x * sig(x);
     case ACT_TANH:
         return tanhf(x);
     default:

@@ -86,31 +86,14 @@ __device__ __forceinline__ void tile_coords(int& tm, int& tn) {
     tn = in / size;
 }
 
-// act is common.cuh's act_apply with the logistic function computed as
+// SigmoidFast is the logistic function of the matmul epilogues:
 // __fdividef(1, 1+e^-x) (2 ulp; 0 once e^-x > 2^126, where σ(x) < 2^-126)
-// instead of an IEEE division: the division's slow path is a subroutine
+// instead of an IEEE division. The division's slow path is a subroutine
 // call, and that call alone makes the register-bound SIMT kernel spill in
-// its main loop. Same formulas otherwise (kernels/cpu/elementwise.go).
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + expf(-x)); }
-__device__ __forceinline__ float act(float x, int code) {
-    switch (code) {
-    case ACT_RELU:
-        return x > 0.0f ? x : (x != x ? x : 0.0f);
-    case ACT_GELU: {
-        const float z = x * ACT_INV_SQRT2;
-        if (z >= 0.0f) return x - 0.5f * x * erfcf(z);
-        return 0.5f * x * erfcf(-z);
-    }
-    case ACT_GELU_TANH:
-        return x * sigmoid(2.0f * ACT_SQRT_2_OVER_PI * (x + ACT_GELU_COEF * x * x * x));
-    case ACT_SILU:
-        return x * sigmoid(x);
-    case ACT_TANH:
-        return tanhf(x);
-    default:
-        return x;
-    }
-}
+// its main loop.
+struct SigmoidFast {
+    __device__ __forceinline__ float operator()(float x) const { return __fdividef(1.0f, 1.0f + expf(-x)); }
+};
 
 // epilogue returns act(alpha·acc + beta·old + bias) for one element; old is
 // only used when beta != 0 (the caller only reads it then).
@@ -118,7 +101,7 @@ __device__ __forceinline__ float epilogue(float acc, float old, float bv, float 
     float v = alpha * acc;
     if (beta != 0.0f) v = fmaf(beta, old, v);
     v += bv;
-    return act(v, code);
+    return act_apply(v, code, SigmoidFast());
 }
 
 // 4-element vector load/store between T memory and float registers. p must
