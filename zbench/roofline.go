@@ -97,17 +97,27 @@ func (p Peak) Fraction(w Workload, perOp time.Duration) float64 {
 func PeakOf(b kernels.Backend) (Peak, error) {
 	info := b.Info()
 	if info.Kind == kernels.GPU {
-		for _, g := range gpuPeaks {
-			if strings.Contains(info.Name, g.match) {
-				p := g.peak
-				p.Device = info.Name
-				return p, nil
-			}
+		if p, ok := GPUPeak(info.Name); ok {
+			return p, nil
 		}
 		return Peak{}, fmt.Errorf("roofline: no peak table entry for GPU %q (known: T4, A100, H100, H200): add one to zbench/roofline.go", info.Name)
 	}
 	cpuPeakOnce.Do(func() { cpuPeak = measureCPUPeak(info) })
 	return cpuPeak, nil
+}
+
+// GPUPeak returns the vendor peak of the GPU with the given device name
+// (as the driver and torch.cuda.get_device_name report it), and false for a
+// GPU the table does not know.
+func GPUPeak(name string) (Peak, bool) {
+	for _, g := range gpuPeaks {
+		if strings.Contains(name, g.match) {
+			p := g.peak
+			p.Device = name
+			return p, true
+		}
+	}
+	return Peak{}, false
 }
 
 var (

@@ -57,6 +57,9 @@ type command struct {
 
 // commands are zbench's subcommands, in the order help lists them.
 var commands = []command{
+	{"env", "print the host and device facts results depend on", runEnv},
+	{"compare", "compare benchmark results, with a verdict per benchmark", runCompare},
+	{"diff", "benchmark two git revisions interleaved and compare them", runDiff},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 }
 
@@ -196,4 +199,35 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 		return usageErrorf("%s: unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", fs.Name(), fs.Arg(0), fs.Name())
 	}
 	return nil
+}
+
+// parseArgs parses args into fs like parseFlags, but allows positional
+// arguments, before or after the flags ("a.txt b.txt -fail-on slower"),
+// and returns them. A "--" ends the flags.
+func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, error) {
+	var pos []string
+	for {
+		out := fs.Output()
+		fs.SetOutput(io.Discard)
+		err := fs.Parse(args)
+		fs.SetOutput(out)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fs.SetOutput(stdout)
+			fs.Usage()
+			fs.SetOutput(out)
+			return nil, errHelp
+		case err != nil:
+			return nil, usageErrorf("%s: %v (see 'zbench %s -h')", fs.Name(), err, fs.Name())
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
 }
