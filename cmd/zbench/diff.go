@@ -112,7 +112,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	}
 	var files []*results.File
 	for _, a := range []*runner.Arm{base, head} {
-		name := fmt.Sprintf("%s %s", a.Label, a.ID())
+		name := a.ID()
 		if *keep != "" {
 			if err := os.MkdirAll(*keep, 0o755); err != nil {
 				return fmt.Errorf("diff: -keep: %w", err)

@@ -60,6 +60,7 @@ var commands = []command{
 	{"env", "print the host and device facts results depend on", runEnv},
 	{"compare", "compare benchmark results, with a verdict per benchmark", runCompare},
 	{"diff", "benchmark two git revisions interleaved and compare them", runDiff},
+	{"calibrate", "A/A runs: false-verdict rate and the smallest change detectable", runCalibrate},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 }
 
@@ -98,7 +99,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return c.run(rest, stdout, stderr)
+	if err := c.run(rest, stdout, stderr); !errors.Is(err, errHelp) {
+		return err
+	}
+	return nil
 }
 
 // lookup finds the named command.

@@ -139,7 +139,7 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 			labels[0], r.Options.Metric, 100*r.Options.Confidence, r.Comparisons, r.Options.Alpha, 100*r.Options.Threshold)
 	} else {
 		fmt.Fprintf(&b, "%s\n", r.headline(labels))
-		fmt.Fprintf(&b, "base %s; %s median ± %g%% CI; p: Mann–Whitney U, Holm–Bonferroni over %d comparisons; verdict needs p < %s and |Δ| ≥ %g%%\n",
+		fmt.Fprintf(&b, "base = %s; %s median ± %g%% CI; p: Mann–Whitney U, Holm–Bonferroni over %d comparisons; verdict needs p < %s and |Δ| ≥ %g%%\n",
 			labels[0], r.Options.Metric, 100*r.Options.Confidence, r.Comparisons, alpha, 100*r.Options.Threshold)
 	}
 	for _, t := range r.Tables {

@@ -98,6 +98,8 @@ type Arm struct {
 	Binary string
 	// Output is every benchmark line and config line the runs printed.
 	Output bytes.Buffer
+	// Runs is the output of each pass this process ran, in order.
+	Runs [][]byte
 	// Cached is true when Output came from the cache and the arm is not
 	// run again.
 	Cached bool
@@ -200,12 +202,22 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 		}
 		arm.worktree, src = wt, wt
 	}
+	if err := r.build(arm, src); err != nil {
+		_ = r.Close(arm)
+		return nil, err
+	}
+	return arm, nil
+}
+
+// build builds the benchmark binary of arm from the tree at src.
+func (r *Runner) build(arm *Arm, src string) error {
+	label, rev := arm.Label, arm.Rev
 	arm.Dir = filepath.Join(src, filepath.FromSlash(r.Settings.Package))
 	if _, err := os.Stat(arm.Dir); err != nil {
-		return nil, fmt.Errorf("runner: %s %s has no package %s to benchmark", label, orWorkingTree(rev), r.Settings.Package)
+		return fmt.Errorf("runner: %s %s has no package %s to benchmark", label, orWorkingTree(rev), r.Settings.Package)
 	}
 	if err := os.MkdirAll(filepath.Join(r.CacheDir, "bin"), 0o755); err != nil {
-		return nil, fmt.Errorf("runner: %w", err)
+		return fmt.Errorf("runner: %w", err)
 	}
 	arm.Binary = filepath.Join(r.CacheDir, "bin", label+"-"+arm.ID()+".test")
 	r.logf("%s %s: building %s", label, orWorkingTree(rev), r.Settings.Package)
@@ -216,9 +228,9 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 	cmd := exec.Command(r.goCmd(), append(args, ".")...)
 	cmd.Dir = arm.Dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("runner: building the benchmarks of %s %s: %v: %s", label, orWorkingTree(rev), err, firstLine(strings.TrimSpace(string(out))))
+		return fmt.Errorf("runner: building the benchmarks of %s %s: %v: %s", label, orWorkingTree(rev), err, firstLine(strings.TrimSpace(string(out))))
 	}
-	return arm, nil
+	return nil
 }
 
 func orWorkingTree(rev string) string {
@@ -282,6 +294,7 @@ func (r *Runner) Pass(arm *Arm) error {
 		return fmt.Errorf("runner: %s %s: no benchmark matches -bench %q in %s", arm.Label, orWorkingTree(arm.Rev), r.Settings.Bench, r.Settings.Package)
 	}
 	arm.Output.Write(out)
+	arm.Runs = append(arm.Runs, out)
 	return nil
 }
 

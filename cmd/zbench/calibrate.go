@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/zbench/zbench/zbench/calibrate"
+	"github.com/zbench/zbench/zbench/compare"
+	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/runner"
+)
+
+const calibrateDoc = `
+Calibrate runs A/A comparisons on this machine: the benchmarks of the
+working tree (-pkg, -bench, -short) built once and run as both sides of
+-rounds comparisons of -count passes each, interleaved. Since both sides
+are the same code, every verdict other than same is a false one, and
+calibrate reports how many there were. From the pooled samples of each
+benchmark it then estimates, by resampling with a planted change, the
+smallest change that a comparison of N passes per side detects with 80%
+probability (the U test at -alpha, corrected for the number of benchmarks
+as compare corrects it), for N from 3 to 30, and recommends the smallest
+-count at which every benchmark detects a change of -threshold.`
+
+func runCalibrate(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("calibrate", "[flags]", calibrateDoc, stderr)
+	var c compareFlags
+	addCompareFlags(fs, &c)
+	count := fs.Int("count", 10, "passes per side in each A/A comparison")
+	rounds := fs.Int("rounds", 3, "A/A comparisons to run")
+	bench := fs.String("bench", ".", "benchmarks to run (a go test -bench regular expression)")
+	short := fs.Bool("short", false, "run the -short set of sizes")
+	benchtime := fs.String("benchtime", "", "go test -benchtime of each pass (default 1s)")
+	pkg := fs.String("pkg", "./bench_test", "the package holding the benchmarks, relative to the repository root")
+	tags := fs.String("tags", "", "build tags (cuda, openblas)")
+	cache := fs.String("cache", "", "directory for the binary (default <repo>/.cache/zbench)")
+	seed := fs.Uint64("seed", 1, "seed of the resampling")
+	keep := fs.String("keep", "", "also write the raw results to DIR/a.txt and DIR/b.txt")
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if _, err := c.check("calibrate"); err != nil {
+		return err
+	}
+	switch {
+	case *count < 2:
+		return usageErrorf("calibrate: -count %d: want at least 2", *count)
+	case *rounds < 1:
+		return usageErrorf("calibrate: -rounds %d: want at least 1", *rounds)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	repo, err := runner.Open(wd)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	if *cache == "" {
+		*cache = filepath.Join(repo.Root, ".cache", "zbench")
+	}
+	r := &runner.Runner{
+		Repo:     repo,
+		CacheDir: *cache,
+		Settings: runner.Settings{Package: *pkg, Bench: *bench, Short: *short, Benchtime: *benchtime, Tags: *tags},
+		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: calibrate: "+format+"\n", args...) },
+	}
+	a, err := r.Prepare("A", "", 0)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	b := &runner.Arm{Label: "B", Dir: a.Dir, Binary: a.Binary}
+	bar := newProgress(stderr, "A/A runs")
+	err = r.Interleave([]*runner.Arm{a, b}, *count**rounds, func(done, total int, arm *runner.Arm) {
+		bar.step(done, total, arm.Label)
+	})
+	bar.finish()
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
+	}
+	if *keep != "" {
+		if err := os.MkdirAll(*keep, 0o755); err != nil {
+			return fmt.Errorf("calibrate: -keep: %w", err)
+		}
+		for _, arm := range []*runner.Arm{a, b} {
+			if err := os.WriteFile(filepath.Join(*keep, strings.ToLower(arm.Label)+".txt"), arm.Output.Bytes(), 0o644); err != nil {
+				return fmt.Errorf("calibrate: -keep: %w", err)
+			}
+		}
+	}
+	var sides [][2]*results.File
+	for i := range *rounds {
+		var pair [2]*results.File
+		for k, arm := range []*runner.Arm{a, b} {
+			out := bytes.Join(arm.Runs[i**count:(i+1)**count], nil)
+			f, err := results.Parse(bytes.NewReader(out), fmt.Sprintf("%s round %d", arm.Label, i+1))
+			if err != nil {
+				return fmt.Errorf("calibrate: %w", err)
+			}
+			pair[k] = f
+		}
+		sides = append(sides, pair)
+	}
+	rep, err := calibrate.Analyze(sides, *count, calibrate.Options{Compare: c.opts, Seed: *seed})
+	if err != nil {
+		return err
+	}
+	return writeCalibration(stdout, rep, r.Settings)
+}
+
+// writeCalibration prints the report of a calibration.
+func writeCalibration(w io.Writer, rep *calibrate.Report, s runner.Settings) error {
+	var b strings.Builder
+	o := rep.Options
+	fmt.Fprintf(&b, "zbench calibrate: %d A/A rounds of %d passes per side, %d benchmarks (-bench %q", rep.Rounds, rep.Count, len(rep.Benches), s.Bench)
+	if s.Short {
+		b.WriteString(" -short")
+	}
+	fmt.Fprintf(&b, "), %s, threshold %g%%, alpha %g\n\n", o.Compare.Metric, 100*o.Compare.Threshold, o.Compare.Alpha)
+	total := 0
+	var counts []string
+	for _, v := range compare.Verdicts {
+		if n := rep.Verdicts[v]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, v))
+		}
+		total += rep.Verdicts[v]
+	}
+	fmt.Fprintf(&b, "false verdicts: %d of %d (%.1f%%): %s\n", total-rep.Verdicts[compare.Same], total, 100*rep.FalseRate, strings.Join(counts, ", "))
+	fmt.Fprintf(&b, "\nsmallest change detected with %.0f%% probability, by passes per side (U test at %g/%d):\n", 100*o.Power, o.Compare.Alpha, len(rep.Benches))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	head := []string{"benchmark", "noise", "false"}
+	for _, n := range o.Counts {
+		head = append(head, fmt.Sprintf("n=%d", n))
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, bn := range rep.Benches {
+		row := []string{bn.ID, fmt.Sprintf("%.1f%%", 100*bn.Noise), fmt.Sprintf("%d/%d", bn.False, rep.Rounds)}
+		for _, d := range bn.Detectable {
+			row = append(row, pct(d))
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+	worst := 0.0
+	if i := rep.AtCount(rep.Count); i >= 0 {
+		for _, bn := range rep.Benches {
+			worst = math.Max(worst, bn.Detectable[i])
+		}
+	}
+	fmt.Fprintf(&b, "\nat -count %d the least sensitive benchmark detects %s\n", rep.Count, pct(worst))
+	if rep.Recommended > 0 {
+		fmt.Fprintf(&b, "recommended: -count %d (the smallest at which every benchmark detects a %g%% change)\n", rep.Recommended, 100*o.Compare.Threshold)
+	} else {
+		fmt.Fprintf(&b, "recommended: no count up to %d detects a %g%% change in every benchmark; too noisy: %s\n",
+			o.Counts[len(o.Counts)-1], 100*o.Compare.Threshold, strings.Join(rep.Noisiest, ", "))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func pct(v float64) string {
+	if math.IsInf(v, 1) {
+		return "none"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
+}

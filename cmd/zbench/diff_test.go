@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// benchSource is a benchmark package whose BenchmarkSpin does work
+// proportional to spin, so that a commit can plant a slow-down.
+const benchSource = `package bench
+
+import "testing"
+
+var sink uint64
+
+func work(n int) {
+	x := uint64(1)
+	for i := 0; i < n; i++ {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	sink = x
+}
+
+func BenchmarkSpin(b *testing.B) {
+	for b.Loop() {
+		work(spin)
+	}
+}
+
+func BenchmarkSteady(b *testing.B) {
+	for b.Loop() {
+		work(20000)
+	}
+}
+`
+
+// gitRepo makes a repository with one commit per spin value and returns
+// its directory.
+func gitRepo(t *testing.T, spins ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	g := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	g("init", "-q")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bench"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/spin\n\ngo 1.24\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("/.cache/\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bench", "spin_test.go"), []byte(benchSource), 0o644))
+	for _, s := range spins {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "bench", "spin.go"), []byte("package bench\n\nconst spin = "+s+"\n"), 0o644))
+		g("add", "-A")
+		g("commit", "-q", "-m", "spin "+s)
+	}
+	return dir
+}
+
+// inDir runs zbench in dir.
+func inDir(t *testing.T, dir string, args ...string) (string, string, error) {
+	t.Helper()
+	t.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	err := run(args, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+// TestDiff benchmarks two commits of a small repository, the second with
+// BenchmarkSpin made twice as slow: diff says slower (and only that), exits
+// 1 with -fail-on slower, and caches the base.
+func TestDiff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs two benchmark binaries")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("needs the go command")
+	}
+	dir := gitRepo(t, "20000", "40000")
+	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "6", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv"}
+	stdout, stderr, err := inDir(t, dir, args...)
+	require.ErrorContains(t, err, "diff: -fail-on slower: 1 slower (Spin")
+	assert.Equal(t, 1, exitCode(err))
+	assert.Contains(t, stdout, ",Spin-")
+	assert.Regexp(t, `Spin-\d+,.*,slower,`, stdout)
+	assert.Regexp(t, `Steady-\d+,.*,same,`, stdout)
+	assert.Contains(t, stderr, "results cached in")
+	assert.NotContains(t, stderr, "\r", "no progress bar when stderr is not a terminal")
+
+	// The base comes from the cache now; the head runs again.
+	_, stderr, err = inDir(t, dir, args...)
+	require.Error(t, err)
+	assert.Contains(t, stderr, "base HEAD~1")
+	assert.Contains(t, stderr, "6 cached passes")
+	assert.Equal(t, 1, strings.Count(stderr, "building"), "only the head is built: %s", stderr)
+
+	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "worktrees removed: %s", out)
+}
+
+func TestDiffErrors(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	dir := gitRepo(t, "1")
+	for _, tc := range []struct {
+		name  string
+		dir   string
+		args  []string
+		want  string
+		usage bool
+	}{
+		{name: "unknown revision", dir: dir, args: []string{"nosuchbranch", "HEAD"}, want: `diff: runner: unknown revision "nosuchbranch": not a commit of`},
+		{name: "unknown head", dir: dir, args: []string{"HEAD", "v9.9"}, want: `unknown revision "v9.9"`},
+		{name: "no parent", dir: dir, args: []string{"HEAD~1"}, want: `unknown revision "HEAD~1"`},
+		{name: "not a repository", dir: t.TempDir(), args: nil, want: "is not in a git repository"},
+		{name: "no such package", dir: dir, args: []string{"HEAD", "-pkg", "./nope"}, want: "base HEAD has no package ./nope to benchmark"},
+		{name: "three revisions", dir: dir, args: []string{"a", "b", "c"}, want: "want at most two revisions", usage: true},
+		{name: "bad count", dir: dir, args: []string{"-count", "0"}, want: "-count 0: want at least 1", usage: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := inDir(t, tc.dir, append([]string{"diff"}, tc.args...)...)
+			require.ErrorContains(t, err, tc.want)
+			assert.NotContains(t, err.Error(), "\n")
+			want := 1
+			if tc.usage {
+				want = 2
+			}
+			assert.Equal(t, want, exitCode(err))
+		})
+	}
+	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "a failed diff leaves no worktree: %s", out)
+}
