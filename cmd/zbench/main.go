@@ -61,6 +61,7 @@ var commands = []command{
 	{"compare", "compare benchmark results, with a verdict per benchmark", runCompare},
 	{"diff", "benchmark two git revisions interleaved and compare them", runDiff},
 	{"calibrate", "A/A runs: false-verdict rate and the smallest change detectable", runCalibrate},
+	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 }
 

@@ -24,7 +24,7 @@ func TestRunCommands(t *testing.T) {
 		{name: "help infer", args: []string{"help", "infer"}, wantStdout: []string{"usage: zbench infer --model", "-weights file", "last_hidden_state"}},
 		{name: "infer -h", args: []string{"infer", "-h"}, wantStdout: []string{"usage: zbench infer", "-dtype"}},
 		{name: "no command", args: nil, wantErr: "no command given", wantStderr: []string{"usage: zbench <command>", "infer"}},
-		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate" (want env, compare, diff, calibrate, infer`},
+		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate" (want env, compare, diff, calibrate, report, infer`},
 		{name: "help unknown", args: []string{"help", "frobnicate"}, wantErr: `unknown command "frobnicate"`},
 		{name: "help two", args: []string{"help", "infer", "env"}, wantErr: "help takes at most one command"},
 		{name: "unknown flag", args: []string{"infer", "--frob"}, wantErr: "infer: flag provided but not defined: -frob (see 'zbench infer -h')"},
