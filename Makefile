@@ -19,6 +19,8 @@ BENCH     ?= .
 BENCHSTAT := $(GO) tool benchstat -table ""
 
 export GOTOOLCHAIN := local
+# zbench diff and calibrate build benchmark binaries with the go command.
+export PATH := $(dir $(GO)):$(PATH)
 
 # The CUDA toolchain (nvcc, headers, a link-only libcuda) lives in
 # .cache/cuda, installed by scripts/install-cuda.sh on first use.
@@ -30,7 +32,7 @@ GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick benchcmp tables \
 	bench-run peer-run baseline golden python-ref bench-openblas \
-	cuda-toolkit kernels cuda-check gpu-bin
+	cuda-toolkit kernels cuda-check gpu-bin report diff calibrate
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
@@ -56,7 +58,7 @@ bench-smoke:
 ## bench: the full suite and the PyTorch peer on this machine, each
 ## benchmark COUNT times, then benchstat against the committed baseline and
 ## against the peer.
-bench: bench-run peer-run tables
+bench: bench-run peer-run tables report
 
 ## benchcmp: the same runs, printing only the benchstat tables.
 benchcmp:
@@ -85,10 +87,29 @@ tables:
 	@if [ -f $(BASELINE)/zbench.txt ]; then \
 		echo; echo "== benchstat: committed baseline $(BASELINE)/zbench.txt vs this run"; \
 		$(BENCHSTAT) baseline=$(BASELINE)/zbench.txt this-run=$(OUT)/zbench.txt; \
+		echo; echo "== zbench compare: verdicts, accuracy gate and roofline, committed baseline vs this run"; \
+		$(GO) run ./cmd/zbench compare $(BASELINE)/zbench.txt $(OUT)/zbench.txt; \
 	else echo "== no committed baseline for machine $(MACHINE) (baselines/*/): run make baseline"; fi
 	@if [ -z "$${NOPEER:-}" ]; then \
 		echo; echo "== benchstat: PyTorch peer vs zbench, same machine, same run"; \
 		$(BENCHSTAT) torch=$(OUT)/torch.txt zbench=$(OUT)/zbench.txt; fi
+
+## report: an HTML and markdown report with plots of the committed baselines
+## and of this machine's last make bench run, in .cache/bench/report/.
+report:
+	@$(GO) run ./cmd/zbench report -o $(OUT)/report baselines/*/*.txt $(wildcard $(OUT)/zbench.txt $(OUT)/torch.txt) \
+		| grep -E 'index.html|report.md'
+
+## diff: the pull-request check: zbench diff BASE HEAD (default: HEAD against
+## the working tree) over BENCH, COUNT passes each, interleaved.
+BASE ?= HEAD
+diff:
+	$(GO) run ./cmd/zbench diff -bench '$(BENCH)' -count $(COUNT) $(if $(SHORT),-short) $(BASE) $(HEAD)
+
+## calibrate: A/A runs of BENCH on this machine: false verdicts, the
+## smallest detectable change and the -count to use.
+calibrate:
+	$(GO) run ./cmd/zbench calibrate -bench '$(BENCH)' -count $(COUNT) $(if $(SHORT),-short)
 
 ## baseline: run the suite and the peer and commit-ready copy them to
 ## baselines/$(MACHINE)/.

@@ -7,7 +7,14 @@
 //
 // The commands are:
 //
-//	infer   run a model on inputs from a safetensors file, write its outputs
+//	env        print the host and device facts results depend on
+//	compare    compare benchmark results, with a verdict per benchmark
+//	diff       benchmark two git revisions interleaved and compare them
+//	calibrate  A/A runs: false-verdict rate and the smallest change detectable
+//	report     write an HTML and markdown report with plots from benchmark files
+//	infer      run a model on inputs from a safetensors file, write its outputs
+//
+// Each command's flags and what it does are in 'zbench help <command>'.
 //
 // # Infer
 //
