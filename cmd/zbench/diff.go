@@ -25,7 +25,8 @@ yet committed are slower. Each commit is checked out in a worktree under
 binaries run -count passes each, interleaved (base, head, head, base, ...)
 so that drift in the machine's speed falls on both alike. BASE's results
 are cached by commit and settings, so the next diff against the same base
-runs only HEAD. The raw results are kept beside the cache (-keep writes
+runs only HEAD (those passes were measured at another time, not interleaved:
+-fresh runs BASE again). The raw results are kept beside the cache (-keep writes
 them to a directory of your choice) and the verdict is printed in -format;
 -fail-on decides the exit status.`
 
@@ -41,6 +42,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	tags := fs.String("tags", "", "build tags (cuda, openblas)")
 	cache := fs.String("cache", "", "directory for worktrees, binaries and cached results (default <repo>/.cache/zbench)")
 	keep := fs.String("keep", "", "also write the raw results to DIR/base.txt and DIR/head.txt")
+	fresh := fs.Bool("fresh", false, "run BASE again, interleaved with HEAD, instead of using its cached results")
 	revs, err := parseArgs(fs, args, stdout)
 	if err != nil {
 		return err
@@ -78,6 +80,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 		Repo:     repo,
 		CacheDir: *cache,
 		Settings: runner.Settings{Package: *pkg, Bench: *bench, Short: *short, Benchtime: *benchtime, Tags: *tags},
+		Fresh:    *fresh,
 		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: diff: "+format+"\n", args...) },
 	}
 	// Resolve both first, so that a mistyped HEAD fails before BASE builds.

@@ -77,7 +77,7 @@ func inDir(t *testing.T, dir string, args ...string) (string, string, error) {
 }
 
 // TestDiff benchmarks two commits of a small repository, the second with
-// BenchmarkSpin made twice as slow: diff says slower (and only that), exits
+// BenchmarkSpin made four times as slow: diff says slower (and only that), exits
 // 1 with -fail-on slower, and caches the base.
 func TestDiff(t *testing.T) {
 	if testing.Short() {
@@ -86,8 +86,9 @@ func TestDiff(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command")
 	}
-	dir := gitRepo(t, "20000", "40000")
-	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "6", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv"}
+	dir := gitRepo(t, "20000", "80000")
+	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "6", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv",
+		"-threshold", "50%"} // BenchmarkSpin is 4x slower; a busy machine moves Steady by less than 50%
 	stdout, stderr, err := inDir(t, dir, args...)
 	require.ErrorContains(t, err, "diff: -fail-on slower: 1 slower (Spin")
 	assert.Equal(t, 1, exitCode(err))
@@ -103,6 +104,12 @@ func TestDiff(t *testing.T) {
 	assert.Contains(t, stderr, "base HEAD~1")
 	assert.Contains(t, stderr, "6 cached passes")
 	assert.Equal(t, 1, strings.Count(stderr, "building"), "only the head is built: %s", stderr)
+	assert.Contains(t, stderr, "not interleaved with this run; -fresh runs them again")
+
+	// -fresh runs the base again, interleaved.
+	_, stderr, err = inDir(t, dir, append(args, "-fresh")...)
+	require.ErrorContains(t, err, "1 slower")
+	assert.Equal(t, 2, strings.Count(stderr, "building"), "both built: %s", stderr)
 
 	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()
 	require.NoError(t, err)
