@@ -195,22 +195,11 @@ var errHelp = errors.New("help requested")
 // returns a one-line usageError naming the command and leaves the full
 // usage to -h.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard) // the error is returned, not printed
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fs.SetOutput(stdout)
-		fs.Usage()
-		fs.SetOutput(out)
-		return errHelp
-	case err != nil:
-		return usageErrorf("%s: %v (see 'zbench %s -h')", fs.Name(), err, fs.Name())
-	case fs.NArg() > 0:
-		return usageErrorf("%s: unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", fs.Name(), fs.Arg(0), fs.Name())
+	pos, err := parseArgs(fs, args, stdout)
+	if err == nil && len(pos) > 0 {
+		return usageErrorf("%s: unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", fs.Name(), pos[0], fs.Name())
 	}
-	return nil
+	return err
 }
 
 // parseArgs parses args into fs like parseFlags, but allows positional

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
+	"github.com/zbench/zbench/zbench"
 	"github.com/zbench/zbench/zbench/compare"
 	"github.com/zbench/zbench/zbench/results"
 )
@@ -232,14 +233,13 @@ func binomial(n, k int) float64 {
 	return r
 }
 
+// median is the sample median, as benchstat computes it.
 func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
+	s, err := zbench.Median(x, 0.95)
+	if err != nil {
+		return math.NaN()
 	}
+	return s.Center
 }
 
 func mad(x []float64, med float64) float64 {

@@ -522,12 +522,11 @@ func summarize(res *Result, files []*results.File) []Summary {
 	return sums
 }
 
+// median is the sample median, as benchstat computes it.
 func median(x []float64) float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
+	s, err := zbench.Median(x, 0.95)
+	if err != nil {
+		return math.NaN()
 	}
-	return (s[n/2-1] + s[n/2]) / 2
+	return s.Center
 }

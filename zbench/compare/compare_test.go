@@ -1,0 +1,150 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/zbench/results"
+)
+
+func TestHolm(t *testing.T) {
+	// Holm's step-down: sorted p times (m − rank + 1), made monotone.
+	ds := []*Delta{{P: 0.01}, {P: 0.04}, {P: 0.03}, {P: 0.005}}
+	assert.Equal(t, 4, holm(ds))
+	want := []float64{0.03, 0.06, 0.06, 0.02}
+	for i, d := range ds {
+		assert.InDelta(t, want[i], d.PHolm, 1e-12, "p=%v", d.P)
+	}
+	one := []*Delta{{P: 0.7}}
+	holm(one)
+	assert.Equal(t, 0.7, one[0].PHolm)
+	capped := []*Delta{{P: 0.6}, {P: 0.9}}
+	holm(capped)
+	assert.Equal(t, []float64{1, 1}, []float64{capped[0].PHolm, capped[1].PHolm})
+}
+
+func TestVerdict(t *testing.T) {
+	opts := Options{Alpha: 0.05, Threshold: 0.05}
+	for _, tc := range []struct {
+		name    string
+		d       Delta
+		better  int
+		verdict Verdict
+	}{
+		{"small change, significant", Delta{Change: 0.03, PHolm: 0.001}, -1, Same},
+		{"small change, not significant", Delta{Change: -0.049, PHolm: 0.5}, -1, Same},
+		{"big change, not significant", Delta{Change: 0.3, PHolm: 0.2}, -1, Ambiguous},
+		{"time up", Delta{Change: 0.2, PHolm: 0.001}, -1, Slower},
+		{"time down", Delta{Change: -0.2, PHolm: 0.001}, -1, Faster},
+		{"rate up", Delta{Change: 0.2, PHolm: 0.001}, 1, Faster},
+		{"rate down", Delta{Change: -0.2, PHolm: 0.001}, 1, Slower},
+		{"at the threshold", Delta{Change: 0.05, PHolm: 0.01}, -1, Slower},
+		{"p at alpha", Delta{Change: 0.2, PHolm: 0.05}, -1, Ambiguous},
+		{"invalid wins", Delta{Change: -0.5, PHolm: 0.001, Reasons: []string{"rel-err"}}, -1, Invalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.verdict, verdict(&tc.d, tc.better, opts))
+		})
+	}
+}
+
+func TestLabels(t *testing.T) {
+	assert.Equal(t, []string{"a.txt", "b.txt"}, Labels([]string{"x/a.txt", "y/b.txt"}))
+	assert.Equal(t, []string{"x/zbench.txt", "y/zbench.txt"}, Labels([]string{"base/x/zbench.txt", "base/y/zbench.txt"}))
+	assert.Equal(t, []string{"a.txt", "a.txt"}, Labels([]string{"a.txt", "./a.txt"}), "the same file twice stays as it is")
+	assert.Equal(t, []string{"ebc0a7df17ae", "worktree"}, Labels([]string{"ebc0a7df17ae", "worktree"}))
+}
+
+func TestDefaultTolerance(t *testing.T) {
+	for dtype, want := range map[string]float64{"f32": 2e-5, "": 2e-5, "weird": 2e-5, "f16": 2e-3, "tf32": 2e-3, "mixed": 2e-3, "bf16": 1.6e-2, "int8": 0.1, "e4m3": 0.1} {
+		assert.Equal(t, want, DefaultTolerance(dtype), dtype)
+	}
+}
+
+func parse(t *testing.T, name, text string) *results.File {
+	t.Helper()
+	f, err := results.Parse(strings.NewReader(text), name)
+	require.NoError(t, err)
+	return f
+}
+
+// TestRunSmallSamples: three runs a side can never reach significance
+// after correction, so a large change is ambiguous, never slower.
+func TestRunSmallSamples(t *testing.T) {
+	lines := func(ns ...int) string {
+		var b strings.Builder
+		for _, v := range ns {
+			fmt.Fprintf(&b, "BenchmarkX/dev=cpu/dtype=f32-2 10 %d ns/op\nBenchmarkY/dev=cpu/dtype=f32-2 10 %d ns/op\n", v, 1000)
+		}
+		return b.String()
+	}
+	res, err := Run([]*results.File{parse(t, "a", lines(100, 101, 102)), parse(t, "b", lines(150, 151, 152))}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.Count(Ambiguous))
+	assert.Equal(t, 1, res.Count(Same))
+	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2"}, res.With(Ambiguous))
+	assert.Equal(t, 2, res.Comparisons)
+	s := res.Summaries[0]
+	assert.Equal(t, 2, s.N)
+	assert.InDelta(t, math.Sqrt(151.0/101), s.Geomean, 1e-12)
+}
+
+func TestRunThreeFiles(t *testing.T) {
+	f := func(name string, v int) *results.File {
+		var b strings.Builder
+		for i := range 8 {
+			fmt.Fprintf(&b, "BenchmarkX/dev=cpu/dtype=f32-2 10 %d ns/op\n", v+i)
+		}
+		return parse(t, name, b.String())
+	}
+	res, err := Run([]*results.File{f("base", 1000), f("same", 1001), f("slow", 1500)}, Options{})
+	require.NoError(t, err)
+	require.Len(t, res.Summaries, 2)
+	assert.Equal(t, 1, res.Summaries[0].Counts[Same])
+	assert.Equal(t, 1, res.Summaries[1].Counts[Slower])
+	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2 (slow)"}, res.With(Slower))
+	var out strings.Builder
+	require.NoError(t, res.Write(&out, Text))
+	assert.Contains(t, out.String(), "same vs base: 1 same")
+	assert.Contains(t, out.String(), "slow vs base: 1 slower")
+}
+
+func TestParseFormatAndVerdict(t *testing.T) {
+	for _, s := range []string{"text", "markdown", "csv", "json"} {
+		f, err := ParseFormat(s)
+		require.NoError(t, err)
+		assert.Equal(t, Format(s), f)
+	}
+	_, err := ParseFormat("html")
+	require.ErrorContains(t, err, `unknown format "html"`)
+	for _, v := range Verdicts {
+		got, err := ParseVerdict(string(v))
+		require.NoError(t, err)
+		assert.Equal(t, v, got)
+	}
+	_, err = ParseVerdict("worse")
+	require.ErrorContains(t, err, `unknown verdict "worse"`)
+}
+
+func TestOptionsErrors(t *testing.T) {
+	a := parse(t, "a", "BenchmarkX-2 1 1 ns/op\n")
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Alpha: 2}, "alpha 2 is outside (0, 1)"},
+		{Options{Threshold: -1}, "threshold -1 is outside"},
+		{Options{Confidence: 1}, "confidence 1 is outside"},
+		{Options{Tolerance: map[string]float64{"f32": -1}}, "tolerance f32=-1 is not a positive number"},
+	} {
+		_, err := Run([]*results.File{a, a}, tc.opts)
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err := Run([]*results.File{a}, Options{})
+	require.ErrorContains(t, err, "need at least two files")
+}
