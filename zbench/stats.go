@@ -83,6 +83,16 @@ func Median(x []float64, confidence float64) (benchmath.Summary, error) {
 	return benchmath.AssumeNothing.Summary(s, confidence), nil
 }
 
+// MedianValue is the sample median of x, the Center of Median's summary;
+// NaN when x is empty or holds a non-finite value.
+func MedianValue(x []float64) float64 {
+	s, err := Median(x, 0.95)
+	if err != nil {
+		return math.NaN()
+	}
+	return s.Center
+}
+
 // UTest is the result of MannWhitneyU.
 type UTest struct {
 	// U is the Mann-Whitney statistic of the first sample a: the number

@@ -34,12 +34,8 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	addCompareFlags(fs, &c)
 	count := fs.Int("count", 10, "passes per side in each A/A comparison")
 	rounds := fs.Int("rounds", 3, "A/A comparisons to run")
-	bench := fs.String("bench", ".", "benchmarks to run (a go test -bench regular expression)")
-	short := fs.Bool("short", false, "run the -short set of sizes")
-	benchtime := fs.String("benchtime", "", "go test -benchtime of each pass (default 1s)")
-	pkg := fs.String("pkg", "./bench_test", "the package holding the benchmarks, relative to the repository root")
-	tags := fs.String("tags", "", "build tags (cuda, openblas)")
-	cache := fs.String("cache", "", "directory for the binary (default <repo>/.cache/zbench)")
+	var rf runFlags
+	rf.add(fs)
 	seed := fs.Uint64("seed", 1, "seed of the resampling")
 	keep := fs.String("keep", "", "also write the raw results to DIR/a.txt and DIR/b.txt")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -54,28 +50,15 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	case *rounds < 1:
 		return usageErrorf("calibrate: -rounds %d: want at least 1", *rounds)
 	}
-	wd, err := os.Getwd()
+	r, err := rf.runner("calibrate", stderr)
 	if err != nil {
-		return fmt.Errorf("calibrate: %w", err)
-	}
-	repo, err := runner.Open(wd)
-	if err != nil {
-		return fmt.Errorf("calibrate: %w", err)
-	}
-	if *cache == "" {
-		*cache = filepath.Join(repo.Root, ".cache", "zbench")
-	}
-	r := &runner.Runner{
-		Repo:     repo,
-		CacheDir: *cache,
-		Settings: runner.Settings{Package: *pkg, Bench: *bench, Short: *short, Benchtime: *benchtime, Tags: *tags},
-		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: calibrate: "+format+"\n", args...) },
+		return err
 	}
 	a, err := r.Prepare("A", "", 0)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	b := &runner.Arm{Label: "B", Dir: a.Dir, Binary: a.Binary}
+	b := a.Twin("B")
 	bar := newProgress(stderr, "A/A runs")
 	err = r.Interleave([]*runner.Arm{a, b}, *count**rounds, func(done, total int, arm *runner.Arm) {
 		bar.step(done, total, arm.Label)

@@ -284,13 +284,7 @@ func TestCompareErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(append([]string{"compare"}, tc.args...), &bytes.Buffer{}, &bytes.Buffer{})
-			require.ErrorContains(t, err, tc.want)
-			assert.NotContains(t, err.Error(), "\n")
-			want := 1
-			if tc.usage {
-				want = 2
-			}
-			assert.Equal(t, want, exitCode(err))
+			requireCLIError(t, err, tc.want, tc.usage)
 		})
 	}
 }

@@ -34,13 +34,9 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("diff", "[flags] [BASE [HEAD]]", diffDoc, stderr)
 	var c compareFlags
 	addCompareFlags(fs, &c)
+	var rf runFlags
+	rf.add(fs)
 	count := fs.Int("count", 10, "passes of every benchmark per revision")
-	bench := fs.String("bench", ".", "benchmarks to run (a go test -bench regular expression)")
-	short := fs.Bool("short", false, "run the -short set of sizes")
-	benchtime := fs.String("benchtime", "", "go test -benchtime of each pass (default 1s)")
-	pkg := fs.String("pkg", "./bench_test", "the package holding the benchmarks, relative to the repository root")
-	tags := fs.String("tags", "", "build tags (cuda, openblas)")
-	cache := fs.String("cache", "", "directory for worktrees, binaries and cached results (default <repo>/.cache/zbench)")
 	keep := fs.String("keep", "", "also write the raw results to DIR/base.txt and DIR/head.txt")
 	fresh := fs.Bool("fresh", false, "run BASE again, interleaved with HEAD, instead of using its cached results")
 	revs, err := parseArgs(fs, args, stdout)
@@ -65,24 +61,12 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 		headRev = revs[1]
 	}
 
-	wd, err := os.Getwd()
+	r, err := rf.runner("diff", stderr)
 	if err != nil {
-		return fmt.Errorf("diff: %w", err)
+		return err
 	}
-	repo, err := runner.Open(wd)
-	if err != nil {
-		return fmt.Errorf("diff: %w", err)
-	}
-	if *cache == "" {
-		*cache = filepath.Join(repo.Root, ".cache", "zbench")
-	}
-	r := &runner.Runner{
-		Repo:     repo,
-		CacheDir: *cache,
-		Settings: runner.Settings{Package: *pkg, Bench: *bench, Short: *short, Benchtime: *benchtime, Tags: *tags},
-		Fresh:    *fresh,
-		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: diff: "+format+"\n", args...) },
-	}
+	r.Fresh = *fresh
+	repo := r.Repo
 	// Resolve both first, so that a mistyped HEAD fails before BASE builds.
 	for _, rev := range []string{baseRev, headRev} {
 		if rev != "" {
@@ -128,7 +112,7 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 		f, err := results.Parse(bytes.NewReader(a.Output.Bytes()), name)
 		if err != nil {
 			if errors.Is(err, results.ErrNoResults) {
-				return fmt.Errorf("diff: %s %s printed no benchmark results for -bench %q", a.Label, a.ID(), *bench)
+				return fmt.Errorf("diff: %s %s printed no benchmark results for -bench %q", a.Label, a.ID(), rf.settings.Bench)
 			}
 			return fmt.Errorf("diff: %w", err)
 		}

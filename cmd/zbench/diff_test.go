@@ -138,13 +138,7 @@ func TestDiffErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := inDir(t, tc.dir, append([]string{"diff"}, tc.args...)...)
-			require.ErrorContains(t, err, tc.want)
-			assert.NotContains(t, err.Error(), "\n")
-			want := 1
-			if tc.usage {
-				want = 2
-			}
-			assert.Equal(t, want, exitCode(err))
+			requireCLIError(t, err, tc.want, tc.usage)
 		})
 	}
 	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()

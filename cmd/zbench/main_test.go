@@ -79,3 +79,16 @@ func TestCommandsHaveHelp(t *testing.T) {
 		assert.Contains(t, stdout.String(), "usage: zbench "+c.name, c.name)
 	}
 }
+
+// requireCLIError requires err to be one line containing want, with the
+// exit status of a usage mistake (2) or of a failed run (1).
+func requireCLIError(t *testing.T, err error, want string, usage bool) {
+	t.Helper()
+	require.ErrorContains(t, err, want)
+	assert.NotContains(t, err.Error(), "\n")
+	status := 1
+	if usage {
+		status = 2
+	}
+	assert.Equal(t, status, exitCode(err))
+}

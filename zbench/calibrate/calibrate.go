@@ -153,7 +153,7 @@ func Analyze(rounds [][2]*results.File, count int, opts Options) (*Report, error
 	for k := range rep.Benches {
 		b := &rep.Benches[k]
 		x := pooled[b.ID]
-		b.N, b.Median = len(x), median(x)
+		b.N, b.Median = len(x), zbench.MedianValue(x)
 		b.Noise = 1.4826 * mad(x, b.Median) / b.Median
 		for _, n := range opts.Counts {
 			b.Detectable = append(b.Detectable, detectable(rng, x, n, m, opts))
@@ -202,8 +202,9 @@ func detectable(rng *rand.Rand, x []float64, n, m int, opts Options) float64 {
 				a[i] = x[rng.IntN(len(x))]
 				b[i] = x[rng.IntN(len(x))] * (1 + delta)
 			}
-			sa := benchmath.NewSample(slices.Clone(a), &th)
-			sb := benchmath.NewSample(slices.Clone(b), &th)
+			// NewSample sorts a and b in place; they are redrawn next trial.
+			sa := benchmath.NewSample(a, &th)
+			sb := benchmath.NewSample(b, &th)
 			if benchmath.AssumeNothing.Compare(sa, sb).P < alpha {
 				hits++
 			}
@@ -233,19 +234,10 @@ func binomial(n, k int) float64 {
 	return r
 }
 
-// median is the sample median, as benchstat computes it.
-func median(x []float64) float64 {
-	s, err := zbench.Median(x, 0.95)
-	if err != nil {
-		return math.NaN()
-	}
-	return s.Center
-}
-
 func mad(x []float64, med float64) float64 {
 	d := make([]float64, len(x))
 	for i, v := range x {
 		d[i] = math.Abs(v - med)
 	}
-	return median(d)
+	return zbench.MedianValue(d)
 }

@@ -293,6 +293,8 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 			}
 		}
 	}
+	// The base file says how the metric is distributed (assume=exact).
+	assume := files[0].Units.GetAssumption(opts.Metric)
 	found := false
 	tables := map[[3]string]*Table{}
 	var deltas []*Delta
@@ -328,7 +330,6 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 			}
 			d := &Delta{Cell: newCell(f, b, opts)}
 			d.Change = d.Summary.Center/row.Base.Summary.Center - 1
-			assume := files[0].Units.GetAssumption(opts.Metric)
 			d.P = assume.Compare(row.Base.sample, d.sample).P
 			d.Reasons = gate(row, &d.Cell, opts)
 			row.Deltas = append(row.Deltas, d)
@@ -364,7 +365,7 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 		c.RelErr = slices.Max(re)
 	}
 	if pk := b.Values["%peak"]; len(pk) > 0 {
-		c.PctPeak = median(pk)
+		c.PctPeak = zbench.MedianValue(pk)
 		if m := slices.Max(pk); m > 100 {
 			c.AbovePeak = fmt.Sprintf("%.4g%% of the device's peak reported", m)
 		}
@@ -398,7 +399,7 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 				w.FLOPs/1e9, peak.Device, peak.FLOPSFor(dt)/1e9, peak.Source)
 		}
 	}
-	c.PctPeak, c.PeakDerived = median(frac), true
+	c.PctPeak, c.PeakDerived = zbench.MedianValue(frac), true
 	return c
 }
 
@@ -520,13 +521,4 @@ func summarize(res *Result, files []*results.File) []Summary {
 		sums[j] = s
 	}
 	return sums
-}
-
-// median is the sample median, as benchstat computes it.
-func median(x []float64) float64 {
-	s, err := zbench.Median(x, 0.95)
-	if err != nil {
-		return math.NaN()
-	}
-	return s.Center
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -327,30 +328,46 @@ func finite(v float64) *float64 {
 	return &v
 }
 
+// writeCSV writes one row per Record, with Record's JSON names as the
+// header, so that the CSV and JSON forms cannot drift apart.
 func (r *Result) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	header := []string{"workload", "dev", "dtype", "benchmark", "base", "file", "metric", "base_n", "base_median", "base_lo", "base_hi",
-		"n", "median", "lo", "hi", "change", "p", "p_holm", "verdict", "base_rel_err", "rel_err", "pct_peak", "above_peak", "reasons"}
+	rt := reflect.TypeFor[Record]()
+	header := make([]string, rt.NumField())
+	for i := range header {
+		header[i], _, _ = strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+	}
 	if err := cw.Write(header); err != nil {
 		return err
 	}
-	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-	opt := func(v *float64) string {
-		if v == nil {
-			return ""
-		}
-		return g(*v)
-	}
 	for _, rec := range r.Records() {
-		if err := cw.Write([]string{rec.Workload, rec.Dev, rec.DType, rec.Benchmark, rec.Base, rec.File, rec.Metric,
-			strconv.Itoa(rec.BaseN), g(rec.BaseMed), opt(rec.BaseLo), opt(rec.BaseHi),
-			strconv.Itoa(rec.N), g(rec.Median), opt(rec.Lo), opt(rec.Hi), g(rec.Change), g(rec.P), g(rec.PHolm), string(rec.Verdict),
-			opt(rec.BaseErr), opt(rec.RelErr), opt(rec.PctPeak), strconv.FormatBool(rec.AbovePeak), strings.Join(rec.Reasons, "; ")}); err != nil {
+		v := reflect.ValueOf(rec)
+		row := make([]string, len(header))
+		for i := range row {
+			row[i] = csvField(v.Field(i).Interface())
+		}
+		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// csvField formats one Record field: a missing value (nil) is empty.
+func csvField(x any) string {
+	switch x := x.(type) {
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	case *float64:
+		if x == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*x, 'g', -1, 64)
+	case []string:
+		return strings.Join(x, "; ")
+	}
+	return fmt.Sprint(x)
 }
 
 func (r *Result) writeJSON(w io.Writer) error {

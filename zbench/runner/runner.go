@@ -105,10 +105,20 @@ type Arm struct {
 	Cached bool
 
 	worktree string
+	// code is what the binary reports as zbench-commit: the short
+	// commit, or for the working tree its HEAD, with "-dirty" when it has
+	// uncommitted changes.
+	code string
 }
 
-// ID is what the results are labelled with: the short commit, or the
-// working tree's HEAD with "-dirty".
+// Twin returns an arm that runs the same binary as a, with results of its
+// own: the other side of an A/A comparison.
+func (a *Arm) Twin(label string) *Arm {
+	return &Arm{Label: label, Rev: a.Rev, Commit: a.Commit, Dir: a.Dir, Binary: a.Binary, code: a.code}
+}
+
+// ID is what the results are labelled with: the short commit, or
+// "worktree" for the working tree.
 func (a *Arm) ID() string {
 	if a.Commit != "" {
 		return a.Commit[:12]
@@ -215,6 +225,15 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 // build builds the benchmark binary of arm from the tree at src.
 func (r *Runner) build(arm *Arm, src string) error {
 	label, rev := arm.Label, arm.Rev
+	arm.code = arm.ID()
+	if arm.Commit == "" {
+		if c, err := r.Repo.Resolve("HEAD"); err == nil {
+			arm.code = c[:12]
+		}
+		if dirty, _ := r.Repo.Dirty(); dirty {
+			arm.code += "-dirty"
+		}
+	}
 	arm.Dir = filepath.Join(src, filepath.FromSlash(r.Settings.Package))
 	if _, err := os.Stat(arm.Dir); err != nil {
 		return fmt.Errorf("runner: %s %s has no package %s to benchmark", label, orWorkingTree(rev), r.Settings.Package)
@@ -267,21 +286,12 @@ func countPasses(out []byte) int {
 }
 
 // Pass runs one pass of every benchmark of arm and appends its output.
-// ZBENCH_COMMIT tells the binary which code it is, since the worktree's
-// git state is not the caller's.
+// ZBENCH_COMMIT tells the binary which code it is (the worktree's git state
+// is not the caller's); it was found once, when the arm was built.
 func (r *Runner) Pass(arm *Arm) error {
 	cmd := exec.Command(arm.Binary, r.Settings.args()...)
 	cmd.Dir = arm.Dir
-	commit := arm.ID()
-	if arm.Commit == "" {
-		if c, err := r.Repo.Resolve("HEAD"); err == nil {
-			commit = c[:12]
-		}
-		if dirty, _ := r.Repo.Dirty(); dirty {
-			commit += "-dirty"
-		}
-	}
-	cmd.Env = append(os.Environ(), "ZBENCH_COMMIT="+commit)
+	cmd.Env = append(os.Environ(), "ZBENCH_COMMIT="+arm.code)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/zbench/zbench/zbench/runner"
+)
+
+// runFlags are the flags of the commands that build and run benchmark
+// binaries (diff, calibrate).
+type runFlags struct {
+	settings runner.Settings
+	cache    string
+}
+
+// add defines the flags on fs.
+func (f *runFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.settings.Bench, "bench", ".", "benchmarks to run (a go test -bench regular expression)")
+	fs.BoolVar(&f.settings.Short, "short", false, "run the -short set of sizes")
+	fs.StringVar(&f.settings.Benchtime, "benchtime", "", "go test -benchtime of each pass (default 1s)")
+	fs.StringVar(&f.settings.Package, "pkg", "./bench_test", "the package holding the benchmarks, relative to the repository root")
+	fs.StringVar(&f.settings.Tags, "tags", "", "build tags (cuda, openblas)")
+	fs.StringVar(&f.cache, "cache", "", "directory for worktrees, binaries and cached results (default <repo>/.cache/zbench)")
+}
+
+// runner returns the runner of the repository holding the working
+// directory, logging each step to stderr as "zbench: cmd: ...".
+func (f *runFlags) runner(cmd string, stderr io.Writer) (*runner.Runner, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	repo, err := runner.Open(wd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	cache := f.cache
+	if cache == "" {
+		cache = filepath.Join(repo.Root, ".cache", "zbench")
+	}
+	return &runner.Runner{
+		Repo:     repo,
+		CacheDir: cache,
+		Settings: f.settings,
+		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: "+cmd+": "+format+"\n", args...) },
+	}, nil
+}
