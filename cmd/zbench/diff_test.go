@@ -77,8 +77,10 @@ func inDir(t *testing.T, dir string, args ...string) (string, string, error) {
 }
 
 // TestDiff benchmarks two commits of a small repository, the second with
-// BenchmarkSpin made four times as slow: diff says slower (and only that), exits
-// 1 with -fail-on slower, and caches the base.
+// BenchmarkSpin made four times as slow: diff says Spin is slower, exits 1 with
+// -fail-on slower, and caches the base. Steady's verdict is not asserted: on a
+// busy machine its runs may be noisy enough for any verdict, and the verdict
+// logic itself is tested on fixed samples in zbench/compare.
 func TestDiff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs two benchmark binaries")
@@ -88,13 +90,13 @@ func TestDiff(t *testing.T) {
 	}
 	dir := gitRepo(t, "20000", "80000")
 	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "6", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv",
-		"-threshold", "50%"} // BenchmarkSpin is 4x slower; a busy machine moves Steady by less than 50%
+		"-threshold", "50%"} // BenchmarkSpin is 4x slower
 	stdout, stderr, err := inDir(t, dir, args...)
-	require.ErrorContains(t, err, "diff: -fail-on slower: 1 slower (Spin")
+	require.ErrorContains(t, err, "diff: -fail-on slower: ")
+	assert.ErrorContains(t, err, " slower (Spin")
 	assert.Equal(t, 1, exitCode(err))
-	assert.Contains(t, stdout, ",Spin-")
-	assert.Regexp(t, `Spin-\d+,.*,slower,`, stdout)
-	assert.Regexp(t, `Steady-\d+,.*,same,`, stdout)
+	assert.Regexp(t, `(?m)^Spin,,,Spin-\d+,.*,slower,`, stdout)
+	assert.Regexp(t, `(?m)^Steady,,,Steady-\d+,.*,(same|ambiguous|slower|faster),`, stdout)
 	assert.Contains(t, stderr, "results cached in")
 	assert.NotContains(t, stderr, "\r", "no progress bar when stderr is not a terminal")
 
@@ -108,7 +110,7 @@ func TestDiff(t *testing.T) {
 
 	// -fresh runs the base again, interleaved.
 	_, stderr, err = inDir(t, dir, append(args, "-fresh")...)
-	require.ErrorContains(t, err, "1 slower")
+	require.ErrorContains(t, err, " slower (Spin")
 	assert.Equal(t, 2, strings.Count(stderr, "building"), "both built: %s", stderr)
 
 	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()
