@@ -55,12 +55,13 @@ func gitRepo(t *testing.T, spins ...string) string {
 		require.NoError(t, err, "git %v: %s", args, out)
 	}
 	g("init", "-q")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bench"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/spin\n\ngo 1.24\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".gitignore"), []byte("/.cache/\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bench", "spin_test.go"), []byte(benchSource), 0o644))
+	pkg := filepath.Join(dir, "bench")
+	require.NoError(t, os.MkdirAll(pkg, 0o755))
+	writeFile(t, dir, "go.mod", []byte("module example.com/spin\n\ngo 1.24\n"))
+	writeFile(t, dir, ".gitignore", []byte("/.cache/\n"))
+	writeFile(t, pkg, "spin_test.go", []byte(benchSource))
 	for _, s := range spins {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, "bench", "spin.go"), []byte("package bench\n\nconst spin = "+s+"\n"), 0o644))
+		writeFile(t, pkg, "spin.go", []byte("package bench\n\nconst spin = "+s+"\n"))
 		g("add", "-A")
 		g("commit", "-q", "-m", "spin "+s)
 	}
@@ -77,7 +78,7 @@ func inDir(t *testing.T, dir string, args ...string) (string, string, error) {
 }
 
 // TestDiff benchmarks two commits of a small repository, the second with
-// BenchmarkSpin made four times as slow: diff says Spin is slower, exits 1 with
+// BenchmarkSpin made sixteen times as slow: diff says Spin is slower, exits 1 with
 // -fail-on slower, and caches the base. Steady's verdict is not asserted: on a
 // busy machine its runs may be noisy enough for any verdict, and the verdict
 // logic itself is tested on fixed samples in zbench/compare.
@@ -88,9 +89,9 @@ func TestDiff(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command")
 	}
-	dir := gitRepo(t, "20000", "80000")
-	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "6", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv",
-		"-threshold", "50%"} // BenchmarkSpin is 4x slower
+	dir := gitRepo(t, "20000", "320000")
+	args := []string{"diff", "HEAD~1", "HEAD", "-pkg", "./bench", "-count", "8", "-benchtime", "20ms", "-fail-on", "slower", "-format", "csv",
+		"-threshold", "50%"} // BenchmarkSpin is 16x slower: far past any noise of a loaded machine
 	stdout, stderr, err := inDir(t, dir, args...)
 	require.ErrorContains(t, err, "diff: -fail-on slower: ")
 	assert.ErrorContains(t, err, " slower (Spin")
@@ -104,7 +105,7 @@ func TestDiff(t *testing.T) {
 	_, stderr, err = inDir(t, dir, args...)
 	require.Error(t, err)
 	assert.Contains(t, stderr, "base HEAD~1")
-	assert.Contains(t, stderr, "6 cached passes")
+	assert.Contains(t, stderr, "8 cached passes")
 	assert.Equal(t, 1, strings.Count(stderr, "building"), "only the head is built: %s", stderr)
 	assert.Contains(t, stderr, "not interleaved with this run; -fresh runs them again")
 

@@ -120,6 +120,6 @@ func TestDeviceErrorAtSync(t *testing.T) {
 	require.NoError(t, b.Embedding(out, table, ids))
 	err = b.Sync()
 	require.ErrorIs(t, err, kernels.ErrValue)
-	assert.Contains(t, err.Error(), "id 9")
+	assert.Contains(t, err.Error(), "Embedding: ids[1] = 9 is out of range [0, 8)")
 	require.NoError(t, b.Sync(), "the error is reported once")
 }
