@@ -56,12 +56,12 @@ func BenchmarkMemPool(b *testing.B) {
 					return nil
 				}})
 				after := dev.MemStats()
+				run := kernels.MemStats{Allocs: after.Allocs - before.Allocs, Hits: after.Hits - before.Hits, Returns: after.Returns - before.Returns}
 				ops := float64(b.N + 1) // the warm-up call allocates too
-				allocs := after.Allocs - before.Allocs
-				b.ReportMetric(float64(allocs)/ops, "allocs")
-				b.ReportMetric(float64(after.Hits-before.Hits)/ops, "hits")
-				b.ReportMetric(float64(after.Returns-before.Returns)/ops, "returns")
-				b.ReportMetric(float64(after.Hits-before.Hits)/float64(allocs), "hit-rate")
+				b.ReportMetric(float64(run.Allocs)/ops, "allocs")
+				b.ReportMetric(float64(run.Hits)/ops, "hits")
+				b.ReportMetric(float64(run.Returns)/ops, "returns")
+				b.ReportMetric(run.HitRate(), "hit-rate")
 			})
 		}
 	}

@@ -361,10 +361,8 @@ func CheckSoftmax(op string, be Backend, out, x *Tensor, p AttentionParams) (Sof
 	if len(shape) >= 2 {
 		g.Sq, g.RowsPerBatch = shape[len(shape)-2], g.Rows/shape[0]
 	}
-	if p.KeyLens != nil {
-		if err := checkKeyLens(c, be, p, shape[0]).Err(); err != nil {
-			return SoftmaxDims{}, err
-		}
+	if err := checkKeyLens(c, be, p, shape[0]).Err(); err != nil {
+		return SoftmaxDims{}, err
 	}
 	return g, nil
 }

@@ -435,7 +435,7 @@ class Work:
         self.rates, self.peak = list(rates), peak
 
 
-def upcast_op(ctx, x_in, out, f32_op, inputs_f32, out_f32):
+def upcast_op(x_in, out, f32_op, inputs_f32, out_f32):
     """Wraps an op computed in float32 for a dtype the device lacks: the
     casts of the inputs into f32 buffers and of the result back run inside
     the timed call."""
@@ -605,7 +605,7 @@ def elementwise_setup(ctx, op_name, dt, batch, seq):
         out = torch.empty_like(x)
         if up:
             x32, o32 = torch.empty(shape, device=dev), torch.empty(shape, device=dev)
-            op = upcast_op(ctx, [x], out, lambda: f_out(x32, o32), [x32], o32)
+            op = upcast_op([x], out, lambda: f_out(x32, o32), [x32], o32)
         else:
             op = lambda: f_out(x, out)
         result = lambda: out
@@ -699,7 +699,7 @@ def attention_setup(ctx, dt, batch, seq, heads=HEADS, hdim=HEAD_D, causal=False,
             torch.bmm(p3, v3, out=o3)
 
         if up:
-            op = upcast_op(ctx, srcs, out.view(bh, seq, hdim), eager, [q3, k3, v3], o3)
+            op = upcast_op(srcs, out.view(bh, seq, hdim), eager, [q3, k3, v3], o3)
         else:
             op = eager
         result = lambda: out
@@ -1093,9 +1093,7 @@ def main(argv=None):
             print("\t".join(fields), flush=True)
         del work
         ctx.set_tf32(False)
-        gc.collect()
-        if ctx.cuda:
-            torch.cuda.empty_cache()
+        free_device_memory(ctx)
     if failed:
         print("FAIL")
         return 1

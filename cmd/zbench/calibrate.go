@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -58,29 +56,19 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	b := a.Twin("B")
-	bar := newProgress(stderr, "A/A runs")
-	err = r.Interleave([]*runner.Arm{a, b}, *count**rounds, func(done, total int, arm *runner.Arm) {
-		bar.step(done, total, arm.Label)
-	})
-	bar.finish()
-	if err != nil {
+	arms := []*runner.Arm{a, a.Twin("B")}
+	if err := interleave(r, stderr, "A/A runs", *count**rounds, arms...); err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
 	if *keep != "" {
-		if err := os.MkdirAll(*keep, 0o755); err != nil {
-			return fmt.Errorf("calibrate: -keep: %w", err)
-		}
-		for _, arm := range []*runner.Arm{a, b} {
-			if err := os.WriteFile(filepath.Join(*keep, strings.ToLower(arm.Label)+".txt"), arm.Output.Bytes(), 0o644); err != nil {
-				return fmt.Errorf("calibrate: -keep: %w", err)
-			}
+		if _, err := keepOutputs("calibrate", *keep, arms...); err != nil {
+			return err
 		}
 	}
 	var sides [][2]*results.File
 	for i := range *rounds {
 		var pair [2]*results.File
-		for k, arm := range []*runner.Arm{a, b} {
+		for k, arm := range arms {
 			out := bytes.Join(arm.Runs[i**count:(i+1)**count], nil)
 			f, err := results.Parse(bytes.NewReader(out), fmt.Sprintf("%s round %d", arm.Label, i+1))
 			if err != nil {

@@ -89,12 +89,12 @@ func (c *compareFlags) failed(cmd string, r *compare.Result) error {
 	for _, v := range c.verdict {
 		if ids := r.With(v); len(ids) > 0 {
 			const show = 3
-			more := ""
-			if len(ids) > show {
-				more = fmt.Sprintf(" and %d more", len(ids)-show)
+			n, more := len(ids), ""
+			if n > show {
+				more = fmt.Sprintf(" and %d more", n-show)
 				ids = ids[:show]
 			}
-			errs = append(errs, fmt.Sprintf("%d %s (%s%s)", len(r.With(v)), v, strings.Join(ids, ", "), more))
+			errs = append(errs, fmt.Sprintf("%d %s (%s%s)", n, v, strings.Join(ids, ", "), more))
 		}
 	}
 	if len(errs) == 0 {

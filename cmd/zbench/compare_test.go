@@ -47,9 +47,7 @@ func plant(t *testing.T, src, name, bench string, edit func(unit string, v float
 		n++
 	}
 	require.Positive(t, n, "no result of %s in %s", bench, src)
-	p := filepath.Join(t.TempDir(), name)
-	require.NoError(t, os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644))
-	return p
+	return writeFile(t, t.TempDir(), name, []byte(strings.Join(lines, "\n")))
 }
 
 // slowDown makes a benchmark's results s times slower, every rate metric
@@ -203,8 +201,7 @@ func TestCompareGolden(t *testing.T) {
 	extra, err := os.ReadFile(slow)
 	require.NoError(t, err)
 	extra = append(extra, []byte("\nBenchmarkMatMul/dev=cpu/dtype=f32/m=512/n=512/k=512/transfer=resident-2\t100\t16590000 ns/op\n")...)
-	slowPath := filepath.Join(dir, "slower.txt")
-	require.NoError(t, os.WriteFile(slowPath, extra, 0o644))
+	slowPath := writeFile(t, dir, "slower.txt", extra)
 
 	for _, tc := range []struct {
 		golden string
@@ -259,12 +256,9 @@ func TestCompareFormats(t *testing.T) {
 
 func TestCompareErrors(t *testing.T) {
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty.txt")
-	require.NoError(t, os.WriteFile(empty, nil, 0o644))
-	notBench := filepath.Join(dir, "notes.txt")
-	require.NoError(t, os.WriteFile(notBench, []byte("ok  \tgithub.com/zbench/zbench/kernels\t0.1s\nsome notes\n"), 0o644))
-	other := filepath.Join(dir, "other.txt")
-	require.NoError(t, os.WriteFile(other, []byte("BenchmarkOther-2\t10\t100 ns/op\n"), 0o644))
+	empty := writeFile(t, dir, "empty.txt", nil)
+	notBench := writeFile(t, dir, "notes.txt", []byte("ok  \tgithub.com/zbench/zbench/kernels\t0.1s\nsome notes\n"))
+	other := writeFile(t, dir, "other.txt", []byte("BenchmarkOther-2\t10\t100 ns/op\n"))
 	for _, tc := range []struct {
 		name  string
 		args  []string

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/zbench/zbench/zbench/compare"
 	"github.com/zbench/zbench/zbench/results"
@@ -86,30 +84,22 @@ func runDiff(args []string, stdout, stderr io.Writer) error {
 	}
 	defer r.Close(head)
 
-	bar := newProgress(stderr, "benchmarking")
-	err = r.Interleave([]*runner.Arm{base, head}, *count, func(done, total int, arm *runner.Arm) {
-		bar.step(done, total, arm.Label)
-	})
-	bar.finish()
-	if err != nil {
+	arms := []*runner.Arm{base, head}
+	if err := interleave(r, stderr, "benchmarking", *count, arms...); err != nil {
 		return fmt.Errorf("diff: %w", err)
 	}
 	if err := r.Save(base); err != nil {
 		return fmt.Errorf("diff: %w", err)
 	}
-	var files []*results.File
-	for _, a := range []*runner.Arm{base, head} {
-		name := a.ID()
-		if *keep != "" {
-			if err := os.MkdirAll(*keep, 0o755); err != nil {
-				return fmt.Errorf("diff: -keep: %w", err)
-			}
-			name = filepath.Join(*keep, a.Label+".txt")
-			if err := os.WriteFile(name, a.Output.Bytes(), 0o644); err != nil {
-				return fmt.Errorf("diff: -keep: %w", err)
-			}
+	names := []string{base.ID(), head.ID()}
+	if *keep != "" {
+		if names, err = keepOutputs("diff", *keep, arms...); err != nil {
+			return err
 		}
-		f, err := results.Parse(bytes.NewReader(a.Output.Bytes()), name)
+	}
+	var files []*results.File
+	for i, a := range arms {
+		f, err := results.Parse(bytes.NewReader(a.Output.Bytes()), names[i])
 		if err != nil {
 			if errors.Is(err, results.ErrNoResults) {
 				return fmt.Errorf("diff: %s %s printed no benchmark results for -bench %q", a.Label, a.ID(), rf.settings.Bench)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -74,9 +73,6 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		dtype   = fs.String("dtype", "f32", "the precision: f32, f16, bf16 or mixed (f32 weights with an f16 attention core)")
 	)
 	if err := parseFlags(fs, args, stdout); err != nil {
-		if errors.Is(err, errHelp) {
-			return nil
-		}
 		return err
 	}
 	var missing []string
@@ -152,31 +148,25 @@ func inferModelNames() []string {
 // openDevice returns the named device, or an error listing the devices
 // available here.
 func openDevice(name string) (kernels.Backend, error) {
-	devs, devErr := zbench.Devices()
+	d, why := kernels.Open(name)
+	if why == nil {
+		return d, nil
+	}
+	devs, _ := zbench.Devices()
 	var have []string
-	for _, d := range devs {
-		if d.Name() == name {
-			return d, nil
-		}
-		have = append(have, d.Name())
+	for _, dev := range devs {
+		have = append(have, dev.Name())
 	}
 	avail := strings.Join(have, ", ")
 	if !slices.Contains(knownDevices, name) {
 		return nil, usageErrorf("infer: unknown --device %q (want %s; available here: %s)", name, strings.Join(knownDevices, " or "), avail)
 	}
 	// Say why: not built in, no GPU, or a driver failure.
-	why := devErr
-	if _, err := kernels.Open(name); err != nil {
-		why = err
-	}
 	msg := fmt.Sprintf("infer: --device %s is not available here (available: %s)", name, avail)
 	if name == "cuda" {
 		msg += "; it needs a binary built with -tags cuda and an NVIDIA GPU"
 	}
-	if why != nil {
-		return nil, fmt.Errorf("%s: %w", msg, why)
-	}
-	return nil, errors.New(msg)
+	return nil, fmt.Errorf("%s: %w", msg, why)
 }
 
 // intTensor reads the named integer tensor of the input file f. A missing
@@ -222,10 +212,13 @@ func f32Tensor(name string, vals []float32, shape ...int) safetensors.Tensor {
 // checkFinite returns an error naming the first NaN or infinity of the F32
 // tensor t.
 func checkFinite(t safetensors.Tensor) error {
-	for i := 0; i+4 <= len(t.Data); i += 4 {
-		v := math.Float32frombits(binary.LittleEndian.Uint32(t.Data[i:]))
+	vals, err := t.Float32()
+	if err != nil {
+		return err
+	}
+	for i, v := range vals {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fmt.Errorf("output %s%v has %v at %v", t.Name, t.Shape, v, unravel(i/4, t.Shape))
+			return fmt.Errorf("output %s%v has %v at %v", t.Name, t.Shape, v, unravel(i, t.Shape))
 		}
 	}
 	return nil

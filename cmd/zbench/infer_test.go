@@ -78,9 +78,7 @@ func rewrite(t *testing.T, src string, edit func([]safetensors.Tensor) []safeten
 	f, ts := tensors(t, src)
 	var buf bytes.Buffer
 	require.NoError(t, safetensors.Write(&buf, edit(ts), f.Metadata()))
-	dst := filepath.Join(t.TempDir(), filepath.Base(src))
-	require.NoError(t, os.WriteFile(dst, buf.Bytes(), 0o644))
-	return dst
+	return writeFile(t, t.TempDir(), filepath.Base(src), buf.Bytes())
 }
 
 // editBytes writes a copy of the file src, changed by edit, to a new
@@ -89,9 +87,7 @@ func editBytes(t *testing.T, src string, edit func([]byte) []byte) string {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	require.NoError(t, err)
-	dst := filepath.Join(t.TempDir(), filepath.Base(src))
-	require.NoError(t, os.WriteFile(dst, edit(b), 0o644))
-	return dst
+	return writeFile(t, t.TempDir(), filepath.Base(src), edit(b))
 }
 
 // tinyConfigWith writes bert-tiny's config.json with key set to v.
@@ -235,9 +231,7 @@ func writeTensors(t *testing.T, ts ...safetensors.Tensor) string {
 	t.Helper()
 	var buf bytes.Buffer
 	require.NoError(t, safetensors.Write(&buf, ts, nil))
-	path := filepath.Join(t.TempDir(), "input.safetensors")
-	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
-	return path
+	return writeFile(t, t.TempDir(), "input.safetensors", buf.Bytes())
 }
 
 func dirNames(t *testing.T, dir string) []string {

@@ -90,18 +90,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	name, rest := args[0], args[1:]
 	switch name {
 	case "help", "-h", "-help", "--help":
-		if name == "help" && len(rest) > 0 {
-			if len(rest) > 1 {
-				return usageErrorf("help takes at most one command, got %q", rest)
-			}
-			c, err := lookup(rest[0])
-			if err != nil {
-				return err
-			}
-			return c.run([]string{"-h"}, stdout, stdout)
+		if name != "help" || len(rest) == 0 {
+			printCommands(stdout)
+			return nil
 		}
-		printCommands(stdout)
-		return nil
+		if len(rest) > 1 {
+			return usageErrorf("help takes at most one command, got %q", rest)
+		}
+		// "help CMD" is "CMD -h", its usage on stdout.
+		name, rest, stderr = rest[0], []string{"-h"}, stdout
 	}
 	c, err := lookup(name)
 	if err != nil {

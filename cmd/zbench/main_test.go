@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,6 +79,10 @@ func TestCommandsHaveHelp(t *testing.T) {
 		var stdout, stderr bytes.Buffer
 		require.NoError(t, run([]string{c.name, "-h"}, &stdout, &stderr), c.name)
 		assert.Contains(t, stdout.String(), "usage: zbench "+c.name, c.name)
+		stdout.Reset()
+		require.NoError(t, run([]string{"help", c.name}, &stdout, &stderr), "help "+c.name)
+		assert.Contains(t, stdout.String(), "usage: zbench "+c.name, "help "+c.name)
+		assert.Empty(t, stderr.String(), c.name)
 	}
 }
 
@@ -91,4 +97,12 @@ func requireCLIError(t *testing.T, err error, want string, usage bool) {
 		status = 2
 	}
 	assert.Equal(t, status, exitCode(err))
+}
+
+// writeFile writes data to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, data, 0o644))
+	return p
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/zbench/zbench/zbench/runner"
 )
 
 // A progress shows how far a long run (diff, calibrate) has got, on a
@@ -52,4 +54,14 @@ func (p *progress) finish() {
 		_ = p.bar.Finish()
 		_ = p.bar.Clear()
 	}
+}
+
+// interleave runs count interleaved passes of arms with r, showing the
+// progress on stderr as desc.
+func interleave(r *runner.Runner, stderr io.Writer, desc string, count int, arms ...*runner.Arm) error {
+	bar := newProgress(stderr, desc)
+	defer bar.finish()
+	return r.Interleave(arms, count, func(done, total int, arm *runner.Arm) {
+		bar.step(done, total, arm.Label)
+	})
 }

@@ -179,10 +179,8 @@ func tableRow(t *testing.T, md, heading, first string) []string {
 
 func TestReportErrors(t *testing.T) {
 	dir := t.TempDir()
-	empty := filepath.Join(dir, "empty.txt")
-	require.NoError(t, os.WriteFile(empty, nil, 0o644))
-	notBench := filepath.Join(dir, "notes.txt")
-	require.NoError(t, os.WriteFile(notBench, []byte("These are my notes.\nPASS\nok  \tpkg\t1.0s\n"), 0o644))
+	empty := writeFile(t, dir, "empty.txt", nil)
+	notBench := writeFile(t, dir, "notes.txt", []byte("These are my notes.\nPASS\nok  \tpkg\t1.0s\n"))
 	missing := filepath.Join(dir, "missing.txt")
 	out := filepath.Join(dir, "out")
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/zbench/zbench/zbench/runner"
 )
@@ -48,4 +49,20 @@ func (f *runFlags) runner(cmd string, stderr io.Writer) (*runner.Runner, error) 
 		Settings: f.settings,
 		Log:      func(format string, args ...any) { fmt.Fprintf(stderr, "zbench: "+cmd+": "+format+"\n", args...) },
 	}, nil
+}
+
+// keepOutputs writes the raw results of each arm to DIR/<label>.txt (the
+// label in lower case) for -keep, and returns the paths.
+func keepOutputs(cmd, dir string, arms ...*runner.Arm) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: -keep: %w", cmd, err)
+	}
+	paths := make([]string, len(arms))
+	for i, a := range arms {
+		paths[i] = filepath.Join(dir, strings.ToLower(a.Label)+".txt")
+		if err := os.WriteFile(paths[i], a.Output.Bytes(), 0o644); err != nil {
+			return nil, fmt.Errorf("%s: -keep: %w", cmd, err)
+		}
+	}
+	return paths, nil
 }

@@ -42,15 +42,15 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 }
 
 // softmaxRow sets dst[:n] to softmax(scale·src[:n]) and the rest of dst to
-// zero; dst may be src.
-func softmaxRow(dst, src []float32, n int, scale float32) {
+// zero; dst may be src. It returns the largest scaled value m and the
+// denominator Σ e^(scale·src[j] − m), whose log plus m is the logsumexp.
+func softmaxRow(dst, src []float32, n int, scale float32) (m float32, sum float64) {
 	src, rest := src[:n], dst[n:]
 	dst = dst[:n]
-	m := float32(math.Inf(-1))
+	m = float32(math.Inf(-1))
 	for _, v := range src {
 		m = max(m, v*scale)
 	}
-	var sum float64
 	for j, v := range src {
 		e := expf(v*scale - m)
 		dst[j] = e
@@ -61,6 +61,7 @@ func softmaxRow(dst, src []float32, n int, scale float32) {
 		dst[j] *= inv
 	}
 	clear(rest)
+	return m, sum
 }
 
 // SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
@@ -140,11 +141,7 @@ func newAttnShape(op string, dims kernels.AttentionDims, p kernels.AttentionPara
 	if err != nil {
 		return attnShape{}, err
 	}
-	g := attnShape{AttentionDims: dims, scale: p.Scale, causal: p.Causal, lens: lens}
-	if g.scale == 0 {
-		g.scale = float32(1 / math.Sqrt(float64(g.D)))
-	}
-	return g, nil
+	return attnShape{AttentionDims: dims, scale: kernels.AttentionScale(p, dims), causal: p.Causal, lens: lens}, nil
 }
 
 // attnRowBlock is the number of query rows one work item of the attention
@@ -216,22 +213,10 @@ func attnProbs(pr, qi, k []float32, scale float32) float64 {
 		return 0
 	}
 	d := len(qi)
-	m := float32(math.Inf(-1))
 	for j := range pr {
-		s := scale * attnDot(qi, k[j*d:(j+1)*d])
-		pr[j] = s
-		m = max(m, s)
+		pr[j] = scale * attnDot(qi, k[j*d:(j+1)*d])
 	}
-	var sum float64
-	for j, s := range pr {
-		e := expf(s - m)
-		pr[j] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
-	for j := range pr {
-		pr[j] *= inv
-	}
+	m, sum := softmaxRow(pr, pr, len(pr), 1)
 	return float64(m) + math.Log(sum)
 }
 

@@ -67,6 +67,15 @@ func tanhGrad(x float32) float32 {
 	return float32(1 - t*t)
 }
 
+// actCost is the work per element of activation a, in elements, for
+// parallelFor: 1 for none and ReLU, 16 for those that call erf, tanh or exp.
+func actCost(a kernels.Activation) int {
+	if a == kernels.ActNone || a == kernels.ActReLU {
+		return 1
+	}
+	return 16
+}
+
 // applyAct sets dst[i] = a(src[i]); dst and src have the same length and may
 // be the same slice. The switch is outside the loops so that each loop is a
 // plain call of an inlinable scalar function.
@@ -286,11 +295,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
-	cost := 1
-	if a != kernels.ActNone && a != kernels.ActReLU {
-		cost = 16 // erf, tanh and exp
-	}
-	mapBlocks(out, cost, func(dst []float32, lo, hi int) {
+	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int) {
 		var xb [ewBlock]float32
 		applyAct(dst, loadRange(x, lo, hi, xb[:]), a)
 	})
@@ -302,11 +307,7 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 	if _, err := kernels.CheckActBackward("cpu: actbackward", b, dx, dy, x, a); err != nil {
 		return err
 	}
-	cost := 1
-	if a != kernels.ActNone && a != kernels.ActReLU {
-		cost = 16
-	}
-	mapBlocks(dx, cost, func(dst []float32, lo, hi int) {
+	mapBlocks(dx, actCost(a), func(dst []float32, lo, hi int) {
 		var xb, yb [ewBlock]float32
 		applyActGrad(dst, loadRange(dy, lo, hi, yb[:]), loadRange(x, lo, hi, xb[:]), a)
 	})

@@ -93,11 +93,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		if p.Bias != nil {
 			bias = in32(p.Bias)
 		}
-		cost := n
-		if p.Act != kernels.ActNone && p.Act != kernels.ActReLU {
-			cost *= 16 // erf, tanh or exp per element
-		}
-		parallelFor(batch*m, cost, func(lo, hi int) {
+		parallelFor(batch*m, n*actCost(p.Act), func(lo, hi int) {
 			for r := lo; r < hi; r++ {
 				row := cv[r*n : (r+1)*n]
 				if bias != nil {

@@ -3,30 +3,13 @@ package cpu
 import "github.com/zbench/zbench/kernels"
 
 // in32 returns t's values as float32: the storage itself for F32, a widened
-// copy for F16 and BF16. Callers must not write to it.
+// copy for other dtypes. Callers must not write to it.
 func in32(t *kernels.Tensor) []float32 {
-	switch t.DType() {
-	case kernels.F32:
+	if t.DType() == kernels.F32 {
 		return f32(t)
-	case kernels.F16:
-		src, dst := u16(t), make([]float32, t.Len())
-		parallelFor(len(dst), 1, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				dst[i] = kernels.F16ToFloat32(src[i])
-			}
-		})
-		return dst
-	case kernels.BF16:
-		src, dst := u16(t), make([]float32, t.Len())
-		parallelFor(len(dst), 1, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				dst[i] = kernels.BF16ToFloat32(src[i])
-			}
-		})
-		return dst
 	}
 	dst := make([]float32, t.Len())
-	_ = kernels.DecodeFloat32(t.DType(), dst, bytesOf(t)) // sizes match by construction
+	parallelFor(len(dst), 1, func(lo, hi int) { loadRange(t, lo, hi, dst[lo:hi]) })
 	return dst
 }
 
@@ -44,29 +27,7 @@ func out32(t *kernels.Tensor, keep bool) ([]float32, func()) {
 	} else {
 		vals = make([]float32, t.Len())
 	}
-	return vals, func() { store(t, vals) }
-}
-
-// store rounds vals into t's storage.
-func store(t *kernels.Tensor, vals []float32) {
-	switch t.DType() {
-	case kernels.F32:
-		copy(f32(t), vals)
-	case kernels.F16:
-		dst := u16(t)
-		parallelFor(len(vals), 1, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				dst[i] = kernels.F16FromFloat32(vals[i])
-			}
-		})
-	case kernels.BF16:
-		dst := u16(t)
-		parallelFor(len(vals), 1, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				dst[i] = kernels.BF16FromFloat32(vals[i])
-			}
-		})
-	default:
-		_ = kernels.EncodeFloat32(t.DType(), bytesOf(t), vals) // sizes match by construction
+	return vals, func() {
+		parallelFor(len(vals), 1, func(lo, hi int) { flushRange(t, lo, vals[lo:hi]) })
 	}
 }

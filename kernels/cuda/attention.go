@@ -26,7 +26,7 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	}
 	dt := q.DType()
 	if smem, ok := flashSmem[d.D]; ok && dt != kernels.F32 && b.major >= 8 {
-		return wrap("Attention", b.launch(fmt.Sprintf("flash_attn_fwd_%s_d%d", suffix(dt), d.D),
+		return wrap("Attention", b.launch(fmt.Sprintf("flash_attn_fwd_%s_d%d", dt, d.D),
 			dim3{x: (d.Sq + 127) / 128, y: d.Hq, z: d.B}, dim3{x: 128}, smem,
 			ptrOf(out), ptrOf(q), ptrOf(k), ptrOf(v), int32(d.B), int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk),
 			kernels.AttentionScale(p, d), int32(boolInt(p.Causal)), ptrOf(p.KeyLens)))
@@ -60,7 +60,7 @@ func (b *Backend) checkKeyLens(c check, p kernels.AttentionParams, sk int) error
 	if p.KeyLens == nil {
 		return nil
 	}
-	return b.checkRange(c, p.KeyLens, 0, int32(sk)+1, -1, fmt.Sprintf("[0, %d]", sk))
+	return b.checkRange(c, p.KeyLens, 0, int32(sk)+1, -1, sk)
 }
 
 // scratch returns n tensors of elems elements of dt carved from the

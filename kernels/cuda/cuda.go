@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"path"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -75,7 +76,7 @@ type Backend struct {
 
 	errHost     unsafe.Pointer // error records written by kernels, see errorRecords
 	errDev      devptr
-	checkRanges [numChecks]string
+	checkBounds [numChecks]int // the bound of each check's valid range, see checkNames
 
 	workspaces []devptr // every workspace ever made, freed at Close
 	work       devptr   // the largest, in use
@@ -231,7 +232,9 @@ func (b *Backend) function(name string, smem int) (*function, error) {
 }
 
 // launch queues kernel name on the stream. args are devptr, int32, int64,
-// float32 or tensorMap values, in the kernel's parameter order.
+// float32 or tensorMap values, in the kernel's parameter order. Kernels of
+// several float dtypes are named after the dtype's String: add_f32,
+// add_f16, add_bf16.
 func (b *Backend) launch(name string, grid, block dim3, smem int, args ...any) error {
 	grid, block = grid.filled(), block.filled()
 	if b.record != nil {
@@ -396,29 +399,35 @@ const (
 	numChecks
 )
 
-// checkNames are the operation and tensor each check reports.
-var checkNames = [numChecks][2]string{
-	{"Embedding", "ids"}, {"EmbeddingBackward", "ids"},
-	{"CrossEntropy", "targets"}, {"CrossEntropyBackward", "targets"},
-	{"Softmax", "KeyLens"}, {"Attention", "KeyLens"}, {"AttentionBackward", "KeyLens"},
+// checkNames are the operation and tensor each check reports, and its
+// valid range as a format of the bound errorSlot was given.
+var checkNames = [numChecks]struct{ op, tensor, valid string }{
+	checkEmbedding:             {"Embedding", "ids", "[0, %d)"},
+	checkEmbeddingBackward:     {"EmbeddingBackward", "ids", "[0, %d)"},
+	checkCrossEntropy:          {"CrossEntropy", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex)},
+	checkCrossEntropyBackward:  {"CrossEntropyBackward", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex)},
+	checkSoftmaxLens:           {"Softmax", "KeyLens", "[0, %d]"},
+	checkAttentionLens:         {"Attention", "KeyLens", "[0, %d]"},
+	checkAttentionBackwardLens: {"AttentionBackward", "KeyLens", "[0, %d]"},
 }
 
 // errorSlot returns the device address of c's record and remembers the
-// valid range to report, e.g. "[0, 30522)".
-func (b *Backend) errorSlot(c check, valid string) devptr {
-	b.checkRanges[c] = valid
+// bound of the valid range to report (30522 for "[0, 30522)"); the message
+// is formatted only when the check fails.
+func (b *Backend) errorSlot(c check, bound int) devptr {
+	b.checkBounds[c] = bound
 	return b.errDev + devptr(16*c)
 }
 
 // checkRange queues a check that every value of the I32 tensor v lies in
-// [lo, hi) or equals except.
-func (b *Backend) checkRange(c check, v *kernels.Tensor, lo, hi, except int32, valid string) error {
+// [lo, hi) or equals except; bound is errorSlot's.
+func (b *Backend) checkRange(c check, v *kernels.Tensor, lo, hi, except int32, bound int) error {
 	n := int64(v.Len())
 	if n == 0 {
 		return nil
 	}
 	return b.launch("check_range", b.gridFor(n), dim3{x: block}, 0,
-		ptrOf(v), n, lo, hi, except, b.errorSlot(c, valid))
+		ptrOf(v), n, lo, hi, except, b.errorSlot(c, bound))
 }
 
 // takeError returns and clears the errors kernels recorded.
@@ -430,8 +439,9 @@ func (b *Backend) takeError() error {
 		if r[0] == 0 {
 			continue
 		}
+		n := checkNames[c]
 		errs = append(errs, fmt.Errorf("cuda: %s: %s[%d] = %d is out of range %s: %w",
-			checkNames[c][0], checkNames[c][1], r[2], r[1], b.checkRanges[c], kernels.ErrValue))
+			n.op, n.tensor, r[2], r[1], fmt.Sprintf(n.valid, b.checkBounds[c]), kernels.ErrValue))
 	}
 	b.clearErrorWord()
 	return errors.Join(errs...)

@@ -29,9 +29,9 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	}
 	dt := out.DType()
 	// The SIMT kernel: 256 threads; it also takes K = 0 (the epilogue alone).
-	name, threads, smem := "matmul_"+suffix(dt), 256, 0
+	name, threads, smem := "matmul_"+dt.String(), 256, 0
 	if b.major >= 8 && tensorCoreFits(d, dt, p.TF32, ptrOf(a), ptrOf(bm)) {
-		name, threads, smem = "matmul_tc_"+suffix(dt), 128, tcSmem
+		name, threads, smem = "matmul_tc_"+dt.String(), 128, tcSmem
 		if dt == kernels.F32 {
 			name = "matmul_tf32"
 		}

@@ -12,17 +12,6 @@ import (
 	"github.com/zbench/zbench/kernels"
 )
 
-// suffix names a float dtype in kernel names.
-func suffix(dt kernels.DType) string {
-	switch dt {
-	case kernels.F16:
-		return "f16"
-	case kernels.BF16:
-		return "bf16"
-	}
-	return "f32"
-}
-
 // block is the thread count of the grid-stride kernels.
 const block = 256
 
@@ -47,7 +36,7 @@ func (b *Backend) Add(out, x, y *kernels.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return wrap("add", b.launch("add_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("add", b.launch("add_"+out.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(out), ptrOf(x), ptrOf(y), int64(n), int64(nb)))
 }
 
@@ -57,7 +46,7 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 	if err != nil {
 		return err
 	}
-	return wrap("scale", b.launch("scale_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("scale", b.launch("scale_"+out.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(out), ptrOf(x), int64(n), s))
 }
 
@@ -82,7 +71,7 @@ func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 			}
 		})
 	}
-	return wrap("fill", b.launch("fill_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("fill", b.launch("fill_"+out.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(out), int64(n), v))
 }
 
@@ -102,7 +91,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if err != nil {
 		return err
 	}
-	return wrap("act", b.launch("act_"+suffix(out.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("act", b.launch("act_"+out.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(out), ptrOf(x), int64(n), int32(a)))
 }
 
@@ -112,7 +101,7 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 	if err != nil {
 		return err
 	}
-	return wrap("actbackward", b.launch("act_backward_"+suffix(dx.DType()), b.gridFor(int64(n)), dim3{x: block}, 0,
+	return wrap("actbackward", b.launch("act_backward_"+dx.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
 		ptrOf(dx), ptrOf(dy), ptrOf(x), int64(n), int32(a)))
 }
 
@@ -122,7 +111,7 @@ func (b *Backend) SumRows(out, x *kernels.Tensor) error {
 	if err != nil {
 		return err
 	}
-	return wrap("sumrows", b.launch("sum_rows_"+suffix(out.DType()), dim3{x: min((n+31)/32, 65535)}, dim3{x: 32, y: 32}, 0,
+	return wrap("sumrows", b.launch("sum_rows_"+out.DType().String(), dim3{x: min((n+31)/32, 65535)}, dim3{x: 32, y: 32}, 0,
 		ptrOf(out), ptrOf(x), int64(rows), int32(n)))
 }
 

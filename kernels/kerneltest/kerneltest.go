@@ -62,15 +62,11 @@ type snapshot struct {
 // dt, and its values in float64.
 func (e *env) Uniform(name string, dt kernels.DType, lo, hi float64, shape ...int) (*kernels.Tensor, []float64) {
 	e.Helper()
-	n := kernels.Shape(shape).Len()
-	vals := make([]float32, n)
+	vals := make([]float64, kernels.Shape(shape).Len())
 	for i := range vals {
-		vals[i] = kernels.Round(dt, float32(lo+(hi-lo)*e.rng.Float64()))
+		vals[i] = lo + (hi-lo)*e.rng.Float64()
 	}
-	t, err := kernels.FromFloat32(e.b, dt, vals, shape...)
-	require.NoError(e, err, "upload %s", name)
-	e.track(name, t)
-	return t, widen(vals)
+	return e.inputFromValues(name, dt, vals, shape...)
 }
 
 // Input is Uniform over [-1, 1).
@@ -108,14 +104,13 @@ func (e *env) track(name string, t *kernels.Tensor) {
 // op fails to write is caught.
 func (e *env) Output(dt kernels.DType, shape ...int) *kernels.Tensor {
 	e.Helper()
+	poison := float32(math.NaN())
+	if !dt.IsFloat() { // integers have no NaN: poison with an unlikely value
+		poison = -12345
+	}
 	vals := make([]float32, kernels.Shape(shape).Len())
 	for i := range vals {
-		vals[i] = float32(math.NaN())
-	}
-	if !dt.IsFloat() { // integers have no NaN: poison with an unlikely value
-		for i := range vals {
-			vals[i] = -12345
-		}
+		vals[i] = poison
 	}
 	t, err := kernels.FromFloat32(e.b, dt, vals, shape...)
 	require.NoError(e, err)

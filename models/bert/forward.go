@@ -118,60 +118,37 @@ func (f *Forward) alloc() error {
 	cfg, dt, adt := f.m.Config, f.m.Precision.DType(), f.m.Precision.attnDType()
 	B, S, H, nh, hd := f.Batch, f.Seq, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.HeadDim()
 	N := B * S
-	s := f.bufs
-	var err error
-	ints := func(dst **kernels.Tensor, shape ...int) {
-		if err == nil {
-			*dst, err = s.alloc("", kernels.I32, shape...)
-		}
-	}
-	float := func(dst **kernels.Tensor, dt kernels.DType, shape ...int) {
-		if err == nil {
-			*dst, err = s.alloc("", dt, shape...)
-		}
-	}
-	view := func(dst **kernels.Tensor, t *kernels.Tensor, shape ...int) {
-		if err == nil {
-			*dst, err = t.Reshape(shape...)
-		}
-	}
-	ints(&f.ids, B, S)
-	ints(&f.typeIDs, B, S)
-	ints(&f.keyLens, B)
-	float(&f.x, dt, B, S, H)
-	float(&f.h, dt, B, S, H)
-	view(&f.x2, f.x, N, H)
-	view(&f.h2, f.h, N, H)
-	float(&f.posEmb, dt, S, H)
+	a := allocator{s: f.bufs}
+	f.ids, f.typeIDs, f.keyLens = a.tensor(kernels.I32, B, S), a.tensor(kernels.I32, B, S), a.tensor(kernels.I32, B)
+	f.x, f.h = a.tensor(dt, B, S, H), a.tensor(dt, B, S, H)
+	f.x2, f.h2 = a.view(f.x, N, H), a.view(f.h, N, H)
+	f.posEmb = a.tensor(dt, S, H)
 	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
 		{&f.q, &f.q4, &f.qc, &f.qh}, {&f.k, &f.k4, &f.kc, &f.kh}, {&f.v, &f.v4, &f.vc, &f.vh}, {&f.a, &f.a4, &f.ac, &f.ah},
 	} {
-		float(p.flat, dt, N, H)
-		view(p.split, *p.flat, B, S, nh, hd)
+		*p.flat = a.tensor(dt, N, H)
+		*p.split = a.view(*p.flat, B, S, nh, hd)
 		if adt != dt {
-			float(p.cast, adt, B, S, nh, hd)
+			*p.cast = a.tensor(adt, B, S, nh, hd)
 		}
-		float(p.heads, adt, B, nh, S, hd)
+		*p.heads = a.tensor(adt, B, nh, S, hd)
 	}
-	float(&f.ffn, dt, N, cfg.IntermediateSize)
-	float(&f.cls, dt, B, H)
-	float(&f.pooled, dt, B, H)
-	if err != nil {
-		return err
+	f.ffn = a.tensor(dt, N, cfg.IntermediateSize)
+	f.cls, f.pooled = a.tensor(dt, B, H), a.tensor(dt, B, H)
+	if a.err != nil {
+		return a.err
 	}
 	pos := make([]int32, S)
 	for i := range pos {
 		pos[i] = int32(i)
 	}
-	if f.pos, err = s.ints("position ids", pos, S); err != nil {
-		return err
-	}
+	f.pos = a.ints("position ids", pos, S)
 	rows := make([]int32, B)
 	for b := range rows {
 		rows[b] = int32(b * S)
 	}
-	f.clsRows, err = s.ints("first-token rows", rows, B)
-	return err
+	f.clsRows = a.ints("first-token rows", rows, B)
+	return a.err
 }
 
 // SetInputs checks in and copies it to the device.

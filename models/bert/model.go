@@ -174,6 +174,48 @@ func (s *tensorSet) ints(name string, vals []int32, shape ...int) (*kernels.Tens
 
 func (s *tensorSet) get(name string) *kernels.Tensor { return s.byName[name] }
 
+// allocator allocates buffers into a set, keeping the first error: after
+// one, every call does nothing and returns nil.
+type allocator struct {
+	s   *tensorSet
+	err error
+}
+
+// tensor allocates an unnamed tensor.
+func (a *allocator) tensor(dt kernels.DType, shape ...int) *kernels.Tensor {
+	if a.err != nil {
+		return nil
+	}
+	var t *kernels.Tensor
+	t, a.err = a.s.alloc("", dt, shape...)
+	return t
+}
+
+// ints allocates an I32 tensor named name holding vals, or left unset
+// when vals is nil.
+func (a *allocator) ints(name string, vals []int32, shape ...int) *kernels.Tensor {
+	if a.err != nil {
+		return nil
+	}
+	var t *kernels.Tensor
+	if vals == nil {
+		t, a.err = a.s.alloc(name, kernels.I32, shape...)
+	} else {
+		t, a.err = a.s.ints(name, vals, shape...)
+	}
+	return t
+}
+
+// view returns x reshaped.
+func (a *allocator) view(x *kernels.Tensor, shape ...int) *kernels.Tensor {
+	if a.err != nil {
+		return nil
+	}
+	var v *kernels.Tensor
+	v, a.err = x.Reshape(shape...)
+	return v
+}
+
 // free releases every tensor of the set.
 func (s *tensorSet) free() error {
 	var errs []error

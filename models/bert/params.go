@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/models/synth"
 )
@@ -22,13 +23,7 @@ type Param struct {
 }
 
 // Len is the number of elements.
-func (p Param) Len() int {
-	n := 1
-	for _, d := range p.Shape {
-		n *= d
-	}
-	return n
-}
+func (p Param) Len() int { return kernels.Shape(p.Shape).Len() }
 
 // Head names of the masked-LM head, as in BertForMaskedLM and
 // BertForPreTraining checkpoints. Its decoder is tied to the token

@@ -76,7 +76,6 @@ type Trainer struct {
 	dx, dx2, dr  *kernels.Tensor // [N, H]
 	dh, dh4      *kernels.Tensor // [N, H], and a [B, S, heads, hd] view
 	dffn         *kernels.Tensor // [N, I]
-	dWordDec     *kernels.Tensor // the decoder's part of the token-embedding gradient [V, H]
 	head         *mlmHead        // sized by the batch's masked count
 }
 
@@ -140,36 +139,9 @@ func (t *Trainer) allocActivations() error {
 	cfg := t.Config
 	B, S, H, I, nh, hd := t.Batch, t.Seq, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.HeadDim()
 	N := B * S
-	s := t.bufs
-	var err error
-	f32 := func(shape ...int) *kernels.Tensor {
-		if err != nil {
-			return nil
-		}
-		var x *kernels.Tensor
-		x, err = s.alloc("", kernels.F32, shape...)
-		return x
-	}
-	i32 := func(name string, vals []int32, shape ...int) *kernels.Tensor {
-		if err != nil {
-			return nil
-		}
-		var x *kernels.Tensor
-		if vals == nil {
-			x, err = s.alloc(name, kernels.I32, shape...)
-		} else {
-			x, err = s.ints(name, vals, shape...)
-		}
-		return x
-	}
-	view := func(x *kernels.Tensor, shape ...int) *kernels.Tensor {
-		if err != nil {
-			return nil
-		}
-		var v *kernels.Tensor
-		v, err = x.Reshape(shape...)
-		return v
-	}
+	a := allocator{s: t.bufs}
+	f32 := func(shape ...int) *kernels.Tensor { return a.tensor(kernels.F32, shape...) }
+	view := a.view
 	pos := make([]int32, S)
 	posBS := make([]int32, N)
 	lens := make([]int32, B)
@@ -180,9 +152,9 @@ func (t *Trainer) allocActivations() error {
 	for b := range lens {
 		lens[b] = int32(S)
 	}
-	t.ids, t.typeIDs = i32("input_ids", nil, N), i32("token_type_ids", nil, N)
-	t.posIDs, t.pos = i32("position ids", posBS, N), i32("position ids", pos, S)
-	t.keyLens = i32("key lengths", lens, B)
+	t.ids, t.typeIDs = a.ints("input_ids", nil, N), a.ints("token_type_ids", nil, N)
+	t.posIDs, t.pos = a.ints("position ids", posBS, N), a.ints("position ids", pos, S)
+	t.keyLens = a.ints("key lengths", lens, B)
 	t.posEmb, t.eSum, t.mean0, t.rstd0 = f32(S, H), f32(N, H), f32(N), f32(N)
 	t.eSum3 = view(t.eSum, B, S, H)
 	for range cfg.NumHiddenLayers + 1 {
@@ -203,8 +175,7 @@ func (t *Trainer) allocActivations() error {
 	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
 	t.dh4 = view(t.dh, B, S, nh, hd)
 	t.dffn = f32(N, I)
-	t.dWordDec = f32(cfg.VocabSize, H)
-	return err
+	return a.err
 }
 
 // setBatch checks b and uploads it; it returns the masked rows and their
@@ -255,26 +226,14 @@ func (t *Trainer) sizeHead(rows, targets []int32) error {
 			t.head = nil
 		}
 		h := &mlmHead{M: M, bufs: newTensorSet(t.be)}
-		var err error
-		f32 := func(shape ...int) *kernels.Tensor {
-			if err != nil {
-				return nil
-			}
-			var x *kernels.Tensor
-			x, err = h.bufs.alloc("", kernels.F32, shape...)
-			return x
-		}
+		a := allocator{s: h.bufs}
+		f32 := func(shape ...int) *kernels.Tensor { return a.tensor(kernels.F32, shape...) }
 		h.gathered, h.tu, h.ta, h.t = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
 		h.mean, h.rstd, h.logits, h.dlogits, h.loss = f32(M), f32(M), f32(M, V), f32(M, V), f32(M)
 		h.dt, h.dta, h.dtu, h.dgathered = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
-		if err == nil {
-			h.rows, err = h.bufs.alloc("", kernels.I32, M)
-		}
-		if err == nil {
-			h.targets, err = h.bufs.alloc("", kernels.I32, M)
-		}
-		if err != nil {
-			return errors.Join(err, h.bufs.free())
+		h.rows, h.targets = a.tensor(kernels.I32, M), a.tensor(kernels.I32, M)
+		if a.err != nil {
+			return errors.Join(a.err, h.bufs.free())
 		}
 		t.head = h
 	}
@@ -400,7 +359,6 @@ func (t *Trainer) backward() error {
 	err := run(
 		func() error { return be.CrossEntropyBackward(dlogits, h.logits, h.targets, 1/float32(h.M)) },
 		func() error { return be.SumRows(g.mlmBias, dlogits) },
-		func() error { return be.MatMul(t.dWordDec, dlogits, h.t, kernels.MatMulParams{TransA: true}) },
 		func() error { return be.MatMul(h.dt, dlogits, w.word, kernels.MatMulParams{}) },
 		func() error {
 			return be.LayerNormBackward(h.dta, g.mlmLN.g, g.mlmLN.b, h.dt, h.ta, w.mlmLN.g, h.mean, h.rstd)
@@ -459,7 +417,11 @@ func (t *Trainer) backward() error {
 			return be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.eSum, w.embLN.g, t.mean0, t.rstd0)
 		},
 		func() error { return be.EmbeddingBackward(g.word, t.dr, t.ids) },
-		func() error { return be.Add(g.word, g.word, t.dWordDec) },
+		// The tied decoder's part of the token-embedding gradient, added
+		// in place: dlogitsᵀ·t.
+		func() error {
+			return be.MatMul(g.word, h.dlogits, h.t, kernels.MatMulParams{TransA: true, Beta: 1})
+		},
 		func() error { return be.EmbeddingBackward(g.pos, t.dr, t.posIDs) },
 		func() error { return be.EmbeddingBackward(g.typ, t.dr, t.typeIDs) },
 	)

@@ -77,25 +77,23 @@ func byteSize(dtype string, shape []int) (int64, error) {
 	return bits / 8, nil
 }
 
+// kernelDTypes maps the safetensors dtypes that have a kernels dtype to it.
+var kernelDTypes = map[string]kernels.DType{
+	"F32":     kernels.F32,
+	"F16":     kernels.F16,
+	"BF16":    kernels.BF16,
+	"I8":      kernels.I8,
+	"F8_E4M3": kernels.E4M3,
+	"F8_E5M2": kernels.E5M2,
+	"I32":     kernels.I32,
+}
+
 // KernelDType maps the tensor's dtype to the kernels package's DType: F32,
 // F16, BF16, I8, F8_E4M3 (E4M3), F8_E5M2 (E5M2) and I32 have one; any other
 // dtype is an error wrapping ErrConvert.
 func (t Tensor) KernelDType() (kernels.DType, error) {
-	switch t.DType {
-	case "F32":
-		return kernels.F32, nil
-	case "F16":
-		return kernels.F16, nil
-	case "BF16":
-		return kernels.BF16, nil
-	case "I8":
-		return kernels.I8, nil
-	case "F8_E4M3":
-		return kernels.E4M3, nil
-	case "F8_E5M2":
-		return kernels.E5M2, nil
-	case "I32":
-		return kernels.I32, nil
+	if d, ok := kernelDTypes[t.DType]; ok {
+		return d, nil
 	}
 	return kernels.Invalid, fmt.Errorf("safetensors: tensor %q: dtype %s has no kernels dtype: %w", t.Name, t.DType, ErrConvert)
 }
@@ -103,34 +101,17 @@ func (t Tensor) KernelDType() (kernels.DType, error) {
 // DTypeName returns the safetensors name of a kernels dtype: "F32", "F16",
 // "BF16", "I8", "F8_E4M3", "F8_E5M2" or "I32".
 func DTypeName(d kernels.DType) (string, error) {
-	switch d {
-	case kernels.F32:
-		return "F32", nil
-	case kernels.F16:
-		return "F16", nil
-	case kernels.BF16:
-		return "BF16", nil
-	case kernels.I8:
-		return "I8", nil
-	case kernels.E4M3:
-		return "F8_E4M3", nil
-	case kernels.E5M2:
-		return "F8_E5M2", nil
-	case kernels.I32:
-		return "I32", nil
+	for name, kd := range kernelDTypes {
+		if kd == d {
+			return name, nil
+		}
 	}
 	return "", fmt.Errorf("safetensors: kernels dtype %v has no safetensors name: %w", d, ErrConvert)
 }
 
 // Len is the number of elements: the product of the dimensions (1 for a
 // scalar).
-func (t Tensor) Len() int {
-	n := 1
-	for _, d := range t.Shape {
-		n *= d
-	}
-	return n
-}
+func (t Tensor) Len() int { return kernels.Shape(t.Shape).Len() }
 
 // checkData verifies that Data holds exactly the bytes that DType and Shape
 // call for.
@@ -159,12 +140,13 @@ func (t Tensor) Float32() ([]float32, error) {
 	out := make([]float32, n)
 	le := binary.LittleEndian
 	b := t.Data
-	switch t.DType {
-	case "F32", "F16", "BF16", "I8", "F8_E4M3", "F8_E5M2", "I32":
-		kd, _ := t.KernelDType()
+	if kd, ok := kernelDTypes[t.DType]; ok {
 		if err := kernels.DecodeFloat32(kd, out, b); err != nil {
 			return nil, fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
 		}
+		return out, nil
+	}
+	switch t.DType {
 	case "F64":
 		for i := range out {
 			out[i] = float32(math.Float64frombits(le.Uint64(b[8*i:])))

@@ -22,6 +22,7 @@ package safetensors
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -106,14 +108,14 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
-	return parse(path, bytes.NewReader(b), int64(len(b)))
+	return parse(&parser{name: path, r: bytes.NewReader(b), size: int64(len(b)), mem: b})
 }
 
 // Read reads and validates safetensors data of size bytes from r. It reads
 // the header first and allocates the data section only once the header has
 // been validated against size.
 func Read(r io.ReaderAt, size int64) (*File, error) {
-	return parse("", r, size)
+	return parse(&parser{r: r, size: size})
 }
 
 // parser reads one file, building errors that name it.
@@ -121,6 +123,7 @@ type parser struct {
 	name string
 	r    io.ReaderAt
 	size int64
+	mem  []byte // the whole file, when it is already in memory (Open)
 }
 
 // errf returns an error wrapping ErrInvalid that names the file and, when
@@ -161,8 +164,8 @@ type entry struct {
 	begin, end int64
 }
 
-func parse(name string, r io.ReaderAt, size int64) (*File, error) {
-	p := &parser{name: name, r: r, size: size}
+func parse(p *parser) (*File, error) {
+	size := p.size
 	if size < 8 {
 		return nil, p.errf("", "truncated: %d bytes, shorter than the 8-byte header length", size)
 	}
@@ -190,11 +193,16 @@ func parse(name string, r io.ReaderAt, size int64) (*File, error) {
 	if err := p.checkLayout(entries, dataLen); err != nil {
 		return nil, err
 	}
-	data := make([]byte, dataLen)
-	if err := p.readAt(data, dataStart, "data section"); err != nil {
-		return nil, err
+	var data []byte
+	if p.mem != nil {
+		data = p.mem[dataStart:] // shared, not copied
+	} else {
+		data = make([]byte, dataLen)
+		if err := p.readAt(data, dataStart, "data section"); err != nil {
+			return nil, err
+		}
 	}
-	f := &File{name: name, tensors: make(map[string]Tensor, len(entries)), metadata: meta}
+	f := &File{name: p.name, tensors: make(map[string]Tensor, len(entries)), metadata: meta}
 	for _, e := range entries {
 		f.tensors[e.name] = Tensor{Name: e.name, DType: e.dtype, Shape: e.shape, Data: data[e.begin:e.end:e.end]}
 		f.names = append(f.names, e.name)
@@ -321,13 +329,9 @@ func (p *parser) parseEntry(name string, val json.RawMessage) (entry, error) {
 	if e.shape == nil {
 		e.shape = []int{}
 	}
-	if _, ok := dtypes[e.dtype]; !ok {
-		return e, p.errf(name, "unknown dtype %q", e.dtype)
-	}
-	for i, d := range e.shape {
-		if d < 0 {
-			return e, p.errf(name, "dimension %d of shape %v is negative", i, e.shape)
-		}
+	want, err := byteSize(e.dtype, e.shape)
+	if err != nil {
+		return e, p.errf(name, "%v", err)
 	}
 	if len(offsets) != 2 {
 		return e, p.errf(name, "data_offsets has %d elements, want 2 (begin, end)", len(offsets))
@@ -335,10 +339,6 @@ func (p *parser) parseEntry(name string, val json.RawMessage) (entry, error) {
 	e.begin, e.end = offsets[0], offsets[1]
 	if e.begin < 0 || e.end < e.begin {
 		return e, p.errf(name, "data_offsets [%d, %d] is not a valid range", e.begin, e.end)
-	}
-	want, err := byteSize(e.dtype, e.shape)
-	if err != nil {
-		return e, p.errf(name, "%v", err)
 	}
 	if e.end-e.begin != want {
 		return e, p.errf(name, "data_offsets [%d, %d] span %d bytes but shape %v of %s needs %d",
@@ -357,16 +357,7 @@ func (p *parser) checkLayout(entries []entry, dataLen int64) error {
 	}
 	sorted := slices.Clone(entries)
 	slices.SortFunc(sorted, func(a, b entry) int {
-		if a.begin != b.begin {
-			return cmpInt64(a.begin, b.begin)
-		}
-		if a.end != b.end {
-			return cmpInt64(a.end, b.end)
-		}
-		if a.name < b.name {
-			return -1
-		}
-		return 1
+		return cmp.Or(cmp.Compare(a.begin, b.begin), cmp.Compare(a.end, b.end), strings.Compare(a.name, b.name))
 	})
 	var prev *entry
 	pos := int64(0)
@@ -385,13 +376,6 @@ func (p *parser) checkLayout(entries []entry, dataLen int64) error {
 		return p.errf("", "data section has %d bytes but the tensors cover only %d", dataLen, pos)
 	}
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	if a < b {
-		return -1
-	}
-	return 1
 }
 
 // eachMember calls fn for every member of the JSON object in data, in order,

@@ -97,7 +97,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from safetensors_file import serialize
+from safetensors_file import entry, is_current, serialize, write_file
 
 SCRIPT = "testdata/reference/bert.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
@@ -524,11 +524,6 @@ def self_test(verbose=False):
 # ---------------------------------------------------------------------------
 # safetensors
 
-ST_DTYPES = {
-    torch.float32: ("F32", "<f4"),
-    torch.int32: ("I32", "<i4"),
-    torch.int64: ("I64", "<i8"),
-}
 NP_DTYPES = {"F32": "<f4", "I32": "<i4", "I64": "<i8"}
 
 
@@ -542,12 +537,10 @@ class Tensors:
 
     def put(self, name, t):
         assert name not in self.tensors, name
-        t = t.detach().contiguous().cpu()
         if t.dtype == torch.float64:
             assert torch.isfinite(t).all(), name
             t = t.to(torch.float32)
-        st, npdt = ST_DTYPES[t.dtype]
-        self.tensors[name] = (st, list(t.shape), t.numpy().astype(npdt).tobytes())
+        self.tensors[name] = entry(name, t)
 
     def serialize(self):
         return serialize(self.tensors, self.meta)
@@ -772,19 +765,10 @@ def main():
     for rel, data in files.items():
         path = os.path.join(REPO, rel)
         if args.check:
-            try:
-                with open(path, "rb") as f:
-                    same = f.read() == data
-            except FileNotFoundError:
-                same = False
-            if not same:
+            if not is_current(path, data):
                 stale.append(rel)
             continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        write_file(path, data)
         print(f"wrote {rel}: {len(data)} bytes")
     if stale:
         print(f"stale: {', '.join(stale)}: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)

@@ -60,7 +60,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from safetensors_file import serialize
+from safetensors_file import entry, is_current, serialize, write_file
 
 SEED = 20240611
 SCRIPT = "testdata/reference/kernels.py"
@@ -99,18 +99,7 @@ class Golden:
 
     def _put(self, name, t):
         assert name not in self.tensors, name
-        t = t.detach().contiguous()
-        if t.dtype == torch.float32:
-            st, b = "F32", t.numpy().astype("<f4").tobytes()
-        elif t.dtype == torch.float16:
-            st, b = "F16", t.numpy().astype("<f2").tobytes()
-        elif t.dtype == torch.bfloat16:
-            st, b = "BF16", t.view(torch.int16).numpy().astype("<i2").tobytes()
-        elif t.dtype == torch.int32:
-            st, b = "I32", t.numpy().astype("<i4").tobytes()
-        else:
-            raise TypeError(f"{name}: unsupported dtype {t.dtype}")
-        self.tensors[name] = (st, list(t.shape), b)
+        self.tensors[name] = entry(name, t)
 
     def case(self, name, params, inputs, outputs):
         """Adds a case. inputs are stored as given (already rounded to their
@@ -535,21 +524,12 @@ def main():
     g = build()
     data = g.serialize()
     if args.check:
-        try:
-            with open(args.out, "rb") as f:
-                same = f.read() == data
-        except FileNotFoundError:
-            same = False
-        if not same:
+        if not is_current(args.out, data):
             print(f"{args.out} is stale: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
             return 1
         print(f"{args.out} is current ({len(g.params)} cases, {len(data)} bytes)")
         return 0
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, args.out)
+    write_file(args.out, data)
     print(f"wrote {args.out}: {len(g.params)} cases, {len(g.tensors)} tensors, {len(data)} bytes")
     return 0
 

@@ -1,5 +1,6 @@
 """The safetensors file layout of the reference implementation, shared by
-the reference scripts here (the python safetensors package is not needed).
+the reference scripts here (the python safetensors package is not needed),
+and the writing and --check of the files they make.
 
 Tensors are ordered by decreasing dtype alignment, then by name;
 "__metadata__" comes first in the header, which is padded with spaces to a
@@ -7,7 +8,10 @@ multiple of 8 bytes.
 """
 
 import json
+import os
 import struct
+
+import torch
 
 # Rank of each safetensors dtype in the reference implementation's Dtype
 # enum (increasing alignment), which orders the data section.
@@ -29,3 +33,44 @@ def serialize(tensors, meta=None):
     h = json.dumps(header, separators=(",", ":")).encode("utf-8")
     h += b" " * ((8 - len(h) % 8) % 8)
     return struct.pack("<Q", len(h)) + h + b"".join(tensors[n][2] for n in order)
+
+
+# The safetensors dtype and little-endian numpy dtype of each torch dtype the
+# files hold; bfloat16, which numpy lacks, is stored as its int16 bits.
+ENCODINGS = {
+    torch.float32: ("F32", "<f4"),
+    torch.float16: ("F16", "<f2"),
+    torch.bfloat16: ("BF16", "<i2"),
+    torch.int32: ("I32", "<i4"),
+    torch.int64: ("I64", "<i8"),
+}
+
+
+def entry(name, t):
+    """The (dtype name, shape, little-endian bytes) of tensor t for
+    serialize."""
+    t = t.detach().contiguous().cpu()
+    if t.dtype not in ENCODINGS:
+        raise TypeError(f"{name}: unsupported dtype {t.dtype}")
+    st, npdt = ENCODINGS[t.dtype]
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    return st, list(t.shape), t.numpy().astype(npdt).tobytes()
+
+
+def is_current(path, data):
+    """Whether the file at path holds exactly data (--check)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read() == data
+    except FileNotFoundError:
+        return False
+
+
+def write_file(path, data):
+    """Writes data to path through a temporary file, making its folder."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)

@@ -91,15 +91,6 @@ func (o Options) withDefaults() Options {
 	if len(o.Counts) == 0 {
 		o.Counts = []int{3, 5, 6, 8, 10, 12, 15, 20, 25, 30}
 	}
-	if o.Compare.Metric == "" {
-		o.Compare.Metric = "sec/op"
-	}
-	if o.Compare.Alpha == 0 {
-		o.Compare.Alpha = 0.05
-	}
-	if o.Compare.Threshold == 0 {
-		o.Compare.Threshold = 0.05
-	}
 	return o
 }
 
@@ -124,6 +115,8 @@ func Analyze(rounds [][2]*results.File, count int, opts Options) (*Report, error
 		if err != nil {
 			return nil, fmt.Errorf("calibrate: round %d: %w", i+1, err)
 		}
+		// compare fills in the defaults of its options.
+		opts.Compare, rep.Options.Compare = res.Options, res.Options
 		for _, t := range res.Tables {
 			for _, row := range t.Rows {
 				d := row.Deltas[0]

@@ -299,12 +299,15 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	tables := map[[3]string]*Table{}
 	var deltas []*Delta
 	for _, id := range ids {
+		// The benchmark in each file, nil where it has no value of the
+		// metric.
+		bs := make([]*results.Benchmark, len(files))
 		var in, missing []string
 		var bench *results.Benchmark
-		for _, f := range files {
+		for i, f := range files {
 			if b := f.Lookup(id); b != nil && len(b.Values[opts.Metric]) > 0 {
 				in = append(in, f.Path)
-				bench = b
+				bench, bs[i] = b, b
 			} else {
 				missing = append(missing, f.Path)
 			}
@@ -312,8 +315,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 		if len(missing) > 0 {
 			res.Unmatched = append(res.Unmatched, Unmatched{ID: id, In: in, MissingFrom: missing})
 		}
-		base := files[0].Lookup(id)
-		if base == nil || len(base.Values[opts.Metric]) == 0 || len(in) < 2 {
+		if bs[0] == nil || len(in) < 2 {
 			continue
 		}
 		found = true
@@ -321,10 +323,10 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 		if bench.Procs != 0 {
 			row.Name += "-" + strconv.Itoa(bench.Procs)
 		}
-		row.Base = newCell(files[0], base, opts)
-		for _, f := range files[1:] {
-			b := f.Lookup(id)
-			if b == nil || len(b.Values[opts.Metric]) == 0 {
+		row.Base = newCell(files[0], bs[0], opts)
+		for i, f := range files[1:] {
+			b := bs[i+1]
+			if b == nil {
 				row.Deltas = append(row.Deltas, nil)
 				continue
 			}

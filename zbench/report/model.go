@@ -435,11 +435,7 @@ func constant(ss []*series, k string) bool {
 func keysString(keys []results.Key) string {
 	parts := make([]string, len(keys))
 	for i, kv := range keys {
-		if kv.Name == "" {
-			parts[i] = kv.Value
-		} else {
-			parts[i] = kv.Name + "=" + kv.Value
-		}
+		parts[i] = kv.String()
 	}
 	return strings.Join(parts, "/")
 }

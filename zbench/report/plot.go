@@ -278,24 +278,18 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 // keyString is a name key as the legend shows it: dtype values alone
 // ("f32"), others as in the name ("op=relu").
 func keyString(k, v string) string {
-	switch k {
-	case keyDType, "":
+	if k == keyDType {
 		return v
-	case keyProcs:
-		return "GOMAXPROCS=" + v
 	}
-	return k + "=" + v
+	return titleKey(k, v)
 }
 
 // titleKey is a name key as a title shows it: as in the name ("dtype=f32").
 func titleKey(k, v string) string {
-	switch k {
-	case "":
-		return v
-	case keyProcs:
+	if k == keyProcs {
 		return "GOMAXPROCS=" + v
 	}
-	return k + "=" + v
+	return results.Key{Name: k, Value: v}.String()
 }
 
 // plotSpeedup renders the speed-ups of one workload of a comparison as

@@ -406,7 +406,7 @@ func codeKeys(keys []results.Key) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += "`" + keysString([]results.Key{kv}) + "`"
+		s += "`" + kv.String() + "`"
 	}
 	return s
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,6 +62,15 @@ func (b *Benchmark) ID() string {
 	return b.Name + "-" + strconv.Itoa(b.Procs)
 }
 
+// String is the part as the name writes it: "dev=cpu", or the value alone
+// for a part without "=".
+func (k Key) String() string {
+	if k.Name == "" {
+		return k.Value
+	}
+	return k.Name + "=" + k.Value
+}
+
 // Get returns the value of the name key k ("dev", "dtype", "batch"), or ""
 // when the name has no such key.
 func (b *Benchmark) Get(k string) string {
@@ -78,23 +88,11 @@ func (b *Benchmark) Get(k string) string {
 func (b *Benchmark) Rest(omit ...string) string {
 	var parts []string
 	for _, kv := range b.Keys {
-		switch {
-		case kv.Name == "":
-			parts = append(parts, kv.Value)
-		case !contains(omit, kv.Name):
-			parts = append(parts, kv.Name+"="+kv.Value)
+		if kv.Name == "" || !slices.Contains(omit, kv.Name) {
+			parts = append(parts, kv.String())
 		}
 	}
 	return strings.Join(parts, "/")
-}
-
-func contains(s []string, x string) bool {
-	for _, v := range s {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // A File is the benchmarks of one file of benchmark output.
@@ -179,7 +177,9 @@ func (f *File) add(r *benchfmt.Result) {
 	full := strings.TrimPrefix(string(r.Name.Full()), "Benchmark")
 	name, procs := full, 0
 	if i := strings.LastIndexByte(full, '-'); i > 0 {
-		if n, err := strconv.Atoi(full[i+1:]); err == nil && n > 0 {
+		// Only a suffix that ID writes back as it is ("-02" and "-+2"
+		// are not), so that the ID of every benchmark finds it.
+		if n, err := strconv.Atoi(full[i+1:]); err == nil && n > 0 && strconv.Itoa(n) == full[i+1:] {
 			name, procs = full[:i], n
 		}
 	}

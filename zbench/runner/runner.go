@@ -196,12 +196,17 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 			return nil, err
 		}
 		arm.Commit = c
-		if out, err := os.ReadFile(r.cachePath(c)); err == nil && !r.Fresh && countPasses(out) >= count {
-			arm.Output.Write(out)
-			arm.Cached = true
-			r.logf("%s %s (%s): %d cached passes in %s (measured earlier, not interleaved with this run; -fresh runs them again)",
-				label, rev, c[:12], countPasses(out), r.cachePath(c))
-			return arm, nil
+		if !r.Fresh {
+			p := r.cachePath(c)
+			if out, err := os.ReadFile(p); err == nil {
+				if n := countPasses(out); n >= count {
+					arm.Output.Write(out)
+					arm.Cached = true
+					r.logf("%s %s (%s): %d cached passes in %s (measured earlier, not interleaved with this run; -fresh runs them again)",
+						label, rev, c[:12], n, p)
+					return arm, nil
+				}
+			}
 		}
 		wt := filepath.Join(r.CacheDir, "worktrees", c[:12])
 		if _, err := os.Stat(wt); err != nil {
