@@ -31,7 +31,14 @@ benchmark gets a verdict:
 %peak comes from the benchmark or, marked *, from its GFLOP/s and GB/s and
 the device peak in the file's config lines. Benchmarks missing from a file
 are listed, and left out of the geomean. With -fail-on, compare exits with
-status 1 when any benchmark gets one of the listed verdicts.`
+status 1 when any benchmark gets one of the listed verdicts.
+
+The files' configuration lines are compared first, and differences are
+listed above the tables. When the hardware differs (cpu or gpu model, core
+count, GOMAXPROCS, clocks), every verdict is marked (cross-hw): it compares
+machines, not code. -fail-on does not count such verdicts (invalid ones
+excepted) unless it lists hardware, which also fails on the difference
+itself.`
 
 // compareFlags are the flags compare and diff share.
 type compareFlags struct {
@@ -40,6 +47,9 @@ type compareFlags struct {
 	failOn  string
 	tol     string
 	verdict []compare.Verdict
+	// hardware is set by -fail-on hardware: fail when the files ran on
+	// different hardware, and count cross-hardware verdicts.
+	hardware bool
 }
 
 // addCompareFlags defines the comparison flags on fs.
@@ -48,7 +58,7 @@ func addCompareFlags(fs *flag.FlagSet, c *compareFlags) {
 	fs.Float64Var(&c.opts.Alpha, "alpha", 0.05, "significance level of the U test, after Holm-Bonferroni correction")
 	fs.Var((*percent)(&c.opts.Threshold), "threshold", "smallest change of the median that counts as faster or slower (5% or 0.05)")
 	fs.StringVar(&c.format, "format", "text", "output format: text, markdown, csv or json")
-	fs.StringVar(&c.failOn, "fail-on", "", "comma-separated verdicts that make the command exit 1 (slower, invalid, ambiguous, faster)")
+	fs.StringVar(&c.failOn, "fail-on", "", "comma-separated verdicts that make the command exit 1 (slower, invalid, ambiguous, faster), and hardware: fail when the files ran on different hardware (otherwise verdicts across hardware are not counted)")
 	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the defaults, as dtype=value,... (e.g. bf16=2e-2)")
 	c.opts.Threshold = 0.05
 }
@@ -59,9 +69,13 @@ func (c *compareFlags) check(cmd string) (compare.Format, error) {
 	if err != nil {
 		return "", usageErrorf("%s: -format: %v", cmd, err)
 	}
-	c.verdict = nil
+	c.verdict, c.hardware = nil, false
 	if c.failOn != "" {
 		for _, s := range strings.Split(c.failOn, ",") {
+			if strings.TrimSpace(s) == "hardware" {
+				c.hardware = true
+				continue
+			}
 			v, err := compare.ParseVerdict(strings.TrimSpace(s))
 			if err != nil {
 				return "", usageErrorf("%s: -fail-on: %v", cmd, err)
@@ -86,8 +100,11 @@ func (c *compareFlags) check(cmd string) (compare.Format, error) {
 // failed returns the error -fail-on asks for, or nil.
 func (c *compareFlags) failed(cmd string, r *compare.Result) error {
 	var errs []string
+	if c.hardware && r.CrossHardware() {
+		errs = append(errs, "the files ran on different hardware")
+	}
 	for _, v := range c.verdict {
-		if ids := r.With(v); len(ids) > 0 {
+		if ids := r.With(v, c.hardware); len(ids) > 0 {
 			const show = 3
 			n, more := len(ids), ""
 			if n > show {

@@ -21,7 +21,7 @@ and the speed-up of each of our files over each peer file of the same
 machine (peer median time / ours, benchmarks matched by name); its tables
 give each speed figure beside its accuracy (rel-err). A file is a peer's
 when its config has an impl: line not starting with zbench. Files are
-labelled by their last two path elements: cpu-2core-avx512/zbench.
+labelled by their last two path elements: cpu-intel-xeon-f6-2core-amx/zbench.
 
 It prints the paths it wrote, one a line.
 `

@@ -18,7 +18,7 @@ import (
 )
 
 // baselineDir holds the committed baselines of one machine.
-const baselineDir = "../../baselines/cpu-2core-avx512"
+const baselineDir = "../../baselines/cpu-intel-xeon-f6-2core-amx"
 
 var (
 	ourBaseline      = filepath.Join(baselineDir, "zbench.txt")
@@ -41,7 +41,7 @@ func TestReportBaselines(t *testing.T) {
 				"speedup-zbench-vs-torch-1.13-bert", "speedup-zbench-vs-torch-1.13-kernels",
 				"speedup-zbench-openblas-vs-torch-1.13-matmul",
 			},
-			wantMD: []string{"### zbench against torch-1.13", "### zbench-openblas against torch-1.13", "| cpu-2core-avx512/torch-1.13 | peer | torch-1.13.0a0 |"},
+			wantMD: []string{"### zbench against torch-1.13", "### zbench-openblas against torch-1.13", "| cpu-intel-xeon-f6-2core-amx/torch-1.13 | peer | torch-1.13.0a0 |"},
 		},
 		{
 			name:      "torch alone",

@@ -20,6 +20,10 @@
 //     GFLOP/s and GB/s and the device's peak in the file's config lines;
 //     a result above the device's peak is flagged and invalid.
 //   - Unmatched benchmarks are listed and left out of the geomean.
+//   - Environment: the files' configuration lines are compared
+//     (results.DiffConfig). When the hardware differs (CPU or GPU model,
+//     cores, clocks) every verdict of that file is marked cross-hardware:
+//     it compares machines, not code.
 package compare
 
 import (
@@ -164,6 +168,9 @@ type Delta struct {
 	Verdict  Verdict
 	// Reasons explain an invalid verdict.
 	Reasons []string
+	// CrossHardware is true when the file ran on other hardware than the
+	// base: the change is the machines', not only the code's.
+	CrossHardware bool
 }
 
 // A Row is one benchmark in every file.
@@ -217,6 +224,11 @@ type Summary struct {
 	Geomean float64
 	// N is the number of benchmarks in Geomean.
 	N int
+	// Environment lists the configuration lines that differ from the
+	// base's (results.DiffConfig), hardware first.
+	Environment []results.Setting
+	// CrossHardware is true when any of Environment is hardware.
+	CrossHardware bool
 }
 
 // A Result is the outcome of Run.
@@ -243,14 +255,23 @@ func (r *Result) Count(v Verdict) int {
 	return n
 }
 
+// CrossHardware reports whether any newer file ran on other hardware than
+// the base.
+func (r *Result) CrossHardware() bool {
+	return slices.ContainsFunc(r.Summaries, func(s Summary) bool { return s.CrossHardware })
+}
+
 // With returns the IDs of the benchmarks with verdict v (with the file,
-// when there are several newer files), in table order.
-func (r *Result) With(v Verdict) []string {
+// when there are several newer files), in table order. Unless crossHW is
+// true, verdicts between different hardware are left out of faster,
+// slower and ambiguous: they say nothing of the code. Invalid results are
+// always in, since accuracy does not depend on the machine.
+func (r *Result) With(v Verdict, crossHW bool) []string {
 	var ids []string
 	for _, t := range r.Tables {
 		for _, row := range t.Rows {
 			for j, d := range row.Deltas {
-				if d == nil || d.Verdict != v {
+				if d == nil || d.Verdict != v || (d.CrossHardware && !crossHW && v != Invalid) {
 					continue
 				}
 				id := row.ID
@@ -280,6 +301,12 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	res.Better = files[0].Better(opts.Metric)
 	if res.Better == 0 {
 		return nil, fmt.Errorf("compare: %s: no Unit line says whether higher or lower %s is better: add \"Unit %s better=higher\" (or lower)", files[0].Path, opts.Metric, opts.Metric)
+	}
+
+	// How each newer file's environment differs from the base's.
+	envs := make([][]results.Setting, len(files)-1)
+	for i, f := range files[1:] {
+		envs[i] = results.DiffConfig(files[0], f)
 	}
 
 	// Every benchmark ID, in order of first appearance over the files.
@@ -330,7 +357,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 				row.Deltas = append(row.Deltas, nil)
 				continue
 			}
-			d := &Delta{Cell: newCell(f, b, opts)}
+			d := &Delta{Cell: newCell(f, b, opts), CrossHardware: results.CrossHardware(envs[i])}
 			d.Change = d.Summary.Center/row.Base.Summary.Center - 1
 			d.P = assume.Compare(row.Base.sample, d.sample).P
 			d.Reasons = gate(row, &d.Cell, opts)
@@ -353,7 +380,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	for _, d := range deltas {
 		d.Verdict = verdict(d, res.Better, opts)
 	}
-	res.Summaries = summarize(res, files[1:])
+	res.Summaries = summarize(res, files[1:], envs)
 	return res, nil
 }
 
@@ -497,10 +524,12 @@ func verdict(d *Delta, better int, opts Options) Verdict {
 	return Slower
 }
 
-func summarize(res *Result, files []*results.File) []Summary {
+// summarize totals each newer file; envs are their environments'
+// differences from the base's.
+func summarize(res *Result, files []*results.File, envs [][]results.Setting) []Summary {
 	sums := make([]Summary, len(files))
 	for j, f := range files {
-		s := Summary{File: f.Path, Counts: map[Verdict]int{}}
+		s := Summary{File: f.Path, Counts: map[Verdict]int{}, Environment: envs[j], CrossHardware: results.CrossHardware(envs[j])}
 		logSum := 0.0
 		for _, t := range res.Tables {
 			for _, row := range t.Rows {

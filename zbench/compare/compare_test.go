@@ -87,7 +87,7 @@ func TestRunSmallSamples(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, res.Count(Ambiguous))
 	assert.Equal(t, 1, res.Count(Same))
-	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2"}, res.With(Ambiguous))
+	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2"}, res.With(Ambiguous, false))
 	assert.Equal(t, 2, res.Comparisons)
 	s := res.Summaries[0]
 	assert.Equal(t, 2, s.N)
@@ -107,7 +107,7 @@ func TestRunThreeFiles(t *testing.T) {
 	require.Len(t, res.Summaries, 2)
 	assert.Equal(t, 1, res.Summaries[0].Counts[Same])
 	assert.Equal(t, 1, res.Summaries[1].Counts[Slower])
-	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2 (slow)"}, res.With(Slower))
+	assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2 (slow)"}, res.With(Slower, false))
 	var out strings.Builder
 	require.NoError(t, res.Write(&out, Text))
 	assert.Contains(t, out.String(), "same vs base: 1 same")
@@ -147,4 +147,89 @@ func TestOptionsErrors(t *testing.T) {
 	}
 	_, err := Run([]*results.File{a}, Options{})
 	require.ErrorContains(t, err, "need at least two files")
+}
+
+// TestRunCrossHardware: two files from different CPUs are compared, but
+// every verdict is marked, the difference is shown above the tables, and
+// With leaves the cross-hardware slow-down out unless asked.
+func TestRunCrossHardware(t *testing.T) {
+	f := func(name, cpu, blas string, v int) *results.File {
+		var b strings.Builder
+		fmt.Fprintf(&b, "cpu: %s\nblas: %s\ngo: go1.26.8\nzbench-commit: %s\ncpu-bandwidth-gbps: 2%d\n", cpu, blas, name, v%7)
+		for i := range 8 {
+			fmt.Fprintf(&b, "BenchmarkX/dev=cpu/dtype=f32-2 10 %d ns/op\n", v+i)
+		}
+		return parse(t, name, b.String())
+	}
+	intel, amd := "Intel(R) Xeon(R) Processor", "AMD EPYC"
+	for _, tc := range []struct {
+		name     string
+		newer    *results.File
+		crossHW  bool
+		settings []results.Setting
+	}{
+		{"same machine", f("head", intel, "gonum", 1500), false, nil},
+		{"other BLAS", f("head", intel, "openblas", 1500), false,
+			[]results.Setting{{Key: "blas", Base: "gonum", Other: "openblas"}}},
+		{"other CPU", f("head", amd, "openblas", 1500), true,
+			[]results.Setting{{Key: "cpu", Base: intel, Other: amd, Hardware: true}, {Key: "blas", Base: "gonum", Other: "openblas"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run([]*results.File{f("base", intel, "gonum", 1000), tc.newer}, Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.settings, res.Summaries[0].Environment)
+			assert.Equal(t, tc.crossHW, res.CrossHardware())
+			assert.Equal(t, tc.crossHW, res.Tables[0].Rows[0].Deltas[0].CrossHardware)
+			assert.Equal(t, 1, res.Count(Slower), "the verdict itself stands")
+			assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2"}, res.With(Slower, true))
+			if tc.crossHW {
+				assert.Empty(t, res.With(Slower, false), "a cross-hardware slow-down is not the code's")
+			} else {
+				assert.Equal(t, []string{"X/dev=cpu/dtype=f32-2"}, res.With(Slower, false))
+			}
+			for _, format := range []Format{Text, Markdown, JSON, CSV} {
+				var out strings.Builder
+				require.NoError(t, res.Write(&out, format))
+				s := out.String()
+				switch {
+				case tc.crossHW && (format == Text || format == Markdown):
+					assert.Contains(t, s, "DIFFERENT HARDWARE")
+					assert.Contains(t, strings.ToUpper(s), "DIFFERENT HARDWARE:")
+					assert.Contains(t, s, "slower"+map[bool]string{true: "**", false: ""}[format == Markdown]+" (cross-hw)")
+					assert.Regexp(t, `cpu\s*\|?\s*Intel\(R\) Xeon\(R\) Processor\s*\|?\s*AMD EPYC\s*\|?\s*HARDWARE`, s)
+				case tc.crossHW && format == JSON:
+					assert.Contains(t, s, `"cross_hardware": true`)
+					assert.Contains(t, s, `"other": "AMD EPYC"`)
+				case tc.crossHW:
+					assert.Contains(t, s, "slower,,,,false,true,")
+				case format == Text || format == Markdown:
+					assert.NotContains(t, strings.ToUpper(s), "DIFFERENT HARDWARE")
+					assert.NotContains(t, s, "cross-hw")
+				}
+				if tc.settings != nil && !tc.crossHW && (format == Text || format == Markdown) {
+					assert.Contains(t, s, "software only")
+					assert.Regexp(t, `blas\s*\|?\s*gonum\s*\|?\s*openblas`, s)
+				}
+			}
+		})
+	}
+}
+
+// TestAmbiguousAdvice: an ambiguous verdict comes with what it means and
+// what to do.
+func TestAmbiguousAdvice(t *testing.T) {
+	lines := func(ns ...int) string {
+		var b strings.Builder
+		for _, v := range ns {
+			fmt.Fprintf(&b, "BenchmarkX/dev=cpu/dtype=f32-2 10 %d ns/op\n", v)
+		}
+		return b.String()
+	}
+	res, err := Run([]*results.File{parse(t, "a", lines(100)), parse(t, "b", lines(150))}, Options{})
+	require.NoError(t, err)
+	var out strings.Builder
+	require.NoError(t, res.Write(&out, Text))
+	assert.Contains(t, out.String(), "Ambiguous (1): the median moved by 5% or more, but the runs cannot confirm it at α = 0.05 (the fewest runs were 1)")
+	assert.Contains(t, out.String(), "-count 10")
+	assert.Contains(t, out.String(), "zbench calibrate")
 }

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 
 	"golang.org/x/perf/benchunit"
+
+	"github.com/zbench/zbench/zbench/results"
 )
 
 // A Format is a way of writing a Result.
@@ -143,6 +145,7 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 		fmt.Fprintf(&b, "base = %s; %s median ± %g%% CI; p: Mann–Whitney U, Holm–Bonferroni over %d comparisons; verdict needs p < %s and |Δ| ≥ %g%%\n",
 			labels[0], r.Options.Metric, 100*r.Options.Confidence, r.Comparisons, alpha, 100*r.Options.Threshold)
 	}
+	r.writeEnvironment(&b, labels, md)
 	for _, t := range r.Tables {
 		header := []string{"benchmark", labels[0], "rel-err", "%peak"}
 		for _, l := range labels[1:] {
@@ -159,6 +162,9 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 				v := string(d.Verdict)
 				if md && d.Verdict != Same {
 					v = "**" + v + "**"
+				}
+				if d.CrossHardware {
+					v += " " + crossMark
 				}
 				cells = append(cells, r.median(&d.Cell), change(d), pValue(d), v, relErr(d.RelErr), pctPeak(&d.Cell))
 			}
@@ -181,6 +187,53 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 	return err
 }
 
+// crossMark follows a verdict between files from different hardware.
+const crossMark = "(cross-hw)"
+
+// writeEnvironment says, before the tables, how each newer file's
+// environment differs from the base's: a warning for different hardware,
+// a list for the rest (BLAS or engine, Go, driver).
+func (r *Result) writeEnvironment(b *strings.Builder, labels []string, md bool) {
+	for j, s := range r.Summaries {
+		if len(s.Environment) == 0 {
+			continue
+		}
+		newer, base := labels[j+1], labels[0]
+		if md {
+			newer, base = "`"+newer+"`", "`"+base+"`"
+		}
+		switch {
+		case s.CrossHardware && md:
+			fmt.Fprintf(b, "> [!WARNING]\n> **Different hardware:** %s ran on other hardware than %s. Its verdicts, marked %s, compare machines, not code; `-fail-on` ignores them unless it lists `hardware`.\n\n", newer, base, crossMark)
+		case s.CrossHardware:
+			fmt.Fprintf(b, "\nWARNING: DIFFERENT HARDWARE: %s ran on other hardware than %s.\nIts verdicts, marked %s, compare machines, not code; -fail-on ignores them unless it lists hardware.\n", newer, base, crossMark)
+		case md:
+			fmt.Fprintf(b, "Environment: %s differs from %s in software only.\n\n", newer, base)
+		default:
+			fmt.Fprintf(b, "\nEnvironment: %s differs from %s in software only.\n", newer, base)
+		}
+		header := []string{"setting", labels[0], labels[j+1], "kind"}
+		var rows [][]string
+		for _, e := range s.Environment {
+			kind := "software"
+			if e.Hardware {
+				kind = "HARDWARE"
+			}
+			rows = append(rows, []string{e.Key, e.Base, e.Other, kind})
+		}
+		if md {
+			writeMarkdownRows(b, header, rows)
+			b.WriteString("\n")
+			continue
+		}
+		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+		for _, cells := range append([][]string{header}, rows...) {
+			fmt.Fprintln(tw, "  "+strings.Join(cells, "\t"))
+		}
+		tw.Flush()
+	}
+}
+
 // headline is the one-line verdict of every newer file.
 func (r *Result) headline(labels []string) string {
 	var parts []string
@@ -195,7 +248,11 @@ func (r *Result) headline(labels []string) string {
 		if s.N > 0 {
 			gm = fmt.Sprintf("geomean %+.2f%% over %d", 100*(s.Geomean-1), s.N)
 		}
-		parts = append(parts, fmt.Sprintf("%s vs %s: %s (%s)", labels[j+1], labels[0], strings.Join(counts, ", "), gm))
+		hw := ""
+		if s.CrossHardware {
+			hw = ", DIFFERENT HARDWARE"
+		}
+		parts = append(parts, fmt.Sprintf("%s vs %s: %s (%s%s)", labels[j+1], labels[0], strings.Join(counts, ", "), gm, hw))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -242,6 +299,11 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 	if len(invalid) > 0 {
 		fmt.Fprintf(b, "\nInvalid (not counted as faster or slower, left out of the geomean):\n%s\n", strings.Join(invalid, "\n"))
 	}
+	if n := r.Count(Ambiguous); n > 0 {
+		fmt.Fprintf(b, "\nAmbiguous (%d): the median moved by %g%% or more, but the runs cannot confirm it at α = %g (the fewest runs were %d): "+
+			"too few runs for this machine's noise. Run more (-count 10 or more), or let zbench calibrate find the count this machine needs.\n",
+			n, 100*r.Options.Threshold, r.Options.Alpha, r.fewestAmbiguous())
+	}
 	if len(r.Unmatched) > 0 {
 		index := map[string]string{}
 		for i, f := range r.Files {
@@ -259,6 +321,22 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 			fmt.Fprintf(b, "%s%s: in %s, missing from %s\n", item, u.ID, orNone(short(u.In)), short(u.MissingFrom))
 		}
 	}
+}
+
+// fewestAmbiguous is the smallest sample size among the ambiguous
+// verdicts' two sides.
+func (r *Result) fewestAmbiguous() int {
+	n := math.MaxInt
+	for _, t := range r.Tables {
+		for _, row := range t.Rows {
+			for _, d := range row.Deltas {
+				if d != nil && d.Verdict == Ambiguous {
+					n = min(n, d.N, row.Base.N)
+				}
+			}
+		}
+	}
+	return n
 }
 
 func orNone(s string) string {
@@ -294,7 +372,9 @@ type Record struct {
 	RelErr    *float64 `json:"rel_err"`
 	PctPeak   *float64 `json:"pct_peak"`
 	AbovePeak bool     `json:"above_peak"`
-	Reasons   []string `json:"reasons,omitempty"`
+	// CrossHardware is true when File ran on other hardware than Base.
+	CrossHardware bool     `json:"cross_hardware"`
+	Reasons       []string `json:"reasons,omitempty"`
 }
 
 // Records flattens r into one Record per benchmark and newer file.
@@ -313,7 +393,7 @@ func (r *Result) Records() []Record {
 					N: d.N, Median: d.Summary.Center, Lo: finite(d.Summary.Lo), Hi: finite(d.Summary.Hi),
 					Change: d.Change, P: d.P, PHolm: d.PHolm, Verdict: d.Verdict,
 					BaseErr: finite(row.Base.RelErr), RelErr: finite(d.RelErr), PctPeak: finite(d.PctPeak),
-					AbovePeak: d.AbovePeak != "", Reasons: d.Reasons,
+					AbovePeak: d.AbovePeak != "", CrossHardware: d.CrossHardware, Reasons: d.Reasons,
 				})
 			}
 		}
@@ -372,10 +452,12 @@ func csvField(x any) string {
 
 func (r *Result) writeJSON(w io.Writer) error {
 	type summary struct {
-		File    string          `json:"file"`
-		Counts  map[Verdict]int `json:"counts"`
-		Geomean *float64        `json:"geomean"`
-		N       int             `json:"n"`
+		File          string            `json:"file"`
+		Counts        map[Verdict]int   `json:"counts"`
+		Geomean       *float64          `json:"geomean"`
+		N             int               `json:"n"`
+		CrossHardware bool              `json:"cross_hardware"`
+		Environment   []results.Setting `json:"environment"`
 	}
 	out := struct {
 		Files       []string    `json:"files"`
@@ -389,7 +471,11 @@ func (r *Result) writeJSON(w io.Writer) error {
 	}{Files: r.Files, Metric: r.Options.Metric, Alpha: r.Options.Alpha, Threshold: r.Options.Threshold,
 		Comparisons: r.Comparisons, Records: r.Records(), Unmatched: r.Unmatched}
 	for _, s := range r.Summaries {
-		out.Summaries = append(out.Summaries, summary{s.File, s.Counts, finite(s.Geomean), s.N})
+		env := s.Environment
+		if env == nil {
+			env = []results.Setting{}
+		}
+		out.Summaries = append(out.Summaries, summary{s.File, s.Counts, finite(s.Geomean), s.N, s.CrossHardware, env})
 	}
 	if out.Unmatched == nil {
 		out.Unmatched = []Unmatched{}

@@ -43,12 +43,12 @@ const (
 type source struct {
 	file *results.File
 	// label is the last two elements of the path without extension:
-	// "cpu-2core-avx512/zbench".
+	// "cpu-intel-xeon-f6-2core-amx/zbench".
 	label string
 	// short is the last element alone ("zbench"), used in legends when
 	// every file comes from the same machine directory.
 	short string
-	// machine is the directory the file is in ("cpu-2core-avx512").
+	// machine is the directory the file is in ("cpu-intel-xeon-f6-2core-amx").
 	machine string
 	// impl is the file's impl: config line, if any.
 	impl string

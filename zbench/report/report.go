@@ -14,7 +14,7 @@
 // A file is a peer's when its config has an impl: line that does not start
 // with "zbench" (the PyTorch peer prints "impl: torch-1.13.0a0"); every
 // other file is ours. Files are labelled by the last two elements of their
-// path without extension: "cpu-2core-avx512/zbench".
+// path without extension: "cpu-intel-xeon-f6-2core-amx/zbench".
 package report
 
 import (
@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/zbench/zbench/zbench/results"
 )
@@ -195,6 +197,10 @@ func build(files []*results.File, opts Options) (*document, error) {
 			strconv.Itoa(len(src.file.Benchmarks)), src.file.Path})
 	}
 	s.table(t)
+	if env := environment(srcs, name); env != nil {
+		s.para("The files' environments differ in these settings (configuration lines; HARDWARE rows mean that results compare machines, not only code):")
+		s.table(env)
+	}
 	for _, src := range srcs {
 		if n := len(src.file.Skipped); n > 0 {
 			s.para("%s: %d malformed benchmark %s skipped (first: %s).", src.label, n, plural(n, "line", "lines"), src.file.Skipped[0])
@@ -231,6 +237,15 @@ func build(files []*results.File, opts Options) (*document, error) {
 		ours, peer := name(c.ours), name(c.peer)
 		s := b.section(3, ours+" against "+peer)
 		wls, groups := byWorkload(c.rows)
+		if diffs := results.DiffConfig(c.peer.file, c.ours.file); results.CrossHardware(diffs) {
+			var hw []string
+			for _, d := range diffs {
+				if d.Hardware {
+					hw = append(hw, fmt.Sprintf("%s `%s` against `%s`", d.Key, d.Other, d.Base))
+				}
+			}
+			s.para("DIFFERENT HARDWARE: %s and %s ran on different machines (%s): these speed-ups compare machines, not implementations.", ours, peer, strings.Join(hw, "; "))
+		}
 		s.para("%d %s in common; geometric mean speed-up %s.", len(c.rows), plural(len(c.rows), "benchmark", "benchmarks"), formatRatio(geomean(c.rows)))
 		sum := &table{head: []string{"Workload", "Benchmarks", "Geomean speed-up", "Min", "Max"}, right: []bool{false, true, true, true, true}}
 		for _, w := range wls {
@@ -314,6 +329,52 @@ func build(files []*results.File, opts Options) (*document, error) {
 		}
 	}
 	return b.doc, nil
+}
+
+// environment is a table of the configuration settings that differ between
+// any two of the files (results.DiffConfig), with each file's values; nil
+// when they all agree.
+func environment(srcs []*source, name func(*source) string) *table {
+	kind := map[string]bool{} // key → hardware
+	var keys []string
+	for i, a := range srcs {
+		for _, b := range srcs[i+1:] {
+			for _, d := range results.DiffConfig(a.file, b.file) {
+				if _, ok := kind[d.Key]; !ok {
+					keys = append(keys, d.Key)
+				}
+				kind[d.Key] = d.Hardware
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(keys, func(x, y string) int {
+		if kind[x] != kind[y] {
+			if kind[x] {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	t := &table{head: []string{"Setting", "Kind"}, right: []bool{false, false}}
+	for _, src := range srcs {
+		t.head = append(t.head, name(src))
+		t.right = append(t.right, false)
+	}
+	for _, k := range keys {
+		row := []string{k, "software"}
+		if kind[k] {
+			row[1] = "HARDWARE"
+		}
+		for _, src := range srcs {
+			row = append(row, dash(src.config(k)))
+		}
+		t.rows = append(t.rows, row)
+	}
+	return t
 }
 
 // noComparison explains why there are no speed-ups.

@@ -408,3 +408,41 @@ func TestNiceTicks(t *testing.T) {
 	assert.InDelta(t, 250.0, niceCeil(230), 1e-12)
 	var _ plot.Ticker = niceTicks{}
 }
+
+// TestCrossHardware: files from different CPUs get an environment table
+// and their speed-ups a warning; files from one machine get neither.
+func TestCrossHardware(t *testing.T) {
+	other := func(path string) *results.File {
+		text := strings.Replace(header, "Test CPU", "Other CPU", 1) + "impl: torch-2.1.0\nblas: openblas\n" +
+			bench("BERT/dev=cpu/dtype=f32/batch=1/seq=128", times(200), "5 seq/s")
+		return parse(t, path, text)
+	}
+	for _, tc := range []struct {
+		name  string
+		files []*results.File
+		cross bool
+	}{
+		{"one machine", []*results.File{ours(t, "m1/zbench.txt"), peer(t, "m1/torch.txt")}, false},
+		{"two machines", []*results.File{ours(t, "m1/zbench.txt"), other("m2/torch.txt")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			_, err := Write(dir, tc.files, Options{})
+			require.NoError(t, err)
+			md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
+			require.NoError(t, err)
+			page, err := os.ReadFile(filepath.Join(dir, HTMLFile))
+			require.NoError(t, err)
+			for _, doc := range []string{string(md), string(page)} {
+				if !tc.cross {
+					assert.NotContains(t, doc, "DIFFERENT HARDWARE")
+					assert.NotContains(t, doc, "HARDWARE")
+					continue
+				}
+				assert.Contains(t, doc, "DIFFERENT HARDWARE: m1/zbench and m2/torch ran on different machines")
+				assert.Regexp(t, `cpu.{0,40}HARDWARE.{0,40}Test CPU.{0,40}Other CPU`, doc)
+				assert.Regexp(t, `blas.{0,40}software.{0,40}gonum.{0,40}openblas`, doc)
+			}
+		})
+	}
+}
