@@ -40,6 +40,7 @@ func Config(devs []kernels.Backend) ([]string, error) {
 		"zbench-commit: " + Commit(),
 		"go: " + runtime.Version(),
 		fmt.Sprintf("gomaxprocs: %d", runtime.GOMAXPROCS(0)),
+		fmt.Sprintf("cpu-cores: %d", runtime.NumCPU()),
 	}
 	for _, d := range devs {
 		info := d.Info()

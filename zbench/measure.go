@@ -1,6 +1,8 @@
 package zbench
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -22,6 +24,11 @@ type Bench struct {
 	// MaxRelErr, if positive, fails the benchmark when Verify's error is
 	// larger: the speed of a wrong answer is not reported.
 	MaxRelErr float64
+	// NoRoofline says why an operation has no Workload (a memory pool's
+	// bookkeeping moves no data and does no arithmetic). Measure refuses a
+	// zero Work without it, since the roofline guard cannot check a result
+	// that declares no work.
+	NoRoofline string
 	// Cold, on a device that implements kernels.CacheFlusher, evicts its
 	// caches before every timed call (outside the wall timer and before
 	// the device timer's start mark): the cache=cold of kernel benchmarks.
@@ -37,6 +44,9 @@ type Bench struct {
 // device's roofline.
 func Measure(b *testing.B, bm Bench) {
 	b.Helper()
+	if err := bm.check(); err != nil {
+		b.Fatal(err)
+	}
 	dev := bm.Dev
 	peak, err := PeakOf(dev)
 	if err != nil {
@@ -130,6 +140,23 @@ func Measure(b *testing.B, bm Bench) {
 		b.ReportMetric(relErr, "rel-err")
 	}
 	b.ReportMetric(float64(dev.MemStats().PeakBytes), "peak-B")
+}
+
+// check returns what makes bm unmeasurable, or nil.
+func (bm Bench) check() error {
+	switch {
+	case bm.Dev == nil:
+		return errors.New("zbench.Measure: Bench.Dev is nil: set it to one of zbench.Devices() (and import the backend, e.g. _ \"github.com/zbench/zbench/kernels/cpu\")")
+	case bm.Op == nil:
+		return errors.New("zbench.Measure: Bench.Op is nil: nothing to time")
+	case bm.Work.FLOPs < 0 || bm.Work.Bytes < 0 || bm.Work.Items < 0:
+		return fmt.Errorf("zbench.Measure: Bench.Work has a negative count (%+v)", bm.Work)
+	case bm.Work.FLOPs == 0 && bm.Work.Bytes == 0 && bm.NoRoofline == "":
+		return errors.New("zbench.Measure: Bench.Work declares no FLOPs and no bytes, so the roofline guard cannot check the result: declare the operation's work, or set Bench.NoRoofline to say why it has none")
+	case bm.Work.Items > 0 && bm.Work.ItemUnit == "":
+		return errors.New("zbench.Measure: Bench.Work.Items is set without an ItemUnit (seq/s, img/s, tok/s)")
+	}
+	return nil
 }
 
 // report emits the throughput metrics of w done in perOp.

@@ -1,5 +1,0 @@
-//go:build cuda
-
-package zbench
-
-import _ "github.com/zbench/zbench/kernels/cuda" // registers "cuda"
