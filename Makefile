@@ -14,6 +14,10 @@ MACHINE   ?= $(shell scripts/machine-id.sh)
 BASELINE  := baselines/$(MACHINE)
 OUT       := .cache/bench
 COUNT     ?= 6
+# bench-quick's runs of the -short set; baseline-quick takes QUICK_BASE_COUNT.
+QUICK_COUNT ?= 6
+QUICK_BASE_COUNT ?= 10
+RUN       ?= zbench
 BENCHTIME ?= 1s
 BENCH     ?= .
 BENCHSTAT := $(GO) tool benchstat -table ""
@@ -31,7 +35,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick benchcmp tables \
-	bench-run peer-run baseline golden python-ref bench-openblas \
+	bench-run peer-run baseline baseline-quick golden python-ref bench-openblas \
 	cuda-toolkit kernels cuda-check gpu-bin report diff calibrate
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -65,11 +69,13 @@ benchcmp:
 	@$(MAKE) --no-print-directory bench-run peer-run QUIET=1
 	@$(MAKE) --no-print-directory tables
 
-## bench-quick: the -short set once, against the committed baseline.
+## bench-quick: the -short set QUICK_COUNT times (enough for verdicts),
+## against this machine's committed quick baseline, zbench-quick.txt.
 bench-quick:
 	@mkdir -p $(OUT)
-	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=1 ./bench_test/ | tee $(OUT)/zbench.txt
-	@$(MAKE) --no-print-directory tables NOPEER=1
+	@echo "== zbench: go test -short -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ > $(OUT)/zbench-quick.txt"
+	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
+	@$(MAKE) --no-print-directory tables NOPEER=1 RUN=zbench-quick
 
 bench-run:
 	@mkdir -p $(OUT)
@@ -84,15 +90,22 @@ peer-run: python-ref
 		| if [ -n "$${QUIET:-}" ]; then cat > $(OUT)/torch.txt; else tee $(OUT)/torch.txt; fi
 
 tables:
-	@if [ -f $(BASELINE)/zbench.txt ]; then \
-		echo; echo "== benchstat: committed baseline $(BASELINE)/zbench.txt vs this run"; \
-		$(BENCHSTAT) baseline=$(BASELINE)/zbench.txt this-run=$(OUT)/zbench.txt; \
-		echo; echo "== zbench compare: verdicts, accuracy gate and roofline, committed baseline vs this run"; \
-		$(GO) run ./cmd/zbench compare $(BASELINE)/zbench.txt $(OUT)/zbench.txt; \
-	else echo "== no committed baseline for machine $(MACHINE) (baselines/*/): run make baseline"; fi
+	@if [ -f $(BASELINE)/$(RUN).txt ]; then \
+		echo; echo "== benchstat: committed baseline $(BASELINE)/$(RUN).txt vs this run"; \
+		$(BENCHSTAT) baseline=$(BASELINE)/$(RUN).txt this-run=$(OUT)/$(RUN).txt; \
+		echo; echo "== zbench compare: verdicts, environment, accuracy gate and roofline, committed baseline vs this run"; \
+		$(GO) run ./cmd/zbench compare $(BASELINE)/$(RUN).txt $(OUT)/$(RUN).txt; \
+	else \
+		echo; echo "== no committed baseline $(BASELINE)/$(RUN).txt for this machine ($(MACHINE)); run make $(if $(filter zbench-quick,$(RUN)),baseline-quick,baseline) to make one"; \
+		others=$$(ls baselines/*/$(RUN).txt 2>/dev/null || true); \
+		if [ -n "$$others" ]; then echo "   other machines' baselines (zbench compare labels the hardware difference):"; \
+			for f in $$others; do echo "     $(GO) run ./cmd/zbench compare $$f $(OUT)/$(RUN).txt"; done; fi; \
+	fi
 	@if [ -z "$${NOPEER:-}" ]; then \
 		echo; echo "== benchstat: PyTorch peer vs zbench, same machine, same run"; \
-		$(BENCHSTAT) torch=$(OUT)/torch.txt zbench=$(OUT)/zbench.txt; fi
+		$(BENCHSTAT) torch=$(OUT)/torch.txt zbench=$(OUT)/$(RUN).txt; \
+		echo; echo "== zbench compare: PyTorch peer (base) vs zbench, environment and verdicts"; \
+		$(GO) run ./cmd/zbench compare $(OUT)/torch.txt $(OUT)/$(RUN).txt; fi
 
 ## report: an HTML and markdown report with plots of the committed baselines
 ## and of this machine's last make bench run, in .cache/bench/report/.
@@ -117,6 +130,13 @@ baseline: bench-run peer-run
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench.txt $(BASELINE)/zbench.txt
 	cp $(OUT)/torch.txt $(BASELINE)/torch-$$($(PY) -c 'import torch; print(torch.__version__.split("a")[0].rsplit(".", 1)[0])').txt
+
+## baseline-quick: the -short set QUICK_BASE_COUNT times, written to
+## baselines/$(MACHINE)/zbench-quick.txt for make bench-quick.
+baseline-quick:
+	@mkdir -p $(OUT) $(BASELINE)
+	$(GO) test -short -run='^$$' -bench=. -count=$(QUICK_BASE_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
+	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
 ## bench-openblas: BenchmarkMatMul and the BERT workloads with OpenBLAS
 ## behind gonum's blas32.
