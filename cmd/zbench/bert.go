@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -16,7 +17,10 @@ var bertInputs = []string{"input_ids", "attention_mask", "token_type_ids"}
 // inferBERT runs Hugging Face's BertModel: last_hidden_state and
 // pooler_output.
 func inferBERT(job inferJob) (res inferResult, err error) {
-	cfg, err := bert.LoadConfig(job.config)
+	if job.files.Sharded() {
+		return res, fmt.Errorf("weights: %s lists %d shards; the bert loader reads one file: save the checkpoint unsharded, as %s", job.files.Index, len(job.files.Weights), checkpoint.WeightsName)
+	}
+	cfg, err := bert.LoadConfig(job.files.Config)
 	if err != nil {
 		return res, err
 	}
@@ -30,13 +34,13 @@ func inferBERT(job inferJob) (res inferResult, err error) {
 	}
 
 	start := time.Now()
-	ck, err := bert.OpenCheckpoint(job.weights)
+	ck, err := bert.OpenCheckpoint(job.files.Weights[0])
 	if err != nil {
 		return res, fmt.Errorf("weights: %w", err)
 	}
 	m, err := bert.Load(job.dev, cfg, ck, prec)
 	if err != nil {
-		return res, fmt.Errorf("loading weights with config %s: %w", job.config, err)
+		return res, fmt.Errorf("loading weights with config %s: %w", job.files.Config, err)
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
 	f, err := m.NewForward(batch, seq)

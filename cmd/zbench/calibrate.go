@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -24,7 +26,11 @@ benchmark it then estimates, by resampling with a planted change, the
 smallest change that a comparison of N passes per side detects with 80%
 probability (the U test at -alpha, corrected for the number of benchmarks
 as compare corrects it), for N from 3 to 30, and recommends the smallest
--count at which every benchmark detects a change of -threshold.`
+-count at which every benchmark detects a change of -threshold.
+
+Interrupted (Ctrl-C, SIGTERM), calibrate stops the running pass, writes
+the passes done so far to -keep (or to <cache>/interrupted), analyses the
+rounds that were complete, marked partial, and exits with status 1.`
 
 func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("calibrate", "[flags]", calibrateDoc, stderr)
@@ -39,29 +45,56 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
-	if _, err := c.check("calibrate"); err != nil {
+	if _, err := c.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
 		return err
 	}
 	switch {
 	case *count < 2:
-		return usageErrorf("calibrate: -count %d: want at least 2", *count)
+		return usageErrorf("-count %d: want at least 2", *count)
 	case *rounds < 1:
-		return usageErrorf("calibrate: -rounds %d: want at least 1", *rounds)
+		return usageErrorf("-rounds %d: want at least 1", *rounds)
 	}
+	ctx, stop := signalContext()
+	defer stop()
 	r, err := rf.runner("calibrate", stderr)
 	if err != nil {
 		return err
 	}
-	a, err := r.Prepare("A", "", 0)
+	a, err := r.Prepare(ctx, "A", "", 0)
 	if err != nil {
-		return fmt.Errorf("calibrate: %w", err)
+		return err
 	}
 	arms := []*runner.Arm{a, a.Twin("B")}
-	if err := interleave(r, stderr, "A/A runs", *count**rounds, arms...); err != nil {
-		return fmt.Errorf("calibrate: %w", err)
-	}
-	if *keep != "" {
-		if _, err := keepOutputs("calibrate", *keep, arms...); err != nil {
+	var interrupted error
+	if err := interleave(ctx, r, stderr, "A/A runs", *count**rounds, arms...); err != nil {
+		if ctx.Err() == nil {
+			return err
+		}
+		done, total, counts := passCounts(*count**rounds, arms)
+		complete := min(len(arms[0].Runs), len(arms[1].Runs)) / *count
+		dir := *keep
+		if dir == "" {
+			dir = filepath.Join(r.CacheDir, "interrupted")
+		}
+		paths, err := keepOutputs(dir, arms...)
+		if err != nil {
+			return err
+		}
+		what := fmt.Sprintf("interrupted (%v) after %d of %d passes (%s), %d of %d rounds complete",
+			context.Cause(ctx), done, total, strings.Join(counts, ", "), complete, *rounds)
+		fmt.Fprintf(stderr, "zbench: calibrate: %s; raw results in %s\n", what, strings.Join(paths, ", "))
+		interrupted = fmt.Errorf("interrupted (%w) after %d of %d passes, %d of %d rounds complete; raw results in %s",
+			context.Cause(ctx), done, total, complete, *rounds, dir)
+		if complete == 0 {
+			return interrupted
+		}
+		fmt.Fprintf(stdout, "PARTIAL RESULTS: %s\n\n", what)
+		*rounds = complete
+	} else if *keep != "" {
+		if _, err := keepOutputs(*keep, arms...); err != nil {
 			return err
 		}
 	}
@@ -72,7 +105,7 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 			out := bytes.Join(arm.Runs[i**count:(i+1)**count], nil)
 			f, err := results.Parse(bytes.NewReader(out), fmt.Sprintf("%s round %d", arm.Label, i+1))
 			if err != nil {
-				return fmt.Errorf("calibrate: %w", err)
+				return err
 			}
 			pair[k] = f
 		}
@@ -82,7 +115,10 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return writeCalibration(stdout, rep, r.Settings)
+	if err := writeCalibration(stdout, rep, r.Settings); err != nil {
+		return err
+	}
+	return interrupted
 }
 
 // writeCalibration prints the report of a calibration.

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,19 +57,23 @@ type compareFlags struct {
 // addCompareFlags defines the comparison flags on fs.
 func addCompareFlags(fs *flag.FlagSet, c *compareFlags) {
 	fs.StringVar(&c.opts.Metric, "metric", "sec/op", "the metric compared (a unit of the results: sec/op, gpu-sec/op, tok/s, ...)")
-	fs.Float64Var(&c.opts.Alpha, "alpha", 0.05, "significance level of the U test, after Holm-Bonferroni correction")
+	fs.Float64Var(&c.opts.Alpha, "alpha", 0.05, "significance level of the U test, after Holm-Bonferroni correction (0 < alpha < 1)")
 	fs.Var((*percent)(&c.opts.Threshold), "threshold", "smallest change of the median that counts as faster or slower (5% or 0.05)")
 	fs.StringVar(&c.format, "format", "text", "output format: text, markdown, csv or json")
 	fs.StringVar(&c.failOn, "fail-on", "", "comma-separated verdicts that make the command exit 1 (slower, invalid, ambiguous, faster), and hardware: fail when the files ran on different hardware (otherwise verdicts across hardware are not counted)")
-	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the defaults, as dtype=value,... (e.g. bf16=2e-2)")
+	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the defaults, as dtype=value,... (e.g. bf16=2e-2; dtypes: "+strings.Join(compare.DTypes, ", ")+")")
 	c.opts.Threshold = 0.05
 }
 
-// check validates the parsed flags.
-func (c *compareFlags) check(cmd string) (compare.Format, error) {
+// check validates the parsed flags; a bad value is a usage error naming
+// its flag.
+func (c *compareFlags) check() (compare.Format, error) {
+	if !(c.opts.Alpha > 0 && c.opts.Alpha < 1) {
+		return "", usageErrorf("-alpha %v: want a significance level between 0 and 1, exclusive (such as 0.05)", c.opts.Alpha)
+	}
 	f, err := compare.ParseFormat(c.format)
 	if err != nil {
-		return "", usageErrorf("%s: -format: %v", cmd, err)
+		return "", usageErrorf("-format: %w", err)
 	}
 	c.verdict, c.hardware = nil, false
 	if c.failOn != "" {
@@ -78,7 +84,7 @@ func (c *compareFlags) check(cmd string) (compare.Format, error) {
 			}
 			v, err := compare.ParseVerdict(strings.TrimSpace(s))
 			if err != nil {
-				return "", usageErrorf("%s: -fail-on: %v", cmd, err)
+				return "", usageErrorf("-fail-on: %w", err)
 			}
 			c.verdict = append(c.verdict, v)
 		}
@@ -88,8 +94,11 @@ func (c *compareFlags) check(cmd string) (compare.Format, error) {
 		for _, kv := range strings.Split(c.tol, ",") {
 			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 			x, err := strconv.ParseFloat(v, 64)
-			if !ok || k == "" || err != nil || !(x > 0) {
-				return "", usageErrorf("%s: -tol: %q is not dtype=value with a positive value", cmd, kv)
+			if !ok || k == "" || err != nil || !(x > 0) || math.IsInf(x, 0) {
+				return "", usageErrorf("-tol: %q is not dtype=value with a positive value", kv)
+			}
+			if !slices.Contains(compare.DTypes, k) {
+				return "", usageErrorf("-tol: unknown dtype %q (known: %s)", k, strings.Join(compare.DTypes, ", "))
 			}
 			c.opts.Tolerance[k] = x
 		}
@@ -98,7 +107,7 @@ func (c *compareFlags) check(cmd string) (compare.Format, error) {
 }
 
 // failed returns the error -fail-on asks for, or nil.
-func (c *compareFlags) failed(cmd string, r *compare.Result) error {
+func (c *compareFlags) failed(r *compare.Result) error {
 	var errs []string
 	if c.hardware && r.CrossHardware() {
 		errs = append(errs, "the files ran on different hardware")
@@ -117,7 +126,7 @@ func (c *compareFlags) failed(cmd string, r *compare.Result) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: -fail-on %s: %s", cmd, c.failOn, strings.Join(errs, "; "))
+	return fmt.Errorf("-fail-on %s: %s", c.failOn, strings.Join(errs, "; "))
 }
 
 func runCompare(args []string, stdout, stderr io.Writer) error {
@@ -128,18 +137,18 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	format, err := c.check("compare")
+	format, err := c.check()
 	if err != nil {
 		return err
 	}
 	if len(files) < 2 {
-		return usageErrorf("compare: need two or more files, OLD and NEW, got %d (see 'zbench compare -h')", len(files))
+		return usageErrorf("need two or more files, OLD and NEW, got %d (see 'zbench compare -h')", len(files))
 	}
 	var read []*results.File
 	for _, p := range files {
 		f, err := results.Read(p)
 		if err != nil {
-			return fmt.Errorf("compare: %w", err)
+			return err
 		}
 		warnSkipped(stderr, f)
 		read = append(read, f)
@@ -149,9 +158,9 @@ func runCompare(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := res.Write(stdout, format); err != nil {
-		return fmt.Errorf("compare: writing the result: %w", err)
+		return fmt.Errorf("writing the result: %w", err)
 	}
-	return c.failed("compare", res)
+	return c.failed(res)
 }
 
 // warnSkipped tells about lines of f that looked like results but were not.
@@ -161,21 +170,32 @@ func warnSkipped(w io.Writer, f *results.File) {
 	}
 }
 
-// percent is a flag.Value of a fraction written as "5%" or "0.05".
+// percent is a flag.Value of a fraction written as a percentage ("5%") or
+// as a fraction below 1 ("0.05"). A bare number of 1 or more is refused:
+// "5" could mean 5% or 500%.
 type percent float64
+
+// maxPercent bounds a percent, as compare bounds its threshold.
+const maxPercent = 10
 
 func (p *percent) String() string { return strconv.FormatFloat(100*float64(*p), 'g', -1, 64) + "%" }
 
+// Set parses s as "5%" or "0.05".
 func (p *percent) Set(s string) error {
 	t := strings.TrimSpace(s)
-	scale := 1.0
-	if v, ok := strings.CutSuffix(t, "%"); ok {
-		t, scale = v, 0.01
+	v, pct := strings.CutSuffix(t, "%")
+	x, err := strconv.ParseFloat(v, 64)
+	switch {
+	case err != nil || !(x > 0):
+		return errors.New("want a positive change such as 5% or 0.05")
+	case pct:
+		x /= 100
+	case x >= 1:
+		return fmt.Errorf("a bare %s is ambiguous: write %s%% or %s", t, t, strconv.FormatFloat(x/100, 'g', -1, 64))
 	}
-	x, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(x > 0) {
-		return errors.New("want a positive fraction such as 5% or 0.05")
+	if !(x < maxPercent) {
+		return fmt.Errorf("want a change below %d%%", 100*maxPercent)
 	}
-	*p = percent(x * scale)
+	*p = percent(x)
 	return nil
 }

@@ -270,15 +270,43 @@ func TestCompareErrors(t *testing.T) {
 		{name: "empty file", args: []string{aa1, empty}, want: "empty.txt: empty file: no benchmark results"},
 		{name: "not benchmark output", args: []string{notBench, aa1}, want: "notes.txt: no benchmark results (not the output of go test -bench)"},
 		{name: "nothing in common", args: []string{aa1, other}, want: "no benchmark of testdata/compare/aa-1.txt has sec/op in testdata/compare/aa-1.txt and in another file"},
-		{name: "bad format", args: []string{"-format", "xml", aa1, aa2}, want: `compare: -format: compare: unknown format "xml"`, usage: true},
+		{name: "bad format", args: []string{"-format", "xml", aa1, aa2}, want: `compare: -format: unknown format "xml" (want text, markdown, csv or json)`, usage: true},
 		{name: "bad fail-on", args: []string{"-fail-on", "slow", aa1, aa2}, want: `unknown verdict "slow"`, usage: true},
-		{name: "bad threshold", args: []string{"-threshold", "-3%", aa1, aa2}, want: "want a positive fraction", usage: true},
+		{name: "bad threshold", args: []string{"-threshold", "-3%", aa1, aa2}, want: `compare: invalid value "-3%" for flag -threshold: want a positive change such as 5% or 0.05`, usage: true},
+		{name: "bare threshold", args: []string{"-threshold", "5", aa1, aa2}, want: `compare: invalid value "5" for flag -threshold: a bare 5 is ambiguous: write 5% or 0.05`, usage: true},
+		{name: "huge threshold", args: []string{"-threshold", "1e9", aa1, aa2}, want: `invalid value "1e9" for flag -threshold: a bare 1e9 is ambiguous`, usage: true},
+		{name: "huge threshold in percent", args: []string{"-threshold", "1e9%", aa1, aa2}, want: `invalid value "1e9%" for flag -threshold: want a change below 1000%`, usage: true},
+		{name: "alpha 0", args: []string{"-alpha", "0", aa1, aa2}, want: "compare: -alpha 0: want a significance level between 0 and 1, exclusive", usage: true},
+		{name: "alpha 1", args: []string{"-alpha", "1", aa1, aa2}, want: "compare: -alpha 1: want a significance level", usage: true},
+		{name: "alpha 2", args: []string{"-alpha", "2", aa1, aa2}, want: "compare: -alpha 2: want a significance level", usage: true},
+		{name: "alpha NaN", args: []string{"-alpha", "NaN", aa1, aa2}, want: "compare: -alpha NaN: want a significance level", usage: true},
+		{name: "unknown tol dtype", args: []string{"-tol", "xx=1e-2", aa1, aa2}, want: `compare: -tol: unknown dtype "xx" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2)`, usage: true},
 		{name: "bad tol", args: []string{"-tol", "f32", aa1, aa2}, want: `-tol: "f32" is not dtype=value`, usage: true},
 		{name: "unknown metric direction", args: []string{"-metric", "peak-B/x", aa1, aa2}, want: "no Unit line says whether higher or lower peak-B/x is better"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := run(append([]string{"compare"}, tc.args...), &bytes.Buffer{}, &bytes.Buffer{})
 			requireCLIError(t, err, tc.want, tc.usage)
+		})
+	}
+}
+
+// TestCompareAlphaShown checks that the header gives the α and threshold
+// the verdicts used.
+func TestCompareAlphaShown(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "verdict needs p < α = 0.05 and |Δ| ≥ 5%"},
+		{[]string{"-alpha", "0.01"}, "verdict needs p < α = 0.01 and |Δ| ≥ 5%"},
+		{[]string{"-alpha", "0.2", "-threshold", "0.1"}, "verdict needs p < α = 0.2 and |Δ| ≥ 10%"},
+		{[]string{"-threshold", "12.5%"}, "verdict needs p < α = 0.05 and |Δ| ≥ 12.5%"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stdout bytes.Buffer
+			require.NoError(t, run(append([]string{"compare", aa1, aa2}, tc.args...), &stdout, &bytes.Buffer{}))
+			assert.Contains(t, stdout.String(), tc.want)
 		})
 	}
 }

@@ -131,17 +131,23 @@ func TestDiffErrors(t *testing.T) {
 		want  string
 		usage bool
 	}{
-		{name: "unknown revision", dir: dir, args: []string{"nosuchbranch", "HEAD"}, want: `diff: runner: unknown revision "nosuchbranch": not a commit of`},
+		{name: "unknown revision", dir: dir, args: []string{"nosuchbranch", "HEAD"}, want: `diff: unknown revision "nosuchbranch": not a commit of`},
 		{name: "unknown head", dir: dir, args: []string{"HEAD", "v9.9"}, want: `unknown revision "v9.9"`},
 		{name: "no parent", dir: dir, args: []string{"HEAD~1"}, want: `unknown revision "HEAD~1"`},
 		{name: "not a repository", dir: t.TempDir(), args: nil, want: "is not in a git repository"},
 		{name: "no such package", dir: dir, args: []string{"HEAD", "-pkg", "./nope"}, want: "base HEAD has no package ./nope to benchmark"},
 		{name: "three revisions", dir: dir, args: []string{"a", "b", "c"}, want: "want at most two revisions", usage: true},
 		{name: "bad count", dir: dir, args: []string{"-count", "0"}, want: "-count 0: want at least 1", usage: true},
+		{name: "bad -bench", dir: dir, args: []string{"HEAD", "-pkg", "./bench", "-bench", "("}, want: "diff: -bench \"(\": error parsing regexp: missing closing ): `(`", usage: true},
+		{name: "bad -bench part", dir: dir, args: []string{"HEAD", "-pkg", "./bench", "-bench", "Spin/[x"}, want: "diff: -bench \"Spin/[x\": error parsing regexp: missing closing ]: `[x`", usage: true},
+		{name: "bad alpha", dir: dir, args: []string{"-alpha", "2"}, want: "diff: -alpha 2: want a significance level", usage: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := inDir(t, tc.dir, append([]string{"diff"}, tc.args...)...)
+			_, stderr, err := inDir(t, tc.dir, append([]string{"diff"}, tc.args...)...)
 			requireCLIError(t, err, tc.want, tc.usage)
+			if tc.usage {
+				assert.NotContains(t, stderr, "worktree", "a usage mistake is found before any git work")
+			}
 		})
 	}
 	out, err := exec.Command("git", "-C", dir, "worktree", "list").Output()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 )
@@ -31,10 +32,10 @@ var inferModels = map[string]inferModel{
 
 // An inferJob is one run of a model, its flags checked.
 type inferJob struct {
-	dev             kernels.Backend
-	dtype           string            // one of the model's dtypes
-	weights, config string            // paths
-	input           *safetensors.File // the parsed --input file
+	dev   kernels.Backend
+	dtype string            // one of the model's dtypes
+	files checkpoint.Files  // the checkpoint's config and weights
+	input *safetensors.File // the parsed --input file
 }
 
 // An inferResult is what a model's run produced.
@@ -49,12 +50,17 @@ type inferResult struct {
 // machine have them.
 var knownDevices = []string{"cpu", "cuda"}
 
-const inferSynopsis = "--model MODEL --weights W.safetensors --config config.json --input IN.safetensors --output OUT.safetensors [--device cpu|cuda] [--dtype f32|f16|bf16|mixed]"
+const inferSynopsis = "--model MODEL --weights DIR|W.safetensors [--config config.json] --input IN.safetensors --output OUT.safetensors [--device cpu|cuda] [--dtype f32|f16|bf16|mixed]"
 
 const inferDoc = `
 Infer loads a Hugging Face checkpoint (safetensors weights and config.json)
 on a device, runs its forward pass on the inputs in IN and writes the outputs
 to OUT, to compare with a dump of the same run from PyTorch.
+
+--weights names the checkpoint as Hugging Face stores it: a directory
+holding config.json and model.safetensors (or shards listed in
+model.safetensors.index.json), or one safetensors file, whose config is
+the config.json beside it. --config overrides that config.json.
 
 For bert, IN holds input_ids [batch, seq] (I64 or I32) and optionally
 attention_mask (right padding) and token_type_ids of the same shape; OUT gets
@@ -65,8 +71,8 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("infer", inferSynopsis, inferDoc, stderr)
 	var (
 		model   = fs.String("model", "", "the model: "+strings.Join(inferModelNames(), ", ")+" (required)")
-		weights = fs.String("weights", "", "the checkpoint, a safetensors `file` with Hugging Face tensor names (required)")
-		config  = fs.String("config", "", "the model's Hugging Face config.json `file` (required)")
+		weights = fs.String("weights", "", "the checkpoint, a `path`: a Hugging Face model directory (config.json, model.safetensors) or one safetensors file (required)")
+		config  = fs.String("config", "", "the model's Hugging Face config.json `file` (default: config.json in the checkpoint's directory)")
 		input   = fs.String("input", "", "the inputs, a safetensors `file` (required)")
 		output  = fs.String("output", "", "the safetensors `file` to write the outputs to (required)")
 		device  = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
@@ -77,21 +83,25 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	}
 	var missing []string
 	for _, f := range []struct{ name, val string }{
-		{"model", *model}, {"weights", *weights}, {"config", *config}, {"input", *input}, {"output", *output},
+		{"model", *model}, {"weights", *weights}, {"input", *input}, {"output", *output},
 	} {
 		if f.val == "" {
 			missing = append(missing, "--"+f.name)
 		}
 	}
 	if len(missing) > 0 {
-		return usageErrorf("infer: missing required flag %s (see 'zbench infer -h')", strings.Join(missing, ", "))
+		return usageErrorf("missing required flag %s (see 'zbench infer -h')", strings.Join(missing, ", "))
 	}
 	m, ok := inferModels[*model]
 	if !ok {
-		return usageErrorf("infer: unknown --model %q (want %s)", *model, strings.Join(inferModelNames(), ", "))
+		return usageErrorf("unknown --model %q (want %s)", *model, strings.Join(inferModelNames(), ", "))
 	}
 	if !slices.Contains(m.dtypes, *dtype) {
-		return usageErrorf("infer: unknown --dtype %q for %s (want %s)", *dtype, *model, strings.Join(m.dtypes, ", "))
+		return usageErrorf("unknown --dtype %q for %s (want %s)", *dtype, *model, strings.Join(m.dtypes, ", "))
+	}
+	files, err := checkpoint.Resolve(*weights, *config)
+	if err != nil {
+		return err
 	}
 	dev, err := openDevice(*device)
 	if err != nil {
@@ -108,7 +118,7 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("input: %w", err)
 	}
-	res, err := m.run(inferJob{dev: dev, dtype: *dtype, weights: *weights, config: *config, input: in})
+	res, err := m.run(inferJob{dev: dev, dtype: *dtype, files: files, input: in})
 	if err != nil {
 		return err
 	}
@@ -123,8 +133,8 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		"device":      dev.Name(),
 		"device_name": dev.Info().Name,
 		"dtype":       *dtype,
-		"weights":     filepath.Base(*weights),
-		"config":      filepath.Base(*config),
+		"weights":     filepath.Base(files.Weights[0]),
+		"config":      filepath.Base(files.Config),
 		"input":       filepath.Base(*input),
 	}
 	if err := out.commit(res.outputs, meta); err != nil {
@@ -159,10 +169,10 @@ func openDevice(name string) (kernels.Backend, error) {
 	}
 	avail := strings.Join(have, ", ")
 	if !slices.Contains(knownDevices, name) {
-		return nil, usageErrorf("infer: unknown --device %q (want %s; available here: %s)", name, strings.Join(knownDevices, " or "), avail)
+		return nil, usageErrorf("unknown --device %q (want %s; available here: %s)", name, strings.Join(knownDevices, " or "), avail)
 	}
 	// Say why: not built in, no GPU, or a driver failure.
-	msg := fmt.Sprintf("infer: --device %s is not available here (available: %s)", name, avail)
+	msg := fmt.Sprintf("--device %s is not available here (available: %s)", name, avail)
 	if name == "cuda" {
 		msg += "; it needs a binary built with -tags cuda and an NVIDIA GPU"
 	}

@@ -272,7 +272,7 @@ func TestInferErrors(t *testing.T) {
 
 		// Weights.
 		{name: "weights missing", edit: func(t *testing.T, f *inferFlags) { f.weights = filepath.Join(t.TempDir(), "none.safetensors") },
-			want: []string{"weights:", "$weights", "no such file"}},
+			want: []string{"infer: weights $weights: no such file"}},
 		{name: "weights truncated", edit: func(t *testing.T, f *inferFlags) {
 			f.weights = editBytes(t, tinyWeights, func(b []byte) []byte { return b[:len(b)-100] })
 		}, want: []string{"weights:", "$weights", "data section"}},
@@ -424,4 +424,75 @@ func TestInferErrors(t *testing.T) {
 		assert.NotContains(t, err.Error(), "\n")
 		assert.Equal(t, 1, exitCode(err))
 	})
+}
+
+// copyFiles copies the named files of bert-tiny into a new temporary
+// directory and returns it.
+func copyFiles(t *testing.T, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(bertTiny, n))
+		require.NoError(t, err)
+		writeFile(t, dir, n, b)
+	}
+	return dir
+}
+
+// TestInferCheckpointDir checks that --weights takes a checkpoint as Hugging
+// Face stores it, a directory, as well as one file, with config.json found
+// beside the weights unless --config overrides it.
+func TestInferCheckpointDir(t *testing.T) {
+	override := writeFile(t, t.TempDir(), "other.json", []byte(readString(t, tinyConfig)))
+	noConfig := copyFiles(t, "model.safetensors")
+	noWeights := copyFiles(t, "config.json")
+	sharded := copyFiles(t, "config.json")
+	writeFile(t, sharded, "model.safetensors.index.json", []byte(`{"weight_map": {
+		"bert.embeddings.word_embeddings.weight": "model-00001-of-00002.safetensors",
+		"bert.pooler.dense.weight": "model-00002-of-00002.safetensors"}}`))
+	writeFile(t, sharded, "model-00001-of-00002.safetensors", nil)
+	writeFile(t, sharded, "model-00002-of-00002.safetensors", nil)
+
+	_, want := tensors(t, tinyOutput)
+	for _, tc := range []struct {
+		name            string
+		weights, config string
+		wantConfig      string // the config named in the output's metadata
+		wantErr         string // "" for success
+	}{
+		{name: "directory", weights: bertTiny, wantConfig: "config.json"},
+		{name: "file, config beside it", weights: tinyWeights, wantConfig: "config.json"},
+		{name: "directory, config overridden", weights: bertTiny, config: override, wantConfig: "other.json"},
+		{name: "missing config", weights: noConfig,
+			wantErr: "infer: config " + filepath.Join(noConfig, "config.json") + ": no config.json beside the weights (give --config)"},
+		{name: "missing config beside a file", weights: filepath.Join(noConfig, "model.safetensors"),
+			wantErr: "infer: config " + filepath.Join(noConfig, "config.json") + ": no config.json beside the weights"},
+		{name: "missing weights", weights: noWeights,
+			wantErr: "infer: weights " + noWeights + ": no model.safetensors or model.safetensors.index.json in the directory"},
+		{name: "missing override", weights: bertTiny, config: filepath.Join(noWeights, "nope.json"),
+			wantErr: "infer: config " + filepath.Join(noWeights, "nope.json") + ": no such file or directory"},
+		{name: "sharded", weights: sharded,
+			wantErr: "infer: weights: " + filepath.Join(sharded, "model.safetensors.index.json") + " lists 2 shards; the bert loader reads one file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fl := tinyFlags(t)
+			fl.weights, fl.config = tc.weights, tc.config
+			var stdout, stderr bytes.Buffer
+			err := run(fl.args(), &stdout, &stderr)
+			if tc.wantErr != "" {
+				requireCLIError(t, err, tc.wantErr, false)
+				assert.NoFileExists(t, fl.output)
+				return
+			}
+			require.NoError(t, err)
+			f, got := tensors(t, fl.output)
+			require.Len(t, got, len(want))
+			for i := range want {
+				rel, _ := kernels.RelErr(float64s(t, got[i]), float64s(t, want[i]))
+				assert.LessOrEqual(t, rel, 1e-4, want[i].Name)
+			}
+			assert.Equal(t, "model.safetensors", f.Metadata()["weights"])
+			assert.Equal(t, tc.wantConfig, f.Metadata()["config"])
+		})
+	}
 }

@@ -18,7 +18,7 @@
 //
 // # Infer
 //
-//	zbench infer --model bert --weights W.safetensors --config config.json \
+//	zbench infer --model bert --weights DIR|W.safetensors [--config config.json] \
 //		--input IN.safetensors --output OUT.safetensors \
 //		[--device cpu|cuda] [--dtype f32|f16|bf16|mixed]
 //
@@ -26,6 +26,13 @@
 // checkpoint's tensor names and its config.json) on a device, runs the
 // forward pass on the inputs in IN and writes the outputs to OUT, so that
 // they can be compared with a dump of the same run from PyTorch.
+//
+// --weights is the checkpoint as Hugging Face stores it: a directory
+// holding config.json and model.safetensors, or one safetensors file, whose
+// config is then the config.json beside it; --config overrides that file.
+// A sharded checkpoint (model.safetensors.index.json and its shards) is
+// found, but bert reads one file: save it unsharded. The files are found
+// by package models/checkpoint, which every model uses.
 //
 // For bert, IN holds input_ids, 2-D [batch, seq] of an integer dtype (I64
 // as PyTorch writes it, or I32), and optionally attention_mask (padding on
@@ -40,8 +47,8 @@
 //
 // # Errors
 //
-// An error is printed as one line, "zbench: <message>", naming the flag,
-// file or tensor at fault. The exit status is 1 for a failed run and 2 for
+// An error is printed as one line, "zbench: <command>: <message>", naming
+// the flag, file or tensor at fault. The exit status is 1 for a failed run and 2 for
 // a usage error (an unknown command, flag or flag value, a missing flag).
 package main
 
@@ -104,8 +111,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := c.run(rest, stdout, stderr); !errors.Is(err, errHelp) {
-		return err
+	if err := c.run(rest, stdout, stderr); err != nil && !errors.Is(err, errHelp) {
+		// The one place that names the command: commands and the
+		// packages under them leave it out of their messages.
+		return fmt.Errorf("%s: %w", c.name, err)
 	}
 	return nil
 }
@@ -189,12 +198,11 @@ var errHelp = errors.New("help requested")
 
 // parseFlags parses args into fs. Help (-h) prints the usage to stdout and
 // returns errHelp; any other mistake, including a positional argument,
-// returns a one-line usageError naming the command and leaves the full
-// usage to -h.
+// returns a one-line usageError and leaves the full usage to -h.
 func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	pos, err := parseArgs(fs, args, stdout)
 	if err == nil && len(pos) > 0 {
-		return usageErrorf("%s: unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", fs.Name(), pos[0], fs.Name())
+		return usageErrorf("unexpected argument %q: all inputs are given by flags (see 'zbench %s -h')", pos[0], fs.Name())
 	}
 	return err
 }
@@ -216,7 +224,7 @@ func parseArgs(fs *flag.FlagSet, args []string, stdout io.Writer) ([]string, err
 			fs.SetOutput(out)
 			return nil, errHelp
 		case err != nil:
-			return nil, usageErrorf("%s: %v (see 'zbench %s -h')", fs.Name(), err, fs.Name())
+			return nil, usageErrorf("%v (see 'zbench %s -h')", err, fs.Name())
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -23,7 +24,7 @@ func TestRunCommands(t *testing.T) {
 		{name: "help", args: []string{"help"}, wantStdout: []string{"usage: zbench <command>", "infer", "run a model"}},
 		{name: "-h", args: []string{"-h"}, wantStdout: []string{"usage: zbench <command>", "infer"}},
 		{name: "--help", args: []string{"--help"}, wantStdout: []string{"infer"}},
-		{name: "help infer", args: []string{"help", "infer"}, wantStdout: []string{"usage: zbench infer --model", "-weights file", "last_hidden_state"}},
+		{name: "help infer", args: []string{"help", "infer"}, wantStdout: []string{"usage: zbench infer --model", "-weights path", "last_hidden_state"}},
 		{name: "infer -h", args: []string{"infer", "-h"}, wantStdout: []string{"usage: zbench infer", "-dtype"}},
 		{name: "no command", args: nil, wantErr: "no command given", wantStderr: []string{"usage: zbench <command>", "infer"}},
 		{name: "unknown command", args: []string{"frobnicate"}, wantErr: `unknown command "frobnicate" (want env, compare, diff, calibrate, report, infer`},
@@ -105,4 +106,46 @@ func writeFile(t *testing.T, dir, name string, data []byte) string {
 	p := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(p, data, 0o644))
 	return p
+}
+
+// TestErrorPrefixes checks that every command's errors, its own and those
+// of the packages under it, read "<command>: <what>" with the command
+// named once and no package's name in front of what.
+func TestErrorPrefixes(t *testing.T) {
+	dir := t.TempDir()
+	empty := writeFile(t, dir, "empty.txt", nil)
+	missing := filepath.Join(dir, "missing.txt")
+	notRepo := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		dir  string // the working directory; "" for this one
+		want string // the whole message, or its start when it ends in "…"
+	}{
+		{args: []string{"env", "-frob"}, want: "env: flag provided but not defined: -frob (see 'zbench env -h')"},
+		{args: []string{"compare", "-format", "xml", aa1, aa2}, want: `compare: -format: unknown format "xml" (want text, markdown, csv or json)`},
+		{args: []string{"compare", "-fail-on", "slow", aa1, aa2}, want: `compare: -fail-on: unknown verdict "slow" (want one of slower, invalid, ambiguous, faster, same)`},
+		{args: []string{"compare", aa1, empty}, want: "compare: " + empty + ": empty file: no benchmark results"},
+		{args: []string{"compare", aa1, missing}, want: "compare: open " + missing + ": no such file or directory"},
+		{args: []string{"compare", "-metric", "peak-B/x", aa1, aa2}, want: "compare: " + aa1 + ": no Unit line says…"},
+		{args: []string{"report", "-o", filepath.Join(dir, "out"), empty}, want: "report: " + empty + ": empty file: no benchmark results"},
+		{args: []string{"report", "-o", filepath.Join(empty, "sub"), aa1}, want: "report: mkdir " + empty + ": not a directory"},
+		{args: []string{"diff", "-bench", "("}, want: "diff: -bench \"(\": error parsing regexp: missing closing ): `(`"},
+		{args: []string{"diff"}, dir: notRepo, want: "diff: " + notRepo + " is not in a git repository: …"},
+		{args: []string{"calibrate", "-alpha", "1"}, want: "calibrate: -alpha 1: want a significance level…"},
+		{args: []string{"infer", "--model", "bert", "--weights", missing, "--input", aa1, "--output", filepath.Join(dir, "o")}, want: "infer: weights " + missing + ": no such file or directory"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if tc.dir != "" {
+				t.Chdir(tc.dir)
+			}
+			err := run(tc.args, &bytes.Buffer{}, &bytes.Buffer{})
+			require.Error(t, err)
+			if prefix, ok := strings.CutSuffix(tc.want, "…"); ok {
+				assert.True(t, strings.HasPrefix(err.Error(), prefix), "%q does not start with %q", err, prefix)
+			} else {
+				assert.Equal(t, tc.want, err.Error())
+			}
+			assert.NotRegexp(t, `(?:^|[ :])(?:results|runner|compare|calibrate|report|zbench): .*\b(?:results|runner|compare|calibrate|report|diff|infer|env): `, err.Error(), "a repeated prefix")
+		})
+	}
 }

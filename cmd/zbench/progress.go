@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -57,11 +60,25 @@ func (p *progress) finish() {
 }
 
 // interleave runs count interleaved passes of arms with r, showing the
-// progress on stderr as desc.
-func interleave(r *runner.Runner, stderr io.Writer, desc string, count int, arms ...*runner.Arm) error {
+// progress on stderr as desc, until ctx is cancelled.
+func interleave(ctx context.Context, r *runner.Runner, stderr io.Writer, desc string, count int, arms ...*runner.Arm) error {
 	bar := newProgress(stderr, desc)
 	defer bar.finish()
-	return r.Interleave(arms, count, func(done, total int, arm *runner.Arm) {
+	return r.Interleave(ctx, arms, count, func(done, total int, arm *runner.Arm) {
 		bar.step(done, total, arm.Label)
+		if afterPass != nil {
+			afterPass(done)
+		}
 	})
+}
+
+// afterPass, when not nil, is called after each pass with the number of
+// passes done: tests interrupt a run there.
+var afterPass func(done int)
+
+// signalContext returns a context cancelled by SIGINT or SIGTERM, so that
+// diff and calibrate stop their runs, clean up and report what they
+// measured instead of dying; stop restores the default handling.
+func signalContext() (ctx context.Context, stop context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

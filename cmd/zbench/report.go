@@ -37,9 +37,9 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	case err != nil:
 		return err
 	case len(args) == 0:
-		return usageErrorf("report: no benchmark files given (see 'zbench report -h')")
+		return usageErrorf("no benchmark files given (see 'zbench report -h')")
 	case *dir == "":
-		return usageErrorf("report: -o: empty directory name")
+		return usageErrorf("-o: empty directory name")
 	}
 
 	files := make([]*results.File, 0, len(args))
@@ -48,6 +48,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		warnSkipped(stderr, f)
 		files = append(files, f)
 	}
 	paths, err := report.Write(*dir, files, report.Options{Title: *title})
@@ -56,7 +57,7 @@ func runReport(args []string, stdout, stderr io.Writer) error {
 	}
 	for _, p := range paths {
 		if _, err := fmt.Fprintln(stdout, p); err != nil {
-			return fmt.Errorf("report: %w", err)
+			return err
 		}
 	}
 	return nil

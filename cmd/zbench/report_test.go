@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -202,9 +203,11 @@ func TestReportErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := runReport(tc.args, &stdout, &stderr)
+			err := run(append([]string{"report"}, tc.args...), &stdout, &stderr)
 			require.Error(t, err)
 			msg := oneLine(err)
+			assert.True(t, strings.HasPrefix(msg, "report: "), "%q names the command first", msg)
+			assert.Equal(t, 1, strings.Count(msg, "report: "), "%q names the command once", msg)
 			assert.NotContains(t, err.Error(), "\n", "one line")
 			for _, s := range tc.wantErr {
 				assert.Contains(t, msg, s)
@@ -248,4 +251,32 @@ func readString(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestReportWarnsSkipped checks that report, like compare, tells about
+// lines that looked like results but were not, instead of dropping them
+// silently.
+func TestReportWarnsSkipped(t *testing.T) {
+	dir := t.TempDir()
+	good := readString(t, torchBaseline)
+	bad := writeFile(t, dir, "torch.txt", []byte(good+"BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=8-2\t10\tx ns/op\n"))
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run([]string{"report", "-o", filepath.Join(dir, "out"), bad}, &stdout, &stderr))
+	assert.Equal(t, "zbench: warning: 1 malformed benchmark lines skipped, first: "+bad+":", strings.SplitAfter(stderr.String(), bad+":")[0])
+	assert.Contains(t, stderr.String(), "parsing measurement")
+}
+
+// TestReportDefaultDirIgnored checks that git ignores the report's default
+// output directory at the top of the repository.
+func TestReportDefaultDirIgnored(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("needs git")
+	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	cmd := exec.Command("git", "check-ignore", "-q", "--no-index", "zbench-report/index.html")
+	cmd.Dir = strings.TrimSpace(string(top))
+	assert.NoError(t, cmd.Run(), "zbench-report/ is not in .gitignore")
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/zbench/zbench/zbench/runner"
@@ -28,16 +30,71 @@ func (f *runFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.cache, "cache", "", "directory for worktrees, binaries and cached results (default <repo>/.cache/zbench)")
 }
 
+// check validates the flags before any git or build work: a bad -bench
+// pattern is a usage error, not a failure after two builds.
+func (f *runFlags) check() error {
+	if err := checkBench(f.settings.Bench); err != nil {
+		return usageErrorf("-bench %q: %w", f.settings.Bench, err)
+	}
+	return nil
+}
+
+// checkBench checks a go test -bench pattern: regular expressions, one per
+// level of sub-benchmark, separated by slashes that are outside brackets
+// and parentheses (as package testing splits them). Each must compile.
+func checkBench(pattern string) error {
+	if pattern == "" {
+		return errors.New("empty pattern: no benchmark would run")
+	}
+	for _, part := range splitBench(pattern) {
+		if _, err := regexp.Compile(part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitBench splits a -bench pattern at the slashes outside brackets and
+// parentheses; a backslash escapes the next byte.
+func splitBench(pattern string) []string {
+	var parts []string
+	brackets, parens, start := 0, 0, 0
+	for i := 0; i < len(pattern); i++ {
+		switch pattern[i] {
+		case '\\':
+			i++
+		case '[':
+			brackets++
+		case ']':
+			brackets = max(brackets-1, 0) // an unmatched ']' is a literal
+		case '(':
+			if brackets == 0 {
+				parens++
+			}
+		case ')':
+			if brackets == 0 {
+				parens--
+			}
+		case '/':
+			if brackets == 0 && parens == 0 {
+				parts = append(parts, pattern[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(parts, pattern[start:])
+}
+
 // runner returns the runner of the repository holding the working
 // directory, logging each step to stderr as "zbench: cmd: ...".
 func (f *runFlags) runner(cmd string, stderr io.Writer) (*runner.Runner, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
+		return nil, err
 	}
 	repo, err := runner.Open(wd)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cmd, err)
+		return nil, err
 	}
 	cache := f.cache
 	if cache == "" {
@@ -53,15 +110,15 @@ func (f *runFlags) runner(cmd string, stderr io.Writer) (*runner.Runner, error) 
 
 // keepOutputs writes the raw results of each arm to DIR/<label>.txt (the
 // label in lower case) for -keep, and returns the paths.
-func keepOutputs(cmd, dir string, arms ...*runner.Arm) ([]string, error) {
+func keepOutputs(dir string, arms ...*runner.Arm) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%s: -keep: %w", cmd, err)
+		return nil, fmt.Errorf("-keep: %w", err)
 	}
 	paths := make([]string, len(arms))
 	for i, a := range arms {
 		paths[i] = filepath.Join(dir, strings.ToLower(a.Label)+".txt")
 		if err := os.WriteFile(paths[i], a.Output.Bytes(), 0o644); err != nil {
-			return nil, fmt.Errorf("%s: -keep: %w", cmd, err)
+			return nil, fmt.Errorf("-keep: %w", err)
 		}
 	}
 	return paths, nil

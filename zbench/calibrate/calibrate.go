@@ -99,7 +99,7 @@ func (o Options) withDefaults() Options {
 // always one of the counts tried.
 func Analyze(rounds [][2]*results.File, count int, opts Options) (*Report, error) {
 	if len(rounds) == 0 {
-		return nil, errors.New("calibrate: no A/A rounds to analyse")
+		return nil, errors.New("no A/A rounds to analyse")
 	}
 	opts = opts.withDefaults()
 	if !slices.Contains(opts.Counts, count) {
@@ -113,7 +113,7 @@ func Analyze(rounds [][2]*results.File, count int, opts Options) (*Report, error
 	for i, sides := range rounds {
 		res, err := compare.Run(sides[:], opts.Compare)
 		if err != nil {
-			return nil, fmt.Errorf("calibrate: round %d: %w", i+1, err)
+			return nil, fmt.Errorf("round %d: %w", i+1, err)
 		}
 		// compare fills in the defaults of its options.
 		opts.Compare, rep.Options.Compare = res.Options, res.Options

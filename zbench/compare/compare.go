@@ -66,7 +66,7 @@ func ParseVerdict(s string) (Verdict, error) {
 			return v, nil
 		}
 	}
-	return "", fmt.Errorf("compare: unknown verdict %q (want one of slower, invalid, ambiguous, faster, same)", s)
+	return "", fmt.Errorf("unknown verdict %q (want one of slower, invalid, ambiguous, faster, same)", s)
 }
 
 // Options control a comparison. The zero value of a field takes the
@@ -103,19 +103,26 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	switch {
 	case !(o.Alpha > 0 && o.Alpha < 1):
-		return o, fmt.Errorf("compare: alpha %v is outside (0, 1)", o.Alpha)
+		return o, fmt.Errorf("alpha %v is outside (0, 1)", o.Alpha)
 	case !(o.Threshold > 0 && o.Threshold < 10):
-		return o, fmt.Errorf("compare: threshold %v is outside (0, 10)", o.Threshold)
+		return o, fmt.Errorf("threshold %v is outside (0, 10)", o.Threshold)
 	case !(o.Confidence > 0 && o.Confidence < 1):
-		return o, fmt.Errorf("compare: confidence %v is outside (0, 1)", o.Confidence)
+		return o, fmt.Errorf("confidence %v is outside (0, 1)", o.Confidence)
 	}
 	for k, v := range o.Tolerance {
+		if !slices.Contains(DTypes, k) {
+			return o, fmt.Errorf("tolerance of unknown dtype %q (known: %s)", k, strings.Join(DTypes, ", "))
+		}
 		if !(v > 0) || math.IsInf(v, 0) {
-			return o, fmt.Errorf("compare: tolerance %s=%v is not a positive number", k, v)
+			return o, fmt.Errorf("tolerance %s=%v is not a positive number", k, v)
 		}
 	}
 	return o, nil
 }
+
+// DTypes are the /dtype values of the benchmarks, the keys that
+// Options.Tolerance may have.
+var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2"}
 
 // DefaultTolerance is the rel-err accepted for a benchmark of the named
 // dtype: kernels.Tolerance of the dtype the results are stored in. TF32
@@ -288,7 +295,7 @@ func (r *Result) With(v Verdict, crossHW bool) []string {
 // Run compares files[1:] with files[0].
 func Run(files []*results.File, opts Options) (*Result, error) {
 	if len(files) < 2 {
-		return nil, errors.New("compare: need at least two files, the base and one to compare with it")
+		return nil, errors.New("need at least two files, the base and one to compare with it")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -300,7 +307,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	}
 	res.Better = files[0].Better(opts.Metric)
 	if res.Better == 0 {
-		return nil, fmt.Errorf("compare: %s: no Unit line says whether higher or lower %s is better: add \"Unit %s better=higher\" (or lower)", files[0].Path, opts.Metric, opts.Metric)
+		return nil, fmt.Errorf("%s: no Unit line says whether higher or lower %s is better: add \"Unit %s better=higher\" (or lower)", files[0].Path, opts.Metric, opts.Metric)
 	}
 
 	// How each newer file's environment differs from the base's.
@@ -374,7 +381,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 		t.Rows = append(t.Rows, row)
 	}
 	if !found {
-		return nil, fmt.Errorf("compare: no benchmark of %s has %s in %s and in another file: nothing to compare", files[0].Path, opts.Metric, files[0].Path)
+		return nil, fmt.Errorf("no benchmark of %s has %s in %s and in another file: nothing to compare", files[0].Path, opts.Metric, files[0].Path)
 	}
 	res.Comparisons = holm(deltas)
 	for _, d := range deltas {

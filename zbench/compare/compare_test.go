@@ -141,9 +141,11 @@ func TestOptionsErrors(t *testing.T) {
 		{Options{Threshold: -1}, "threshold -1 is outside"},
 		{Options{Confidence: 1}, "confidence 1 is outside"},
 		{Options{Tolerance: map[string]float64{"f32": -1}}, "tolerance f32=-1 is not a positive number"},
+		{Options{Tolerance: map[string]float64{"fp32": 1e-3}}, `tolerance of unknown dtype "fp32" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2)`},
 	} {
 		_, err := Run([]*results.File{a, a}, tc.opts)
 		require.ErrorContains(t, err, tc.want)
+		assert.NotContains(t, err.Error(), "compare:", "the command names itself; the package does not")
 	}
 	_, err := Run([]*results.File{a}, Options{})
 	require.ErrorContains(t, err, "need at least two files")

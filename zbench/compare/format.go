@@ -36,7 +36,7 @@ func ParseFormat(s string) (Format, error) {
 	case Text, Markdown, CSV, JSON:
 		return f, nil
 	}
-	return "", fmt.Errorf("compare: unknown format %q (want text, markdown, csv or json)", s)
+	return "", fmt.Errorf("unknown format %q (want text, markdown, csv or json)", s)
 }
 
 // Write writes r to w in format f.
@@ -51,7 +51,7 @@ func (r *Result) Write(w io.Writer, f Format) error {
 	case JSON:
 		return r.writeJSON(w)
 	}
-	return fmt.Errorf("compare: unknown format %q", f)
+	return fmt.Errorf("unknown format %q", f)
 }
 
 // Labels returns short names for paths: the shortest trailing path

@@ -58,19 +58,19 @@ var ErrNoFiles = errors.New("no benchmark files to report on")
 // that would be empty is left out, and the report says why.
 func Write(dir string, files []*results.File, opts Options) ([]string, error) {
 	if len(files) == 0 {
-		return nil, fmt.Errorf("report: %w", ErrNoFiles)
+		return nil, ErrNoFiles
 	}
 	for i, f := range files {
 		if f == nil {
-			return nil, fmt.Errorf("report: file %d is nil: %w", i, ErrNoFiles)
+			return nil, fmt.Errorf("file %d is nil: %w", i, ErrNoFiles)
 		}
 	}
 	doc, err := build(files, opts)
 	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return nil, err
 	}
 	type output struct {
 		name string
@@ -78,7 +78,7 @@ func Write(dir string, files []*results.File, opts Options) ([]string, error) {
 	}
 	page, err := doc.html()
 	if err != nil {
-		return nil, fmt.Errorf("report: %w", err)
+		return nil, err
 	}
 	outs := []output{
 		{HTMLFile, page},
@@ -91,7 +91,7 @@ func Write(dir string, files []*results.File, opts Options) ([]string, error) {
 	for _, o := range outs {
 		path := filepath.Join(dir, o.name)
 		if err := os.WriteFile(path, o.data, 0o644); err != nil {
-			return paths, fmt.Errorf("report: %w", err)
+			return paths, err
 		}
 		paths = append(paths, path)
 	}

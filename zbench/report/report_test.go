@@ -190,7 +190,7 @@ func TestWriteErrors(t *testing.T) {
 		wantErr string
 		is      error
 	}{
-		{name: "no files", dir: t.TempDir(), wantErr: "report: no benchmark files", is: ErrNoFiles},
+		{name: "no files", dir: t.TempDir(), wantErr: "no benchmark files to report on", is: ErrNoFiles},
 		{name: "nil file", dir: t.TempDir(), files: []*results.File{nil}, wantErr: "file 0 is nil", is: ErrNoFiles},
 		{name: "dir is a file", dir: filepath.Join(notDir, "sub"), files: []*results.File{ours(t, "m1/zbench.txt")}, wantErr: notDir},
 	} {

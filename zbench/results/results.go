@@ -134,10 +134,10 @@ func (f *File) Better(unit string) int {
 func Read(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, err
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("results: %s: empty file: %w", path, ErrNoResults)
+		return nil, fmt.Errorf("%s: empty file: %w", path, ErrNoResults)
 	}
 	return Parse(bytes.NewReader(data), path)
 }
@@ -160,14 +160,14 @@ func Parse(r io.Reader, name string) (*File, error) {
 		}
 	}
 	if err := rd.Err(); err != nil {
-		return nil, fmt.Errorf("results: %s: %w", name, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	f.Units = rd.Units()
 	if lines == 0 {
 		if len(f.Skipped) > 0 {
-			return nil, fmt.Errorf("results: %s: %w, and %d malformed benchmark lines (first: %s)", name, ErrNoResults, len(f.Skipped), f.Skipped[0])
+			return nil, fmt.Errorf("%s: %w, and %d malformed benchmark lines (first: %s)", name, ErrNoResults, len(f.Skipped), f.Skipped[0])
 		}
-		return nil, fmt.Errorf("results: %s: %w (not the output of go test -bench)", name, ErrNoResults)
+		return nil, fmt.Errorf("%s: %w (not the output of go test -bench)", name, ErrNoResults)
 	}
 	return f, nil
 }

@@ -9,6 +9,7 @@ package runner
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -33,7 +34,7 @@ type Repo struct {
 func Open(dir string) (*Repo, error) {
 	out, err := git(dir, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return nil, fmt.Errorf("runner: %s is not in a git repository: %w", dir, err)
+		return nil, fmt.Errorf("%s is not in a git repository: %w", dir, err)
 	}
 	return &Repo{Root: out}, nil
 }
@@ -41,11 +42,11 @@ func Open(dir string) (*Repo, error) {
 // Resolve returns the full commit hash of rev.
 func (r *Repo) Resolve(rev string) (string, error) {
 	if rev == "" || strings.HasPrefix(rev, "-") {
-		return "", fmt.Errorf("runner: %w %q", ErrRevision, rev)
+		return "", fmt.Errorf("%w %q", ErrRevision, rev)
 	}
 	out, err := git(r.Root, "rev-parse", "--verify", "--quiet", "--end-of-options", rev+"^{commit}")
 	if err != nil || out == "" {
-		return "", fmt.Errorf("runner: %w %q: not a commit of %s", ErrRevision, rev, r.Root)
+		return "", fmt.Errorf("%w %q: not a commit of %s", ErrRevision, rev, r.Root)
 	}
 	return out, nil
 }
@@ -55,7 +56,7 @@ func (r *Repo) Resolve(rev string) (string, error) {
 func (r *Repo) Dirty() (bool, error) {
 	out, err := git(r.Root, "status", "--porcelain", "--untracked-files=no")
 	if err != nil {
-		return false, fmt.Errorf("runner: %w", err)
+		return false, err
 	}
 	return out != "", nil
 }
@@ -187,7 +188,9 @@ func (r *Runner) logf(format string, args ...any) {
 // its own, or the working tree itself when rev is "" (uncommitted changes
 // included). A clean commit whose results are in the cache with at least
 // count passes is not built: its Output is filled from the cache.
-func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
+// Cancelling ctx stops the build; the arm's worktree is removed then, as
+// on any other error.
+func (r *Runner) Prepare(ctx context.Context, label, rev string, count int) (*Arm, error) {
 	arm := &Arm{Label: label, Rev: rev}
 	src := r.Repo.Root
 	if rev != "" {
@@ -215,12 +218,12 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 			_, _ = git(r.Repo.Root, "worktree", "prune")
 			r.logf("%s %s (%s): checking out a worktree in %s", label, rev, c[:12], wt)
 			if _, err := git(r.Repo.Root, "worktree", "add", "--detach", "--force", wt, c); err != nil {
-				return nil, fmt.Errorf("runner: %s %s: %w", label, rev, err)
+				return nil, fmt.Errorf("%s %s: %w", label, rev, err)
 			}
 		}
 		arm.worktree, src = wt, wt
 	}
-	if err := r.build(arm, src); err != nil {
+	if err := r.build(ctx, arm, src); err != nil {
 		_ = r.Close(arm)
 		return nil, err
 	}
@@ -228,7 +231,7 @@ func (r *Runner) Prepare(label, rev string, count int) (*Arm, error) {
 }
 
 // build builds the benchmark binary of arm from the tree at src.
-func (r *Runner) build(arm *Arm, src string) error {
+func (r *Runner) build(ctx context.Context, arm *Arm, src string) error {
 	label, rev := arm.Label, arm.Rev
 	arm.code = arm.ID()
 	if arm.Commit == "" {
@@ -241,10 +244,10 @@ func (r *Runner) build(arm *Arm, src string) error {
 	}
 	arm.Dir = filepath.Join(src, filepath.FromSlash(r.Settings.Package))
 	if _, err := os.Stat(arm.Dir); err != nil {
-		return fmt.Errorf("runner: %s %s has no package %s to benchmark", label, orWorkingTree(rev), r.Settings.Package)
+		return fmt.Errorf("%s %s has no package %s to benchmark", label, orWorkingTree(rev), r.Settings.Package)
 	}
 	if err := os.MkdirAll(filepath.Join(r.CacheDir, "bin"), 0o755); err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return err
 	}
 	arm.Binary = filepath.Join(r.CacheDir, "bin", label+"-"+arm.ID()+".test")
 	r.logf("%s %s: building %s", label, orWorkingTree(rev), r.Settings.Package)
@@ -252,10 +255,13 @@ func (r *Runner) build(arm *Arm, src string) error {
 	if r.Settings.Tags != "" {
 		args = append(args, "-tags", r.Settings.Tags)
 	}
-	cmd := exec.Command(r.goCmd(), append(args, ".")...)
+	cmd := exec.CommandContext(ctx, r.goCmd(), append(args, ".")...)
 	cmd.Dir = arm.Dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("runner: building the benchmarks of %s %s: %v: %s", label, orWorkingTree(rev), err, firstLine(strings.TrimSpace(string(out))))
+		if ctx.Err() != nil {
+			return fmt.Errorf("building the benchmarks of %s %s: %w", label, orWorkingTree(rev), context.Cause(ctx))
+		}
+		return fmt.Errorf("building the benchmarks of %s %s: %v: %s", label, orWorkingTree(rev), err, firstLine(strings.TrimSpace(string(out))))
 	}
 	return nil
 }
@@ -293,23 +299,31 @@ func countPasses(out []byte) int {
 // Pass runs one pass of every benchmark of arm and appends its output.
 // ZBENCH_COMMIT tells the binary which code it is (the worktree's git state
 // is not the caller's); it was found once, when the arm was built.
-func (r *Runner) Pass(arm *Arm) error {
-	cmd := exec.Command(arm.Binary, r.Settings.args()...)
+// Cancelling ctx kills the binary; the pass is dropped and the error wraps
+// context.Cause(ctx).
+func (r *Runner) Pass(ctx context.Context, arm *Arm) error {
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, arm.Binary, r.Settings.args()...)
 	cmd.Dir = arm.Dir
 	cmd.Env = append(os.Environ(), "ZBENCH_COMMIT="+arm.code)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%s %s: pass interrupted: %w", arm.Label, orWorkingTree(arm.Rev), context.Cause(ctx))
+	}
 	if err != nil {
 		// A failing benchmark prints its reason on stdout, with --- FAIL.
 		msg := failure(out)
 		if msg == "" {
 			msg = firstLine(strings.TrimSpace(stderr.String()))
 		}
-		return fmt.Errorf("runner: %s %s: benchmark run failed: %v: %s", arm.Label, orWorkingTree(arm.Rev), err, msg)
+		return fmt.Errorf("%s %s: benchmark run failed: %v: %s", arm.Label, orWorkingTree(arm.Rev), err, msg)
 	}
 	if !bytes.Contains(out, []byte("\nBenchmark")) && !bytes.HasPrefix(out, []byte("Benchmark")) {
-		return fmt.Errorf("runner: %s %s: no benchmark matches -bench %q in %s", arm.Label, orWorkingTree(arm.Rev), r.Settings.Bench, r.Settings.Package)
+		return fmt.Errorf("%s %s: no benchmark matches -bench %q in %s", arm.Label, orWorkingTree(arm.Rev), r.Settings.Bench, r.Settings.Package)
 	}
 	arm.Output.Write(out)
 	arm.Runs = append(arm.Runs, out)
@@ -339,28 +353,35 @@ func (r *Runner) Save(arm *Arm) error {
 	}
 	p := r.cachePath(arm.Commit)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return err
 	}
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, arm.Output.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return err
 	}
 	if err := os.Rename(tmp, p); err != nil {
-		return fmt.Errorf("runner: %w", err)
+		return err
 	}
 	r.logf("%s %s (%s): results cached in %s", arm.Label, arm.Rev, arm.Commit[:12], p)
 	return nil
 }
 
-// Close removes the worktrees of arms.
+// Close removes the worktrees of arms and prunes git's records of any
+// worktree whose directory is gone (one a killed run left half made).
 func (r *Runner) Close(arms ...*Arm) error {
 	var errs []error
+	removed := false
 	for _, a := range arms {
 		if a != nil && a.worktree != "" {
 			if _, err := git(r.Repo.Root, "worktree", "remove", "--force", a.worktree); err != nil {
 				errs = append(errs, err)
 			}
-			a.worktree = ""
+			a.worktree, removed = "", true
+		}
+	}
+	if removed {
+		if _, err := git(r.Repo.Root, "worktree", "prune"); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -369,8 +390,9 @@ func (r *Runner) Close(arms ...*Arm) error {
 // Interleave runs count passes of every arm that is not cached, in
 // alternating order (A B, B A, A B, ...) so that neither arm always runs
 // first; step is called after each pass with the number done and the
-// total.
-func (r *Runner) Interleave(arms []*Arm, count int, step func(done, total int, arm *Arm)) error {
+// total. Cancelling ctx stops the run at once: the passes done so far stay
+// in the arms' Output and Runs, and the error wraps context.Cause(ctx).
+func (r *Runner) Interleave(ctx context.Context, arms []*Arm, count int, step func(done, total int, arm *Arm)) error {
 	var live []*Arm
 	for _, a := range arms {
 		if !a.Cached {
@@ -384,7 +406,7 @@ func (r *Runner) Interleave(arms []*Arm, count int, step func(done, total int, a
 			if i%2 == 1 {
 				a = live[len(live)-1-k]
 			}
-			if err := r.Pass(a); err != nil {
+			if err := r.Pass(ctx, a); err != nil {
 				return err
 			}
 			done++

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -34,4 +35,19 @@ func TestResolve(t *testing.T) {
 		require.Error(t, err, rev)
 		assert.True(t, errors.Is(err, ErrRevision), rev)
 	}
+}
+
+// TestInterleaveCancelled checks that a cancelled run stops before its
+// next pass and says why.
+func TestInterleaveCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("interrupt signal received")
+	cancel(cause)
+	r := &Runner{}
+	arms := []*Arm{{Label: "base", Binary: "/nonexistent"}, {Label: "head", Binary: "/nonexistent"}}
+	steps := 0
+	err := r.Interleave(ctx, arms, 3, func(int, int, *Arm) { steps++ })
+	require.ErrorIs(t, err, cause)
+	assert.Zero(t, steps)
+	assert.Empty(t, arms[0].Runs)
 }
