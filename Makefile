@@ -41,7 +41,7 @@ GPU_BIN   := bin/gpu
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
 ## CUDA build checks (no GPU needed).
-test: lint unit race bench-smoke cuda-check
+test: lint unit race bench-smoke cuda-check peer-test
 
 lint:
 	@echo "== gofmt"; out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
@@ -149,6 +149,12 @@ bench-openblas:
 
 python-ref:
 	@scripts/install-python-ref.sh
+
+## peer-test: the PyTorch peer refuses the reference BLAS and too few
+## threads, and runs on OpenBLAS (installs the reference first: never skipped).
+.PHONY: peer-test
+peer-test: python-ref
+	@echo "== PyTorch peer: environment guard"; $(PY) baselines/peers/torch_bench_test.py
 
 ## golden: regenerate testdata/golden/ with the PyTorch references.
 golden: python-ref

@@ -32,8 +32,33 @@ The rules are the Go harness's (zbench.Measure under testing.B):
     page-faulted afresh in every iteration). Layer norm and, in torch 2.x,
     scaled_dot_product_attention have no real out= kernel and allocate
     their (small) outputs in either mode;
-  * torch.set_num_threads(os.cpu_count()); names carry the thread count as
-    Go's carry GOMAXPROCS ("-P", omitted when it is 1).
+  * torch.set_num_threads(N), and the BLAS's own thread count set to N, N
+    the cores zbench uses (GOMAXPROCS, as the Go runtime sets it; --threads
+    changes it); names carry the thread count as Go's carry GOMAXPROCS
+    ("-P", omitted when it is 1).
+
+Before any benchmark, the peer checks that it is the PyTorch a user would
+have, and refuses to run (exit status 3, the reason and the fix on stderr)
+when it is not, on --device cpu:
+
+  * torch's BLAS, found at run time (the library that defines sgemm_ for
+    torch, resolved through /proc/self/maps and the dynamic linker, named
+    by the vendor functions it exports), is the reference implementation:
+    Debian's python3-torch pulls libblas3 unless OpenBLAS is installed
+    (scripts/install-python-ref.sh installs it and selects the libblas.so.3
+    alternative), or is missing, or runs fewer threads than torch;
+    --allow-slow-blas runs anyway, every result then under the config
+    line "peer-usable: no (...)";
+  * torch's intra-op threads are fewer than the cores zbench uses
+    (--min-threads N, default GOMAXPROCS as above).
+
+--check runs that check and prints the configuration lines, no benchmark:
+torch-threads and torch-interop-threads, min-threads, blas (openblas, mkl,
+blis, reference, ...), blas-lib (the library's file, and the path torch
+opened), blas-threads, blas-config (e.g. openblas_get_config), the OpenMP
+wait policy (omp-wait-policy: OMP_WAIT_POLICY, else the runtime's default;
+GNU libgomp, which Debian's torch uses, spins 300000 iterations, then
+sleeps) and peer-usable.
 
 Where the device lacks a dtype's kernel (torch 1.13 has no float16 kernels
 on CPU at all), the op runs in float32 with the casts inside the timer; the
@@ -90,6 +115,7 @@ import os
 import platform
 import re
 import sys
+import sysconfig
 import time
 import warnings
 
@@ -120,6 +146,9 @@ TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3}
 # BenchmarkBERTTrain): five times the single ops' for the 16-bit dtypes;
 # mixed (float16 attention core) gets f16's.
 MODEL_TOLERANCE = {"f32": 2e-5, "f16": 1e-2, "bf16": 8e-2, "mixed": 1e-2}
+
+# Exit status of a run the environment check refuses (see Env).
+EXIT_REFUSED = 3
 
 # L2 size assumed when torch cannot tell it (its device properties have
 # L2_cache_size from torch 2.x on).
@@ -249,42 +278,348 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def blas_name():
-    """The BLAS torch's matmuls use: from the build configuration (mkl,
-    open, ...), or for a "generic" build (Debian links the system
-    libblas.so.3) the BLAS library actually mapped into this process."""
-    cfg = torch.__config__.show()
-    m = re.search(r"BLAS_INFO=(\w+)", cfg)
-    info = m.group(1) if m else "unknown"
-    if info == "open":
-        return "openblas"
-    if info not in ("generic", "unknown"):
-        return info
+def mapped_libraries():
+    """The files of the shared objects mapped into this process, in the
+    order of /proc/self/maps (the kernel shows them with symlinks resolved)."""
+    paths = []
     try:
         with open("/proc/self/maps") as f:
-            maps = f.read()
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and ".so" in fields[5]:
+                    p = fields[5].strip()
+                    if p.startswith("/") and p not in paths:
+                        paths.append(p)
     except OSError:
-        return info
-    for lib, name in (("libmkl", "mkl"), ("libopenblas", "openblas"), ("libblis", "blis"), ("libflexiblas", "flexiblas")):
-        if lib in maps:
-            return name
-    return info
+        pass
+    return paths
 
 
-def set_openblas_threads(n):
-    """A "generic" torch build calls the system BLAS, which keeps its own
-    thread count (OpenBLAS: every core) whatever torch.set_num_threads says:
-    give OpenBLAS the same count, when it is the BLAS mapped here."""
+def cgroup_cpu_limit():
+    """The CPU bandwidth limit of this process's cgroup (cgroup v2 cpu.max
+    or v1 cpu.cfs_quota_us / cpu.cfs_period_us) in CPUs, or None."""
     try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "libopenblas" in line}
+        with open("/proc/self/cgroup") as f:
+            lines = [line.rstrip("\n").split(":", 2) for line in f]
     except OSError:
-        return
-    for path in paths:
+        return None
+    for hid, controllers, path in (l for l in lines if len(l) == 3):
         try:
-            ctypes.CDLL(path).openblas_set_num_threads(ctypes.c_int(n))
-        except (OSError, AttributeError):
+            if hid == "0" and controllers == "":
+                with open(os.path.join("/sys/fs/cgroup", path.lstrip("/"), "cpu.max")) as f:
+                    quota, period = f.read().split()
+                if quota != "max":
+                    return int(quota) / int(period)
+            elif "cpu" in controllers.split(","):
+                base = os.path.join("/sys/fs/cgroup", controllers, path.lstrip("/"))
+                with open(os.path.join(base, "cpu.cfs_quota_us")) as f:
+                    quota = int(f.read())
+                with open(os.path.join(base, "cpu.cfs_period_us")) as f:
+                    period = int(f.read())
+                if quota > 0:
+                    return quota / period
+        except (OSError, ValueError, ZeroDivisionError):
+            continue
+    return None
+
+
+def zbench_procs():
+    """The cores zbench's Go benchmarks use, GOMAXPROCS as the Go runtime
+    sets it: the GOMAXPROCS environment variable when it is a positive
+    integer; else the CPUs this process may run on (runtime.NumCPU: the
+    affinity mask), lowered to the cgroup's CPU limit rounded up, but not
+    below 2 (Go 1.25's container-aware default)."""
+    env = os.environ.get("GOMAXPROCS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    if limit is not None and n > 1:
+        n = min(n, max(2, math.ceil(limit)))
+    return n
+
+
+class DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def symbol_file(handle, symbol):
+    """The file (the path as the dynamic linker opened it) that defines
+    symbol as dlsym finds it through handle, or None."""
+    try:
+        addr = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+        dladdr = ctypes.CDLL(None).dladdr
+    except (AttributeError, OSError):
+        return None
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    info = DlInfo()
+    if not addr or not dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.fsdecode(info.dli_fname)
+
+
+def c_string(handle, symbol):
+    """The string a C function of no arguments returns, or None."""
+    try:
+        fn = getattr(handle, symbol)
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_char_p
+    s = fn()
+    return s.decode(errors="replace").strip() if s else None
+
+
+def c_int(handle, symbol):
+    """The int a C function of no arguments returns, or None."""
+    try:
+        fn = getattr(handle, symbol)
+    except AttributeError:
+        return None
+    fn.restype = ctypes.c_int
+    return int(fn())
+
+
+class Blas:
+    """The BLAS library torch's float32 matmuls call, found at run time.
+
+    name: openblas, mkl, blis, atlas, flexiblas, reference (Netlib's, as in
+    Debian's libblas3), none (torch has no BLAS) or unknown; path: the file
+    that implements it, symlinks resolved; via: the path the dynamic linker
+    opened for torch (the libblas.so.3 alternative, an LD_LIBRARY_PATH entry),
+    where it differs; config: the library's own description (OpenBLAS's
+    openblas_get_config, MKL's version, FlexiBLAS's backend); threads: its
+    thread count where it has one.
+    """
+
+    def __init__(self, name, path, via=None, config=None, handle=None):
+        self.name, self.path, self.via, self.config, self.handle = name, path, via, config, handle
+
+    @property
+    def slow(self):
+        return self.name in ("reference", "none")
+
+    @property
+    def threads(self):
+        h = self.handle
+        if h is None:
+            return 1 if self.name == "reference" else None
+        for symbol in ("openblas_get_num_threads", "mkl_get_max_threads", "bli_thread_get_num_threads"):
+            n = c_int(h, symbol)
+            if n is not None:
+                return n
+        return None
+
+    def set_threads(self, n):
+        """A "generic" torch build calls the system BLAS, which keeps its
+        own thread count (OpenBLAS: every core) whatever
+        torch.set_num_threads says: give it the same count."""
+        if self.handle is None:
+            return
+        for symbol in ("openblas_set_num_threads", "mkl_set_num_threads", "bli_thread_set_num_threads"):
+            try:
+                fn = getattr(self.handle, symbol)
+            except AttributeError:
+                continue
+            fn.restype = None
+            fn(ctypes.c_int(n))
+            return
+
+    def describe(self):
+        """The blas-lib: value: the library's file, and what torch opened."""
+        if self.via and self.via != self.path:
+            return f"{self.path} (via {self.via})"
+        return self.path
+
+
+def find_blas():
+    """Which BLAS torch's matmuls really call: the library that defines
+    sgemm_ for torch's CPU library, as the dynamic linker binds it (the
+    global scope first, then libtorch_cpu's own dependencies), named by the
+    vendor functions it exports. A torch with its BLAS linked in (the pip
+    wheels' MKL or OpenBLAS) is named from its build configuration."""
+    torch.randn(64, 64) @ torch.randn(64, 64)  # a BLAS loaded lazily is mapped now
+    libs = mapped_libraries()
+    torch_cpu = next((p for p in libs if os.path.basename(p).startswith("libtorch_cpu")), None)
+    opened = symbol_file(ctypes.CDLL(None), "sgemm_")
+    if opened is None and torch_cpu:
+        try:
+            opened = symbol_file(ctypes.CDLL(torch_cpu), "sgemm_")
+        except OSError:
             pass
+    m = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    info = m.group(1) if m else "unknown"
+    if opened is None or (torch_cpu and os.path.realpath(opened) == os.path.realpath(torch_cpu)):
+        name = {"open": "openblas", "mkl": "mkl"}.get(info, "none" if info in ("generic", "unknown") else info)
+        where = f"{torch_cpu} (linked in)" if torch_cpu and name != "none" else "-"
+        return Blas(name, where)
+    handle = ctypes.CDLL(opened)
+    real = os.path.realpath(opened)
+    probes = (("openblas", "openblas_get_config"), ("mkl", "mkl_get_max_threads"),
+              ("blis", "bli_info_get_version_str"), ("flexiblas", "flexiblas_current_backend"),
+              ("atlas", "ATL_buildinfo"))
+    for name, symbol in probes:
+        lib = symbol_file(handle, symbol)
+        if lib is None:
+            continue
+        config = None
+        if name == "openblas":
+            config = c_string(handle, "openblas_get_config")
+        elif name == "blis":
+            config = "BLIS " + (c_string(handle, "bli_info_get_version_str") or "")
+        elif name == "mkl":
+            buf = ctypes.create_string_buffer(256)
+            try:
+                handle.MKL_Get_Version_String(buf, ctypes.c_int(len(buf)))
+                config = buf.value.decode(errors="replace").strip()
+            except AttributeError:
+                pass
+        elif name == "flexiblas":
+            buf = ctypes.create_string_buffer(256)
+            handle.flexiblas_current_backend(buf, ctypes.c_size_t(len(buf)))
+            config = "backend " + buf.value.decode(errors="replace")
+            if "NETLIB" in config.upper():
+                name = "reference"
+        return Blas(name, os.path.realpath(lib), via=opened, config=config, handle=handle)
+    # No vendor functions: Netlib's reference BLAS (Debian's libblas3 in
+    # .../blas/, Fedora's blas) exports the standard routines alone.
+    base = os.path.basename(real)
+    if base.startswith(("libblas.", "librefblas.", "libcblas.")):
+        return Blas("reference", real, via=opened)
+    return Blas("unknown", real, via=opened)
+
+
+def omp_wait_policy(libs):
+    """How the OpenMP threads of torch's intra-op pool wait between
+    parallel regions: OMP_WAIT_POLICY when set, else the runtime's default
+    (GNU libgomp, Debian's and the pip wheels': spin 300000 iterations,
+    then sleep on a futex; LLVM/Intel libomp: spin KMP_BLOCKTIME, 200 ms,
+    then sleep)."""
+    runtime = next((os.path.basename(p) for p in libs
+                    if os.path.basename(p).startswith(("libgomp", "libiomp", "libomp"))), None)
+    env = os.environ.get("OMP_WAIT_POLICY", "").strip()
+    if env:
+        return f"{env.upper()} (OMP_WAIT_POLICY; {runtime or 'no OpenMP runtime'})"
+    if runtime is None:
+        return "none (no OpenMP runtime mapped)"
+    if runtime.startswith("libgomp"):
+        spin = os.environ.get("GOMP_SPINCOUNT", "").strip() or "300000"
+        return f"default ({runtime}: spin {spin} iterations, then sleep)"
+    spin = os.environ.get("KMP_BLOCKTIME", "").strip() or "200"
+    return f"default ({runtime}: spin {spin} ms, then sleep)"
+
+
+def blas_alternative():
+    """Debian's name of the libblas.so.3 alternative for this architecture."""
+    return "libblas.so.3-" + (sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu")
+
+
+def openblas_libblas():
+    """The libblas.so.3 of Debian's libopenblas0-pthread."""
+    return "/usr/lib/" + (sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu") + \
+        "/openblas-pthread/libblas.so.3"
+
+
+class Env:
+    """What the comparison with zbench depends on, and why it would not be
+    fair: blas_problems (overridden by --allow-slow-blas, the results then
+    marked unusable) and thread_problems (fixed by --threads or by the core
+    count zbench really ran with, --min-threads)."""
+
+    def __init__(self, blas, min_threads, device):
+        self.blas = blas
+        self.min_threads = min_threads
+        self.torch_threads = torch.get_num_threads()
+        self.interop_threads = torch.get_num_interop_threads()
+        self.blas_threads = blas.threads
+        self.libs = mapped_libraries()
+        self.blas_problems, self.thread_problems = [], []
+        if device != "cpu":
+            return  # the BLAS and the CPU threads do not time anything on a GPU
+        fix = self.blas_fix()
+        if blas.name == "reference":
+            self.blas_problems.append((
+                "reference BLAS",
+                f"torch calls the reference BLAS, {blas.describe()}{self.ld_path_note()}: "
+                "unoptimised and single-threaded, its matmuls run ten or more times slower than "
+                "OpenBLAS's, so zbench would look faster than PyTorch really is.", fix))
+        elif blas.name == "none":
+            self.blas_problems.append((
+                "no BLAS", f"torch {torch.__version__} calls no BLAS library (BLAS_INFO is not set): "
+                "its matmuls use its own unoptimised loops, so zbench would look faster than PyTorch really is.", fix))
+        elif self.blas_threads is not None and self.blas_threads < min(min_threads, self.torch_threads):
+            self.blas_problems.append((
+                f"BLAS threads {self.blas_threads} < {min_threads}",
+                f"torch's BLAS, {blas.name} {blas.describe()}, runs {self.blas_threads} thread(s) "
+                f"while zbench uses {min_threads} cores (a single-threaded build, or a cap such as "
+                "OPENBLAS_NUM_THREADS): the peer would be slower than PyTorch can be.", fix))
+        if self.torch_threads < min_threads:
+            self.thread_problems.append((
+                f"torch threads {self.torch_threads} < {min_threads}",
+                f"torch runs {self.torch_threads} intra-op thread(s) while zbench uses {min_threads} cores "
+                f"(GOMAXPROCS; --min-threads {min_threads}): the peer would be slower than PyTorch can be.",
+                ["drop --threads (its default is zbench's core count), or give --threads "
+                 f"{min_threads} or more; if zbench ran with fewer cores (GOMAXPROCS=N), say so: "
+                 "GOMAXPROCS=N in the environment or --min-threads N"]))
+
+    def blas_fix(self):
+        alt = blas_alternative()
+        return [
+            "run scripts/install-python-ref.sh as root or with sudo (it installs OpenBLAS and selects it), or by hand:",
+            "  sudo apt-get install libopenblas0-pthread",
+            f"  sudo update-alternatives --set {alt} {openblas_libblas()}",
+            f"update-alternatives --display {alt} shows which libblas.so.3 is selected.",
+            "To run anyway, every result marked \"peer-usable: no\": --allow-slow-blas",
+        ]
+
+    def ld_path_note(self):
+        via = self.blas.via
+        if not via:
+            return ""
+        d = os.path.dirname(os.path.abspath(via))
+        for entry in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+            if entry and os.path.abspath(entry) == d:
+                return f", which comes first from LD_LIBRARY_PATH={os.environ['LD_LIBRARY_PATH']} (unset it)"
+        return ""
+
+    def refusals(self, allow_slow_blas):
+        """The problems that stop a run."""
+        return self.thread_problems + ([] if allow_slow_blas else self.blas_problems)
+
+    def usable(self):
+        """The peer-usable: value."""
+        problems = self.blas_problems + self.thread_problems
+        if not problems:
+            return "yes"
+        return "no (" + "; ".join(short for short, _, _ in problems) + ")"
+
+    def config_lines(self):
+        lines = [
+            f"torch-threads: {self.torch_threads}",
+            f"torch-interop-threads: {self.interop_threads}",
+            f"min-threads: {self.min_threads}",
+            f"blas: {self.blas.name}",
+            f"blas-lib: {self.blas.describe()}",
+        ]
+        if self.blas_threads is not None:
+            lines.append(f"blas-threads: {self.blas_threads}")
+        if self.blas.config:
+            lines.append(f"blas-config: {self.blas.config}")
+        lines.append(f"omp-wait-policy: {omp_wait_policy(self.libs)}")
+        return lines
+
+
+def refuse(problems):
+    """Says why the peer will not run and how to fix it; the exit status."""
+    for _, why, fix in problems:
+        log(f"torch_bench: refusing to run: {why}")
+        log(f"torch_bench: fix: {fix[0]}")
+        for line in fix[1:]:
+            log(f"torch_bench: {line}")
+    return EXIT_REFUSED
 
 
 def goarch():
@@ -994,7 +1329,10 @@ def main(argv=None):
     ap.add_argument("--bench", default=".", metavar="REGEX", help="run only the benchmarks matching REGEX, as go test -bench (default: all)")
     ap.add_argument("--benchtime", default="1s", type=parse_benchtime, help='time per benchmark ("1s", "500ms") or fixed count ("10x"), as go test -benchtime (default 1s)')
     ap.add_argument("--count", default=1, type=int, help="run each benchmark N times, as go test -count")
-    ap.add_argument("--threads", default=os.cpu_count() or 1, type=int, help="torch.set_num_threads (default: os.cpu_count(), as GOMAXPROCS); the -P name suffix")
+    ap.add_argument("--threads", default=None, type=int, help="torch.set_num_threads and the BLAS's thread count (default: the cores zbench uses, as GOMAXPROCS); the -P name suffix")
+    ap.add_argument("--min-threads", default=None, type=int, metavar="N", help="refuse to run with fewer torch or BLAS threads than N: the cores zbench uses (default: GOMAXPROCS from the environment, else the CPUs this process may use, as the Go runtime sets it)")
+    ap.add_argument("--allow-slow-blas", action="store_true", help="run even when torch calls the reference BLAS (or none, or a single-threaded one), every result marked \"peer-usable: no\"")
+    ap.add_argument("--check", action="store_true", help="check the environment and print the configuration lines, run no benchmark (exit status 3 when a run would be refused)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--compile", action="store_true", help="wrap the ops in torch.compile (torch >= 2)")
     ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
@@ -1007,34 +1345,43 @@ def main(argv=None):
     if args.device == "cuda" and not torch.cuda.is_available():
         ap.error("--device cuda: no CUDA device available to torch")
 
-    if args.threads < 1:
+    procs = zbench_procs()
+    threads = procs if args.threads is None else args.threads
+    min_threads = procs if args.min_threads is None else args.min_threads
+    if threads < 1:
         ap.error("--threads must be >= 1")
-    threads = args.threads
+    if min_threads < 1:
+        ap.error("--min-threads must be >= 1")
     torch.set_num_threads(threads)
     ctx = Ctx(args.device, args.alloc, args.compile)
     probe_f16(ctx)
     match = make_matcher(args.bench)
-    torch.ones(8, 8) @ torch.ones(8, 8)  # load the BLAS before naming it
-    set_openblas_threads(threads)
+    blas = find_blas()
+    blas.set_threads(threads)
+    env = Env(blas, min_threads, args.device)
+    refusals = env.refusals(args.allow_slow_blas)
+    if refusals and not args.check:
+        return refuse(refusals)
 
     print("goos: " + {"win32": "windows"}.get(sys.platform, sys.platform))
     print("goarch: " + goarch())
     print("pkg: " + PKG)
     print("cpu: " + cpu_model())
     print(f"impl: torch-{torch.__version__}")
-    print(f"torch-threads: {torch.get_num_threads()}")
-    print("blas: " + blas_name())
+    for line in env.config_lines():
+        print(line)
     if ctx.cuda:
         print("gpu: " + torch.cuda.get_device_name())
         print("cuda: " + str(torch.version.cuda))
         print(f"gpu-l2-bytes: {ctx.l2_bytes}")
     # Thread settings from the environment change results (with Debian's
     # torch, OpenMP threads spin-waiting after a parallel region compete
-    # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that):
-    # label the results with them.
+    # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that, and
+    # omp-wait-policy: above says which applies): label the results with
+    # them.
     # (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 turns TF32 on for every float32
     # matmul, whatever allow_tf32 says.)
-    for var in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+    for var in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"):
         if os.environ.get(var):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
@@ -1047,6 +1394,19 @@ def main(argv=None):
         print("f16-upcast: " + ops)
         log(f"torch {torch.__version__} has no float16 kernels on {args.device} for {ops}: "
             "their dtype=f16 benchmarks compute in float32, casting inputs and output inside the timer")
+    print("peer-usable: " + env.usable())
+    if args.check:
+        sys.stdout.flush()
+        if refusals:
+            return refuse(refusals)
+        if env.blas_problems:
+            log(f"torch_bench: a run would go ahead (--allow-slow-blas), its results marked peer-usable: {env.usable()}")
+        else:
+            log(f"torch_bench: environment ok: {blas.name} BLAS, {env.torch_threads} torch threads "
+                f"for zbench's {min_threads} cores")
+        return 0
+    if env.blas_problems:
+        log("torch_bench: running anyway (--allow-slow-blas): every result is marked peer-usable: " + env.usable())
     for u in UNITS:
         print(u)
     sys.stdout.flush()

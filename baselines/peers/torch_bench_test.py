@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Tests of the PyTorch peer's environment guard (torch_bench.py): it
+refuses to run on the reference BLAS and with fewer threads than zbench's
+cores, says why and how to fix it, and runs on OpenBLAS.
+
+The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
+directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
+BLAS (libblas3, which python3-torch depends on) or to OpenBLAS
+(libopenblas0-pthread, installed by scripts/install-python-ref.sh). Nothing
+is skipped: a missing torch or library fails with what to install.
+
+    /usr/bin/python3 baselines/peers/torch_bench_test.py    (make peer-test)
+"""
+
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "torch_bench.py")
+LIBDIR = "/usr/lib/" + (sysconfig.get_config_var("MULTIARCH") or "x86_64-linux-gnu")
+SETUP = "run scripts/install-python-ref.sh (make python-ref)"
+
+# Environment variables that would change the thread counts under test.
+CLEARED = ("GOMAXPROCS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+           "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
+def blas_dir(tmp, name, libs):
+    """A directory under tmp whose entries link to libs ({name: target}),
+    for LD_LIBRARY_PATH."""
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    for link, target in libs.items():
+        if not os.path.exists(target):
+            raise AssertionError(f"{target} is missing: {SETUP}")
+        os.symlink(target, os.path.join(d, link))
+    return d
+
+
+def openblas_libdir():
+    for flavour in ("openblas-pthread", "openblas-openmp"):
+        d = os.path.join(LIBDIR, flavour)
+        if os.path.exists(os.path.join(d, "libblas.so.3")):
+            return d
+    raise AssertionError(f"no OpenBLAS in {LIBDIR}/openblas-pthread or openblas-openmp: {SETUP}")
+
+
+def config(stdout):
+    """The key: value configuration lines of a benchmark output."""
+    out = {}
+    for line in stdout.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key and " " not in key and key[0].islower():
+            out[key] = value
+    return out
+
+
+class GuardTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        r = subprocess.run([sys.executable, "-c", "import torch, numpy"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError(f"{sys.executable} cannot import torch and numpy: {SETUP}\n{r.stderr}")
+        cls.tmp = tempfile.TemporaryDirectory(prefix="torch-bench-test-")
+        cls.reference = blas_dir(cls.tmp.name, "reference", {
+            "libblas.so.3": os.path.join(LIBDIR, "blas", "libblas.so.3"),
+            "liblapack.so.3": os.path.join(LIBDIR, "lapack", "liblapack.so.3"),
+        })
+        ob = openblas_libdir()
+        # OpenBLAS's libblas.so.3 finds libopenblas.so.0 in its own
+        # directory ($ORIGIN): the link's, here.
+        cls.openblas = blas_dir(cls.tmp.name, "openblas", {
+            lib: os.path.join(ob, lib) for lib in ("libblas.so.3", "liblapack.so.3", "libopenblas.so.0")
+        })
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def peer(self, *args, libdir=None, env=None):
+        e = {k: v for k, v in os.environ.items() if k not in CLEARED}
+        if libdir:
+            e["LD_LIBRARY_PATH"] = libdir
+        e.update(env or {})
+        return subprocess.run([sys.executable, PEER, *args], capture_output=True, text=True, env=e, timeout=300)
+
+    def assertRefused(self, r, *messages):
+        self.assertEqual(r.returncode, 3, f"want exit status 3 (refused)\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+        for m in messages:
+            self.assertIn(m, r.stderr)
+
+    def assertRuns(self, r):
+        self.assertEqual(r.returncode, 0, f"want exit status 0\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+
+    def test_refuses_reference_blas(self):
+        r = self.peer("--check", libdir=self.reference)
+        self.assertRefused(r, "refusing to run: torch calls the reference BLAS",
+                           f"(via {self.reference}/libblas.so.3), which comes first from LD_LIBRARY_PATH",
+                           "scripts/install-python-ref.sh", "sudo apt-get install libopenblas0-pthread",
+                           "sudo update-alternatives --set libblas.so.3-", "--allow-slow-blas")
+        c = config(r.stdout)
+        self.assertEqual(c.get("blas"), "reference")
+        self.assertIn(os.path.realpath(os.path.join(LIBDIR, "blas", "libblas.so.3")), c.get("blas-lib", ""))
+        self.assertEqual(c.get("peer-usable"), "no (reference BLAS)")
+
+    def test_refuses_before_benchmarks(self):
+        r = self.peer("--short", "--benchtime", "1x", "--bench", "MatMul", libdir=self.reference)
+        self.assertRefused(r, "refusing to run: torch calls the reference BLAS")
+        self.assertEqual(r.stdout, "", "a refused run prints no results")
+
+    def test_allow_slow_blas_marks_results(self):
+        r = self.peer("--short", "--benchtime", "1x", "--bench", "MatMul/dev=cpu/dtype=f32/m=256/n=256/k=256/transfer=resident",
+                      "--allow-slow-blas", libdir=self.reference)
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("peer-usable"), "no (reference BLAS)")
+        lines = r.stdout.splitlines()
+        results = [i for i, l in enumerate(lines) if l.startswith("BenchmarkMatMul/")]
+        self.assertEqual(len(results), 1, r.stdout)
+        self.assertLess(lines.index("peer-usable: no (reference BLAS)"), results[0], "the mark comes before the results")
+        self.assertIn("--allow-slow-blas", r.stderr)
+
+    def test_refuses_few_threads(self):
+        r = self.peer("--check", "--threads", "1", "--min-threads", "2", libdir=self.openblas)
+        self.assertRefused(r, "refusing to run: torch runs 1 intra-op thread(s) while zbench uses 2 cores",
+                           "--min-threads")
+        self.assertNotIn("BLAS", r.stderr.split("refusing to run:", 1)[1].split("\n", 1)[0])
+        c = config(r.stdout)
+        self.assertEqual(c.get("torch-threads"), "1")
+        self.assertEqual(c.get("min-threads"), "2")
+
+    def test_min_threads_from_gomaxprocs(self):
+        r = self.peer("--check", "--threads", "1", libdir=self.openblas, env={"GOMAXPROCS": "2"})
+        self.assertRefused(r, "zbench uses 2 cores")
+        r = self.peer("--check", "--threads", "1", libdir=self.openblas, env={"GOMAXPROCS": "1"})
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("min-threads"), "1")
+
+    def test_accepts_openblas(self):
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertIn("environment ok: openblas BLAS", r.stderr)
+        c = config(r.stdout)
+        self.assertEqual(c.get("blas"), "openblas")
+        self.assertIn("openblas", c.get("blas-lib", ""))
+        self.assertIn(f"(via {self.openblas}/libblas.so.3)", c.get("blas-lib", ""))
+        self.assertTrue(c.get("blas-config", "").startswith("OpenBLAS "), c)
+        self.assertEqual(c.get("torch-threads"), "2")
+        self.assertEqual(c.get("blas-threads"), "2")
+        self.assertIn("torch-interop-threads", c)
+        self.assertIn("omp-wait-policy", c)
+        self.assertEqual(c.get("peer-usable"), "yes")
+
+    def test_wait_policy_from_environment(self):
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas,
+                      env={"OMP_WAIT_POLICY": "passive"})
+        self.assertRuns(r)
+        self.assertTrue(config(r.stdout).get("omp-wait-policy", "").startswith("PASSIVE (OMP_WAIT_POLICY"), r.stdout)
+
+    def test_installed_setup_uses_openblas(self):
+        # What make bench runs: the libblas.so.3 the system selects.
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2")
+        self.assertEqual(r.returncode, 0, f"the installed setup is refused: {SETUP}\n{r.stderr}")
+        self.assertEqual(config(r.stdout).get("blas"), "openblas", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
