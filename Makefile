@@ -36,7 +36,7 @@ GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick benchcmp tables \
 	bench-run peer-run baseline baseline-quick golden python-ref bench-openblas \
-	cuda-toolkit kernels cuda-check gpu-bin report diff calibrate
+	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
@@ -164,15 +164,26 @@ golden: python-ref
 cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null
 
-## kernels: compile kernels/cuda/*.cu into kernels/cuda/ptx (committed).
+## kernels: compile kernels/cuda/*.cu into kernels/cuda/ptx (committed),
+## keeping each committed image the build reproduces modulo nvcc's register
+## numbering, and record sources, nvcc, flags and images in ptx/_MANIFEST.
 kernels: cuda-toolkit
 	ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh
 
-## cuda-check: with no GPU, check that the committed PTX is what the sources
-## produce, that everything builds, vets and passes staticcheck with -tags
-## cuda, and that the cuda-tagged tests pass with the device absent.
+## kernels-verify: rebuild the kernels in a temporary folder and check that
+## the committed images are what the sources produce, modulo nvcc's register
+## numbering (about a minute; not part of make test).
+kernels-verify: cuda-toolkit
+	ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --verify
+
+## cuda-check: with no GPU, check that the committed kernel images are what
+## ptx/_MANIFEST records make kernels built from these sources (no compiling),
+## test that check, and check that everything builds, vets and passes
+## staticcheck with -tags cuda, and that the cuda-tagged tests pass with the
+## device absent.
 cuda-check: cuda-toolkit
-	@echo "== committed PTX matches kernels/cuda/*.cu"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --check
+	@echo "== committed kernel images match kernels/cuda/ptx/_MANIFEST"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --check
+	@echo "== the kernel-image check on planted changes"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/test-kernel-check.sh
 	@echo "== go build, vet and staticcheck with -tags cuda"
 	$(CUDA_ENV) $(GO) build -tags cuda ./...
 	$(CUDA_ENV) $(GO) vet -tags cuda ./...
