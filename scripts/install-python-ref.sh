@@ -86,13 +86,14 @@ apt_install() {
 # 1. torch and numpy (and OpenBLAS with them, in one apt-get run, when both
 # are missing).
 need=()
-have_ref || need+=("${REF_PACKAGES[@]}")
+ref_ok=
+if have_ref; then ref_ok=1; else need+=("${REF_PACKAGES[@]}"); fi
 have_dpkg=
 if command -v dpkg-query >/dev/null 2>&1; then
 	have_dpkg=1
 	have_openblas || need+=("$OPENBLAS_PACKAGE")
 fi
-if ! have_ref; then
+if [[ -z "$ref_ok" ]]; then
 	say "torch or numpy missing for $PY; installing ${need[*]}"
 	apt_install "${need[@]}" || die "cannot install ${need[*]}"
 	have_ref || die "$PY still cannot import torch and numpy after installing ${need[*]}: $("$PY" -c 'import torch, numpy' 2>&1 | tail -n 1)"
