@@ -310,3 +310,42 @@ func TestCompareAlphaShown(t *testing.T) {
 		})
 	}
 }
+
+// TestCompareCrossHardware: the same 1.2x slow-down measured on another
+// CPU is shown under a warning, with every verdict marked, and -fail-on
+// slower does not fail on it unless it lists hardware.
+func TestCompareCrossHardware(t *testing.T) {
+	slow := plant(t, aa2, "slower.txt", planted, slowDown(1.2))
+	data, err := os.ReadFile(slow)
+	require.NoError(t, err)
+	amd := writeFile(t, t.TempDir(), "amd.txt", []byte(strings.ReplaceAll(string(data), "cpu: Intel(R) Xeon(R) Processor", "cpu: AMD EPYC")))
+	for _, tc := range []struct {
+		name    string
+		newer   string
+		failOn  string
+		failErr string
+	}{
+		{"same machine fails on slower", slow, "slower", "1 slower"},
+		{"other machine: not the code's", amd, "slower", ""},
+		{"other machine, hardware asked for", amd, "slower,hardware", "the files ran on different hardware; 1 slower"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout bytes.Buffer
+			err := run([]string{"compare", "-fail-on", tc.failOn, aa1, tc.newer}, &stdout, &bytes.Buffer{})
+			if tc.failErr == "" {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.failErr)
+			}
+			out := stdout.String()
+			if tc.newer == amd {
+				assert.Contains(t, out, "WARNING: DIFFERENT HARDWARE: amd.txt ran on other hardware than aa-1.txt")
+				assert.Regexp(t, `cpu +Intel\(R\) Xeon\(R\) Processor +AMD EPYC +HARDWARE`, out)
+				assert.Regexp(t, `slower \(cross-hw\)`, out)
+			} else {
+				assert.NotContains(t, out, "DIFFERENT HARDWARE")
+			}
+		})
+	}
+}
