@@ -362,25 +362,18 @@ def symbol_file(handle, symbol):
     return os.fsdecode(info.dli_fname)
 
 
-def c_string(handle, symbol):
-    """The string a C function of no arguments returns, or None."""
+def c_call(handle, symbol, restype):
+    """What a C function of no arguments returns (a str for c_char_p, an int
+    for c_int), or None when the library has no such function."""
     try:
         fn = getattr(handle, symbol)
     except AttributeError:
         return None
-    fn.restype = ctypes.c_char_p
-    s = fn()
-    return s.decode(errors="replace").strip() if s else None
-
-
-def c_int(handle, symbol):
-    """The int a C function of no arguments returns, or None."""
-    try:
-        fn = getattr(handle, symbol)
-    except AttributeError:
-        return None
-    fn.restype = ctypes.c_int
-    return int(fn())
+    fn.restype = restype
+    v = fn()
+    if restype is ctypes.c_char_p:
+        return v.decode(errors="replace").strip() if v else None
+    return int(v)
 
 
 class Blas:
@@ -408,7 +401,7 @@ class Blas:
         if h is None:
             return 1 if self.name == "reference" else None
         for symbol in ("openblas_get_num_threads", "mkl_get_max_threads", "bli_thread_get_num_threads"):
-            n = c_int(h, symbol)
+            n = c_call(h, symbol, ctypes.c_int)
             if n is not None:
                 return n
         return None
@@ -467,9 +460,9 @@ def find_blas():
             continue
         config = None
         if name == "openblas":
-            config = c_string(handle, "openblas_get_config")
+            config = c_call(handle, "openblas_get_config", ctypes.c_char_p)
         elif name == "blis":
-            config = "BLIS " + (c_string(handle, "bli_info_get_version_str") or "")
+            config = "BLIS " + (c_call(handle, "bli_info_get_version_str", ctypes.c_char_p) or "")
         elif name == "mkl":
             buf = ctypes.create_string_buffer(256)
             try:
