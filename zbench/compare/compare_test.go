@@ -231,7 +231,15 @@ func TestAmbiguousAdvice(t *testing.T) {
 	require.NoError(t, err)
 	var out strings.Builder
 	require.NoError(t, res.Write(&out, Text))
-	assert.Contains(t, out.String(), "Ambiguous (1): the median moved by 5% or more, but the runs cannot confirm it at α = 0.05 (the fewest runs were 1)")
+	assert.Contains(t, out.String(), "Ambiguous (1): the median moved by 5% or more, but the runs cannot confirm it at α = 0.05: with 1 and 1 runs no change can be significant (the U test's smallest p, 1, times 1 comparisons is not below α).")
 	assert.Contains(t, out.String(), "-count 10")
 	assert.Contains(t, out.String(), "zbench calibrate")
+
+	// Enough runs to be significant, but too noisy.
+	res, err = Run([]*results.File{parse(t, "a", lines(100, 150, 90, 160, 95, 155, 105, 145)), parse(t, "b", lines(130, 170, 120, 180, 125, 175, 115, 165))}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Count(Ambiguous))
+	out.Reset()
+	require.NoError(t, res.Write(&out, Markdown))
+	assert.Contains(t, out.String(), "cannot confirm it at α = 0.05: too few runs for this machine's noise. Run more")
 }

@@ -300,9 +300,13 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 		fmt.Fprintf(b, "\nInvalid (not counted as faster or slower, left out of the geomean):\n%s\n", strings.Join(invalid, "\n"))
 	}
 	if n := r.Count(Ambiguous); n > 0 {
-		fmt.Fprintf(b, "\nAmbiguous (%d): the median moved by %g%% or more, but the runs cannot confirm it at α = %g (the fewest runs were %d): "+
-			"too few runs for this machine's noise. Run more (-count 10 or more), or let zbench calibrate find the count this machine needs.\n",
-			n, 100*r.Options.Threshold, r.Options.Alpha, r.fewestAmbiguous())
+		fmt.Fprintf(b, "\nAmbiguous (%d): the median moved by %g%% or more, but the runs cannot confirm it at α = %g: ", n, 100*r.Options.Threshold, r.Options.Alpha)
+		if n1, n2, p := r.fewestAmbiguous(); p*float64(r.Comparisons) >= r.Options.Alpha {
+			fmt.Fprintf(b, "with %d and %d runs no change can be significant (the U test's smallest p, %.2g, times %d comparisons is not below α).", n1, n2, p, r.Comparisons)
+		} else {
+			b.WriteString("too few runs for this machine's noise.")
+		}
+		b.WriteString(" Run more (-count 10 or more), or let zbench calibrate find the count this machine needs.\n")
 	}
 	if len(r.Unmatched) > 0 {
 		index := map[string]string{}
@@ -323,20 +327,26 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 	}
 }
 
-// fewestAmbiguous is the smallest sample size among the ambiguous
-// verdicts' two sides.
-func (r *Result) fewestAmbiguous() int {
-	n := math.MaxInt
+// fewestAmbiguous returns the sample sizes of the ambiguous comparison
+// with the fewest runs, and the smallest p-value the two-sided U test can
+// give them, 2/C(n1+n2, n1), reached when the samples do not overlap.
+func (r *Result) fewestAmbiguous() (n1, n2 int, p float64) {
 	for _, t := range r.Tables {
 		for _, row := range t.Rows {
 			for _, d := range row.Deltas {
-				if d != nil && d.Verdict == Ambiguous {
-					n = min(n, d.N, row.Base.N)
+				if d == nil || d.Verdict != Ambiguous {
+					continue
+				}
+				lc, _ := math.Lgamma(float64(row.Base.N + d.N + 1))
+				l1, _ := math.Lgamma(float64(row.Base.N + 1))
+				l2, _ := math.Lgamma(float64(d.N + 1))
+				if q := math.Min(1, 2*math.Exp(l1+l2-lc)); q > p {
+					n1, n2, p = row.Base.N, d.N, q
 				}
 			}
 		}
 	}
-	return n
+	return n1, n2, p
 }
 
 func orNone(s string) string {
