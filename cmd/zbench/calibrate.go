@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -75,17 +74,12 @@ func runCalibrate(args []string, stdout, stderr io.Writer) error {
 		}
 		done, total, counts := passCounts(*count**rounds, arms)
 		complete := min(len(arms[0].Runs), len(arms[1].Runs)) / *count
-		dir := *keep
-		if dir == "" {
-			dir = filepath.Join(r.CacheDir, "interrupted")
-		}
-		paths, err := keepOutputs(dir, arms...)
+		what := fmt.Sprintf("interrupted (%v) after %d of %d passes (%s), %d of %d rounds complete",
+			context.Cause(ctx), done, total, strings.Join(counts, ", "), complete, *rounds)
+		dir, _, err := keepInterrupted(stderr, "calibrate", r, *keep, what, arms...)
 		if err != nil {
 			return err
 		}
-		what := fmt.Sprintf("interrupted (%v) after %d of %d passes (%s), %d of %d rounds complete",
-			context.Cause(ctx), done, total, strings.Join(counts, ", "), complete, *rounds)
-		fmt.Fprintf(stderr, "zbench: calibrate: %s; raw results in %s\n", what, strings.Join(paths, ", "))
 		interrupted = fmt.Errorf("interrupted (%w) after %d of %d passes, %d of %d rounds complete; raw results in %s",
 			context.Cause(ctx), done, total, complete, *rounds, dir)
 		if complete == 0 {

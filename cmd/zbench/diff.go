@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/zbench/zbench/zbench/compare"
@@ -147,16 +146,11 @@ func compareArms(arms []*runner.Arm, names []string, opts compare.Options, bench
 // returns the error diff exits with.
 func diffInterrupted(ctx context.Context, stdout, stderr io.Writer, r *runner.Runner, c *compareFlags, format compare.Format, keep string, count int, arms []*runner.Arm) error {
 	done, total, counts := passCounts(count, arms)
-	dir := keep
-	if dir == "" {
-		dir = filepath.Join(r.CacheDir, "interrupted")
-	}
-	paths, err := keepOutputs(dir, arms...)
+	what := fmt.Sprintf("interrupted (%v) after %d of %d passes (%s)", context.Cause(ctx), done, total, strings.Join(counts, ", "))
+	dir, paths, err := keepInterrupted(stderr, "diff", r, keep, what, arms...)
 	if err != nil {
 		return errors.Join(fmt.Errorf("interrupted (%w) after %d of %d passes", context.Cause(ctx), done, total), err)
 	}
-	what := fmt.Sprintf("interrupted (%v) after %d of %d passes (%s)", context.Cause(ctx), done, total, strings.Join(counts, ", "))
-	fmt.Fprintf(stderr, "zbench: diff: %s; raw results in %s\n", what, strings.Join(paths, ", "))
 	shown := "no comparison: an arm has no pass"
 	if res, err := compareArms(arms, paths, c.opts, r.Settings.Bench); err == nil {
 		if format == compare.Text || format == compare.Markdown {

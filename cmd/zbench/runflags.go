@@ -123,3 +123,18 @@ func keepOutputs(dir string, arms ...*runner.Arm) ([]string, error) {
 	}
 	return paths, nil
 }
+
+// keepInterrupted writes the raw output of the passes an interrupted run
+// did to keep, or to the cache's interrupted directory, and tells stderr
+// what was done and where. It returns the directory and the files.
+func keepInterrupted(stderr io.Writer, cmd string, r *runner.Runner, keep, what string, arms ...*runner.Arm) (dir string, paths []string, err error) {
+	dir = keep
+	if dir == "" {
+		dir = filepath.Join(r.CacheDir, "interrupted")
+	}
+	if paths, err = keepOutputs(dir, arms...); err != nil {
+		return dir, nil, err
+	}
+	fmt.Fprintf(stderr, "zbench: %s: %s; raw results in %s\n", cmd, what, strings.Join(paths, ", "))
+	return dir, paths, nil
+}
