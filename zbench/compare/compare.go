@@ -234,9 +234,11 @@ type Summary struct {
 	// Environment lists the configuration lines that differ from the
 	// base's (results.DiffConfig), hardware first.
 	Environment []results.Setting
-	// CrossHardware is true when any of Environment is hardware.
-	CrossHardware bool
 }
+
+// CrossHardware reports whether the file ran on other hardware than the
+// base: whether any of Environment is hardware.
+func (s Summary) CrossHardware() bool { return results.CrossHardware(s.Environment) }
 
 // A Result is the outcome of Run.
 type Result struct {
@@ -265,7 +267,7 @@ func (r *Result) Count(v Verdict) int {
 // CrossHardware reports whether any newer file ran on other hardware than
 // the base.
 func (r *Result) CrossHardware() bool {
-	return slices.ContainsFunc(r.Summaries, func(s Summary) bool { return s.CrossHardware })
+	return slices.ContainsFunc(r.Summaries, Summary.CrossHardware)
 }
 
 // With returns the IDs of the benchmarks with verdict v (with the file,
@@ -312,8 +314,10 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 
 	// How each newer file's environment differs from the base's.
 	envs := make([][]results.Setting, len(files)-1)
+	cross := make([]bool, len(files)-1)
 	for i, f := range files[1:] {
 		envs[i] = results.DiffConfig(files[0], f)
+		cross[i] = results.CrossHardware(envs[i])
 	}
 
 	// Every benchmark ID, in order of first appearance over the files.
@@ -364,7 +368,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 				row.Deltas = append(row.Deltas, nil)
 				continue
 			}
-			d := &Delta{Cell: newCell(f, b, opts), CrossHardware: results.CrossHardware(envs[i])}
+			d := &Delta{Cell: newCell(f, b, opts), CrossHardware: cross[i]}
 			d.Change = d.Summary.Center/row.Base.Summary.Center - 1
 			d.P = assume.Compare(row.Base.sample, d.sample).P
 			d.Reasons = gate(row, &d.Cell, opts)
@@ -536,7 +540,7 @@ func verdict(d *Delta, better int, opts Options) Verdict {
 func summarize(res *Result, files []*results.File, envs [][]results.Setting) []Summary {
 	sums := make([]Summary, len(files))
 	for j, f := range files {
-		s := Summary{File: f.Path, Counts: map[Verdict]int{}, Environment: envs[j], CrossHardware: results.CrossHardware(envs[j])}
+		s := Summary{File: f.Path, Counts: map[Verdict]int{}, Environment: envs[j]}
 		logSum := 0.0
 		for _, t := range res.Tables {
 			for _, row := range t.Rows {

@@ -175,11 +175,7 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 			writeMarkdownRows(&b, header, rows)
 		} else {
 			fmt.Fprintf(&b, "\n%s\n", t.Title())
-			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-			for _, cells := range append([][]string{header}, rows...) {
-				fmt.Fprintln(tw, strings.Join(cells, "\t"))
-			}
-			tw.Flush()
+			writeTextRows(&b, "", header, rows)
 		}
 	}
 	r.writeNotes(&b, labels, md)
@@ -203,9 +199,9 @@ func (r *Result) writeEnvironment(b *strings.Builder, labels []string, md bool) 
 			newer, base = "`"+newer+"`", "`"+base+"`"
 		}
 		switch {
-		case s.CrossHardware && md:
+		case s.CrossHardware() && md:
 			fmt.Fprintf(b, "> [!WARNING]\n> **Different hardware:** %s ran on other hardware than %s. Its verdicts, marked %s, compare machines, not code; `-fail-on` ignores them unless it lists `hardware`.\n\n", newer, base, crossMark)
-		case s.CrossHardware:
+		case s.CrossHardware():
 			fmt.Fprintf(b, "\nWARNING: DIFFERENT HARDWARE: %s ran on other hardware than %s.\nIts verdicts, marked %s, compare machines, not code; -fail-on ignores them unless it lists hardware.\n", newer, base, crossMark)
 		case md:
 			fmt.Fprintf(b, "Environment: %s differs from %s in software only.\n\n", newer, base)
@@ -226,11 +222,7 @@ func (r *Result) writeEnvironment(b *strings.Builder, labels []string, md bool) 
 			b.WriteString("\n")
 			continue
 		}
-		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-		for _, cells := range append([][]string{header}, rows...) {
-			fmt.Fprintln(tw, "  "+strings.Join(cells, "\t"))
-		}
-		tw.Flush()
+		writeTextRows(b, "  ", header, rows)
 	}
 }
 
@@ -249,12 +241,22 @@ func (r *Result) headline(labels []string) string {
 			gm = fmt.Sprintf("geomean %+.2f%% over %d", 100*(s.Geomean-1), s.N)
 		}
 		hw := ""
-		if s.CrossHardware {
+		if s.CrossHardware() {
 			hw = ", DIFFERENT HARDWARE"
 		}
 		parts = append(parts, fmt.Sprintf("%s vs %s: %s (%s%s)", labels[j+1], labels[0], strings.Join(counts, ", "), gm, hw))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// writeTextRows writes header and rows as aligned columns, each line
+// starting with indent.
+func writeTextRows(b *strings.Builder, indent string, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, cells := range append([][]string{header}, rows...) {
+		fmt.Fprintln(tw, indent+strings.Join(cells, "\t"))
+	}
+	tw.Flush()
 }
 
 func writeMarkdownRows(b *strings.Builder, header []string, rows [][]string) {
@@ -485,7 +487,7 @@ func (r *Result) writeJSON(w io.Writer) error {
 		if env == nil {
 			env = []results.Setting{}
 		}
-		out.Summaries = append(out.Summaries, summary{s.File, s.Counts, finite(s.Geomean), s.N, s.CrossHardware, env})
+		out.Summaries = append(out.Summaries, summary{s.File, s.Counts, finite(s.Geomean), s.N, s.CrossHardware(), env})
 	}
 	if out.Unmatched == nil {
 		out.Unmatched = []Unmatched{}
