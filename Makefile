@@ -34,7 +34,7 @@ CUDA_ENV  := CGO_CFLAGS="-O2 -I$(CUDA)/usr/include" CGO_LDFLAGS="-O2 -L$(CUDA)/u
 CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
-.PHONY: test lint unit race bench-smoke bench bench-quick benchcmp tables \
+.PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
 	bench-run peer-run baseline baseline-quick golden python-ref bench-openblas \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate
 
@@ -71,11 +71,13 @@ benchcmp:
 
 ## bench-quick: the -short set QUICK_COUNT times (enough for verdicts),
 ## against this machine's committed quick baseline, zbench-quick.txt.
-bench-quick:
+bench-quick: quick-run
+	@$(MAKE) --no-print-directory tables NOPEER=1 RUN=zbench-quick
+
+quick-run:
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -short -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ > $(OUT)/zbench-quick.txt"
 	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
-	@$(MAKE) --no-print-directory tables NOPEER=1 RUN=zbench-quick
 
 bench-run:
 	@mkdir -p $(OUT)
@@ -134,8 +136,8 @@ baseline: bench-run peer-run
 ## baseline-quick: the -short set QUICK_BASE_COUNT times, written to
 ## baselines/$(MACHINE)/zbench-quick.txt for make bench-quick.
 baseline-quick:
-	@mkdir -p $(OUT) $(BASELINE)
-	$(GO) test -short -run='^$$' -bench=. -count=$(QUICK_BASE_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
+	@$(MAKE) --no-print-directory quick-run BENCH=. QUICK_COUNT=$(QUICK_BASE_COUNT)
+	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
 ## bench-openblas: BenchmarkMatMul and the BERT workloads with OpenBLAS

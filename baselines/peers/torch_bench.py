@@ -505,15 +505,19 @@ def omp_wait_policy(libs):
     return f"default ({runtime}: spin {spin} ms, then sleep)"
 
 
+def multiarch():
+    """Debian's multiarch triplet of this machine (x86_64-linux-gnu)."""
+    return sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu"
+
+
 def blas_alternative():
     """Debian's name of the libblas.so.3 alternative for this architecture."""
-    return "libblas.so.3-" + (sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu")
+    return "libblas.so.3-" + multiarch()
 
 
 def openblas_libblas():
     """The libblas.so.3 of Debian's libopenblas0-pthread."""
-    return "/usr/lib/" + (sysconfig.get_config_var("MULTIARCH") or f"{platform.machine()}-linux-gnu") + \
-        "/openblas-pthread/libblas.so.3"
+    return f"/usr/lib/{multiarch()}/openblas-pthread/libblas.so.3"
 
 
 class Env:
