@@ -118,16 +118,10 @@ func sameMachine(srcs []*source) bool {
 }
 
 // config returns the values of config key k among the file's benchmarks,
-// distinct and in order, joined by ", "; "" when there are none. A file of
-// several runs appended can have several (commits).
+// distinct and in order (results.File.Config), joined by ", "; "" when there
+// are none. A file of several runs appended can have several (commits).
 func (s *source) config(k string) string {
-	var vals []string
-	for _, b := range s.file.Benchmarks {
-		if v, ok := b.Config[k]; ok && !slices.Contains(vals, v) {
-			vals = append(vals, v)
-		}
-	}
-	return strings.Join(vals, ", ")
+	return strings.Join(s.file.Config()[k], ", ")
 }
 
 // A stat is the median of one unit of one benchmark with its confidence
