@@ -74,3 +74,19 @@ func withCleanup(cleanup, primary error) error {
 	}
 	return primary
 }
+
+// ToInt32 downloads the I32 tensor t.
+func ToInt32(t *Tensor) ([]int32, error) {
+	if t.DType() != I32 {
+		return nil, fmt.Errorf("kernels: int32 values of %v: %w", t, ErrDType)
+	}
+	buf := make([]byte, t.Bytes())
+	if err := t.Backend().Download(buf, t); err != nil {
+		return nil, err
+	}
+	out := make([]int32, t.Len())
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(buf[4*i:]))
+	}
+	return out, nil
+}
