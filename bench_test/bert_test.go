@@ -15,6 +15,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 )
@@ -49,9 +50,9 @@ type bertCase struct {
 // model (model.to(torch.bfloat16)) is 1.46e-2 off the golden base case,
 // so bf16 has the kernels' bf16 tolerance, 1.6e-2.
 var bertPrecisions = []struct {
-	p   bert.Precision
+	p   nn.Precision
 	tol float64
-}{{bert.F32, 1e-4}, {bert.F16, 1e-2}, {bert.BF16, kernels.Tolerance(kernels.BF16)}, {bert.Mixed, 1e-2}}
+}{{nn.F32, 1e-4}, {nn.F16, 1e-2}, {nn.BF16, kernels.Tolerance(kernels.BF16)}, {nn.Mixed, 1e-2}}
 
 func int32s(f *safetensors.File, name string) ([]int32, []int, error) {
 	t, err := f.Tensor(name)
@@ -114,7 +115,7 @@ func loadBERTCases(path string) ([]*bertCase, error) {
 }
 
 // source returns the case's config and weights.
-func (c *bertCase) source() (bert.Config, bert.Source, error) {
+func (c *bertCase) source() (bert.Config, nn.Source, error) {
 	if c.Weights == "synthetic" {
 		if c.Config != "base" {
 			return bert.Config{}, nil, fmt.Errorf("case %s: synthetic weights of config %q", c.Name, c.Config)
@@ -187,7 +188,7 @@ func TestBERTGolden(t *testing.T) {
 // first backward and every parameter after the first update.
 type trainGolden struct {
 	file   *safetensors.File
-	opt    bert.AdamW
+	opt    nn.AdamW
 	steps  int
 	batch  bert.Batch
 	B, S   int
@@ -212,7 +213,7 @@ func loadTrainGolden() (*trainGolden, error) {
 		return nil, fmt.Errorf("%s: weight decay rule %q, want dim>=2", bertTrainGolden, hp.Decay)
 	}
 	g := &trainGolden{file: f, steps: hp.Steps,
-		opt: bert.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}}
+		opt: nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}}
 	var shape []int
 	if g.batch.IDs, shape, err = int32s(f, "input_ids"); err != nil {
 		return nil, err
@@ -367,14 +368,14 @@ func BenchmarkBERT(b *testing.B) {
 		b.Fatalf("%s: no base_unpadded case with seed %d", bertGolden, bertSeed)
 	}
 	for _, dev := range devices {
-		precisions := []bert.Precision{bert.F32, bert.F16, bert.BF16, bert.Mixed}
+		precisions := []nn.Precision{nn.F32, nn.F16, nn.BF16, nn.Mixed}
 		if testing.Short() {
 			precisions = precisions[:1]
 		}
 		for _, pr := range precisions {
 			var m *bert.Model
 			for _, s := range bertShapes(dev) {
-				if dev.Info().Kind == kernels.CPU && pr != bert.F32 && s != [2]int{1, 128} {
+				if dev.Info().Kind == kernels.CPU && pr != nn.F32 && s != [2]int{1, 128} {
 					continue // 16-bit on CPU: one point (no 16-bit arithmetic there)
 				}
 				b.Run(fmt.Sprintf("dev=%s/dtype=%v/batch=%d/seq=%d", dev.Name(), pr, s[0], s[1]), func(b *testing.B) {
@@ -449,7 +450,7 @@ func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
 	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: bertTolerance(m.Precision)})
 }
 
-func bertTolerance(p bert.Precision) float64 {
+func bertTolerance(p nn.Precision) float64 {
 	for _, pr := range bertPrecisions {
 		if pr.p == p {
 			return pr.tol
@@ -482,12 +483,12 @@ func bertTrainBatches(dev kernels.Backend) []int {
 func BenchmarkBERTTrain(b *testing.B) {
 	const seq = 128
 	cfg := bert.Train6()
-	corpus, err := bert.SyntheticCorpus(bertSeed, cfg.VocabSize, 999, 1<<20) // past bert-base-uncased's special tokens
+	corpus, err := nn.SyntheticCorpus(bertSeed, cfg.VocabSize, 999, 1<<20) // past bert-base-uncased's special tokens
 	if err != nil {
 		b.Fatal(err)
 	}
 	if *bertData != "" {
-		if corpus, err = bert.ReadCorpus(*bertData, cfg.VocabSize); err != nil {
+		if corpus, err = nn.ReadCorpus(*bertData, cfg.VocabSize); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -504,7 +505,7 @@ func BenchmarkBERTTrain(b *testing.B) {
 	}
 }
 
-func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus bert.Corpus, golden *trainGolden, batch, seq int) {
+func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus nn.Corpus, golden *trainGolden, batch, seq int) {
 	tr, err := bert.NewTrainer(dev, cfg, bert.Synthetic(bertSeed), batch, seq, bert.DefaultAdamW())
 	if err != nil {
 		b.Fatal(err)
@@ -514,7 +515,7 @@ func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus b
 	mask := bert.Masking{Rate: 0.15, MaskID: 103, Vocab: cfg.VocabSize} // bert-base-uncased's [MASK]
 	batches := make([]bert.Batch, 4)
 	for i := range batches {
-		if batches[i], err = corpus.Batch(r, mask, batch, seq); err != nil {
+		if batches[i], err = mask.Batch(corpus, r, batch, seq); err != nil {
 			b.Fatal(err)
 		}
 	}

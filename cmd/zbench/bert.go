@@ -8,6 +8,7 @@ import (
 
 	"github.com/zbench/zbench/models/bert"
 	"github.com/zbench/zbench/models/checkpoint"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -28,7 +29,7 @@ func inferBERT(job inferJob) (res inferResult, err error) {
 	if err != nil {
 		return res, err
 	}
-	prec, err := bert.ParsePrecision(job.dtype)
+	prec, err := nn.ParsePrecision(job.dtype)
 	if err != nil {
 		return res, err
 	}

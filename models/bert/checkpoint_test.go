@@ -15,6 +15,7 @@ import (
 
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -31,7 +32,7 @@ func loadOutputs(t *testing.T, path string) (hidden, pooled []float32) {
 	t.Helper()
 	ck, err := bert.OpenCheckpoint(path)
 	require.NoError(t, err)
-	m := loadTiny(t, ck, bert.F32)
+	m := loadTiny(t, ck, nn.F32)
 	return run(t, m, fixedInputs(), 2, 5)
 }
 
@@ -153,14 +154,14 @@ func TestCheckpointErrors(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				m, err := bert.Load(be, tinyCfg(), ck, bert.F32)
+				m, err := bert.Load(be, tinyCfg(), ck, nn.F32)
 				if err == nil {
 					require.NoError(t, m.Close())
 				}
 				return err
 			}()
 			require.Error(t, err)
-			assert.ErrorIs(t, err, bert.ErrWeights)
+			assert.ErrorIs(t, err, nn.ErrWeights)
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
@@ -190,17 +191,17 @@ func TestCheckpointRejectsIntegerWeights(t *testing.T) {
 	})
 	ck, err := bert.OpenCheckpoint(writeCheckpoint(t, tensors))
 	require.NoError(t, err)
-	_, err = ck.Values(bert.Param{Name: "embeddings.LayerNorm.bias", Shape: []int{32}})
-	require.ErrorIs(t, err, bert.ErrWeights)
+	_, err = ck.Values(nn.Param{Name: "embeddings.LayerNorm.bias", Shape: []int{32}})
+	require.ErrorIs(t, err, nn.ErrWeights)
 	assert.ErrorContains(t, err, `"bert.embeddings.LayerNorm.bias" has dtype I32`)
 }
 
 func TestLoadRejectsBadConfigAndPrecision(t *testing.T) {
 	bad := tinyCfg()
 	bad.NumAttentionHeads = 5
-	_, err := bert.Load(cpu.New(), bad, bert.Synthetic(1), bert.F32)
+	_, err := bert.Load(cpu.New(), bad, bert.Synthetic(1), nn.F32)
 	assert.ErrorIs(t, err, bert.ErrConfig)
-	for _, p := range []bert.Precision{0, bert.Mixed + 1} {
+	for _, p := range []nn.Precision{0, nn.Mixed + 1} {
 		_, err = bert.Load(cpu.New(), tinyCfg(), bert.Synthetic(1), p)
 		assert.Error(t, err, "precision %v", p)
 	}
@@ -208,7 +209,7 @@ func TestLoadRejectsBadConfigAndPrecision(t *testing.T) {
 
 func TestModelCloseFreesEverything(t *testing.T) {
 	be := cpu.New()
-	m, err := bert.Load(be, tinyCfg(), bert.Synthetic(3), bert.F32)
+	m, err := bert.Load(be, tinyCfg(), bert.Synthetic(3), nn.F32)
 	require.NoError(t, err)
 	f, err := m.NewForward(2, 7)
 	require.NoError(t, err)
@@ -266,14 +267,14 @@ func FuzzCheckpoint(f *testing.F) {
 		}
 		ck, err := bert.NewCheckpoint(file)
 		if err != nil {
-			if !errors.Is(err, bert.ErrWeights) {
+			if !errors.Is(err, nn.ErrWeights) {
 				t.Fatalf("NewCheckpoint error does not wrap ErrWeights: %v", err)
 			}
 			return
 		}
-		m, err := bert.Load(be, tinyCfg(), ck, bert.F32)
+		m, err := bert.Load(be, tinyCfg(), ck, nn.F32)
 		if err != nil {
-			if !errors.Is(err, bert.ErrWeights) && !errors.Is(err, safetensors.ErrConvert) && !errors.Is(err, safetensors.ErrInvalid) {
+			if !errors.Is(err, nn.ErrWeights) && !errors.Is(err, safetensors.ErrConvert) && !errors.Is(err, safetensors.ErrInvalid) {
 				t.Fatalf("Load error wraps neither ErrWeights nor a safetensors error: %v", err)
 			}
 			if be.MemStats().CurrentBytes != 0 {

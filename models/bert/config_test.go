@@ -188,22 +188,3 @@ func FuzzParseConfig(f *testing.F) {
 		_ = c.HeadDim()
 	})
 }
-
-func TestParsePrecision(t *testing.T) {
-	for _, p := range []bert.Precision{bert.F32, bert.F16, bert.BF16, bert.Mixed} {
-		got, err := bert.ParsePrecision(p.String())
-		require.NoError(t, err)
-		assert.Equal(t, p, got)
-	}
-	assert.Equal(t, "f32", bert.F32.String())
-	assert.Equal(t, "mixed", bert.Mixed.String())
-	assert.Equal(t, kernels.F32, bert.Mixed.DType())
-	assert.Equal(t, kernels.F16, bert.F16.DType())
-	assert.Equal(t, kernels.BF16, bert.BF16.DType())
-	for _, s := range []string{"", "fp32", "F32", "int8", "precision(0)"} {
-		_, err := bert.ParsePrecision(s)
-		require.Error(t, err, s)
-		assert.Contains(t, err.Error(), `"`+s+`"`)
-	}
-	assert.Equal(t, "precision(9)", bert.Precision(9).String())
-}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 )
 
 // ErrInput marks model inputs that are out of range or of the wrong size.
@@ -83,7 +84,7 @@ type Forward struct {
 	m          *Model
 	Batch, Seq int
 
-	bufs                       *tensorSet
+	bufs                       *nn.TensorSet
 	ids, typeIDs, pos, keyLens *kernels.Tensor // I32 [B,S], [B,S], [S], [B]
 	clsRows                    *kernels.Tensor // I32 [B]: the row of each sequence's first token
 	x, h, x2, h2               *kernels.Tensor // the hidden stream [B,S,H] and a [B·S,H] view of each
@@ -107,48 +108,48 @@ func (m *Model) NewForward(batch, seq int) (*Forward, error) {
 	if seq > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("bert: seq %d exceeds max_position_embeddings %d: %w", seq, cfg.MaxPositionEmbeddings, ErrInput)
 	}
-	f := &Forward{m: m, Batch: batch, Seq: seq, bufs: newTensorSet(m.be)}
+	f := &Forward{m: m, Batch: batch, Seq: seq, bufs: nn.NewTensorSet(m.be)}
 	if err := f.alloc(); err != nil {
-		return nil, errors.Join(err, f.bufs.free())
+		return nil, errors.Join(fmt.Errorf("bert: %w", err), f.bufs.Free())
 	}
 	return f, nil
 }
 
 func (f *Forward) alloc() error {
-	cfg, dt, adt := f.m.Config, f.m.Precision.DType(), f.m.Precision.attnDType()
+	cfg, dt, adt := f.m.Config, f.m.Precision.DType(), f.m.Precision.AttnDType()
 	B, S, H, nh, hd := f.Batch, f.Seq, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.HeadDim()
 	N := B * S
-	a := allocator{s: f.bufs}
-	f.ids, f.typeIDs, f.keyLens = a.tensor(kernels.I32, B, S), a.tensor(kernels.I32, B, S), a.tensor(kernels.I32, B)
-	f.x, f.h = a.tensor(dt, B, S, H), a.tensor(dt, B, S, H)
-	f.x2, f.h2 = a.view(f.x, N, H), a.view(f.h, N, H)
-	f.posEmb = a.tensor(dt, S, H)
+	a := nn.Allocator{Set: f.bufs}
+	f.ids, f.typeIDs, f.keyLens = a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B)
+	f.x, f.h = a.Tensor(dt, B, S, H), a.Tensor(dt, B, S, H)
+	f.x2, f.h2 = a.View(f.x, N, H), a.View(f.h, N, H)
+	f.posEmb = a.Tensor(dt, S, H)
 	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
 		{&f.q, &f.q4, &f.qc, &f.qh}, {&f.k, &f.k4, &f.kc, &f.kh}, {&f.v, &f.v4, &f.vc, &f.vh}, {&f.a, &f.a4, &f.ac, &f.ah},
 	} {
-		*p.flat = a.tensor(dt, N, H)
-		*p.split = a.view(*p.flat, B, S, nh, hd)
+		*p.flat = a.Tensor(dt, N, H)
+		*p.split = a.View(*p.flat, B, S, nh, hd)
 		if adt != dt {
-			*p.cast = a.tensor(adt, B, S, nh, hd)
+			*p.cast = a.Tensor(adt, B, S, nh, hd)
 		}
-		*p.heads = a.tensor(adt, B, nh, S, hd)
+		*p.heads = a.Tensor(adt, B, nh, S, hd)
 	}
-	f.ffn = a.tensor(dt, N, cfg.IntermediateSize)
-	f.cls, f.pooled = a.tensor(dt, B, H), a.tensor(dt, B, H)
-	if a.err != nil {
-		return a.err
+	f.ffn = a.Tensor(dt, N, cfg.IntermediateSize)
+	f.cls, f.pooled = a.Tensor(dt, B, H), a.Tensor(dt, B, H)
+	if a.Err() != nil {
+		return a.Err()
 	}
 	pos := make([]int32, S)
 	for i := range pos {
 		pos[i] = int32(i)
 	}
-	f.pos = a.ints("position ids", pos, S)
+	f.pos = a.Ints("position ids", pos, S)
 	rows := make([]int32, B)
 	for b := range rows {
 		rows[b] = int32(b * S)
 	}
-	f.clsRows = a.ints("first-token rows", rows, B)
-	return a.err
+	f.clsRows = a.Ints("first-token rows", rows, B)
+	return a.Err()
 }
 
 // SetInputs checks in and copies it to the device.
@@ -269,4 +270,4 @@ func (f *Forward) LastHidden() ([]float32, error) { return kernels.ToFloat32(f.x
 func (f *Forward) Pooled() ([]float32, error) { return kernels.ToFloat32(f.pooled) }
 
 // Close frees the buffers.
-func (f *Forward) Close() error { return f.bufs.free() }
+func (f *Forward) Close() error { return f.bufs.Free() }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -16,11 +17,11 @@ func tinyModelF32(t *testing.T) *bert.Model {
 	t.Helper()
 	ck, err := bert.OpenCheckpoint(tinyModel)
 	require.NoError(t, err)
-	return loadTiny(t, ck, bert.F32)
+	return loadTiny(t, ck, nn.F32)
 }
 
 func TestSetInputsErrors(t *testing.T) {
-	m := loadTiny(t, bert.Synthetic(5), bert.F32)
+	m := loadTiny(t, bert.Synthetic(5), nn.F32)
 	f, err := m.NewForward(2, 4)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, f.Close()) })
@@ -58,7 +59,7 @@ func TestSetInputsErrors(t *testing.T) {
 }
 
 func TestNewForwardErrors(t *testing.T) {
-	m := loadTiny(t, bert.Synthetic(5), bert.F32)
+	m := loadTiny(t, bert.Synthetic(5), nn.F32)
 	for _, tc := range []struct{ batch, seq int }{{1, 65}, {0, 4}, {2, 0}, {-1, 4}} {
 		_, err := m.NewForward(tc.batch, tc.seq)
 		assert.ErrorIs(t, err, bert.ErrInput, "batch %d seq %d", tc.batch, tc.seq)
@@ -171,11 +172,11 @@ func TestPrecisions(t *testing.T) {
 	ck, err := bert.OpenCheckpoint(tinyModel)
 	require.NoError(t, err)
 	in, B, S := tinyInputs(t)
-	want, _ := run(t, loadTiny(t, ck, bert.F32), in, B, S)
+	want, _ := run(t, loadTiny(t, ck, nn.F32), in, B, S)
 	for _, tc := range []struct {
-		p   bert.Precision
+		p   nn.Precision
 		tol float64
-	}{{bert.Mixed, 1e-4}, {bert.F16, 5e-3}, {bert.BF16, 3e-2}} {
+	}{{nn.Mixed, 1e-4}, {nn.F16, 5e-3}, {nn.BF16, 3e-2}} {
 		t.Run(tc.p.String(), func(t *testing.T) {
 			ck, err := bert.OpenCheckpoint(tinyModel)
 			require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -82,7 +83,7 @@ func tinyInputs(t testing.TB) (in bert.Inputs, batch, seq int) {
 }
 
 // loadTiny loads src with the tiny config on a fresh CPU backend.
-func loadTiny(t testing.TB, src bert.Source, prec bert.Precision) *bert.Model {
+func loadTiny(t testing.TB, src nn.Source, prec nn.Precision) *bert.Model {
 	t.Helper()
 	m, err := bert.Load(cpu.New(), tinyCfg(), src, prec)
 	require.NoError(t, err)

@@ -11,65 +11,8 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 )
-
-// Precision is the arithmetic of a model on its device.
-type Precision uint8
-
-// Precisions.
-const (
-	F32 Precision = iota + 1
-	F16
-	BF16
-	// Mixed keeps weights, linear layers, layer norms and the feed-forward
-	// network in float32 and runs the attention core (q·kᵀ, softmax, ·v)
-	// in float16.
-	Mixed
-)
-
-// String is the name used in benchmark names and flags.
-func (p Precision) String() string {
-	switch p {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case BF16:
-		return "bf16"
-	case Mixed:
-		return "mixed"
-	}
-	return fmt.Sprintf("precision(%d)", p)
-}
-
-// ParsePrecision parses f32, f16, bf16 or mixed.
-func ParsePrecision(s string) (Precision, error) {
-	for _, p := range []Precision{F32, F16, BF16, Mixed} {
-		if s == p.String() {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("bert: unknown precision %q (want f32, f16, bf16 or mixed)", s)
-}
-
-// DType is the dtype of the weights and activations.
-func (p Precision) DType() kernels.DType {
-	switch p {
-	case F16:
-		return kernels.F16
-	case BF16:
-		return kernels.BF16
-	}
-	return kernels.F32
-}
-
-// attnDType is the dtype of the attention core.
-func (p Precision) attnDType() kernels.DType {
-	if p == Mixed {
-		return kernels.F16
-	}
-	return p.DType()
-}
 
 // linear is a dense layer: weight [out, in] as in torch.nn.Linear, bias [out].
 type linear struct{ w, b *kernels.Tensor }
@@ -122,153 +65,32 @@ func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
 	return w
 }
 
-// tensorSet is a set of named device tensors freed together.
-type tensorSet struct {
-	be     kernels.Backend
-	byName map[string]*kernels.Tensor
-	all    []*kernels.Tensor
-}
-
-func newTensorSet(be kernels.Backend) *tensorSet {
-	return &tensorSet{be: be, byName: map[string]*kernels.Tensor{}}
-}
-
-// alloc allocates a tensor, remembering it (by name if name is not "").
-func (s *tensorSet) alloc(name string, dt kernels.DType, shape ...int) (*kernels.Tensor, error) {
-	t, err := s.be.Alloc(dt, shape...)
-	if err != nil {
-		if name != "" {
-			return nil, fmt.Errorf("bert: %s: %w", name, err)
-		}
-		return nil, fmt.Errorf("bert: %w", err)
-	}
-	s.all = append(s.all, t)
-	if name != "" {
-		s.byName[name] = t
-	}
-	return t, nil
-}
-
-// upload allocates a tensor holding vals.
-func (s *tensorSet) upload(name string, dt kernels.DType, vals []float32, shape ...int) (*kernels.Tensor, error) {
-	t, err := kernels.FromFloat32(s.be, dt, vals, shape...)
-	if err != nil {
-		return nil, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	s.all = append(s.all, t)
-	if name != "" {
-		s.byName[name] = t
-	}
-	return t, nil
-}
-
-// ints allocates an I32 tensor holding vals; name is for errors only.
-func (s *tensorSet) ints(name string, vals []int32, shape ...int) (*kernels.Tensor, error) {
-	t, err := kernels.FromInt32(s.be, vals, shape...)
-	if err != nil {
-		return nil, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	s.all = append(s.all, t)
-	return t, nil
-}
-
-func (s *tensorSet) get(name string) *kernels.Tensor { return s.byName[name] }
-
-// allocator allocates buffers into a set, keeping the first error: after
-// one, every call does nothing and returns nil.
-type allocator struct {
-	s   *tensorSet
-	err error
-}
-
-// tensor allocates an unnamed tensor.
-func (a *allocator) tensor(dt kernels.DType, shape ...int) *kernels.Tensor {
-	if a.err != nil {
-		return nil
-	}
-	var t *kernels.Tensor
-	t, a.err = a.s.alloc("", dt, shape...)
-	return t
-}
-
-// ints allocates an I32 tensor named name holding vals, or left unset
-// when vals is nil.
-func (a *allocator) ints(name string, vals []int32, shape ...int) *kernels.Tensor {
-	if a.err != nil {
-		return nil
-	}
-	var t *kernels.Tensor
-	if vals == nil {
-		t, a.err = a.s.alloc(name, kernels.I32, shape...)
-	} else {
-		t, a.err = a.s.ints(name, vals, shape...)
-	}
-	return t
-}
-
-// view returns x reshaped.
-func (a *allocator) view(x *kernels.Tensor, shape ...int) *kernels.Tensor {
-	if a.err != nil {
-		return nil
-	}
-	var v *kernels.Tensor
-	v, a.err = x.Reshape(shape...)
-	return v
-}
-
-// free releases every tensor of the set.
-func (s *tensorSet) free() error {
-	var errs []error
-	for _, t := range s.all {
-		errs = append(errs, s.be.Free(t))
-	}
-	s.all, s.byName = nil, nil
-	return errors.Join(errs...)
-}
-
-// loadParams uploads every parameter of ps from src in dtype dt.
-func loadParams(s *tensorSet, src Source, ps []Param, dt kernels.DType) error {
-	for _, p := range ps {
-		v, err := src.Values(p)
-		if err != nil {
-			return err
-		}
-		if _, err := s.upload(p.Name, dt, v, p.Shape...); err != nil {
-			return err
-		}
-	}
-	if c, ok := src.(*Checkpoint); ok {
-		return c.CheckUnused()
-	}
-	return nil
-}
-
 // Model is BertModel (embeddings, encoder, pooler) on a device.
 type Model struct {
 	Config    Config
-	Precision Precision
+	Precision nn.Precision
 	be        kernels.Backend
-	params    *tensorSet
+	params    *nn.TensorSet
 	w         weights
 }
 
 // Load uploads the weights of cfg from src to be in precision prec.
-func Load(be kernels.Backend, cfg Config, src Source, prec Precision) (*Model, error) {
+func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
-	if prec < F32 || prec > Mixed {
+	if !prec.Valid() {
 		return nil, fmt.Errorf("bert: %v: %w", prec, kernels.ErrDType)
 	}
-	s := newTensorSet(be)
-	if err := loadParams(s, src, cfg.Params(true, false), prec.DType()); err != nil {
-		return nil, errors.Join(err, s.free())
+	s := nn.NewTensorSet(be)
+	if err := nn.LoadParams(s, src, cfg.Params(true, false), prec.DType()); err != nil {
+		return nil, errors.Join(err, s.Free())
 	}
-	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: wire(cfg, s.get)}, nil
+	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: wire(cfg, s.Get)}, nil
 }
 
 // Backend is the device the model lives on.
 func (m *Model) Backend() kernels.Backend { return m.be }
 
 // Close frees the weights.
-func (m *Model) Close() error { return m.params.free() }
+func (m *Model) Close() error { return m.params.Free() }

@@ -95,12 +95,6 @@ func index(names []string, n string) int {
 	return -1
 }
 
-func TestParamLen(t *testing.T) {
-	assert.Equal(t, 1, bert.Param{Name: "scalar"}.Len())
-	assert.Equal(t, 0, bert.Param{Shape: []int{3, 0}}.Len())
-	assert.Equal(t, 24, bert.Param{Shape: []int{2, 3, 4}}.Len())
-}
-
 func TestSynthetic(t *testing.T) {
 	for _, tc := range []struct {
 		name         string

@@ -6,20 +6,14 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 )
 
-// AdamW are the optimiser's hyper-parameters, with torch.optim.AdamW's
-// semantics. Weight decay applies to parameters of two or more dimensions
-// (matrices and embedding tables), not to biases and LayerNorm weights,
-// as in BERT's pre-training recipe.
-type AdamW struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float32
-}
-
 // DefaultAdamW is BERT pre-training's optimiser: lr 1e-4, betas (0.9,
-// 0.999), eps 1e-8 (PyTorch's), weight decay 0.01.
-func DefaultAdamW() AdamW {
-	return AdamW{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+// 0.999), eps 1e-8 (PyTorch's), weight decay 0.01 (on parameters of two
+// or more dimensions, as nn.TrainState applies it).
+func DefaultAdamW() nn.AdamW {
+	return nn.AdamW{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
 }
 
 // Batch is one masked-LM training batch, row-major [batch, seq], without
@@ -49,16 +43,12 @@ type trainLayer struct {
 type Trainer struct {
 	Config     Config
 	Batch, Seq int
-	Opt        AdamW
+	Opt        nn.AdamW
 
 	be           kernels.Backend
-	params       *tensorSet
-	grads        *tensorSet
-	m1, m2       *tensorSet
-	names        []Param
+	state        *nn.TrainState
 	w, g         weights
-	step         int
-	bufs         *tensorSet
+	bufs         *nn.TensorSet
 	ids, typeIDs *kernels.Tensor // I32 [B·S]
 	posIDs       *kernels.Tensor // I32 [B·S]: 0…S−1 per row, for the position gradient
 	pos          *kernels.Tensor // I32 [S]
@@ -82,7 +72,7 @@ type Trainer struct {
 // mlmHead holds the masked-LM head's buffers for M masked positions.
 type mlmHead struct {
 	M             int
-	bufs          *tensorSet
+	bufs          *nn.TensorSet
 	rows, targets *kernels.Tensor // I32 [M]: rows of the masked tokens, their labels
 	gathered      *kernels.Tensor // [M, H]
 	tu, ta, t     *kernels.Tensor // transform pre-activation, activation, LayerNorm [M, H]
@@ -97,7 +87,7 @@ type mlmHead struct {
 // NewTrainer loads cfg's encoder and masked-LM head from src in float32
 // and allocates every buffer of a training step over batch sequences of
 // seq tokens.
-func NewTrainer(be kernels.Backend, cfg Config, src Source, batch, seq int, opt AdamW) (*Trainer, error) {
+func NewTrainer(be kernels.Backend, cfg Config, src nn.Source, batch, seq int, opt nn.AdamW) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
@@ -105,43 +95,27 @@ func NewTrainer(be kernels.Backend, cfg Config, src Source, batch, seq int, opt 
 		return nil, fmt.Errorf("bert: batch %d, seq %d: want both > 0 and seq ≤ max_position_embeddings %d: %w",
 			batch, seq, cfg.MaxPositionEmbeddings, ErrInput)
 	}
-	t := &Trainer{
-		Config: cfg, Batch: batch, Seq: seq, Opt: opt, be: be,
-		params: newTensorSet(be), grads: newTensorSet(be), m1: newTensorSet(be), m2: newTensorSet(be),
-		bufs: newTensorSet(be), names: cfg.Params(false, true),
+	state, err := nn.NewTrainState(be, src, cfg.Params(false, true))
+	if err != nil {
+		return nil, err
 	}
-	if err := t.init(src); err != nil {
-		return nil, errors.Join(err, t.Close())
+	t := &Trainer{
+		Config: cfg, Batch: batch, Seq: seq, Opt: opt, be: be, state: state,
+		w: wire(cfg, state.Values.Get), g: wire(cfg, state.Grads.Get), bufs: nn.NewTensorSet(be),
+	}
+	if err := t.allocActivations(); err != nil {
+		return nil, errors.Join(fmt.Errorf("bert: %w", err), t.Close())
 	}
 	return t, nil
-}
-
-func (t *Trainer) init(src Source) error {
-	if err := loadParams(t.params, src, t.names, kernels.F32); err != nil {
-		return err
-	}
-	for _, p := range t.names {
-		for _, s := range []*tensorSet{t.grads, t.m1, t.m2} {
-			z, err := s.alloc(p.Name, kernels.F32, p.Shape...)
-			if err != nil {
-				return err
-			}
-			if err := t.be.Fill(z, 0); err != nil {
-				return fmt.Errorf("bert: %s: %w", p.Name, err)
-			}
-		}
-	}
-	t.w, t.g = wire(t.Config, t.params.get), wire(t.Config, t.grads.get)
-	return t.allocActivations()
 }
 
 func (t *Trainer) allocActivations() error {
 	cfg := t.Config
 	B, S, H, I, nh, hd := t.Batch, t.Seq, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.HeadDim()
 	N := B * S
-	a := allocator{s: t.bufs}
-	f32 := func(shape ...int) *kernels.Tensor { return a.tensor(kernels.F32, shape...) }
-	view := a.view
+	a := nn.Allocator{Set: t.bufs}
+	f32 := func(shape ...int) *kernels.Tensor { return a.Tensor(kernels.F32, shape...) }
+	view := a.View
 	pos := make([]int32, S)
 	posBS := make([]int32, N)
 	lens := make([]int32, B)
@@ -152,9 +126,9 @@ func (t *Trainer) allocActivations() error {
 	for b := range lens {
 		lens[b] = int32(S)
 	}
-	t.ids, t.typeIDs = a.ints("input_ids", nil, N), a.ints("token_type_ids", nil, N)
-	t.posIDs, t.pos = a.ints("position ids", posBS, N), a.ints("position ids", pos, S)
-	t.keyLens = a.ints("key lengths", lens, B)
+	t.ids, t.typeIDs = a.Ints("input_ids", nil, N), a.Ints("token_type_ids", nil, N)
+	t.posIDs, t.pos = a.Ints("position ids", posBS, N), a.Ints("position ids", pos, S)
+	t.keyLens = a.Ints("key lengths", lens, B)
 	t.posEmb, t.eSum, t.mean0, t.rstd0 = f32(S, H), f32(N, H), f32(N), f32(N)
 	t.eSum3 = view(t.eSum, B, S, H)
 	for range cfg.NumHiddenLayers + 1 {
@@ -175,7 +149,7 @@ func (t *Trainer) allocActivations() error {
 	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
 	t.dh4 = view(t.dh, B, S, nh, hd)
 	t.dffn = f32(N, I)
-	return a.err
+	return a.Err()
 }
 
 // setBatch checks b and uploads it; it returns the masked rows and their
@@ -220,20 +194,20 @@ func (t *Trainer) sizeHead(rows, targets []int32) error {
 	M, H, V := len(rows), t.Config.HiddenSize, t.Config.VocabSize
 	if t.head == nil || t.head.M != M {
 		if t.head != nil {
-			if err := t.head.bufs.free(); err != nil {
+			if err := t.head.bufs.Free(); err != nil {
 				return err
 			}
 			t.head = nil
 		}
-		h := &mlmHead{M: M, bufs: newTensorSet(t.be)}
-		a := allocator{s: h.bufs}
-		f32 := func(shape ...int) *kernels.Tensor { return a.tensor(kernels.F32, shape...) }
+		h := &mlmHead{M: M, bufs: nn.NewTensorSet(t.be)}
+		a := nn.Allocator{Set: h.bufs}
+		f32 := func(shape ...int) *kernels.Tensor { return a.Tensor(kernels.F32, shape...) }
 		h.gathered, h.tu, h.ta, h.t = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
 		h.mean, h.rstd, h.logits, h.dlogits, h.loss = f32(M), f32(M), f32(M, V), f32(M, V), f32(M)
 		h.dt, h.dta, h.dtu, h.dgathered = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
-		h.rows, h.targets = a.tensor(kernels.I32, M), a.tensor(kernels.I32, M)
-		if a.err != nil {
-			return errors.Join(a.err, h.bufs.free())
+		h.rows, h.targets = a.Tensor(kernels.I32, M), a.Tensor(kernels.I32, M)
+		if err := a.Err(); err != nil {
+			return errors.Join(fmt.Errorf("bert: masked-LM head: %w", err), h.bufs.Free())
 		}
 		t.head = h
 	}
@@ -263,8 +237,8 @@ func (t *Trainer) Step(b Batch) (float32, error) {
 	if err := t.backward(); err != nil {
 		return 0, err
 	}
-	if err := t.update(); err != nil {
-		return 0, err
+	if err := t.state.Update(t.Opt); err != nil {
+		return 0, fmt.Errorf("bert: %w", err)
 	}
 	losses, err := kernels.ToFloat32(t.head.loss)
 	if err != nil {
@@ -276,7 +250,7 @@ func (t *Trainer) Step(b Batch) (float32, error) {
 	}
 	loss := float32(sum / float64(len(losses)))
 	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-		return loss, fmt.Errorf("bert: step %d: loss is %v", t.step, loss)
+		return loss, fmt.Errorf("bert: step %d: loss is %v", t.state.Steps(), loss)
 	}
 	return loss, nil
 }
@@ -292,7 +266,7 @@ func run(steps ...func() error) error {
 }
 
 // StepCount is the number of updates done.
-func (t *Trainer) StepCount() int { return t.step }
+func (t *Trainer) StepCount() int { return t.state.Steps() }
 
 func (t *Trainer) forward() error {
 	be, w, cfg := t.be, t.w, t.Config
@@ -431,34 +405,17 @@ func (t *Trainer) backward() error {
 	return nil
 }
 
-// update applies one AdamW step to every parameter.
-func (t *Trainer) update() error {
-	t.step++
-	for _, p := range t.names {
-		hp := kernels.AdamWParams{
-			LR: t.Opt.LR, Beta1: t.Opt.Beta1, Beta2: t.Opt.Beta2, Eps: t.Opt.Eps, Step: t.step,
-		}
-		if len(p.Shape) >= 2 {
-			hp.WeightDecay = t.Opt.WeightDecay
-		}
-		if err := t.be.AdamW(t.params.get(p.Name), t.grads.get(p.Name), t.m1.get(p.Name), t.m2.get(p.Name), hp); err != nil {
-			return fmt.Errorf("bert: AdamW %s: %w", p.Name, err)
-		}
-	}
-	return nil
-}
-
 // Params lists the trained parameters (Hugging Face names).
-func (t *Trainer) Params() []Param { return t.names }
+func (t *Trainer) Params() []nn.Param { return t.state.Params }
 
 // Param downloads a parameter's current values.
-func (t *Trainer) Param(name string) ([]float32, error) { return t.download(t.params, name) }
+func (t *Trainer) Param(name string) ([]float32, error) { return t.download(t.state.Values, name) }
 
 // Grad downloads a parameter's gradient from the last step.
-func (t *Trainer) Grad(name string) ([]float32, error) { return t.download(t.grads, name) }
+func (t *Trainer) Grad(name string) ([]float32, error) { return t.download(t.state.Grads, name) }
 
-func (t *Trainer) download(s *tensorSet, name string) ([]float32, error) {
-	x := s.get(name)
+func (t *Trainer) download(s *nn.TensorSet, name string) ([]float32, error) {
+	x := s.Get(name)
 	if x == nil {
 		return nil, fmt.Errorf("bert: no parameter %q", name)
 	}
@@ -469,10 +426,7 @@ func (t *Trainer) download(s *tensorSet, name string) ([]float32, error) {
 func (t *Trainer) Close() error {
 	var errs []error
 	if t.head != nil {
-		errs = append(errs, t.head.bufs.free())
+		errs = append(errs, t.head.bufs.Free())
 	}
-	for _, s := range []*tensorSet{t.bufs, t.m2, t.m1, t.grads, t.params} {
-		errs = append(errs, s.free())
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, t.bufs.Free(), t.state.Free())...)
 }

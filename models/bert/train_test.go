@@ -14,6 +14,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
@@ -30,13 +31,13 @@ func smallBatch() bert.Batch {
 
 // noStep is AdamW with a zero learning rate and no weight decay: Step
 // leaves the parameters as they are, so it evaluates loss and gradient.
-func noStep() bert.AdamW {
+func noStep() nn.AdamW {
 	o := bert.DefaultAdamW()
 	o.LR, o.WeightDecay = 0, 0
 	return o
 }
 
-func newTrainer(t testing.TB, src bert.Source, batch, seq int, opt bert.AdamW) *bert.Trainer {
+func newTrainer(t testing.TB, src nn.Source, batch, seq int, opt nn.AdamW) *bert.Trainer {
 	t.Helper()
 	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, batch, seq, opt)
 	require.NoError(t, err)
@@ -44,7 +45,7 @@ func newTrainer(t testing.TB, src bert.Source, batch, seq int, opt bert.AdamW) *
 	return tr
 }
 
-func tinyCheckpoint(t testing.TB) *bert.Checkpoint {
+func tinyCheckpoint(t testing.TB) *nn.Checkpoint {
 	t.Helper()
 	ck, err := bert.OpenCheckpoint(tinyModel)
 	require.NoError(t, err)
@@ -52,7 +53,7 @@ func tinyCheckpoint(t testing.TB) *bert.Checkpoint {
 }
 
 func TestDefaultAdamW(t *testing.T) {
-	assert.Equal(t, bert.AdamW{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}, bert.DefaultAdamW())
+	assert.Equal(t, nn.AdamW{LR: 1e-4, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}, bert.DefaultAdamW())
 }
 
 func TestTrainerBatchErrors(t *testing.T) {
@@ -113,7 +114,7 @@ func TestNewTrainerErrors(t *testing.T) {
 	require.NoError(t, err)
 	be := cpu.New()
 	_, err = bert.NewTrainer(be, tinyCfg(), ck, 2, 8, bert.DefaultAdamW())
-	assert.ErrorIs(t, err, bert.ErrWeights)
+	assert.ErrorIs(t, err, nn.ErrWeights)
 	assert.Contains(t, err.Error(), "cls.predictions")
 	assert.Zero(t, be.MemStats().CurrentBytes, "a failed NewTrainer frees what it allocated")
 }
@@ -145,14 +146,14 @@ func TestTrainerParamsAndClose(t *testing.T) {
 // perturbed is a Source that adds delta to one element of one parameter,
 // or delta·dir[i] to each element i when dir is not nil.
 type perturbed struct {
-	src   bert.Source
+	src   nn.Source
 	name  string
 	index int
 	delta float32
 	dir   []float32
 }
 
-func (p perturbed) Values(q bert.Param) ([]float32, error) {
+func (p perturbed) Values(q nn.Param) ([]float32, error) {
 	v, err := p.src.Values(q)
 	if err != nil || q.Name != p.name {
 		return v, err
@@ -169,7 +170,7 @@ func (p perturbed) Values(q bert.Param) ([]float32, error) {
 }
 
 // lossAt is the trainer's loss on b with src's weights, without an update.
-func lossAt(t *testing.T, src bert.Source, b bert.Batch) float64 {
+func lossAt(t *testing.T, src nn.Source, b bert.Batch) float64 {
 	t.Helper()
 	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, 2, 8, noStep())
 	require.NoError(t, err)
@@ -261,7 +262,7 @@ func TestTrainerGradientFiniteDifferences(t *testing.T) {
 // checkElements compares tr's gradient of name with central differences
 // of the loss (weights from src) at the element of largest gradient and at
 // a second element of sizeable gradient.
-func checkElements(t *testing.T, tr *bert.Trainer, src bert.Source, batch bert.Batch, name string) {
+func checkElements(t *testing.T, tr *bert.Trainer, src nn.Source, batch bert.Batch, name string) {
 	t.Helper()
 	g, err := tr.Grad(name)
 	require.NoError(t, err)
@@ -294,12 +295,12 @@ func checkElements(t *testing.T, tr *bert.Trainer, src bert.Source, batch bert.B
 // scaled is a Source that multiplies the parameters whose names end in one
 // of suffixes by factor.
 type scaled struct {
-	src      bert.Source
+	src      nn.Source
 	factor   float32
 	suffixes []string
 }
 
-func (s scaled) Values(p bert.Param) ([]float32, error) {
+func (s scaled) Values(p nn.Param) ([]float32, error) {
 	v, err := s.src.Values(p)
 	if err != nil {
 		return v, err
@@ -375,7 +376,7 @@ func TestTrainerMatchesReference(t *testing.T) {
 		return v
 	}
 	batch := bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")}
-	opt := bert.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
+	opt := nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
 	tr := newTrainer(t, tinyCheckpoint(t), 4, 16, opt)
 	wantLoss := floats("loss")
 	require.Len(t, wantLoss, hp.Steps)
