@@ -1,0 +1,105 @@
+// Package llama is the Llama family of decoder-only language models
+// (Llama 2 and 3, TinyLlama, and any checkpoint of Hugging Face's
+// LlamaForCausalLM) over any kernels.Backend that implements
+// kernels.Decoder: config.json and safetensors checkpoints (sharded or
+// not, F32, F16 or BF16) with Hugging Face's names, seeded synthetic
+// weights of any config, prefill of a batch of prompts into a KV cache,
+// KV-cached decode, full-sequence logits with left or right padding, and
+// generation with greedy or sampled decoding.
+//
+// Semantics are Hugging Face's LlamaForCausalLM: RMSNorm before attention
+// and MLP, rotary embeddings in the rotate-half layout (with linear and
+// llama3 scaling), grouped KV heads, SiLU-gated MLP, optionally tied
+// embeddings. Positions come from the attention mask as Hugging Face's
+// generate computes them, so a left-padded and a right-padded batch give
+// every real token the same logits.
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
+)
+
+// layer is one decoder layer's parameters; linear weights are [out, in]
+// as in torch.nn.Linear.
+type layer struct {
+	attnNorm, q, k, v, o    *kernels.Tensor
+	mlpNorm, gate, up, down *kernels.Tensor
+}
+
+// weights are the model's parameters by role.
+type weights struct {
+	embed, norm, head *kernels.Tensor
+	layers            []layer
+}
+
+// wire assigns tensors to roles by parameter name.
+func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
+	w := weights{embed: get(embedTokens), norm: get(finalNorm), head: get(lmHead)}
+	if cfg.TieWordEmbeddings {
+		w.head = w.embed
+	}
+	for i := range cfg.NumHiddenLayers {
+		l := func(rest string) *kernels.Tensor { return get(layerParam(i, rest)) }
+		w.layers = append(w.layers, layer{
+			attnNorm: l("input_layernorm.weight"),
+			q:        l("self_attn.q_proj.weight"), k: l("self_attn.k_proj.weight"),
+			v: l("self_attn.v_proj.weight"), o: l("self_attn.o_proj.weight"),
+			mlpNorm: l("post_attention_layernorm.weight"),
+			gate:    l("mlp.gate_proj.weight"), up: l("mlp.up_proj.weight"), down: l("mlp.down_proj.weight"),
+		})
+	}
+	return w
+}
+
+// Model is LlamaForCausalLM's weights on a device.
+type Model struct {
+	Config    Config
+	Precision nn.Precision
+	be        kernels.Backend
+	dec       kernels.Decoder
+	params    *nn.TensorSet
+	w         weights
+	invFreq   *kernels.Tensor
+}
+
+// Load uploads the weights of cfg from src to be in precision prec (F32,
+// F16 or BF16: weights and activations in that dtype, with float32
+// arithmetic inside the kernels).
+func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("llama: %w", err)
+	}
+	if prec != nn.F32 && prec != nn.F16 && prec != nn.BF16 {
+		return nil, fmt.Errorf("llama: precision %v: want f32, f16 or bf16: %w", prec, kernels.ErrDType)
+	}
+	dec, ok := be.(kernels.Decoder)
+	if !ok {
+		return nil, fmt.Errorf("llama: the %s backend does not implement the decoder ops (RoPE, KV cache, cached attention): %w",
+			be.Name(), kernels.ErrUnsupported)
+	}
+	s := nn.NewTensorSet(be)
+	if err := nn.LoadParams(s, src, cfg.Params(), prec.DType()); err != nil {
+		return nil, errors.Join(err, s.Free())
+	}
+	inv, err := s.Upload("inv_freq", kernels.F32, cfg.InvFreq(), cfg.HeadDim/2)
+	if err != nil {
+		return nil, errors.Join(err, s.Free())
+	}
+	return &Model{Config: cfg, Precision: prec, be: be, dec: dec, params: s, w: wire(cfg, s.Get), invFreq: inv}, nil
+}
+
+// Backend is the device the model lives on.
+func (m *Model) Backend() kernels.Backend { return m.be }
+
+// Close frees the weights.
+func (m *Model) Close() error { return m.params.Free() }
+
+// WeightBytes is the size of the weights on the device: what a decode
+// step reads at least once.
+func (m *Model) WeightBytes() int64 {
+	return m.Config.CountParams() * int64(m.Precision.DType().Size())
+}

@@ -1,0 +1,48 @@
+package llama
+
+// Work is the arithmetic and the least memory traffic of one model
+// operation, for throughput figures and the roofline.
+type Work struct {
+	FLOPs float64 // multiply-adds count 2
+	Bytes float64 // every weight read once, the cache read and written once
+}
+
+// layerMACs is the multiply-adds of one token through one layer's
+// projections and MLP: its linear weights' element count.
+func (c Config) layerMACs() float64 {
+	H, I := float64(c.HiddenSize), float64(c.IntermediateSize)
+	return 2*H*float64(c.QDim()) + 2*H*float64(c.KVDim()) + 3*H*I
+}
+
+// linearBytes is the size of the weights a step reads in full: every
+// layer's projections, MLP and norms, the final norm and lm_head (one row
+// of the embedding table per token is counted separately).
+func (c Config) linearBytes(dtSize int) float64 {
+	H := float64(c.HiddenSize)
+	perLayer := c.layerMACs() + 2*H
+	return float64(dtSize) * (float64(c.NumHiddenLayers)*perLayer + H + float64(c.VocabSize)*H)
+}
+
+// PrefillWork is a prefill of batch prompts of seq tokens into an empty
+// cache, with the logits of each prompt's last token, in a dtype of
+// dtSize bytes.
+func (c Config) PrefillWork(batch, seq, dtSize int) Work {
+	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
+	B, S := float64(batch), float64(seq)
+	// q·kᵀ and p·v over the causal triangle: S(S+1)/2 pairs per head.
+	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * S * (S + 1) / 2
+	flops := L*(B*S*2*c.layerMACs()+B*attn) + B*2*H*V
+	cache := 2 * L * B * S * float64(c.KVDim()) * float64(dtSize)
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize) + B*S*H*float64(dtSize) + cache}
+}
+
+// DecodeWork is one decode step of batch sequences whose caches hold ctx
+// tokens: the new token attends to ctx+1 keys.
+func (c Config) DecodeWork(batch, ctx, dtSize int) Work {
+	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
+	B, K := float64(batch), float64(ctx+1)
+	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * K
+	flops := L*B*(2*c.layerMACs()+attn) + B*2*H*V
+	cache := 2 * L * B * K * float64(c.KVDim()) * float64(dtSize)
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize) + B*H*float64(dtSize) + cache}
+}
