@@ -7,8 +7,9 @@
 #   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
 #           compute-sanitizer memcheck and racecheck over the conformance suite
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
-#           BenchmarkMemPool, BenchmarkBERT and BenchmarkBERTTrain (COUNT
-#           times; BENCH=regexp for a part), then the PyTorch peer, eager
+#           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain and the Llama
+#           benchmarks (COUNT times; BENCH=regexp for a part), then the
+#           PyTorch peer, eager
 #           and, where torch has it, torch.compile, on the same host
 # Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
 # for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
@@ -46,7 +47,7 @@ check)
   ;;
 bench)
   count=${COUNT:-6}
-  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT}
+  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT|Llama}
   (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
     >"$out/zbench.txt"
   python3 "$root/baselines/peers/torch_bench.py" --device cuda --count "$count" --bench "$bench" >"$out/torch-eager.txt"

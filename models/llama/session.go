@@ -91,8 +91,16 @@ func (s *Session) Rewind(n int) error {
 	return nil
 }
 
-// Close frees the cache and the buffers.
-func (s *Session) Close() error { return s.set.Free() }
+// Close frees the cache, the buffers and the captured graphs.
+func (s *Session) Close() error {
+	var errs []error
+	for _, st := range s.steps {
+		if st.graph != nil {
+			errs = append(errs, st.graph.Close())
+		}
+	}
+	return errors.Join(append(errs, s.set.Free())...)
+}
 
 // Prefill resets the cache and runs the prompts, one per sequence (at
 // least one token each, lengths may differ), leaving the logits of each
@@ -192,6 +200,8 @@ type step struct {
 	xLast, hLast    *kernels.Tensor // [B, H]
 	full            *kernels.Tensor // [B·S, V] when every position's logits are wanted
 	q2, k2, v2      *kernels.Tensor // 2-D views of q, k, v
+	graph           kernels.Graph   // the captured decode step, once captured
+	ranEager        bool            // the step has run once without a graph
 }
 
 // stepFor returns the buffers of steps of S tokens per sequence,
@@ -276,7 +286,35 @@ func (s *Session) run(S int, ids, last []int32, full bool) error {
 			return fmt.Errorf("llama: inputs: %w", err)
 		}
 	}
-	return s.forward(st, full)
+	return s.launch(st, full)
+}
+
+// launch queues the forward of a step whose inputs are on the device. A
+// decode step (one token per sequence) on a device that captures graphs
+// is recorded on its second call, after an eager one has let every
+// workspace grow, and replayed with one launch from then on: its kernels
+// read positions and lengths from device memory, so one graph serves
+// every step.
+func (s *Session) launch(st *step, full bool) error {
+	c, ok := s.m.be.(kernels.Capturer)
+	if !ok || st.S != 1 || full {
+		return s.forward(st, full)
+	}
+	if st.graph == nil && st.ranEager {
+		g, err := c.Capture(func() error { return s.forward(st, false) })
+		if err != nil {
+			return fmt.Errorf("llama: capturing the decode step: %w", err)
+		}
+		st.graph = g
+	}
+	if st.graph != nil {
+		if err := st.graph.Launch(); err != nil {
+			return fmt.Errorf("llama: decode step graph: %w", err)
+		}
+		return nil
+	}
+	st.ranEager = true
+	return s.forward(st, false)
 }
 
 // forward queues the model over the step's uploaded inputs.
