@@ -55,10 +55,21 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	if alpha == 0 {
 		alpha = 1
 	}
-	av, bv := in32(a), in32(bt)
+	rows := m
+	if shared && !p.TransA {
+		rows = batch * m
+	}
+	gemv := p.TransB && !p.TransA && rows <= gemvRows && (batch == 1 || shared)
+	av := in32(a)
+	var bv []float32 // gemvT widens b a row at a time instead
+	if !gemv {
+		bv = in32(bt)
+	}
 	cv, done := out32(out, p.Beta != 0)
 
 	switch {
+	case gemv:
+		gemvT(cv, av, bt, rows, n, k, alpha, p.Beta)
 	case batch == 1 || (shared && !p.TransA):
 		// One product: a single batch, or a batch of untransposed a against
 		// a shared b, which is one [batch·M, K]·[K, N] product.

@@ -78,6 +78,13 @@ func matmulCases() []mmCase {
 	for _, a := range activations[1:] {
 		cs = append(cs, mmCase{m: 33, n: 47, k: 29, bias: true, act: a})
 	}
+	// Decode steps: a few rows against a linear layer's [N, K] weight,
+	// added to the residual stream, alone or as a batch sharing b.
+	cs = append(cs,
+		mmCase{m: 1, n: 129, k: 4097, tB: true, beta: 1},
+		mmCase{batch: []int{2}, m: 2, n: 33, k: 65, shared: true, tB: true, alpha: 0.5},
+		mmCase{m: 5, n: 33, k: 65, tB: true, beta: -1},
+	)
 	// BERT's pooler: dense + tanh on the first token of each sequence.
 	cs = append(cs, mmCase{m: 3, n: 96, k: 96, tB: true, bias: true, act: kernels.ActTanh})
 	return cs
