@@ -3,6 +3,7 @@ package bert
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/nn"
@@ -84,18 +85,12 @@ type Forward struct {
 	m          *Model
 	Batch, Seq int
 
-	bufs                       *nn.TensorSet
-	ids, typeIDs, pos, keyLens *kernels.Tensor // I32 [B,S], [B,S], [S], [B]
-	clsRows                    *kernels.Tensor // I32 [B]: the row of each sequence's first token
-	x, h, x2, h2               *kernels.Tensor // the hidden stream [B,S,H] and a [B·S,H] view of each
-	posEmb                     *kernels.Tensor // [S, H]
-	q, k, v, a                 *kernels.Tensor // [B·S, H] views of the projections and the merged context
-	q4, k4, v4, a4             *kernels.Tensor // [B, S, heads, hd] views of the same
-	qc, kc, vc, ac             *kernels.Tensor // Mixed: float16 copies [B, S, heads, hd]
-	qh, kh, vh, ah             *kernels.Tensor // [B, heads, S, hd] in the attention dtype
-	ffn                        *kernels.Tensor // [B·S, I]
-	cls                        *kernels.Tensor // [B, H]
-	pooled                     *kernels.Tensor // [B, H]
+	bufs    *nn.TensorSet
+	enc     encoderBufs     // every layer over the same buffers, in place
+	x       *kernels.Tensor // the hidden stream [B, S, H]: the embeddings' and every layer's output
+	clsRows *kernels.Tensor // I32 [B]: the row of each sequence's first token
+	cls     *kernels.Tensor // [B, H]
+	pooled  *kernels.Tensor // [B, H]
 }
 
 // NewForward allocates the buffers of a forward pass over batch sequences
@@ -115,17 +110,22 @@ func (m *Model) NewForward(batch, seq int) (*Forward, error) {
 	return f, nil
 }
 
+// alloc allocates the buffers of one layer, which every layer uses in
+// turn, and of the embeddings, which write the first layer's input.
 func (f *Forward) alloc() error {
 	cfg, dt, adt := f.m.Config, f.m.Precision.DType(), f.m.Precision.AttnDType()
 	B, S, H, nh, hd := f.Batch, f.Seq, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.HeadDim()
 	N := B * S
 	a := nn.Allocator{Set: f.bufs}
-	f.ids, f.typeIDs, f.keyLens = a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B)
-	f.x, f.h = a.Tensor(dt, B, S, H), a.Tensor(dt, B, S, H)
-	f.x2, f.h2 = a.View(f.x, N, H), a.View(f.h, N, H)
-	f.posEmb = a.Tensor(dt, S, H)
+	e := &f.enc
+	e.ids, e.typeIDs, e.keyLens = a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B, S), a.Tensor(kernels.I32, B)
+	f.x, e.sum = a.Tensor(dt, B, S, H), a.Tensor(dt, B, S, H)
+	e.sum3, e.emb = e.sum, f.x
+	e.posEmb = a.Tensor(dt, S, H)
+	x2, h2 := a.View(f.x, N, H), a.View(e.sum, N, H)
+	l := layerBufs{x: x2, out: x2, r1: x2, h1: h2, r2: h2, f: a.Tensor(dt, N, cfg.IntermediateSize)}
 	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
-		{&f.q, &f.q4, &f.qc, &f.qh}, {&f.k, &f.k4, &f.kc, &f.kh}, {&f.v, &f.v4, &f.vc, &f.vh}, {&f.a, &f.a4, &f.ac, &f.ah},
+		{&l.q, &l.q4, &l.qc, &l.qh}, {&l.k, &l.k4, &l.kc, &l.kh}, {&l.v, &l.v4, &l.vc, &l.vh}, {&l.a, &l.a4, &l.ac, &l.ah},
 	} {
 		*p.flat = a.Tensor(dt, N, H)
 		*p.split = a.View(*p.flat, B, S, nh, hd)
@@ -134,7 +134,7 @@ func (f *Forward) alloc() error {
 		}
 		*p.heads = a.Tensor(adt, B, nh, S, hd)
 	}
-	f.ffn = a.Tensor(dt, N, cfg.IntermediateSize)
+	e.layers = slices.Repeat([]layerBufs{l}, cfg.NumHiddenLayers)
 	f.cls, f.pooled = a.Tensor(dt, B, H), a.Tensor(dt, B, H)
 	if a.Err() != nil {
 		return a.Err()
@@ -143,7 +143,7 @@ func (f *Forward) alloc() error {
 	for i := range pos {
 		pos[i] = int32(i)
 	}
-	f.pos = a.Ints("position ids", pos, S)
+	e.pos = a.Ints("position ids", pos, S)
 	rows := make([]int32, B)
 	for b := range rows {
 		rows[b] = int32(b * S)
@@ -165,7 +165,7 @@ func (f *Forward) SetInputs(in Inputs) error {
 	for _, u := range []struct {
 		t *kernels.Tensor
 		v []int32
-	}{{f.ids, in.IDs}, {f.typeIDs, types}, {f.keyLens, lens}} {
+	}{{f.enc.ids, in.IDs}, {f.enc.typeIDs, types}, {f.enc.keyLens, lens}} {
 		if err := kernels.UploadInt32(u.t, u.v); err != nil {
 			return fmt.Errorf("bert: inputs: %w", err)
 		}
@@ -175,92 +175,18 @@ func (f *Forward) SetInputs(in Inputs) error {
 
 // Run queues the forward pass of the inputs last set.
 func (f *Forward) Run() error {
-	m, be := f.m, f.m.be
-	w, eps := m.w, float32(m.Config.LayerNormEps)
-	// Embeddings: word + position + token type, then LayerNorm into x.
-	steps := []func() error{
-		func() error { return be.Embedding(f.h, w.word, f.ids) },
-		func() error { return be.Embedding(f.posEmb, w.pos, f.pos) },
-		func() error { return be.Add(f.h, f.h, f.posEmb) },
-		func() error { return be.Embedding(f.x, w.typ, f.typeIDs) },
-		func() error { return be.Add(f.h, f.h, f.x) },
-		func() error { return be.LayerNorm(f.x, nil, nil, f.h, w.embLN.g, w.embLN.b, eps) },
-	}
-	if err := run(steps...); err != nil {
-		return fmt.Errorf("bert: embeddings: %w", err)
-	}
-	for i := range w.layers {
-		if err := f.layer(&w.layers[i]); err != nil {
-			return fmt.Errorf("bert: layer %d: %w", i, err)
-		}
+	m := f.m
+	if err := encode(m.be, m.Config, &m.w, &f.enc); err != nil {
+		return err
 	}
 	// Pooler: tanh(dense(first token)).
-	if err := be.Embedding(f.cls, f.x2, f.clsRows); err != nil {
+	if err := m.be.Embedding(f.cls, f.enc.hidden(), f.clsRows); err != nil {
 		return fmt.Errorf("bert: pooler: %w", err)
 	}
-	if err := dense(be, f.pooled, f.cls, w.pooler, kernels.ActTanh, false); err != nil {
+	if err := dense(m.be, f.pooled, f.cls, m.w.pooler, kernels.ActTanh, false); err != nil {
 		return fmt.Errorf("bert: pooler: %w", err)
 	}
 	return nil
-}
-
-// dense sets out = act(in·wᵀ + b), plus out's previous value if residual.
-func dense(be kernels.Backend, out, in *kernels.Tensor, l linear, act kernels.Activation, residual bool) error {
-	p := kernels.MatMulParams{TransB: true, Bias: l.b, Act: act}
-	if residual {
-		p.Beta = 1
-	}
-	return be.MatMul(out, in, l.w, p)
-}
-
-// layer runs one encoder layer on x, leaving its output in x.
-func (f *Forward) layer(l *layer) error {
-	be, eps := f.m.be, float32(f.m.Config.LayerNormEps)
-	for _, p := range []struct {
-		flat, split, cast, heads *kernels.Tensor
-		w                        linear
-	}{{f.q, f.q4, f.qc, f.qh, l.q}, {f.k, f.k4, f.kc, f.kh, l.k}, {f.v, f.v4, f.vc, f.vh, l.v}} {
-		if err := dense(be, p.flat, f.x2, p.w, kernels.ActNone, false); err != nil {
-			return err
-		}
-		src := p.split
-		if p.cast != nil {
-			if err := be.Cast(p.cast, p.split); err != nil {
-				return err
-			}
-			src = p.cast
-		}
-		if err := be.SwapAxes(p.heads, src); err != nil {
-			return err
-		}
-	}
-	if err := be.Attention(f.ah, f.qh, f.kh, f.vh, kernels.AttentionParams{KeyLens: f.keyLens}); err != nil {
-		return err
-	}
-	if f.ac != nil {
-		if err := be.SwapAxes(f.ac, f.ah); err != nil {
-			return err
-		}
-		if err := be.Cast(f.a4, f.ac); err != nil {
-			return err
-		}
-	} else if err := be.SwapAxes(f.a4, f.ah); err != nil {
-		return err
-	}
-	// x = a·Woᵀ + bo + x; h = LN(x); h = ffn(h) + h; x = LN(h).
-	if err := dense(be, f.x2, f.a, l.o, kernels.ActNone, true); err != nil {
-		return err
-	}
-	if err := be.LayerNorm(f.h, nil, nil, f.x, l.ln1.g, l.ln1.b, eps); err != nil {
-		return err
-	}
-	if err := dense(be, f.ffn, f.h2, l.ffnIn, f.m.Config.Act(), false); err != nil {
-		return err
-	}
-	if err := dense(be, f.h2, f.ffn, l.ffnOut, kernels.ActNone, true); err != nil {
-		return err
-	}
-	return be.LayerNorm(f.x, nil, nil, f.h, l.ln2.g, l.ln2.b, eps)
 }
 
 // LastHidden downloads last_hidden_state [batch, seq, hidden] as float32.

@@ -26,17 +26,6 @@ type Batch struct {
 	Labels []int32
 }
 
-// trainLayer holds one layer's activations saved for the backward pass.
-type trainLayer struct {
-	qh, kh, vh   *kernels.Tensor // [B, heads, S, hd]
-	a, a4        *kernels.Tensor // merged context [N, H], and a [B, S, heads, hd] view
-	r1, h1       *kernels.Tensor // attention residual sum and its LayerNorm [N, H]
-	mean1, rstd1 *kernels.Tensor // [N]
-	u, f         *kernels.Tensor // FFN pre-activation and activation [N, I]
-	r2           *kernels.Tensor // FFN residual sum [N, H]
-	mean2, rstd2 *kernels.Tensor
-}
-
 // Trainer trains BertForMaskedLM (encoder and masked-LM head, decoder
 // tied to the token embeddings, no pooler, no dropout) in float32 with an
 // explicit backward per layer over preallocated buffers.
@@ -45,28 +34,21 @@ type Trainer struct {
 	Batch, Seq int
 	Opt        nn.AdamW
 
-	be           kernels.Backend
-	state        *nn.TrainState
-	w, g         weights
-	bufs         *nn.TensorSet
-	ids, typeIDs *kernels.Tensor // I32 [B·S]
-	posIDs       *kernels.Tensor // I32 [B·S]: 0…S−1 per row, for the position gradient
-	pos          *kernels.Tensor // I32 [S]
-	posEmb       *kernels.Tensor // [S, H]
-	keyLens      *kernels.Tensor // I32 [B], all S
-	eSum, eSum3  *kernels.Tensor // embedding sum before LayerNorm [N, H], and a [B, S, H] view
-	mean0, rstd0 *kernels.Tensor
-	xs           []*kernels.Tensor // layer inputs and the encoder output, [N, H] each
-	layers       []trainLayer
-	q, k, v      *kernels.Tensor // [B, S, heads, hd] scratch (also the backward's dq, dk, dv)
-	qf, kf, vf   *kernels.Tensor // [N, H] views of q, k, v
-	ah           *kernels.Tensor // [B, heads, S, hd] scratch
-	dqh, dkh     *kernels.Tensor
-	dvh          *kernels.Tensor
-	dx, dx2, dr  *kernels.Tensor // [N, H]
-	dh, dh4      *kernels.Tensor // [N, H], and a [B, S, heads, hd] view
-	dffn         *kernels.Tensor // [N, I]
-	head         *mlmHead        // sized by the batch's masked count
+	be          kernels.Backend
+	state       *nn.TrainState
+	w, g        weights
+	bufs        *nn.TensorSet
+	enc         encoderBufs     // ids and type ids [N]; each layer's input, output and what its backward reads
+	posIDs      *kernels.Tensor // I32 [N]: 0…S−1 per row, for the position gradient
+	q, k, v     *kernels.Tensor // [B, S, heads, hd] scratch of every layer (also the backward's dq, dk, dv)
+	qf, kf, vf  *kernels.Tensor // [N, H] views of q, k, v
+	ah          *kernels.Tensor // [B, heads, S, hd] scratch
+	dqh, dkh    *kernels.Tensor
+	dvh         *kernels.Tensor
+	dx, dx2, dr *kernels.Tensor // [N, H]
+	dh, dh4     *kernels.Tensor // [N, H], and a [B, S, heads, hd] view
+	dffn        *kernels.Tensor // [N, I]
+	head        *mlmHead        // sized by the batch's masked count
 }
 
 // mlmHead holds the masked-LM head's buffers for M masked positions.
@@ -109,6 +91,9 @@ func NewTrainer(be kernels.Backend, cfg Config, src nn.Source, batch, seq int, o
 	return t, nil
 }
 
+// allocActivations allocates the embeddings' and every layer's buffers,
+// each layer's input the previous one's output, with what the backward
+// reads kept per layer, and the backward's scratch.
 func (t *Trainer) allocActivations() error {
 	cfg := t.Config
 	B, S, H, I, nh, hd := t.Batch, t.Seq, cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads, cfg.HeadDim()
@@ -126,25 +111,27 @@ func (t *Trainer) allocActivations() error {
 	for b := range lens {
 		lens[b] = int32(S)
 	}
-	t.ids, t.typeIDs = a.Ints("input_ids", nil, N), a.Ints("token_type_ids", nil, N)
-	t.posIDs, t.pos = a.Ints("position ids", posBS, N), a.Ints("position ids", pos, S)
-	t.keyLens = a.Ints("key lengths", lens, B)
-	t.posEmb, t.eSum, t.mean0, t.rstd0 = f32(S, H), f32(N, H), f32(N), f32(N)
-	t.eSum3 = view(t.eSum, B, S, H)
-	for range cfg.NumHiddenLayers + 1 {
-		t.xs = append(t.xs, f32(N, H))
-	}
+	e := &t.enc
+	e.ids, e.typeIDs = a.Ints("input_ids", nil, N), a.Ints("token_type_ids", nil, N)
+	t.posIDs, e.pos = a.Ints("position ids", posBS, N), a.Ints("position ids", pos, S)
+	e.keyLens = a.Ints("key lengths", lens, B)
+	e.posEmb, e.sum, e.emb, e.mean, e.rstd = f32(S, H), f32(N, H), f32(N, H), f32(N), f32(N)
+	e.sum3 = view(e.sum, B, S, H)
+	t.q, t.k, t.v, t.ah = f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, nh, S, hd)
+	t.qf, t.kf, t.vf = view(t.q, N, H), view(t.k, N, H), view(t.v, N, H)
+	x := e.emb
 	for range cfg.NumHiddenLayers {
-		l := trainLayer{
+		l := layerBufs{
+			x: x, out: f32(N, H),
+			q: t.qf, k: t.kf, v: t.vf, q4: t.q, k4: t.k, v4: t.v, ah: t.ah,
 			qh: f32(B, nh, S, hd), kh: f32(B, nh, S, hd), vh: f32(B, nh, S, hd),
 			a: f32(N, H), r1: f32(N, H), h1: f32(N, H), mean1: f32(N), rstd1: f32(N),
 			u: f32(N, I), f: f32(N, I), r2: f32(N, H), mean2: f32(N), rstd2: f32(N),
 		}
 		l.a4 = view(l.a, B, S, nh, hd)
-		t.layers = append(t.layers, l)
+		e.layers = append(e.layers, l)
+		x = l.out
 	}
-	t.q, t.k, t.v, t.ah = f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, nh, S, hd)
-	t.qf, t.kf, t.vf = view(t.q, N, H), view(t.k, N, H), view(t.v, N, H)
 	t.dqh, t.dkh, t.dvh = f32(B, nh, S, hd), f32(B, nh, S, hd), f32(B, nh, S, hd)
 	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
 	t.dh4 = view(t.dh, B, S, nh, hd)
@@ -180,10 +167,10 @@ func (t *Trainer) setBatch(b Batch) (rows, targets []int32, err error) {
 	if types == nil {
 		types = make([]int32, len(b.IDs))
 	}
-	if err := kernels.UploadInt32(t.ids, b.IDs); err != nil {
+	if err := kernels.UploadInt32(t.enc.ids, b.IDs); err != nil {
 		return nil, nil, fmt.Errorf("bert: input_ids: %w", err)
 	}
-	if err := kernels.UploadInt32(t.typeIDs, types); err != nil {
+	if err := kernels.UploadInt32(t.enc.typeIDs, types); err != nil {
 		return nil, nil, fmt.Errorf("bert: token_type_ids: %w", err)
 	}
 	return rows, targets, nil
@@ -255,64 +242,21 @@ func (t *Trainer) Step(b Batch) (float32, error) {
 	return loss, nil
 }
 
-// run calls steps in order and returns the first error.
-func run(steps ...func() error) error {
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // StepCount is the number of updates done.
 func (t *Trainer) StepCount() int { return t.state.Steps() }
 
+// forward runs the encoder, keeping what the backward reads, and the
+// masked-LM head with its loss.
 func (t *Trainer) forward() error {
-	be, w, cfg := t.be, t.w, t.Config
-	eps, act := float32(cfg.LayerNormEps), cfg.Act()
-	emb := t.xs[0]
+	be, w, cfg := t.be, &t.w, t.Config
+	if err := encode(be, cfg, w, &t.enc); err != nil {
+		return err
+	}
+	h, eps := t.head, float32(cfg.LayerNormEps)
 	err := run(
-		func() error { return be.Embedding(t.eSum, w.word, t.ids) },
-		func() error { return be.Embedding(t.posEmb, w.pos, t.pos) },
-		func() error { return be.Add(t.eSum3, t.eSum3, t.posEmb) },
-		func() error { return be.Embedding(emb, w.typ, t.typeIDs) },
-		func() error { return be.Add(t.eSum, t.eSum, emb) },
-		func() error { return be.LayerNorm(emb, t.mean0, t.rstd0, t.eSum, w.embLN.g, w.embLN.b, eps) },
-	)
-	if err != nil {
-		return fmt.Errorf("bert: embeddings: %w", err)
-	}
-	attn := kernels.AttentionParams{KeyLens: t.keyLens}
-	for i := range w.layers {
-		l, a, x := &w.layers[i], &t.layers[i], t.xs[i]
-		steps := []func() error{
-			func() error { return dense(be, t.qf, x, l.q, kernels.ActNone, false) },
-			func() error { return dense(be, t.kf, x, l.k, kernels.ActNone, false) },
-			func() error { return dense(be, t.vf, x, l.v, kernels.ActNone, false) },
-			func() error { return be.SwapAxes(a.qh, t.q) },
-			func() error { return be.SwapAxes(a.kh, t.k) },
-			func() error { return be.SwapAxes(a.vh, t.v) },
-			func() error { return be.Attention(t.ah, a.qh, a.kh, a.vh, attn) },
-			func() error { return be.SwapAxes(a.a4, t.ah) },
-			func() error { return dense(be, a.r1, a.a, l.o, kernels.ActNone, false) },
-			func() error { return be.Add(a.r1, a.r1, x) },
-			func() error { return be.LayerNorm(a.h1, a.mean1, a.rstd1, a.r1, l.ln1.g, l.ln1.b, eps) },
-			func() error { return dense(be, a.u, a.h1, l.ffnIn, kernels.ActNone, false) },
-			func() error { return be.Act(a.f, a.u, act) },
-			func() error { return dense(be, a.r2, a.f, l.ffnOut, kernels.ActNone, false) },
-			func() error { return be.Add(a.r2, a.r2, a.h1) },
-			func() error { return be.LayerNorm(t.xs[i+1], a.mean2, a.rstd2, a.r2, l.ln2.g, l.ln2.b, eps) },
-		}
-		if err := run(steps...); err != nil {
-			return fmt.Errorf("bert: layer %d: %w", i, err)
-		}
-	}
-	h := t.head
-	err = run(
-		func() error { return be.Embedding(h.gathered, t.xs[len(t.xs)-1], h.rows) },
+		func() error { return be.Embedding(h.gathered, t.enc.hidden(), h.rows) },
 		func() error { return dense(be, h.tu, h.gathered, w.mlmDense, kernels.ActNone, false) },
-		func() error { return be.Act(h.ta, h.tu, act) },
+		func() error { return be.Act(h.ta, h.tu, cfg.Act()) },
 		func() error { return be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps) },
 		func() error {
 			return be.MatMul(h.logits, h.t, w.word, kernels.MatMulParams{TransB: true, Bias: w.mlmBias})
@@ -346,12 +290,13 @@ func (t *Trainer) backward() error {
 	if err != nil {
 		return fmt.Errorf("bert: masked-LM head backward: %w", err)
 	}
-	attn := kernels.AttentionParams{KeyLens: t.keyLens}
+	attn := kernels.AttentionParams{KeyLens: t.enc.keyLens}
 	dy, dnext := t.dx, t.dx2
 	for i := len(w.layers) - 1; i >= 0; i-- {
-		l, gl, a, x := &w.layers[i], &g.layers[i], &t.layers[i], t.xs[i]
+		l, gl, a := &w.layers[i], &g.layers[i], &t.enc.layers[i]
+		x := a.x // the layer's input
 		steps := []func() error{
-			// FFN block: xs[i+1] = LN(f·W2ᵀ + b2 + h1).
+			// FFN block: out = LN(f·W2ᵀ + b2 + h1).
 			func() error {
 				return be.LayerNormBackward(t.dr, gl.ln2.g, gl.ln2.b, dy, a.r2, l.ln2.g, a.mean2, a.rstd2)
 			},
@@ -388,16 +333,16 @@ func (t *Trainer) backward() error {
 	}
 	err = run(
 		func() error {
-			return be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.eSum, w.embLN.g, t.mean0, t.rstd0)
+			return be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.enc.sum, w.embLN.g, t.enc.mean, t.enc.rstd)
 		},
-		func() error { return be.EmbeddingBackward(g.word, t.dr, t.ids) },
+		func() error { return be.EmbeddingBackward(g.word, t.dr, t.enc.ids) },
 		// The tied decoder's part of the token-embedding gradient, added
 		// in place: dlogitsᵀ·t.
 		func() error {
 			return be.MatMul(g.word, h.dlogits, h.t, kernels.MatMulParams{TransA: true, Beta: 1})
 		},
 		func() error { return be.EmbeddingBackward(g.pos, t.dr, t.posIDs) },
-		func() error { return be.EmbeddingBackward(g.typ, t.dr, t.typeIDs) },
+		func() error { return be.EmbeddingBackward(g.typ, t.dr, t.enc.typeIDs) },
 	)
 	if err != nil {
 		return fmt.Errorf("bert: embeddings backward: %w", err)

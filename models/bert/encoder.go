@@ -1,0 +1,166 @@
+package bert
+
+import (
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// The encoder's forward pass, one for inference (Forward) and training
+// (Trainer), as llm.c's gpt2_forward serves both its training step and
+// validation. The two differ only in the buffers they pass: inference
+// runs each layer in place over one set of buffers and keeps nothing,
+// training gives each layer its own input and output and keeps what the
+// backward pass reads.
+
+// encoderBufs are the buffers of the encoder's forward pass over B
+// sequences of S tokens (N = B·S): the embeddings,
+//
+//	sum = word[ids] + position[pos] + type[typeIDs]    emb = LN(sum)
+//
+// then every layer, the first reading emb.
+type encoderBufs struct {
+	ids, typeIDs *kernels.Tensor // I32 token and token-type ids, [B, S] or [N]
+	pos          *kernels.Tensor // I32 [S]: 0…S−1
+	keyLens      *kernels.Tensor // I32 [B]: each sequence's tokens, for the attention mask
+	posEmb       *kernels.Tensor // [S, H]
+	sum, sum3    *kernels.Tensor // the embedding sum, shaped as ids plus H, and a [B, S, H] view
+	emb          *kernels.Tensor // LN(sum), shaped as sum
+	mean, rstd   *kernels.Tensor // that LayerNorm's statistics [N]; nil in inference
+	layers       []layerBufs
+}
+
+// layerBufs are the buffers of one encoder layer's forward pass over N
+// tokens of hidden size H and intermediate size I:
+//
+//	r1 = attention(x)·Woᵀ + bo + x    h1 = LN₁(r1)
+//	u  = h1·W1ᵀ + b1                  f  = act(u)
+//	r2 = f·W2ᵀ + b2 + h1              out = LN₂(r2)
+//
+// Inference runs in place and keeps nothing for a backward pass: r1 and
+// out are x, r2 is h1 (the residual sums accumulate into them inside the
+// matmuls), u is nil (the activation is fused into the matmul) and so are
+// the layer norms' statistics. Training gives r1, r2, u, out and the
+// statistics buffers of their own, which with x, the heads qh, kh, vh,
+// the context a, h1 and f are what the backward reads.
+type layerBufs struct {
+	x, out                     *kernels.Tensor // [N, H]
+	q, k, v, a                 *kernels.Tensor // [N, H]: the projections and the merged context
+	q4, k4, v4, a4             *kernels.Tensor // [B, S, heads, hd] views of the same
+	qc, kc, vc, ac             *kernels.Tensor // float16 copies [B, S, heads, hd] when the attention runs in float16 (Mixed); nil otherwise
+	qh, kh, vh, ah             *kernels.Tensor // [B, heads, S, hd] in the attention dtype
+	r1, h1, r2                 *kernels.Tensor // [N, H]
+	u, f                       *kernels.Tensor // [N, I]
+	mean1, rstd1, mean2, rstd2 *kernels.Tensor // [N]
+}
+
+// hidden is the encoder's output, last_hidden_state, as an [N, H] tensor.
+func (e *encoderBufs) hidden() *kernels.Tensor { return e.layers[len(e.layers)-1].out }
+
+// encode runs the encoder's forward pass with weights w over e.
+func encode(be kernels.Backend, cfg Config, w *weights, e *encoderBufs) error {
+	eps := float32(cfg.LayerNormEps)
+	err := run(
+		func() error { return be.Embedding(e.sum, w.word, e.ids) },
+		func() error { return be.Embedding(e.posEmb, w.pos, e.pos) },
+		func() error { return be.Add(e.sum3, e.sum3, e.posEmb) },
+		func() error { return be.Embedding(e.emb, w.typ, e.typeIDs) },
+		func() error { return be.Add(e.sum, e.sum, e.emb) },
+		func() error { return be.LayerNorm(e.emb, e.mean, e.rstd, e.sum, w.embLN.g, w.embLN.b, eps) },
+	)
+	if err != nil {
+		return fmt.Errorf("bert: embeddings: %w", err)
+	}
+	attn := kernels.AttentionParams{KeyLens: e.keyLens}
+	for i := range w.layers {
+		if err := encoderLayer(be, &w.layers[i], &e.layers[i], eps, cfg.Act(), attn); err != nil {
+			return fmt.Errorf("bert: layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// encoderLayer runs the forward pass of layer l over b.
+func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act kernels.Activation, attn kernels.AttentionParams) error {
+	for _, p := range [...]struct {
+		flat, split, cast, heads *kernels.Tensor
+		w                        linear
+	}{{b.q, b.q4, b.qc, b.qh, l.q}, {b.k, b.k4, b.kc, b.kh, l.k}, {b.v, b.v4, b.vc, b.vh, l.v}} {
+		if err := dense(be, p.flat, b.x, p.w, kernels.ActNone, false); err != nil {
+			return err
+		}
+		src := p.split
+		if p.cast != nil {
+			if err := be.Cast(p.cast, p.split); err != nil {
+				return err
+			}
+			src = p.cast
+		}
+		if err := be.SwapAxes(p.heads, src); err != nil {
+			return err
+		}
+	}
+	if err := be.Attention(b.ah, b.qh, b.kh, b.vh, attn); err != nil {
+		return err
+	}
+	if b.ac != nil {
+		if err := be.SwapAxes(b.ac, b.ah); err != nil {
+			return err
+		}
+		if err := be.Cast(b.a4, b.ac); err != nil {
+			return err
+		}
+	} else if err := be.SwapAxes(b.a4, b.ah); err != nil {
+		return err
+	}
+	return run(
+		func() error { return residual(be, b.r1, b.a, l.o, b.x) },
+		func() error { return be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps) },
+		func() error { return activated(be, b.f, b.u, b.h1, l.ffnIn, act) },
+		func() error { return residual(be, b.r2, b.f, l.ffnOut, b.h1) },
+		func() error { return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps) },
+	)
+}
+
+// dense sets out = act(in·wᵀ + b), plus out's previous value if residual.
+func dense(be kernels.Backend, out, in *kernels.Tensor, l linear, act kernels.Activation, residual bool) error {
+	p := kernels.MatMulParams{TransB: true, Bias: l.b, Act: act}
+	if residual {
+		p.Beta = 1
+	}
+	return be.MatMul(out, in, l.w, p)
+}
+
+// residual sets out = in·wᵀ + b + res: accumulated by the matmul when out
+// is res (the same tensor), added after it otherwise.
+func residual(be kernels.Backend, out, in *kernels.Tensor, l linear, res *kernels.Tensor) error {
+	if out == res {
+		return dense(be, out, in, l, kernels.ActNone, true)
+	}
+	if err := dense(be, out, in, l, kernels.ActNone, false); err != nil {
+		return err
+	}
+	return be.Add(out, out, res)
+}
+
+// activated sets f = act(in·wᵀ + b), keeping the pre-activation in u, or
+// fusing the activation into the matmul when u is nil.
+func activated(be kernels.Backend, f, u, in *kernels.Tensor, l linear, act kernels.Activation) error {
+	if u == nil {
+		return dense(be, f, in, l, act, false)
+	}
+	if err := dense(be, u, in, l, kernels.ActNone, false); err != nil {
+		return err
+	}
+	return be.Act(f, u, act)
+}
+
+// run calls steps in order and returns the first error.
+func run(steps ...func() error) error {
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
