@@ -27,7 +27,8 @@ type inferModel struct {
 
 // inferModels are the models infer runs, by --model name.
 var inferModels = map[string]inferModel{
-	"bert": {dtypes: []string{"f32", "f16", "bf16", "mixed"}, run: inferBERT},
+	"bert":  {dtypes: []string{"f32", "f16", "bf16", "mixed"}, run: inferBERT},
+	"llama": {dtypes: llamaDTypes, run: inferLlama},
 }
 
 // An inferJob is one run of a model, its flags checked.
@@ -65,7 +66,14 @@ the config.json beside it. --config overrides that config.json.
 For bert, IN holds input_ids [batch, seq] (I64 or I32) and optionally
 attention_mask (right padding) and token_type_ids of the same shape; OUT gets
 last_hidden_state F32 [batch, seq, hidden] and pooler_output F32 [batch,
-hidden]. OUT is written atomically: a failed run leaves no file.`
+hidden].
+
+For llama, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (padding on the left or the right); OUT gets logits F32
+[batch, seq, vocab], zero at padded positions. --dtype auto (llama only)
+takes the checkpoint's torch_dtype.
+
+OUT is written atomically: a failed run leaves no file.`
 
 func runInfer(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("infer", inferSynopsis, inferDoc, stderr)
