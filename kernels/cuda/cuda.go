@@ -396,6 +396,8 @@ const (
 	checkSoftmaxLens
 	checkAttentionLens
 	checkAttentionBackwardLens
+	checkCacheWriteStart
+	checkCachedAttentionLens
 	numChecks
 )
 
@@ -409,6 +411,8 @@ var checkNames = [numChecks]struct{ op, tensor, valid string }{
 	checkSoftmaxLens:           {"Softmax", "KeyLens", "[0, %d]"},
 	checkAttentionLens:         {"Attention", "KeyLens", "[0, %d]"},
 	checkAttentionBackwardLens: {"AttentionBackward", "KeyLens", "[0, %d]"},
+	checkCacheWriteStart:       {"CacheWrite", "start", "[0, %d] (the cache's length less the new positions)"},
+	checkCachedAttentionLens:   {"CachedAttention", "lens", "[the query count, %d]"},
 }
 
 // errorSlot returns the device address of c's record and remembers the

@@ -90,6 +90,12 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error {
 				return b.AttentionBackward(dq, dk, dv, dq, q, kv, kv, kernels.AttentionParams{KeyLens: lens})
 			},
+			func() error { return b.RoPE(a(dt, 2, 3, 4, 64), a(i32, 2, 3), a(f32, 32)) },
+			func() error { return b.SwiGLU(out, out, x) },
+			func() error { return b.CacheWrite(kv, a(dt, 2, 3, 2, 64), lens) },
+			func() error { return b.CachedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), kv, kv, lens, 0) },
+			func() error { return b.CachedAttention(q, q, kv, kv, lens, 0.1) },
+			func() error { return b.Argmax(a(i32, 4), x) },
 		}
 		for i, op := range ops {
 			require.NoError(t, op(), "%v op %d", dt, i)
@@ -185,7 +191,8 @@ func TestLaunchSignatures(t *testing.T) {
 			}
 			// The paths each target must take.
 			must := []string{"matmul_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
-				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32"}
+				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32",
+				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32"}
 			switch cc[0] {
 			case 8:
 				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")

@@ -1,0 +1,103 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+var _ kernels.Decoder = (*Backend)(nil)
+
+// RoPE rotates x in place, one thread per rotated pair.
+func (b *Backend) RoPE(x, pos, invFreq *kernels.Tensor) error {
+	g, err := kernels.CheckRoPE("cuda: RoPE", b, x, pos, invFreq)
+	if err != nil {
+		return err
+	}
+	tokens := int64(g.B) * int64(g.S)
+	return wrap("RoPE", b.launch("rope_"+x.DType().String(), b.gridFor(tokens*int64(g.H*g.D/2)), dim3{x: block}, 0,
+		ptrOf(x), ptrOf(pos), ptrOf(invFreq), tokens, int32(g.H), int32(g.D)))
+}
+
+// SwiGLU sets out = silu(gate)·up.
+func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
+	n, err := kernels.CheckSwiGLU("cuda: SwiGLU", b, out, gate, up)
+	if err != nil {
+		return err
+	}
+	return wrap("SwiGLU", b.launch("swiglu_"+out.DType().String(), b.gridFor(int64(n)), dim3{x: block}, 0,
+		ptrOf(out), ptrOf(gate), ptrOf(up), int64(n)))
+}
+
+// CacheWrite copies x into the cache from each sequence's start; a start
+// out of range is reported at the next Sync and writes nothing.
+func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
+	g, err := kernels.CheckCacheWrite("cuda: CacheWrite", b, cache, x, start)
+	if err != nil {
+		return err
+	}
+	hi := int32(g.T - g.S + 1)
+	if err := b.checkRange(checkCacheWriteStart, start, 0, hi, 0, g.T-g.S); err != nil {
+		return wrap("CacheWrite", err)
+	}
+	n := int64(g.B) * int64(g.S) * int64(g.H) * int64(g.D)
+	return wrap("CacheWrite", b.launch("cache_write_"+x.DType().String(), b.gridFor(n), dim3{x: block}, 0,
+		ptrOf(cache), ptrOf(x), ptrOf(start), int32(g.B), int32(g.S), int32(g.H), int32(g.T), int32(g.D)))
+}
+
+// decodeMaxD is the widest head the cached attention kernel holds in
+// registers (32 lanes × 8).
+const decodeMaxD = 256
+
+// decodeChunks is the number of key chunks each query row is split into:
+// enough blocks to fill the multiprocessors twice over, each chunk at
+// least 64 keys. It depends on the cache's capacity, not on the lengths
+// (which stay on the device), so a captured graph serves every step.
+func (b *Backend) decodeChunks(rows, t int) int {
+	want := (2*max(b.info.Cores, 1) + rows - 1) / rows
+	return max(1, min(want, (t+63)/64, 65535))
+}
+
+// CachedAttention runs the queries against the cache in two passes:
+// partial softmax states over key chunks (split-K, "flash decoding", which
+// keeps the multiprocessors busy at batch 1), then their combination.
+func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale float32) error {
+	g, err := kernels.CheckCachedAttention("cuda: CachedAttention", b, out, q, k, v, lens, scale)
+	if err != nil {
+		return err
+	}
+	if g.D > decodeMaxD {
+		return fmt.Errorf("cuda: CachedAttention: head dimension %d > %d: %w", g.D, decodeMaxD, kernels.ErrUnsupported)
+	}
+	if err := b.checkRange(checkCachedAttentionLens, lens, int32(g.Sq), int32(g.T+1), int32(g.Sq), g.T); err != nil {
+		return wrap("CachedAttention", err)
+	}
+	rows := g.B * g.Hq * g.Sq
+	nchunks := b.decodeChunks(rows, g.T)
+	chunk := (g.T + nchunks - 1) / nchunks
+	partO := int64(rows) * int64(nchunks) * int64(g.D) * 4
+	ws, err := b.workspace(partO + int64(rows)*int64(nchunks)*8)
+	if err != nil {
+		return wrap("CachedAttention", err)
+	}
+	dt := q.DType().String()
+	if err := b.launch("attn_decode_partial_"+dt, dim3{x: rows, y: nchunks}, dim3{x: 128}, 0,
+		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), ws, ws+devptr(partO),
+		int32(g.Hq), int32(g.Hkv), int32(g.Sq), int32(g.T), int32(g.D), int32(chunk), g.Scale); err != nil {
+		return wrap("CachedAttention", err)
+	}
+	return wrap("CachedAttention", b.launch("attn_decode_combine_"+dt, dim3{x: rows}, dim3{x: min(128, (g.D+31)&^31)}, 0,
+		ptrOf(out), ws, ws+devptr(partO), int32(nchunks), int32(g.D)))
+}
+
+// Argmax finds each row's largest value with one block per row.
+func (b *Backend) Argmax(out, x *kernels.Tensor) error {
+	rows, n, err := kernels.CheckArgmax("cuda: Argmax", b, out, x)
+	if err != nil {
+		return err
+	}
+	return wrap("Argmax", b.launch("argmax_"+x.DType().String(), dim3{x: rows}, dim3{x: 256}, 0,
+		ptrOf(out), ptrOf(x), int32(n)))
+}
