@@ -162,6 +162,7 @@ peer-test: python-ref
 golden: python-ref
 	$(PY) testdata/reference/kernels.py
 	$(PY) testdata/reference/bert.py
+	$(PY) testdata/reference/llama.py
 
 cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null
