@@ -128,6 +128,7 @@ REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.
                              "testdata", "reference")
 sys.path.insert(0, REFERENCE_DIR)
 import bert as bert_ref  # noqa: E402
+import llama as llama_ref  # noqa: E402
 
 PKG = "github.com/zbench/zbench/bench_test"
 
@@ -161,6 +162,7 @@ UNITS = [
     "Unit GB/s better=higher",
     "Unit seq/s better=higher",
     "Unit tok/s better=higher",
+    "Unit ttft-ms better=lower",
     "Unit rel-err better=lower assume=exact",
     "Unit peak-B better=lower assume=exact",
 ]
@@ -762,9 +764,12 @@ class Work:
     (amount per op, unit) pairs reported per second (seq/s, tok/s); peak
     reports the device's peak memory (CUDA)."""
 
-    def __init__(self, op, check, flops=0.0, nbytes=0.0, rates=(), peak=False):
+    def __init__(self, op, check, flops=0.0, nbytes=0.0, rates=(), peak=False, extra=None):
         self.op, self.check, self.flops, self.nbytes = op, check, flops, nbytes
         self.rates, self.peak = list(rates), peak
+        # extra, optional, returns (value, unit) pairs measured by the op
+        # itself over the calls so far (BenchmarkLlamaGenerate's ttft-ms).
+        self.extra = extra
 
 
 def upcast_op(x_in, out, f32_op, inputs_f32, out_f32):
@@ -1227,6 +1232,157 @@ def bert_train_setup(ctx, dt, batch, seq=BERT_TRAIN_SEQ):
     return Work(op, check, rates=[(batch * seq, "tok/s")], peak=True)
 
 
+# ---------------------------------------------------------------- Llama
+
+LLAMA_GOLDEN = os.path.join(os.path.dirname(REFERENCE_DIR), "golden", "llama.safetensors")
+# model name: (HF config dict, synthetic seed, the golden case Verify uses)
+LLAMA_MODELS = {
+    "tinyllama": (llama_ref.TINYLLAMA_CONFIG, llama_ref.TINYLLAMA_SEED, "tinyllama"),
+    "tiny": (llama_ref.TINY_CONFIG, llama_ref.TINY_SEED, "tiny"),
+}
+_llama_weights = {}
+
+
+def llama_weights(name):
+    """The model's seeded synthetic state_dict (float32, CPU), made once."""
+    if name not in _llama_weights:
+        cfg_dict, seed, _ = LLAMA_MODELS[name]
+        m = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig(cfg_dict))
+        _llama_weights.clear()  # one model's weights at a time
+        _llama_weights[name] = llama_ref.synthetic_(m, seed).state_dict()
+    return _llama_weights[name]
+
+
+def llama_cases(short, gpu):
+    """(model, dtypes, prefill (batch, seq)s, decode (batch, ctx)s, generate
+    (prompt, new)s) as bench_test's Llama benchmarks choose them."""
+    if short:
+        return "tiny", ["f32"], [(1, 128)], [(1, 128)], [(32, 16)]
+    if gpu:
+        return ("tinyllama", ["f16", "bf16"], [(1, 512), (8, 512), (32, 512)],
+                [(b, c) for b in (1, 8, 32) for c in (128, 512, 2048)], [(128, 100)])
+    return "tinyllama", ["f32", "bf16"], [(1, 128)], [(1, 128)], [(32, 16)]
+
+
+def llama_work(cfg, kind, batch, n, dt_size):
+    """FLOPs and least bytes of a prefill of n tokens or a decode step at
+    context n: models/llama's PrefillWork and DecodeWork."""
+    H, I, V, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
+    qd, kvd = cfg.num_attention_heads * cfg.head_dim, cfg.num_key_value_heads * cfg.head_dim
+    macs = 2 * H * qd + 2 * H * kvd + 3 * H * I
+    weights = dt_size * (L * (macs + 2 * H) + H + V * H)
+    hd = 2 * 2 * cfg.head_dim * cfg.num_attention_heads
+    if kind == "prefill":
+        flops = L * (batch * n * 2 * macs + batch * hd * n * (n + 1) / 2) + batch * 2 * H * V
+        cache = 2 * L * batch * n * kvd * dt_size
+        return flops, weights + batch * n * H * dt_size + cache
+    k = n + 1
+    flops = L * batch * (2 * macs + hd * k) + batch * 2 * H * V
+    return flops, weights + batch * H * dt_size + 2 * L * batch * k * kvd * dt_size
+
+
+def llama_model(ctx, name, dt):
+    """The reference module with the model's synthetic weights in dt, and
+    its config."""
+    need_f16(ctx, dt)
+    cfg_dict, _, _ = LLAMA_MODELS[name]
+    cfg = llama_ref.LlamaConfig(cfg_dict)
+    model = llama_ref.LlamaForCausalLM(cfg)
+    model.load_state_dict(llama_weights(name))
+    return model.to(device=ctx.device, dtype=DTYPES[dt]).eval(), cfg
+
+
+def llama_check(ctx, model, name):
+    """rel-err of the model's logits on its golden case against the
+    reference's float64 logits, as bench_test's Verify computes it."""
+    _, cases = bert_ref.parse_safetensors(open(LLAMA_GOLDEN, "rb").read())
+    case = LLAMA_MODELS[name][2]
+    ids = cases[case + "/input_ids"].long().to(ctx.device)
+    mask = cases[case + "/attention_mask"].long().to(ctx.device)
+    with torch.no_grad():
+        got = model(ids, mask).double().cpu()
+    return rel_err(got.flatten(), cases[case + "/logits"].double().flatten())
+
+
+def llama_ids(seed, batch, n, vocab, device):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (batch, n), generator=g).to(device)
+
+
+def llama_prefill_setup(ctx, name, dt, batch, seq):
+    """A prefill of batch prompts of seq tokens into an empty KV cache,
+    with the logits of the last positions."""
+    model, cfg = llama_model(ctx, name, dt)
+    ids = llama_ids(batch * 100000 + seq, batch, seq, cfg.vocab_size, ctx.device)
+    mask = torch.ones_like(ids)
+
+    def op():
+        with torch.no_grad():
+            cache = [[None, None] for _ in model.model.layers]
+            model(ids, mask, cache)
+
+    flops, nbytes = llama_work(cfg, "prefill", batch, seq, torch.tensor([], dtype=DTYPES[dt]).element_size())
+    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, rates=[(batch * seq, "tok/s")], peak=True)
+
+
+def llama_decode_setup(ctx, name, dt, batch, ctx_len):
+    """One KV-cached decode step of batch sequences at context ctx_len: the
+    prefilled cache is reused by every op (torch.cat makes the step's own
+    copy, as Hugging Face's dynamic cache does)."""
+    model, cfg = llama_model(ctx, name, dt)
+    ids = llama_ids(batch * 100000 + ctx_len, batch, ctx_len, cfg.vocab_size, ctx.device)
+    cache = [[None, None] for _ in model.model.layers]
+    with torch.no_grad():
+        model(ids, torch.ones_like(ids), cache)
+    nxt = torch.arange(3, 3 + batch, device=ctx.device)[:, None]
+    mask = torch.ones(batch, ctx_len + 1, dtype=torch.int64, device=ctx.device)
+
+    def op():
+        with torch.no_grad():
+            model(nxt, mask, [[k, v] for k, v in cache])
+
+    size = torch.tensor([], dtype=DTYPES[dt]).element_size()
+    flops, nbytes = llama_work(cfg, "decode", batch, ctx_len, size)
+    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, rates=[(batch, "tok/s")], peak=True)
+
+
+def llama_generate_setup(ctx, name, dt, prompt, new):
+    """Greedy generation at batch 1: prefill, then new−1 cached decode steps,
+    each token chosen by argmax and read back (.item()), as a user's loop
+    does. ttft-ms and the decode tok/s after the first token are averaged
+    over every call, the warm-up included (as bench_test does)."""
+    model, cfg = llama_model(ctx, name, dt)
+    ids = llama_ids(prompt, 1, prompt, cfg.vocab_size, ctx.device)
+    stats = {"calls": 0, "ttft": 0.0, "decode": 0.0, "steps": 0}
+
+    def op():
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            cache = [[None, None] for _ in model.model.layers]
+            mask = torch.ones(1, prompt, dtype=torch.int64, device=ctx.device)
+            tok = int(model(ids, mask, cache)[0, -1].argmax())
+            t1 = time.perf_counter()
+            for _ in range(new - 1):
+                mask = torch.ones(1, mask.shape[1] + 1, dtype=torch.int64, device=ctx.device)
+                step = torch.tensor([[tok]], device=ctx.device)
+                tok = int(model(step, mask, cache)[0, -1].argmax())
+            t2 = time.perf_counter()
+        stats["calls"] += 1
+        stats["ttft"] += t1 - t0
+        stats["decode"] += t2 - t1
+        stats["steps"] += new - 1
+
+    def extra():
+        return [(1e3 * stats["ttft"] / stats["calls"], "ttft-ms"), (stats["steps"] / stats["decode"], "tok/s")]
+
+    size = torch.tensor([], dtype=DTYPES[dt]).element_size()
+    flops, nbytes = llama_work(cfg, "prefill", 1, prompt, size)
+    for i in range(new - 1):
+        f, b = llama_work(cfg, "decode", 1, prompt + i, size)
+        flops, nbytes = flops + f, nbytes + b
+    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, peak=True, extra=extra)
+
+
 def kernel_setup(ctx, op_name, dt, batch, seq):
     if op_name == "layernorm":
         return layernorm_setup(ctx, dt, batch, seq)
@@ -1304,6 +1460,22 @@ def benchmarks(ctx, short):
         name = f"BenchmarkBERTTrain/dev={ctx.dev}/dtype={dt}/batch={batch}/seq={BERT_TRAIN_SEQ}"
         out.append(Bench(name, dt, lambda dt=dt, b=batch: bert_train_setup(ctx, dt, b),
                          tol=MODEL_TOLERANCE[dt]))
+    model, dts, prefill, decode, generate = llama_cases(short, ctx.cuda)
+    for dt in dts if ctx.cuda else dts[:1]:
+        for batch, seq in prefill:
+            name = f"BenchmarkLlamaPrefill/dev={ctx.dev}/dtype={dt}/model={model}/batch={batch}/seq={seq}"
+            out.append(Bench(name, dt, lambda dt=dt, b=batch, s=seq: llama_prefill_setup(ctx, model, dt, b, s),
+                             tol=MODEL_TOLERANCE[dt]))
+    for dt in dts:
+        for batch, c in decode:
+            name = f"BenchmarkLlamaDecode/dev={ctx.dev}/dtype={dt}/model={model}/batch={batch}/ctx={c}"
+            out.append(Bench(name, dt, lambda dt=dt, b=batch, c=c: llama_decode_setup(ctx, model, dt, b, c),
+                             tol=MODEL_TOLERANCE[dt]))
+    for dt in dts if ctx.cuda else dts[:1]:
+        for prompt, new in generate:
+            name = f"BenchmarkLlamaGenerate/dev={ctx.dev}/dtype={dt}/model={model}/prompt={prompt}/new={new}"
+            out.append(Bench(name, dt, lambda dt=dt, p=prompt, n=new: llama_generate_setup(ctx, model, dt, p, n),
+                             tol=MODEL_TOLERANCE[dt]))
     return out
 
 
@@ -1444,6 +1616,9 @@ def main(argv=None):
                 fields.append(f"{pretty(work.nbytes / per_op / 1e9)} GB/s")
             for amount, unit in work.rates:
                 fields.append(f"{pretty(amount / per_op)} {unit}")
+            if work.extra is not None:
+                for value, unit in work.extra():
+                    fields.append(f"{pretty(value)} {unit}")
             if work.peak and ctx.cuda:
                 fields.append(f"{pretty(torch.cuda.max_memory_allocated())} peak-B")
             fields.append(f"{pretty(err)} rel-err")
