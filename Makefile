@@ -156,6 +156,7 @@ python-ref:
 ## threads, and runs on OpenBLAS (installs the reference first: never skipped).
 .PHONY: peer-test
 peer-test: python-ref
+	@WITH_REFERENCE_BLAS=1 scripts/install-python-ref.sh
 	@echo "== PyTorch peer: environment guard"; $(PY) baselines/peers/torch_bench_test.py
 
 ## golden: regenerate testdata/golden/ with the PyTorch references.

@@ -104,6 +104,21 @@ elif ((${#need[@]})); then
 	apt_install "${need[@]}" || say "OpenBLAS not installed: torch keeps the reference BLAS and the PyTorch peer (baselines/peers/torch_bench.py) will refuse to run"
 fi
 
+# 1b. With WITH_REFERENCE_BLAS=1 (make peer-test), the reference BLAS and
+# LAPACK too: the peer's guard test forces them through LD_LIBRARY_PATH, and
+# a fresh machine that got OpenBLAS with torch lacks them. Installing them
+# leaves the alternative on OpenBLAS (its priority is the higher).
+if [[ -n "${WITH_REFERENCE_BLAS:-}" && -n "$have_dpkg" ]]; then
+	missing=()
+	for p in libblas3 liblapack3; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if ((${#missing[@]})); then
+		say "installing ${missing[*]}: the reference BLAS that the peer's guard test forces"
+		apt_install "${missing[@]}" || die "cannot install ${missing[*]}"
+	fi
+fi
+
 # 2. The libblas.so.3 alternative: OpenBLAS, unless the reference BLAS was
 # chosen by hand (an optimised BLAS chosen by hand, MKL or BLIS, is kept).
 if [[ -n "$have_dpkg" ]] && command -v update-alternatives >/dev/null 2>&1; then
