@@ -36,7 +36,7 @@ GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
 	bench-run peer-run baseline baseline-quick golden python-ref bench-openblas \
-	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate
+	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
@@ -49,8 +49,13 @@ lint:
 	@echo "== staticcheck"; $(GO) tool staticcheck ./...
 	@echo "== vet and staticcheck with -tags openblas"; $(GO) vet -tags openblas ./kernels/cpu/ && $(GO) tool staticcheck -tags openblas ./kernels/cpu/
 
-unit:
-	@echo "== go test"; $(GO) test ./...
+unit: tokenizer-ref
+	@echo "== go test"; ZBENCH_REQUIRE_REF=1 $(GO) test ./...
+
+## tokenizer-ref: the references the tokenizer tests compare with, in
+## .cache/tokenizer-ref (npm packages, Llama 2's tokenizer.json).
+tokenizer-ref:
+	@scripts/install-tokenizer-ref.sh
 
 race:
 	@echo "== go test -race (harness, pool)"; $(GO) test -race ./zbench/... ./kernels/mempool/...
@@ -163,6 +168,8 @@ peer-test: python-ref
 golden: python-ref
 	$(PY) testdata/reference/kernels.py
 	$(PY) testdata/reference/bert.py
+	scripts/install-tokenizer-ref.sh --golden
+	$(PY) testdata/reference/tokenizer.py
 	$(PY) testdata/reference/llama.py
 
 cuda-toolkit:
