@@ -13,6 +13,7 @@
 //	calibrate  A/A runs: false-verdict rate and the smallest change detectable
 //	report     write an HTML and markdown report with plots from benchmark files
 //	infer      run a model on inputs from a safetensors file, write its outputs
+//	generate   generate text with a Llama-family model, with its speed figures
 //
 // Each command's flags and what it does are in 'zbench help <command>'.
 //
@@ -77,6 +78,7 @@ var commands = []command{
 	{"calibrate", "A/A runs: false-verdict rate and the smallest change detectable", runCalibrate},
 	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
+	{"generate", "generate text with a Llama-family model, with its speed figures", runGenerate},
 }
 
 func main() {
