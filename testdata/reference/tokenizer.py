@@ -30,6 +30,18 @@ Files written:
       "decodes": id sequences (byte-fallback runs whole, cut short, invalid
           and interrupted; special and unknown tokens; seeded random ones)
           with the text each library decodes them to.
+  testdata/golden/tokenizer-variants/*.model, *.json
+                                                    variants of the tiny
+      tokenizer that exercise what Llama's does not: SentencePiece models
+      with user-defined and control symbols and remove_extra_whitespaces,
+      without byte fallback, without the dummy prefix, and with UNUSED
+      pieces; tokenizer.json files with the Metaspace pre-tokenizer and
+      decoder (every prepend_scheme, split or not, the old add_prefix_space
+      form), added tokens with single_word, lstrip, rstrip and normalized,
+      no byte fallback with and without fuse_unk, ignore_merges, no decoder
+      or post-processor, and a template adding EOS;
+  testdata/golden/tokenizer-variants.json          their expected results,
+      as "cases" and "decodes" above, from the variant's own library.
 
 Usage:
 
@@ -82,17 +94,85 @@ TRAIN = dict(
 )
 
 
+VARIANTS = "testdata/golden/tokenizer-variants"
+VARIANTS_GOLDEN = "testdata/golden/tokenizer-variants.json"
+
+
 def path(rel):
     return os.path.join(REPO, rel)
 
 
-def train():
-    """The tiny model, as serialized ModelProto bytes."""
+def train(**options):
+    """The tiny model (with options changed), as serialized ModelProto
+    bytes."""
     with open(path(CORPUS), encoding="utf-8") as f:
         lines = [line for line in f.read().split("\n") if line.strip()]
     out = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, **TRAIN)
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=out, **dict(TRAIN, **options))
     return out.getvalue()
+
+
+# The protobuf wire format, enough to change a piece's type (Debian's
+# python3-sentencepiece comes without the protobuf runtime).
+
+def _varint(data, i):
+    v = shift = 0
+    while True:
+        b = data[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            return v, i
+
+
+def _put_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _fields(data):
+    """(number, wire type, raw field bytes, payload) of each field."""
+    i = 0
+    while i < len(data):
+        start = i
+        key, i = _varint(data, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = _varint(data, i)
+            payload = v
+        elif wt == 1:
+            payload, i = data[i:i + 8], i + 8
+        elif wt == 2:
+            n, i = _varint(data, i)
+            payload, i = data[i:i + n], i + n
+        elif wt == 5:
+            payload, i = data[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        yield num, wt, data[start:i], payload
+
+
+def set_piece_types(model_bytes, types):
+    """The model with the pieces named in types (piece -> type number)
+    given those types."""
+    out = bytearray()
+    for num, wt, raw, payload in _fields(model_bytes):
+        if num == 1 and wt == 2:
+            piece = next(p for n, _, _, p in _fields(payload) if n == 1).decode("utf-8")
+            if piece in types:
+                body = b"".join(r for n, _, r, _ in _fields(payload) if n != 3)
+                body += _put_varint(3 << 3) + _put_varint(types[piece])
+                raw = _put_varint(1 << 3 | 2) + _put_varint(len(body)) + body
+        out += raw
+    return bytes(out)
 
 
 def merges_of(pieces):
@@ -116,6 +196,14 @@ def merges_of(pieces):
 
 def to_tokenizer_json(model_bytes):
     """The tokenizer.json of the model, in the Llama 2 layout."""
+    return dump_json(tokenizer_doc(model_bytes))
+
+
+def dump_json(doc):
+    return (json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+
+
+def tokenizer_doc(model_bytes):
     sp = spm.SentencePieceProcessor(model_proto=model_bytes)
     ids = range(sp.get_piece_size())
     pieces = [(sp.id_to_piece(i), sp.get_score(i)) for i in ids]
@@ -154,7 +242,7 @@ def to_tokenizer_json(model_bytes):
             "merges": merges_of(pieces),
         },
     }
-    return (json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    return doc
 
 
 CONFIG = (json.dumps({
@@ -181,7 +269,7 @@ def cases():
         return out
 
 
-def decode_sequences(sp):
+def decode_sequences(sp, random_count=300):
     """Id sequences whose decoding is checked (the recipe of tokenizer.mjs,
     with Python's generator for the random ones)."""
     def byte(b):
@@ -212,7 +300,7 @@ def decode_sequences(sp):
         [space, unk, space, unk, unk],
     ]
     rng = random.Random(SEED)
-    for _ in range(300):
+    for _ in range(random_count):
         seq = []
         for _ in range(rng.randint(1, 24)):
             r = rng.random()
@@ -286,15 +374,142 @@ def golden(model_bytes, tokenizer_json):
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+def without_bytes(seqs, size):
+    """The sequences with ids a vocabulary of size pieces lacks left out
+    (a model without byte pieces has no <0xXX> ids: piece_to_id gives unk)."""
+    return [[i for i in s if i < size] for s in seqs]
+
+
+def spm_variants(model):
+    """SentencePiece variants of the tiny model: name -> model bytes."""
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    # Merged pieces the cases use, made UNUSED: SentencePiece still merges
+    # into them and then splits them back into the pieces they came from.
+    unused = {p: 5 for p in ["\u2581t", "er", "\u2581the", "ing", "\u2581a"] if sp.piece_to_id(p) != sp.unk_id()}
+    return {
+        "spm-user-defined": train(user_defined_symbols=["<tool>", "zbench", "\u2581\u2581\u2581\u2581"],
+                                  control_symbols=["<ctrl>"], remove_extra_whitespaces=True),
+        "spm-no-byte-fallback": train(byte_fallback=False, vocab_size=400),
+        "spm-no-dummy-prefix": train(add_dummy_prefix=False),
+        "spm-unused": set_piece_types(model, unused),
+    }
+
+
+def hf_variants(doc):
+    """tokenizer.json variants of the tiny tokenizer: name -> document."""
+    def variant(change):
+        d = json.loads(json.dumps(doc))
+        change(d)
+        return d
+
+    def metaspace(scheme, split, decoder=True, legacy=False):
+        def change(d):
+            d["normalizer"] = None
+            pre = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split}
+            if legacy:
+                pre = {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": scheme != "never"}
+            d["pre_tokenizer"] = pre
+            if decoder:
+                d["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, dict(pre)]}
+        return change
+
+    def added(d):
+        def tok(content, **flags):
+            t = {"id": None, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                 "normalized": False, "special": False}
+            t.update(flags)
+            return t
+        extra = [tok("zbench", single_word=True), tok("<tool>", lstrip=True, rstrip=True),
+                 tok("benchmark", normalized=True), tok("<ctrl>", special=True), tok("ctrl", normalized=True)]
+        n = len(d["model"]["vocab"])
+        for t in extra:
+            t["id"] = d["model"]["vocab"].get(t["content"], n)
+            if t["content"] not in d["model"]["vocab"]:
+                n += 1
+        d["added_tokens"] += extra
+
+    def no_fallback(fuse):
+        def change(d):
+            m = d["model"]
+            m["byte_fallback"] = False
+            m["fuse_unk"] = fuse
+        return change
+
+    def no_decoder(d):
+        d["decoder"] = None
+        d["post_processor"] = None
+
+    def eos_template(d):
+        d["post_processor"]["single"].append({"SpecialToken": {"id": "</s>", "type_id": 0}})
+        d["post_processor"]["special_tokens"]["</s>"] = {"id": "</s>", "ids": [2], "tokens": ["</s>"]}
+
+    def ignore_merges(d):
+        d["model"]["ignore_merges"] = True
+
+    return {
+        "hf-metaspace-first": variant(metaspace("first", False)),
+        "hf-metaspace-always-split": variant(metaspace("always", True)),
+        "hf-metaspace-never": variant(metaspace("never", True)),
+        "hf-metaspace-add-prefix-space": variant(metaspace("always", True, legacy=True)),
+        "hf-added-tokens": variant(added),
+        "hf-no-byte-fallback": variant(no_fallback(False)),
+        "hf-no-byte-fallback-fuse-unk": variant(no_fallback(True)),
+        "hf-ignore-merges": variant(ignore_merges),
+        "hf-no-decoder": variant(no_decoder),
+        "hf-eos-template": variant(eos_template),
+    }
+
+
+def variants_golden(model, doc):
+    """The variants' files and their expected results."""
+    files = {}
+    entries = []
+    texts = [(n, t) for n, t in cases() if n != "corpus"]
+    sp = spm.SentencePieceProcessor(model_proto=model)
+    decodes = decode_sequences(sp, random_count=60)
+    for name, data in spm_variants(model).items():
+        rel = f"{VARIANTS}/{name}.model"
+        files[rel] = data
+        v = spm.SentencePieceProcessor(model_proto=data)
+        seqs = without_bytes(decodes, v.get_piece_size())
+        entries.append({
+            "name": name, "file": os.path.basename(rel), "sha256": hashlib.sha256(data).hexdigest(),
+            "cases": [{"name": n, "text": t, "ids": v.encode(t, add_bos=True), "plain": v.encode(t),
+                       "decoded": v.decode(v.encode(t, add_bos=True))} for n, t in texts],
+            "decodes": [{"ids": s, "text": v.decode(s)} for s in seqs],
+        })
+    for name, d in hf_variants(doc).items():
+        rel = f"{VARIANTS}/{name}.json"
+        data = dump_json(d)
+        files[rel] = data
+        res, _ = hf_expect(data, [t for _, t in texts], decodes)
+        entries.append({
+            "name": name, "file": os.path.basename(rel), "sha256": hashlib.sha256(data).hexdigest(),
+            "cases": [dict(name=n, text=t, **res["encode"][i]) for i, (n, t) in enumerate(texts)],
+            "decodes": [{"ids": s, "text": res["decode"][i]} for i, s in enumerate(decodes)],
+        })
+    lines = ["{", ' "about": ' + json.dumps(
+        f"Expected encodings and decodings of the tokenizer variants in {VARIANTS}, each from its own "
+        f"reference library (SentencePiece for .model, tokenizers for .json), written by {SCRIPT}") + ",",
+        ' "variants": [']
+    for i, e in enumerate(entries):
+        lines.append("  " + json.dumps(e, ensure_ascii=False) + ("," if i + 1 < len(entries) else ""))
+    lines += [" ]", "}"]
+    files[VARIANTS_GOLDEN] = ("\n".join(lines) + "\n").encode("utf-8")
+    return files
+
+
 def outputs():
     model = train()
     tj = to_tokenizer_json(model)
-    return {
+    out = {
         f"{TINY}/tokenizer.model": model,
         f"{TINY}/tokenizer.json": tj,
         f"{TINY}/tokenizer_config.json": CONFIG,
         GOLDEN: golden(model, tj),
     }
+    out.update(variants_golden(model, tokenizer_doc(model)))
+    return out
 
 
 def main():
