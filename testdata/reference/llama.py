@@ -10,22 +10,32 @@ baselines/peers/torch_bench.py imports the modules and the generator.
 Modules (dtype and device agnostic; state_dict() keys are exactly Hugging
 Face's):
 
-  LlamaConfig        from an HF config.json dict: hidden_size,
+  LlamaConfig        .from_dict(an HF config.json dict): hidden_size,
                      intermediate_size, num_hidden_layers,
                      num_attention_heads, num_key_value_heads (absent:
                      heads), head_dim (absent: hidden/heads), rms_norm_eps,
-                     rope_theta, rope_scaling (null, linear, llama3),
-                     max_position_embeddings, vocab_size,
-                     tie_word_embeddings; hidden_act silu only, no biases
+                     rope_theta, rope_scaling (null; {"type" or
+                     "rope_type": "linear", "factor"}; {"rope_type":
+                     "llama3", "factor", "low_freq_factor",
+                     "high_freq_factor", "original_max_position_embeddings"};
+                     any other type raises), max_position_embeddings,
+                     vocab_size, tie_word_embeddings, bos_token_id,
+                     eos_token_id; hidden_act silu only, attention_bias and
+                     mlp_bias false only
   LlamaForCausalLM   model.embed_tokens, model.layers.N.{input_layernorm,
                      self_attn.{q,k,v,o}_proj, post_attention_layernorm,
                      mlp.{gate,up,down}_proj}, model.norm, lm_head (absent
                      when tied); forward(input_ids, attention_mask=None,
-                     cache=None) -> logits [B, S, V]
+                     past_key_values=None) -> logits [B, S, V], with a
+                     simple KV cache (new_cache(model): a [k, v] per layer,
+                     extended by torch.cat as HF's dynamic cache is)
   greedy             greedy generation, with a KV cache or by full forwards
+                     (no cache: the whole sequence again every step),
+                     batched with left padding as HF's generate pads
 
 Semantics (HF's): RMSNorm in float32 (x·rsqrt(mean(x²)+eps), cast back, then
-·weight); inv_freq = 1/theta^(arange(0, D, 2)/D) in float32, scaled as
+·weight; float64 activations, as in the goldens, stay float64 here and in
+the softmax, where HF would round them to float32); inv_freq = 1/theta^(arange(0, D, 2)/D) in float32, scaled as
 transformers' linear and llama3 rope parameters; angles = position·inv_freq
 in float32; cos and sin cast to the activations' dtype; q·cos +
 rotate_half(q)·sin; grouped KV heads repeated; eager attention with scores
@@ -35,9 +45,14 @@ generate computes them (cumsum(mask) − 1, 1 where masked), so left and right
 padding give every real token the same logits; without a mask they are
 0..S−1 (after the cache's length).
 
-Seeded synthetic weights: bert.py's normative generator (splitmix64 counter
-hash keyed by the HF name), with Llama's ranges: "*norm.weight" (every
-RMSNorm weight) center 1, half 0.1; every other tensor center 0, half 0.05.
+Seeded synthetic weights: bert.py's normative generator (see its
+docstring: a splitmix64 counter hash keyed by seed XOR fnv1a64(name), mapped
+to center + half·(2u − 1) and rounded to float32), keyed by the full name
+of the HF checkpoint (e.g. "model.layers.0.self_attn.q_proj.weight"), with
+Llama's ranges (normative; models/llama implements the same): every
+"*norm.weight" (input_layernorm, post_attention_layernorm, model.norm)
+center 1, half 0.1; every other tensor center 0, half 0.05. A tied model has
+no lm_head.weight tensor.
 
 Files written (under testdata/golden):
 
@@ -58,24 +73,53 @@ Files written (under testdata/golden):
                                  "synthetic", "seed", "padding": "none",
                                  "right" or "left"}, plus "reference",
                                  "script", "format"
-  llama-generate.safetensors     greedy generation on llama-tiny, 24 new
-                                 tokens, EOS ignored: "prompt<i>/prompt_ids"
-                                 and "prompt<i>/ids" (the new tokens) I32 for
-                                 3 prompts, each alone and batched with left
-                                 padding (asserted equal), with and without
-                                 the cache (asserted equal);
-                                 "prompt0/logits" F32 [24, V], the logits
-                                 each step chose from
+  llama-generate.safetensors     greedy generation in float64 on
+                                 llama-tiny, 24 new tokens, EOS ignored
+                                 (and never generated, asserted: stopping
+                                 at eos_token_id 2 gives the same ids):
+                                 "prompt<i>/prompt_ids" I32 [7], [3], [11]
+                                 (ids in [3, 512)) and "prompt<i>/ids" I32
+                                 [24] (the new tokens only) for i = 0, 1, 2,
+                                 each prompt alone and the 3 batched with
+                                 left padding (asserted equal), with and
+                                 without the cache (asserted equal);
+                                 "prompt0/logits" F32 [24, 512], the logits
+                                 each step of prompt 0 chose from (step i's
+                                 are the full forward's logits at position
+                                 6 + i); metadata "generate" = JSON
+                                 {"new_tokens", "eos": "ignored", "weights",
+                                 "batched"}, plus "reference", "script",
+                                 "format"
 
-Cases of llama.safetensors: tiny (no padding), tiny_right and tiny_left
-(lengths 9 and 5 or 4), gqa_llama3 (one KV head, head_dim 24 ≠ hidden/heads,
-llama3 rope scaling, tied embeddings, 40 tokens), linear_rope (linear rope
-scaling, heads = KV heads), tinyllama (TinyLlama-1.1B's config with synthetic
-seed 20261125, 8 tokens: computed one layer at a time from generated weights).
+Cases of llama.safetensors (input_ids random in [3, V), 0 where padded):
 
-Expected outputs are computed in float64 from the stored float32 weights.
+  tiny         llama-tiny, [2, 9], no padding
+  tiny_right   llama-tiny, [2, 9], right padding, lengths 9 and 5
+  tiny_left    llama-tiny, [2, 9], left padding, lengths 9 and 4 (positions
+               from the mask)
+  gqa_llama3   synthetic seed 12: llama-tiny's config with one KV head,
+               head_dim 24 ≠ hidden/heads, llama3 rope scaling (factor 8,
+               low 1, high 4, original_max_position_embeddings 32), tied
+               embeddings; [2, 40], right padding, lengths 40 and 34
+  linear_rope  synthetic seed 13: linear rope scaling (factor 2), 4 KV
+               heads = heads; [2, 17], right padding, lengths 17 and 11
+  tinyllama    TinyLlama-1.1B's config (TinyLlama-1.1B-Chat-v1.0's
+               config.json), synthetic seed 20261125; [1, 8], logits of all
+               8 positions [1, 8, 32000]: computed one layer at a time from
+               generated weights, never the whole model in memory
+
+Padded positions' logits are stored too, but mean nothing: the Go tests
+compare only the positions where attention_mask is 1.
+
+llama-tiny's max_position_embeddings is 256, not 128: bench_test's -short
+Llama benchmarks run it with a 128-token prompt plus new tokens.
+
+Expected outputs are computed in float64 from the stored float32 weights
+(the angles of the rotary embedding in float32, as HF computes them).
 Deterministic: fixed seeds, one thread. Requires torch (1.13 tested, CPU)
-and numpy. Run from anywhere:
+and numpy. The run takes about 45 s on two cores, most of it generating
+TinyLlama's 1.1 billion weights (about 35 s; peak memory about 1.4 GB).
+Run from anywhere:
 
   /usr/bin/python3 testdata/reference/llama.py            # write the goldens
   /usr/bin/python3 testdata/reference/llama.py --check    # verify they are current
@@ -146,7 +190,10 @@ TINYLLAMA_CONFIG = {
 
 
 class LlamaConfig:
-    """The fields of an HF Llama config that the model uses."""
+    """The fields of an HF Llama config that the model uses. Fields that
+    would change the computation in ways this reference does not implement
+    (another activation, biases, an unknown rope_scaling type) raise
+    ValueError. Defaults are transformers' LlamaConfig's."""
 
     def __init__(self, d):
         for key, ok in (("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False)):
@@ -164,10 +211,25 @@ class LlamaConfig:
         self.rope_scaling = d.get("rope_scaling")
         self.max_position_embeddings = d.get("max_position_embeddings", 2048)
         self.tie_word_embeddings = d.get("tie_word_embeddings", False)
+        self.bos_token_id = d.get("bos_token_id", 1)
+        self.eos_token_id = d.get("eos_token_id", 2)  # an id or a list of ids
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"num_attention_heads {self.num_attention_heads} is not a multiple of "
+                             f"num_key_value_heads {self.num_key_value_heads}")
         if self.rope_scaling is not None:
             kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
-            if kind not in ("linear", "llama3"):
+            need = {"linear": ("factor",), "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+                                                      "original_max_position_embeddings")}
+            if kind not in need:
                 raise ValueError(f"rope_scaling type {kind!r} is not supported")
+            for key in need[kind]:
+                if key not in self.rope_scaling:
+                    raise ValueError(f"rope_scaling {kind} has no {key!r}")
+
+    @classmethod
+    def from_dict(cls, d):
+        """The config of an HF config.json dict."""
+        return cls(d)
 
     def inv_freq(self):
         """The rotary inverse frequencies [head_dim/2], float32, scaled."""
@@ -316,10 +378,13 @@ class LlamaForCausalLM(nn.Module):
         w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return h @ w.t()
 
-    def forward(self, input_ids, attention_mask=None, cache=None):
-        """Logits [B, S, V]. cache, if given, is a list of [k, v] per layer
-        (None at first), extended in place; attention_mask then covers the
-        cached and the new tokens."""
+    def forward(self, input_ids, attention_mask=None, past_key_values=None):
+        """Logits [B, S, V]. past_key_values, if given, is the KV cache: a
+        list of [k, v] per layer ([None, None] when empty, see new_cache),
+        k and v [B, KV heads, cached length, head_dim], extended in place by
+        torch.cat; attention_mask then covers the cached and the new
+        tokens."""
+        cache = past_key_values
         B, S = input_ids.shape
         past = 0 if cache is None or cache[0][0] is None else cache[0][0].shape[2]
         if attention_mask is None:
@@ -330,6 +395,11 @@ class LlamaForCausalLM(nn.Module):
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, None if cache is None else cache[i])
         return self.head(self.model.norm(x))
+
+
+def new_cache(model):
+    """An empty KV cache for model's forward."""
+    return [[None, None] for _ in model.model.layers]
 
 
 @torch.no_grad()
@@ -344,7 +414,7 @@ def greedy(model, prompts, new, use_cache):
     for b, p in enumerate(prompts):
         ids[b, L - len(p):] = torch.tensor(p)
         mask[b, L - len(p):] = 1
-    cache = [[None, None] for _ in model.model.layers] if use_cache else None
+    cache = new_cache(model) if use_cache else None
     out, logits = [[] for _ in prompts], []
     step_ids = ids
     for _ in range(new):
@@ -411,7 +481,7 @@ def make_inputs(gen, V, lengths, S, side):
 
 
 def tiny_model():
-    cfg = LlamaConfig(TINY_CONFIG)
+    cfg = LlamaConfig.from_dict(TINY_CONFIG)
     return cfg, synthetic_(LlamaForCausalLM(cfg), TINY_SEED)
 
 
@@ -445,7 +515,7 @@ def logits64(model, ids, mask):
 @torch.no_grad()
 def tinyllama_logits(ids):
     """TinyLlama-1.1B's logits in float64, one layer's weights at a time."""
-    cfg = LlamaConfig(TINYLLAMA_CONFIG)
+    cfg = LlamaConfig.from_dict(TINYLLAMA_CONFIG)
     B, S = ids.shape
     mask = torch.ones(B, S, dtype=torch.int64)
     emb = synthetic_tensor("model.embed_tokens.weight", TINYLLAMA_SEED, [cfg.vocab_size, cfg.hidden_size])
@@ -484,7 +554,7 @@ def build_cases(files, model):
             meta["seed"] = seed
         t.meta[name] = compact(meta)
 
-    m64 = LlamaForCausalLM(LlamaConfig(TINY_CONFIG))
+    m64 = LlamaForCausalLM(LlamaConfig.from_dict(TINY_CONFIG))
     m64.load_state_dict(model.state_dict())
     for name, lengths, side in (("tiny", (9, 9), "none"), ("tiny_right", (9, 5), "right"), ("tiny_left", (9, 4), "left")):
         ids, mask = make_inputs(case_generator(name), V, lengths, 9, side)
@@ -498,7 +568,7 @@ def build_cases(files, model):
         "linear_rope": (13, 17, tiny_variant(num_key_value_heads=4, rope_scaling={"type": "linear", "factor": 2.0})),
     }
     for name, (seed, S, d) in variants.items():
-        cfg = LlamaConfig(d)
+        cfg = LlamaConfig.from_dict(d)
         m = synthetic_(LlamaForCausalLM(cfg), seed)
         ids, mask = make_inputs(case_generator(name), V, (S, S - 6), S, "right")
         put(name, d, "synthetic", seed, "right", ids, mask, logits64(m, ids, mask))
@@ -512,7 +582,7 @@ def build_generate(files, model):
     gen = case_generator("generate")
     V = TINY_CONFIG["vocab_size"]
     prompts = [torch.randint(3, V, (n,), generator=gen).tolist() for n in (7, 3, 11)]
-    m = LlamaForCausalLM(LlamaConfig(TINY_CONFIG))
+    m = LlamaForCausalLM(LlamaConfig.from_dict(TINY_CONFIG))
     m.load_state_dict(model.state_dict())
     m = m.double()
     t = Tensors({"reference": f"torch {torch.__version__}", "script": SCRIPT, "format": GEN_FORMAT})
@@ -522,6 +592,7 @@ def build_generate(files, model):
         nocache, _ = greedy(m, [p], 24, use_cache=False)
         assert alone == nocache, f"prompt {i}: cached and uncached greedy differ"
         assert alone[0] == batched[i], f"prompt {i}: batched with left padding differs"
+        assert TINY_CONFIG["eos_token_id"] not in alone[0], f"prompt {i}: EOS generated"
         t.put(f"prompt{i}/prompt_ids", torch.tensor(p, dtype=torch.int32))
         t.put(f"prompt{i}/ids", torch.tensor(alone[0], dtype=torch.int32))
         if i == 0:
