@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/zbench/zbench/models/bert"
@@ -86,36 +87,42 @@ func inferBERT(job inferJob) (res inferResult, err error) {
 // readBERTInputs reads input_ids [batch, seq] and the optional
 // attention_mask and token_type_ids of the same shape.
 func readBERTInputs(f *safetensors.File) (batch, seq int, in bert.Inputs, err error) {
-	if err := checkNames(f, bertInputs); err != nil {
-		return 0, 0, in, err
+	batch, seq, err = readTokenInputs(f, bertInputs, &in.IDs, &in.Mask, &in.TypeIDs)
+	return batch, seq, in, err
+}
+
+// readTokenInputs reads the integer tensors named (input_ids [batch, seq],
+// required, then optional ones of its shape) into dst, in order; any other
+// tensor of f is an error.
+func readTokenInputs(f *safetensors.File, names []string, dst ...*[]int32) (batch, seq int, err error) {
+	if err := checkNames(f, names); err != nil {
+		return 0, 0, err
 	}
-	ids, shape, ok, err := intTensor(f, "input_ids")
+	ids, shape, ok, err := intTensor(f, names[0])
 	switch {
 	case err != nil:
-		return 0, 0, in, err
+		return 0, 0, err
 	case !ok:
-		return 0, 0, in, fmt.Errorf("input file %q: no tensor \"input_ids\" (want input_ids [batch, seq], optionally attention_mask and token_type_ids)", f.Name())
+		return 0, 0, fmt.Errorf("input file %q: no tensor %q (want %s [batch, seq], optionally %s)",
+			f.Name(), names[0], names[0], strings.Join(names[1:], " and "))
 	case len(shape) != 2:
-		return 0, 0, in, fmt.Errorf("input file %q: tensor \"input_ids\" has shape %v, want 2-D [batch, seq]", f.Name(), shape)
+		return 0, 0, fmt.Errorf("input file %q: tensor %q has shape %v, want 2-D [batch, seq]", f.Name(), names[0], shape)
 	case shape[0] == 0 || shape[1] == 0:
-		return 0, 0, in, fmt.Errorf("input file %q: tensor \"input_ids\" has shape %v, want batch and seq > 0", f.Name(), shape)
+		return 0, 0, fmt.Errorf("input file %q: tensor %q has shape %v, want batch and seq > 0", f.Name(), names[0], shape)
 	}
-	in.IDs = ids
-	for _, opt := range []struct {
-		name string
-		dst  *[]int32
-	}{{"attention_mask", &in.Mask}, {"token_type_ids", &in.TypeIDs}} {
-		v, s, ok, err := intTensor(f, opt.name)
+	*dst[0] = ids
+	for i, name := range names[1:] {
+		v, s, ok, err := intTensor(f, name)
 		if err != nil {
-			return 0, 0, in, err
+			return 0, 0, err
 		}
 		if !ok {
 			continue
 		}
 		if !slices.Equal(s, shape) {
-			return 0, 0, in, fmt.Errorf("input file %q: tensor %q has shape %v, want %v as input_ids", f.Name(), opt.name, s, shape)
+			return 0, 0, fmt.Errorf("input file %q: tensor %q has shape %v, want %v as %s", f.Name(), name, s, shape, names[0])
 		}
-		*opt.dst = v
+		*dst[i+1] = v
 	}
-	return shape[0], shape[1], in, nil
+	return shape[0], shape[1], nil
 }

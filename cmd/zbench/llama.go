@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,30 +89,8 @@ func inferLlama(job inferJob) (res inferResult, err error) {
 // readLlamaInputs reads input_ids [batch, seq] and the optional
 // attention_mask of the same shape.
 func readLlamaInputs(f *safetensors.File) (batch, seq int, in llama.Inputs, err error) {
-	if err := checkNames(f, llamaInputs); err != nil {
-		return 0, 0, in, err
-	}
-	ids, shape, ok, err := intTensor(f, "input_ids")
-	switch {
-	case err != nil:
-		return 0, 0, in, err
-	case !ok:
-		return 0, 0, in, fmt.Errorf("input file %q: no tensor \"input_ids\" (want input_ids [batch, seq], optionally attention_mask)", f.Name())
-	case len(shape) != 2 || shape[0] == 0 || shape[1] == 0:
-		return 0, 0, in, fmt.Errorf("input file %q: tensor \"input_ids\" has shape %v, want 2-D [batch, seq], both > 0", f.Name(), shape)
-	}
-	in.IDs = ids
-	mask, s, ok, err := intTensor(f, "attention_mask")
-	if err != nil {
-		return 0, 0, in, err
-	}
-	if ok {
-		if !slices.Equal(s, shape) {
-			return 0, 0, in, fmt.Errorf("input file %q: tensor \"attention_mask\" has shape %v, want %v as input_ids", f.Name(), s, shape)
-		}
-		in.Mask = mask
-	}
-	return shape[0], shape[1], in, nil
+	batch, seq, err = readTokenInputs(f, llamaInputs, &in.IDs, &in.Mask)
+	return batch, seq, in, err
 }
 
 // parseIDs parses a comma-separated list of token ids.
