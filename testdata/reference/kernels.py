@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""Independent PyTorch reference for the operations of zbench's kernels.Ops.
+"""Independent PyTorch reference for the operations of zbench's kernels.Ops
+and kernels.Decoder.
 
 Writes testdata/golden/kernels.safetensors, which bench_test/golden_test.go
-checks every backend against. The semantics follow the documentation in
-kernels/ops.go; nothing here is derived from the Go implementations.
+checks every backend against, and testdata/golden/decoder.safetensors, which
+bench_test/decoder_golden_test.go checks every backend that implements
+kernels.Decoder against. The semantics follow the documentation in
+kernels/ops.go and kernels/decoder.go; nothing here is derived from the Go
+implementations.
 
-Layout of the output:
+Layout of kernels.safetensors:
 
   tensors   "<case>/<role>": inputs (a, b, c, bias, x, gamma, beta, q, k, v,
             ids, table, logits, targets, keylens, dy, mean, rstd, y, param,
@@ -38,16 +42,52 @@ Layout of the output:
               add, sumrows, softmax_backward, embedding,
               embedding_backward, cross_entropy, swap_axes   none
 
-The file is written in the safetensors format by safetensors_file.py here (the
-python safetensors package is not needed), with the reference
+Layout of decoder.safetensors (the same format, its own seed):
+
+  tensors   "<case>/<role>": float inputs in the case's dtype (F32, F16 or
+            BF16), inv_freq F32 whatever the dtype, pos, start, lens I32;
+            float expected outputs F32 computed in float64 from the stored
+            inputs, argmax's out I32.
+  metadata  "<case>": compact JSON with "op" and "dtype", plus "reference",
+            "script", "seed" and "format". By op:
+              rope              x [B, S, H, D], pos I32 [B, S], inv_freq F32
+                                [D/2] -> out [B, S, H, D] (x after the
+                                in-place op): HF's q·cos + rotate_half(q)·sin
+                                with cos and sin of the float32 angle
+                                float32(pos)·inv_freq (in float64 from
+                                there), emb = cat(angles, angles);
+                                parameters rope_theta and rope_scaling (null,
+                                linear or llama3 as in an HF config: how
+                                llama.py's LlamaConfig.inv_freq made
+                                inv_freq; the op reads only the tensor)
+              swiglu            gate, up -> out = silu(gate)·up
+              cache_write       cache [B, H, T, D] (before), x [B, S, H, D],
+                                start I32 [B] -> out [B, H, T, D] (the cache
+                                after: cache[b, h, start[b]+s] = x[b, s, h];
+                                exact)
+              cached_attention  q [B, Hq, Sq, D], k and v [B, Hkv, T, D],
+                                lens I32 [B] -> out [B, Hq, Sq, D];
+                                parameter scale (0: 1/sqrt(D)); query s of
+                                sequence b at position lens[b] − Sq + s sees
+                                keys 0 … its position, query head h reads KV
+                                head h // (Hq/Hkv); positions from lens[b] on
+                                hold large garbage that must not be read
+              argmax            x [rows…, V] -> out I32 [rows…]: torch.argmax
+                                (the first maximum on ties, the first NaN if
+                                any; exact)
+
+The files are written in the safetensors format by safetensors_file.py here
+(the python safetensors package is not needed), with the reference
 implementation's layout: tensors ordered by decreasing dtype alignment then
-name, "__metadata__" first, header padded with spaces to 8 bytes.
+name, "__metadata__" first, header padded with spaces to 8 bytes. The
+decoder cases are built after, and from a seed apart from, the kernels
+cases, which they leave byte for byte as they were.
 
 Deterministic: a fixed seed, one thread, deterministic algorithms.
 Requires torch (1.13 tested, CPU only) and numpy. Run from anywhere:
 
-  /usr/bin/python3 testdata/reference/kernels.py            # write the golden
-  /usr/bin/python3 testdata/reference/kernels.py --check    # verify it is current
+  /usr/bin/python3 testdata/reference/kernels.py            # write the goldens
+  /usr/bin/python3 testdata/reference/kernels.py --check    # verify they are current
 """
 
 import argparse
@@ -60,13 +100,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from llama import LlamaConfig
 from safetensors_file import entry, is_current, serialize, write_file
 
 SEED = 20240611
+DECODER_SEED = 20261125
 SCRIPT = "testdata/reference/kernels.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_OUT = os.path.join(REPO, "testdata", "golden", "kernels.safetensors")
+DEFAULT_DECODER_OUT = os.path.join(REPO, "testdata", "golden", "decoder.safetensors")
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACTS = ["relu", "gelu", "gelu_tanh", "silu", "tanh"]
@@ -93,7 +136,8 @@ def act_fn(name, x):
 class Golden:
     """Collects cases and writes them as one safetensors file."""
 
-    def __init__(self):
+    def __init__(self, seed=SEED):
+        self.seed = seed
         self.tensors = {}  # name -> (st dtype, shape, bytes)
         self.params = {}  # case -> params dict
 
@@ -103,13 +147,17 @@ class Golden:
 
     def case(self, name, params, inputs, outputs):
         """Adds a case. inputs are stored as given (already rounded to their
-        storage dtype); outputs (float64) are stored as F32."""
+        storage dtype); outputs (float64) are stored as F32, int32 outputs
+        (indices) as they are."""
         assert name not in self.params, name
         assert "/" not in name and "op" in params and "dtype" in params, name
         self.params[name] = params
         for role, t in inputs.items():
             self._put(f"{name}/{role}", t)
         for role, t in outputs.items():
+            if t.dtype == torch.int32:
+                self._put(f"{name}/{role}", t)
+                continue
             assert t.dtype == torch.float64, (name, role, t.dtype)
             assert torch.isfinite(t).all(), (name, role)
             self._put(f"{name}/{role}", t.to(torch.float32))
@@ -118,7 +166,7 @@ class Golden:
         meta = {
             "reference": f"torch {torch.__version__}",
             "script": SCRIPT,
-            "seed": str(SEED),
+            "seed": str(self.seed),
             "format": FORMAT,
         }
         for name, p in self.params.items():
@@ -499,6 +547,127 @@ def optim_cases(g):
     adamw("adamw_f32_step10", [2, 3, 11], 10, 0.05, (0.8, 0.99), 1e-6, 0.0)
 
 
+# ---------------------------------------------------------------------------
+# Decoder ops (kernels.Decoder), float64
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope_ref(x, pos, inv_freq):
+    """x [B, S, H, D] float64 rotated as HF's apply_rotary_pos_emb: the
+    angles float32(pos)·inv_freq in float32, their cos and sin in float64."""
+    ang = (pos.to(torch.float32)[:, :, None] * inv_freq[None, None, :]).to(torch.float64)
+    emb = torch.cat((ang, ang), dim=-1)[:, :, None, :]  # [B, S, 1, D]
+    return x * emb.cos() + rotate_half(x) * emb.sin()
+
+
+def cached_attention_ref(q, k, v, lens, scale):
+    """softmax(scale·q·kᵀ)·v of each sequence's Sq queries, the last of its
+    lens[b] positions, against its first lens[b] cached keys, causal."""
+    B, Hq, Sq, D = q.shape
+    g = Hq // k.shape[1]
+    scale = scale if scale != 0 else 1 / math.sqrt(D)
+    out = torch.empty_like(q)
+    for b in range(B):
+        n = int(lens[b])
+        kb = k[b, :, :n].repeat_interleave(g, dim=0)  # query head h reads KV head h // g
+        vb = v[b, :, :n].repeat_interleave(g, dim=0)
+        s = scale * torch.matmul(q[b], kb.transpose(-1, -2))  # [Hq, Sq, n]
+        qpos = torch.arange(n - Sq, n).view(Sq, 1)
+        s = s.masked_fill(torch.arange(n).view(1, n) > qpos, float("-inf"))
+        out[b] = torch.matmul(torch.softmax(s, -1), vb)
+    return out
+
+
+def rope_inv_freq(D, theta, scaling):
+    """inv_freq [D/2] float32 as the Llama reference computes it from an HF
+    config's rope_theta and rope_scaling."""
+    cfg = {"hidden_size": D, "num_attention_heads": 1, "head_dim": D, "rope_theta": theta, "rope_scaling": scaling}
+    return LlamaConfig.from_dict(cfg).inv_freq()
+
+
+def decoder_cases(g):
+    def rope(name, dtype, pos, H, D, theta=10000.0, scaling=None):
+        pos = i32(pos)
+        B, S = pos.shape
+        x = randn([B, S, H, D], DTYPES[dtype])
+        inv = rope_inv_freq(D, theta, scaling)
+        p = {"op": "rope", "dtype": dtype, "rope_theta": theta, "rope_scaling": scaling}
+        g.case(name, p, {"x": x, "pos": pos, "inv_freq": inv}, {"out": rope_ref(d64(x), pos, inv)})
+
+    llama3 = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 32, "rope_type": "llama3"}
+    llama31 = dict(llama3, original_max_position_embeddings=8192)
+    # Positions as generate makes them: 0, 1, ... and 1 at left padding.
+    rope("rope_f32", "f32", [[0, 1, 2, 3, 4], [1, 1, 0, 1, 2]], 3, 16)
+    rope("rope_f32_long", "f32", [[127, 128, 1000, 2047]], 2, 64)  # TinyLlama's head_dim and context
+    rope("rope_f32_llama3", "f32", [[0, 5, 17, 31, 64, 200], [1, 0, 1, 2, 3, 4]], 4, 24, scaling=llama3)
+    rope("rope_f32_llama31", "f32", [[0, 8191, 20000]], 1, 128, theta=500000.0, scaling=llama31)
+    rope("rope_f32_linear", "f32", [[0, 3, 9, 40]], 2, 8, scaling={"type": "linear", "factor": 2.0})
+    for dt in ("f16", "bf16"):
+        rope(f"rope_{dt}", dt, [[0, 1, 2, 3, 4, 5, 6], [1, 1, 1, 0, 1, 2, 3]], 2, 32)
+        rope(f"rope_{dt}_llama3", dt, [[3, 40, 100]], 4, 24, scaling=llama3)
+
+    for dt, shape in (("f32", [3, 5, 37]), ("f32", [2, 172]), ("f16", [4, 43]), ("bf16", [4, 43])):
+        gate, up = randn(shape, DTYPES[dt], scale=3.0), randn(shape, DTYPES[dt])
+        name = f"swiglu_{dt}" + ("_2d" if len(shape) == 2 else "")
+        g.case(name, {"op": "swiglu", "dtype": dt}, {"gate": gate, "up": up},
+               {"out": F.silu(d64(gate)) * d64(up)})
+
+    def cache_write(name, dtype, B, S, H, T, D, start):
+        cache, x, start = randn([B, H, T, D], DTYPES[dtype]), randn([B, S, H, D], DTYPES[dtype]), i32(start)
+        out = d64(cache).clone()
+        for b in range(B):
+            out[b, :, int(start[b]):int(start[b]) + S] = d64(x[b]).transpose(0, 1)
+        g.case(name, {"op": "cache_write", "dtype": dtype}, {"cache": cache, "x": x, "start": start}, {"out": out})
+
+    cache_write("cache_write_f32", "f32", 2, 4, 3, 10, 8, [0, 6])  # 6 = T − S: the last slot
+    cache_write("cache_write_f32_decode", "f32", 3, 1, 2, 7, 16, [6, 0, 3])
+    cache_write("cache_write_f16", "f16", 2, 3, 2, 9, 8, [5, 1])
+    cache_write("cache_write_bf16", "bf16", 1, 2, 4, 5, 16, [2])
+
+    def cached_attention(name, dtype, Hq, Hkv, Sq, T, D, lens, scale=0.0):
+        dt, B = DTYPES[dtype], len(lens)
+        q, k, v = randn([B, Hq, Sq, D], dt), randn([B, Hkv, T, D], dt), randn([B, Hkv, T, D], dt)
+        for b, n in enumerate(lens):  # garbage past each sequence's length
+            k[b, :, n:] = randn([Hkv, T - n, D], dt, scale=50.0, shift=20.0)
+            v[b, :, n:] = randn([Hkv, T - n, D], dt, scale=50.0, shift=-20.0)
+        lens = i32(lens)
+        g.case(name, {"op": "cached_attention", "dtype": dtype, "scale": scale},
+               {"q": q, "k": k, "v": v, "lens": lens},
+               {"out": cached_attention_ref(d64(q), d64(k), d64(v), lens, scale)})
+
+    # Prefill (Sq > 1): an empty cache, and 5 new tokens after 4 cached.
+    cached_attention("cached_attention_f32_prefill_gqa", "f32", 4, 2, 5, 12, 16, [5, 9])
+    # Decode (Sq = 1) at lengths 20 (a full cache), 7 and 1.
+    cached_attention("cached_attention_f32_decode_gqa", "f32", 8, 2, 1, 20, 16, [20, 7, 1])
+    cached_attention("cached_attention_f32_mqa_scale", "f32", 4, 1, 3, 9, 24, [9], scale=0.3)
+    cached_attention("cached_attention_f32_mha", "f32", 3, 3, 2, 6, 8, [2, 6])
+    # TinyLlama's heads (32 query, 4 KV, head_dim 64) after 128 tokens.
+    cached_attention("cached_attention_f32_tinyllama_decode", "f32", 32, 4, 1, 130, 64, [129])
+    for dt in ("f16", "bf16"):
+        cached_attention(f"cached_attention_{dt}_decode_gqa", dt, 4, 2, 1, 19, 32, [19, 11])
+        cached_attention(f"cached_attention_{dt}_prefill_mqa", dt, 4, 1, 4, 10, 16, [4, 10])
+
+    def argmax(name, dtype, x):
+        x = x.to(DTYPES[dtype])
+        g.case(name, {"op": "argmax", "dtype": dtype}, {"x": x}, {"out": d64(x).argmax(-1).to(torch.int32)})
+
+    x = randn([2, 3, 37], torch.float32)
+    x[0, 0, 5] = x[0, 0, 30] = 9.0  # a tie: the first
+    x[0, 1, 3], x[0, 1, 7], x[0, 1, 20] = float("inf"), float("nan"), float("nan")  # NaN wins, the first
+    x[0, 2, :] = float("-inf")  # all -inf: 0
+    x[1, 0, :] = 0.5  # all equal: 0
+    x[1, 1, 36] = 10.0  # the last
+    argmax("argmax_f32", "f32", x)
+    argmax("argmax_f32_vocab", "f32", randn([1, 32000], torch.float32))  # TinyLlama's vocabulary
+    argmax("argmax_f16", "f16", randn([3, 129], torch.float32))
+    argmax("argmax_bf16_ties", "bf16", randn([4, 300], torch.float32, scale=0.01, shift=1.0))  # ties by rounding
+
+
 def build():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
@@ -516,22 +685,35 @@ def build():
     return g
 
 
+def build_decoder():
+    torch.manual_seed(DECODER_SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    g = Golden(DECODER_SEED)
+    decoder_cases(g)
+    return g
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=DEFAULT_OUT, help="output path (default: %(default)s)")
-    ap.add_argument("--check", action="store_true", help="exit 1 unless --out already holds exactly this output")
+    ap.add_argument("--out", default=DEFAULT_OUT, help="output path of the kernels cases (default: %(default)s)")
+    ap.add_argument("--decoder-out", default=DEFAULT_DECODER_OUT,
+                    help="output path of the decoder cases (default: %(default)s)")
+    ap.add_argument("--check", action="store_true", help="exit 1 unless the outputs already hold exactly this output")
     args = ap.parse_args()
-    g = build()
-    data = g.serialize()
-    if args.check:
-        if not is_current(args.out, data):
-            print(f"{args.out} is stale: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
-            return 1
-        print(f"{args.out} is current ({len(g.params)} cases, {len(data)} bytes)")
-        return 0
-    write_file(args.out, data)
-    print(f"wrote {args.out}: {len(g.params)} cases, {len(g.tensors)} tensors, {len(data)} bytes")
-    return 0
+    status = 0
+    for path, g in ((args.out, build()), (args.decoder_out, build_decoder())):
+        data = g.serialize()
+        if args.check:
+            if not is_current(path, data):
+                print(f"{path} is stale: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
+                status = 1
+                continue
+            print(f"{path} is current ({len(g.params)} cases, {len(data)} bytes)")
+            continue
+        write_file(path, data)
+        print(f"wrote {path}: {len(g.params)} cases, {len(g.tensors)} tensors, {len(data)} bytes")
+    return status
 
 
 if __name__ == "__main__":
