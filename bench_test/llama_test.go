@@ -1,8 +1,10 @@
 package bench_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -384,4 +386,90 @@ func BenchmarkLlamaGenerate(b *testing.B) {
 			})
 		}
 	})
+}
+
+// writeLlamaCheckpoint writes m's config's synthetic weights as a BF16
+// safetensors checkpoint of two shards (the format TinyLlama ships) in
+// dir, and returns the shards' paths and their size in bytes.
+func writeLlamaCheckpoint(dir string, cfg llama.Config, src nn.Source) ([]string, int64, error) {
+	params := cfg.Params()
+	var paths []string
+	var total int64
+	for i, part := range [][]nn.Param{params[:len(params)/2], params[len(params)/2:]} {
+		var ts []safetensors.Tensor
+		for _, p := range part {
+			vals, err := src.Values(p)
+			if err != nil {
+				return nil, 0, err
+			}
+			data := make([]byte, 2*len(vals))
+			if err := kernels.EncodeFloat32(kernels.BF16, data, vals); err != nil {
+				return nil, 0, err
+			}
+			ts = append(ts, safetensors.Tensor{Name: p.Name, DType: "BF16", Shape: p.Shape, Data: data})
+			total += int64(len(data))
+		}
+		path := filepath.Join(dir, fmt.Sprintf("model-%05d-of-00002.safetensors", i+1))
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		w := bufio.NewWriter(f)
+		err = safetensors.Write(w, ts, map[string]string{"format": "pt"})
+		if err == nil {
+			err = w.Flush()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		paths = append(paths, path)
+	}
+	return paths, total, nil
+}
+
+// BenchmarkLlamaLoad is the load of a real-format checkpoint: a BF16
+// safetensors checkpoint in two shards, TinyLlama's shape (the tiny
+// checkpoint's in -short mode), opened, read (from the page cache: the
+// files were just written), converted and uploaded to the device in the
+// benchmark's dtype. GB/s is the checkpoint's bytes over the time.
+func BenchmarkLlamaLoad(b *testing.B) {
+	cfg := llama.TinyLlama()
+	name := "tinyllama"
+	if testing.Short() {
+		var err error
+		if cfg, err = llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json")); err != nil {
+			b.Fatal(err)
+		}
+		name = "tiny"
+	}
+	paths, size, err := writeLlamaCheckpoint(b.TempDir(), cfg, llama.Synthetic(llamaSeed))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, dev := range decoders() {
+		p := nn.BF16
+		b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/format=safetensors-bf16", dev.Name(), p, name), func(b *testing.B) {
+			zbench.Measure(b, zbench.Bench{
+				Dev: dev,
+				Op: func() error {
+					ck, err := llama.OpenCheckpoint(paths)
+					if err != nil {
+						return err
+					}
+					m, err := llama.Load(dev, cfg, ck, p)
+					if err != nil {
+						return err
+					}
+					if err := dev.Sync(); err != nil {
+						return err
+					}
+					return m.Close()
+				},
+				Work: zbench.Workload{Bytes: float64(size), DType: p.DType()},
+			})
+		})
+	}
 }
