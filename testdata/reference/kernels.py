@@ -611,9 +611,9 @@ def decoder_cases(g):
         rope(f"rope_{dt}", dt, [[0, 1, 2, 3, 4, 5, 6], [1, 1, 1, 0, 1, 2, 3]], 2, 32)
         rope(f"rope_{dt}_llama3", dt, [[3, 40, 100]], 4, 24, scaling=llama3)
 
-    for dt, shape in (("f32", [3, 5, 37]), ("f32", [2, 172]), ("f16", [4, 43]), ("bf16", [4, 43])):
+    for name, dt, shape in (("swiglu_f32", "f32", [3, 5, 37]), ("swiglu_f32_ffn", "f32", [2, 172]),
+                            ("swiglu_f16", "f16", [4, 43]), ("swiglu_bf16", "bf16", [4, 43])):
         gate, up = randn(shape, DTYPES[dt], scale=3.0), randn(shape, DTYPES[dt])
-        name = f"swiglu_{dt}" + ("_2d" if len(shape) == 2 else "")
         g.case(name, {"op": "swiglu", "dtype": dt}, {"gate": gate, "up": up},
                {"out": F.silu(d64(gate)) * d64(up)})
 
