@@ -1247,7 +1247,7 @@ def llama_weights(name):
     """The model's seeded synthetic state_dict (float32, CPU), made once."""
     if name not in _llama_weights:
         cfg_dict, seed, _ = LLAMA_MODELS[name]
-        m = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig(cfg_dict))
+        m = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig.from_dict(cfg_dict))
         _llama_weights.clear()  # one model's weights at a time
         _llama_weights[name] = llama_ref.synthetic_(m, seed).state_dict()
     return _llama_weights[name]
@@ -1286,7 +1286,7 @@ def llama_model(ctx, name, dt):
     its config."""
     need_f16(ctx, dt)
     cfg_dict, _, _ = LLAMA_MODELS[name]
-    cfg = llama_ref.LlamaConfig(cfg_dict)
+    cfg = llama_ref.LlamaConfig.from_dict(cfg_dict)
     model = llama_ref.LlamaForCausalLM(cfg)
     model.load_state_dict(llama_weights(name))
     return model.to(device=ctx.device, dtype=DTYPES[dt]).eval(), cfg
@@ -1311,7 +1311,8 @@ def llama_ids(seed, batch, n, vocab, device):
 
 def llama_prefill_setup(ctx, name, dt, batch, seq):
     """A prefill of batch prompts of seq tokens into an empty KV cache,
-    with the logits of the last positions."""
+    with the logits of the last positions only (logits_to_keep=1, as HF's
+    generate asks for them)."""
     model, cfg = llama_model(ctx, name, dt)
     ids = llama_ids(batch * 100000 + seq, batch, seq, cfg.vocab_size, ctx.device)
     mask = torch.ones_like(ids)
@@ -1319,7 +1320,7 @@ def llama_prefill_setup(ctx, name, dt, batch, seq):
     def op():
         with torch.no_grad():
             cache = [[None, None] for _ in model.model.layers]
-            model(ids, mask, cache)
+            model(ids, mask, cache, logits_to_keep=1)
 
     flops, nbytes = llama_work(cfg, "prefill", batch, seq, torch.tensor([], dtype=DTYPES[dt]).element_size())
     return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, rates=[(batch * seq, "tok/s")], peak=True)
@@ -1360,7 +1361,7 @@ def llama_generate_setup(ctx, name, dt, prompt, new):
             t0 = time.perf_counter()
             cache = [[None, None] for _ in model.model.layers]
             mask = torch.ones(1, prompt, dtype=torch.int64, device=ctx.device)
-            tok = int(model(ids, mask, cache)[0, -1].argmax())
+            tok = int(model(ids, mask, cache, logits_to_keep=1)[0, -1].argmax())
             t1 = time.perf_counter()
             for _ in range(new - 1):
                 mask = torch.ones(1, mask.shape[1] + 1, dtype=torch.int64, device=ctx.device)

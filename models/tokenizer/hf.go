@@ -10,9 +10,9 @@ import (
 type hfModel struct {
 	// The BPE model.
 	vocab        map[string]int32
-	nVocab       int      // entries in vocab, from which added ids count
-	tokens       []string // the model's token of each id
-	known        []bool   // whether the model has a token of each id
+	nVocab       int              // entries in vocab, from which added ids count
+	tokens       map[int32]string // the model's token of each id
+	maxVocabID   int              // the largest id in vocab, -1 if none
 	merges       map[uint64]merge
 	byteIDs      [256]int32 // ids of <0x00>..<0xFF>, -1 when absent
 	unk          int32      // -1 when none
@@ -75,7 +75,8 @@ func (m *hfModel) hasID(id int) bool {
 	if _, ok := m.addedTokens[int32(id)]; ok {
 		return true
 	}
-	return id < len(m.known) && m.known[id]
+	_, ok := m.tokens[int32(id)]
+	return ok
 }
 
 func (m *hfModel) id(token string) (int, bool) {

@@ -32,8 +32,8 @@ func (m *hfModel) token(id int) (string, bool) {
 	var tok string
 	if a, ok := m.addedTokens[int32(id)]; ok {
 		tok = a.pattern
-	} else if id >= 0 && id < len(m.tokens) && m.known[id] {
-		tok = m.tokens[id]
+	} else if t, ok := m.tokens[int32(id)]; ok {
+		tok = t
 	} else {
 		return "", false
 	}

@@ -116,13 +116,18 @@ func field(where string, raw json.RawMessage, v any) error {
 }
 
 func (m *hfModel) readModel(raw json.RawMessage) error {
+	var t typed
+	if err := field("model", raw, &t); err != nil {
+		return err
+	}
+	if t.Type != "BPE" && t.Type != "" {
+		return fmt.Errorf("model type %q: only BPE is supported: %w", t.Type, ErrUnsupported)
+	}
 	var b hfBPE
 	if err := field("model", raw, &b); err != nil {
 		return err
 	}
 	switch {
-	case b.Type != "BPE" && b.Type != "":
-		return fmt.Errorf("model type %q: only BPE is supported: %w", b.Type, ErrUnsupported)
 	case b.Type == "" && b.Vocab == nil:
 		return fmt.Errorf("model: no type and no vocab: %w", ErrInvalid)
 	case b.Dropout != nil && *b.Dropout != 0:
@@ -141,21 +146,42 @@ func (m *hfModel) readModel(raw json.RawMessage) error {
 	m.vocab = make(map[string]int32, len(b.Vocab))
 	m.nVocab = len(b.Vocab)
 	maxV := int64(-1)
+	bad := ""
 	for tok, id := range b.Vocab {
 		if id < 0 || id >= maxID {
-			return fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d): %w", tok, id, maxID, ErrInvalid)
+			if bad == "" || tok < bad {
+				bad = tok
+			}
+			continue
 		}
 		m.vocab[tok] = int32(id)
 		maxV = max(maxV, id)
 	}
-	m.tokens = make([]string, maxV+1)
-	m.known = make([]bool, maxV+1)
+	if bad != "" {
+		return fmt.Errorf("model.vocab[%q]: id %d out of range [0, %d): %w", bad, b.Vocab[bad], maxID, ErrInvalid)
+	}
+	m.maxVocabID = int(maxV)
+	m.tokens = make(map[int32]string, len(m.vocab))
+	dupID := int32(-1)
 	for tok, id := range m.vocab {
-		if m.known[id] {
-			a, b := min(tok, m.tokens[id]), max(tok, m.tokens[id])
-			return fmt.Errorf("model.vocab: %q and %q both have id %d: %w", a, b, id, ErrInvalid)
+		if other, dup := m.tokens[id]; dup {
+			if dupID < 0 || id < dupID {
+				dupID = id
+			}
+			m.tokens[id] = min(tok, other)
+			continue
 		}
-		m.tokens[id], m.known[id] = tok, true
+		m.tokens[id] = tok
+	}
+	if dupID >= 0 {
+		var names []string
+		for tok, id := range m.vocab {
+			if id == dupID {
+				names = append(names, tok)
+			}
+		}
+		slices.Sort(names)
+		return fmt.Errorf("model.vocab: %q and %q both have id %d: %w", names[0], names[1], dupID, ErrInvalid)
 	}
 	for i := range m.byteIDs {
 		m.byteIDs[i] = -1
@@ -260,7 +286,7 @@ func (m *hfModel) readAddedTokens(tokens []hfAddedToken) error {
 		}
 		m.addedTokens[id] = a
 	}
-	m.size = len(m.tokens)
+	m.size = m.maxVocabID + 1
 	for id := range m.addedTokens {
 		m.size = max(m.size, int(id)+1)
 	}

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"unicode/utf8"
@@ -112,7 +113,7 @@ func parseModelProto(data []byte) (*spModel, error) {
 		switch num {
 		case fModelPieces:
 			if len(p.pieces) >= maxPieces {
-				return fmt.Errorf("more than %d pieces", maxPieces)
+				return fmt.Errorf("more than %d pieces: %w", maxPieces, ErrInvalid)
 			}
 			sp, err := parsePiece(len(p.pieces), b)
 			if err != nil {
@@ -133,8 +134,11 @@ func parseModelProto(data []byte) (*spModel, error) {
 		}
 		return nil
 	})
+	if errors.Is(err, ErrInvalid) {
+		return nil, err
+	}
 	if err != nil {
-		return nil, fmt.Errorf("not a SentencePiece model: %w", err)
+		return nil, fmt.Errorf("not a SentencePiece model: %v: %w", err, ErrInvalid)
 	}
 	return newSPModel(&p)
 }
@@ -217,7 +221,7 @@ func parsePiece(i int, data []byte) (spPiece, error) {
 		case fPieceType:
 			t := pieceType(int32(v))
 			if _, ok := pieceTypeNames[t]; !ok {
-				return fmt.Errorf("%s: type %d is not a piece type", where, int32(v))
+				return fmt.Errorf("%s: type %d is not a piece type: %w", where, int32(v), ErrInvalid)
 			}
 			sp.typ = t
 		}
@@ -228,11 +232,11 @@ func parsePiece(i int, data []byte) (spPiece, error) {
 	}
 	switch {
 	case sp.piece == "":
-		return spPiece{}, fmt.Errorf("%s: empty piece", where)
+		return spPiece{}, fmt.Errorf("%s: empty piece: %w", where, ErrInvalid)
 	case !utf8.ValidString(sp.piece):
-		return spPiece{}, fmt.Errorf("%s: piece %q is not valid UTF-8", where, sp.piece)
+		return spPiece{}, fmt.Errorf("%s: piece %q is not valid UTF-8: %w", where, sp.piece, ErrInvalid)
 	case math.IsNaN(float64(sp.score)):
-		return spPiece{}, fmt.Errorf("%s %q: score is NaN", where, sp.piece)
+		return spPiece{}, fmt.Errorf("%s %q: score is NaN: %w", where, sp.piece, ErrInvalid)
 	}
 	return sp, nil
 }

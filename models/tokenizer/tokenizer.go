@@ -181,7 +181,6 @@ func isJSON(name string, data []byte) bool {
 		return true
 	}
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	trimmed = bytes.TrimPrefix(trimmed, []byte("\xef\xbb\xbf"))
 	return len(trimmed) > 0 && trimmed[0] == '{'
 }
 

@@ -26,9 +26,11 @@ Face's):
                      self_attn.{q,k,v,o}_proj, post_attention_layernorm,
                      mlp.{gate,up,down}_proj}, model.norm, lm_head (absent
                      when tied); forward(input_ids, attention_mask=None,
-                     past_key_values=None) -> logits [B, S, V], with a
-                     simple KV cache (new_cache(model): a [k, v] per layer,
-                     extended by torch.cat as HF's dynamic cache is)
+                     past_key_values=None, logits_to_keep=0) -> logits
+                     [B, S, V] (of the last logits_to_keep positions only
+                     if > 0), with a simple KV cache (new_cache(model): a
+                     [k, v] per layer, extended by torch.cat as HF's
+                     dynamic cache is)
   greedy             greedy generation, with a KV cache or by full forwards
                      (no cache: the whole sequence again every step),
                      batched with left padding as HF's generate pads
@@ -378,8 +380,9 @@ class LlamaForCausalLM(nn.Module):
         w = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return h @ w.t()
 
-    def forward(self, input_ids, attention_mask=None, past_key_values=None):
-        """Logits [B, S, V]. past_key_values, if given, is the KV cache: a
+    def forward(self, input_ids, attention_mask=None, past_key_values=None, logits_to_keep=0):
+        """Logits [B, S, V], or of the last logits_to_keep positions only
+        (0: all, as in HF). past_key_values, if given, is the KV cache: a
         list of [k, v] per layer ([None, None] when empty, see new_cache),
         k and v [B, KV heads, cached length, head_dim], extended in place by
         torch.cat; attention_mask then covers the cached and the new
@@ -394,6 +397,8 @@ class LlamaForCausalLM(nn.Module):
         mask = attn_mask(attention_mask, S, past, x.dtype)
         for i, layer in enumerate(self.model.layers):
             x = layer(x, cos, sin, mask, None if cache is None else cache[i])
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
         return self.head(self.model.norm(x))
 
 
