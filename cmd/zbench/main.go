@@ -14,6 +14,7 @@
 //	report     write an HTML and markdown report with plots from benchmark files
 //	infer      run a model on inputs from a safetensors file, write its outputs
 //	generate   generate text with a Llama-family model, with its speed figures
+//	tokenize   encode text to token ids or decode ids with a Llama-family tokenizer
 //
 // Each command's flags and what it does are in 'zbench help <command>'.
 //
@@ -79,6 +80,7 @@ var commands = []command{
 	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 	{"generate", "generate text with a Llama-family model, with its speed figures", runGenerate},
+	{"tokenize", "encode text to token ids or decode ids with a Llama-family tokenizer", runTokenize},
 }
 
 func main() {
