@@ -5,12 +5,16 @@
 # with the binaries of `make gpu-bin` in bin/gpu. Results go to OUT. Each
 # step fits a ten-minute call:
 #   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
-#           compute-sanitizer memcheck and racecheck over the conformance suite
+#           compute-sanitizer memcheck and racecheck over the conformance suite,
+#           and testdata/reference/llama.py against transformers'
+#           LlamaForCausalLM (llama_hf_check.py)
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
 #           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain and the Llama
 #           benchmarks (COUNT times; BENCH=regexp for a part), then the
 #           PyTorch peer, eager
-#           and, where torch has it, torch.compile, on the same host
+#           and, where torch has it, torch.compile, on the same host; the
+#           Llama rows with transformers' LlamaForCausalLM and generate
+#           (--llama hf) where transformers is installed
 # Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
 # for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
 set -euo pipefail
@@ -34,6 +38,8 @@ check)
     (cd "$root/cmd/zbench" && "$bin/zbench.test" -test.v) >"$out/zbench-test.txt" 2>&1 &&
       echo "zbench command tests: PASS" || echo "zbench command tests: FAIL (see zbench-test.txt)"
   fi
+  (cd "$root" && timeout 300 python3 testdata/reference/llama_hf_check.py --device cuda) >"$out/llama-hf-check.txt" 2>&1 &&
+    echo "llama.py against transformers: PASS" || echo "llama.py against transformers: FAIL (see llama-hf-check.txt)"
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
   if [ -z "$san" ]; then
     echo "compute-sanitizer not found" | tee "$out/sanitizer.txt"
@@ -50,9 +56,11 @@ bench)
   bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT|Llama}
   (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
     >"$out/zbench.txt"
-  python3 "$root/baselines/peers/torch_bench.py" --device cuda --count "$count" --bench "$bench" >"$out/torch-eager.txt"
+  llama=reference
+  python3 -c 'import transformers' 2>/dev/null && llama=hf
+  python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --count "$count" --bench "$bench" >"$out/torch-eager.txt"
   if python3 -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)'; then
-    python3 "$root/baselines/peers/torch_bench.py" --device cuda --compile --count "$count" --bench "$bench" >"$out/torch-compile.txt"
+    python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --compile --count "$count" --bench "$bench" >"$out/torch-compile.txt"
   fi
   ;;
 *) echo "gpu-session: unknown step $step (check or bench)" >&2; exit 2 ;;

@@ -2,7 +2,8 @@
 """PyTorch peer of zbench's Go benchmarks.
 
 Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels,
-BenchmarkAttention, BenchmarkBERT, BenchmarkBERTTrain) with PyTorch and
+BenchmarkAttention, BenchmarkBERT, BenchmarkBERTTrain, BenchmarkLlamaPrefill,
+BenchmarkLlamaDecode, BenchmarkLlamaGenerate) with PyTorch and
 prints the results in Go benchmark format, under the same names, so that
 one benchstat call compares zbench with PyTorch:
 
@@ -97,6 +98,29 @@ semantics, the goldens' reference) with its seeded synthetic weights (seed
   * whole models accumulate the rounding of many ops: rel-err is held to
     MODEL_TOLERANCE, not the single ops' TOLERANCE.
 
+The Llama benchmarks run TinyLlama-1.1B's shape (the tiny checkpoint's
+with --short) with the seeded synthetic weights of
+testdata/reference/llama.py, through one of two implementations (--llama;
+the config line "llama-impl:" names it):
+
+  * reference (the default): llama.py's module, a KV cache grown by
+    torch.cat as Hugging Face's dynamic cache is; a decode op copies the
+    cache list so that every op decodes at the same context; generate is a
+    user's loop, each token's argmax read back with .item();
+  * hf: transformers' LlamaForCausalLM (its default attention, sdpa) loaded
+    with the same weights: prefill and decode with a DynamicCache (cropped
+    back to ctx after each decode op), generate with model.generate
+    (greedy, min_new_tokens = max_new_tokens so every op makes the same
+    tokens), ttft-ms from a streamer's first new token; with --compile, a
+    static cache and the forward compiled with torch.compile
+    (mode="reduce-overhead"), as Hugging Face's guide to fast generation
+    does. Needs transformers (the GPU host has it).
+
+Prefill asks for the last position's logits only (logits_to_keep=1), as
+zbench's prefill and generate's do. rel-err is the model's logits on the
+golden case of testdata/golden/llama.safetensors against the reference's
+float64 ones.
+
 On GPUs (--device cuda), as on the Go side:
 
   * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
@@ -110,6 +134,7 @@ On GPUs (--device cuda), as on the Go side:
 import argparse
 import ctypes
 import gc
+import inspect
 import math
 import os
 import platform
@@ -631,8 +656,9 @@ def goarch():
 class Ctx:
     """What every benchmark needs: the device, its sync, the op wrapper."""
 
-    def __init__(self, device, alloc, compile_):
+    def __init__(self, device, alloc, compile_, llama="reference"):
         self.device = torch.device(device)
+        self.llama = llama  # the Llama implementation: reference or hf
         self.dev = device  # the name in benchmark names
         self.alloc = alloc
         self.compile = compile_
@@ -1281,18 +1307,88 @@ def llama_work(cfg, kind, batch, n, dt_size):
     return flops, weights + batch * H * dt_size + 2 * L * batch * k * kvd * dt_size
 
 
+class RefLlama:
+    """llama.py's module: the reference implementation of the peer."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def logits(self, ids, mask):
+        return self.model(ids, mask)
+
+    def prefill(self, ids, mask):
+        """Runs a prompt into a new KV cache, the last position's logits
+        only; returns the cache."""
+        cache = llama_ref.new_cache(self.model)
+        self.model(ids, mask, cache, logits_to_keep=1)
+        return cache
+
+    def decode(self, cache, nxt, mask):
+        """One step against the cache, which stays as it was: torch.cat
+        makes the step's own copy, as Hugging Face's dynamic cache does."""
+        return self.model(nxt, mask, [[k, v] for k, v in cache])
+
+    def step(self, cache, ids, mask):
+        """One step of a generation: the last position's logits [B, V],
+        the cache extended."""
+        return self.model(ids, mask, cache, logits_to_keep=1)[:, -1]
+
+
+class HFLlama:
+    """transformers' LlamaForCausalLM (the --llama hf peer)."""
+
+    def __init__(self, model, transformers):
+        self.model = model
+        self.cache_type = transformers.DynamicCache
+        params = inspect.signature(model.forward).parameters
+        self.keep = ({"logits_to_keep": 1} if "logits_to_keep" in params
+                     else {"num_logits_to_keep": 1} if "num_logits_to_keep" in params else {})
+
+    def logits(self, ids, mask):
+        # Positions from the mask, as generate computes them (forward
+        # alone would number padded positions).
+        pos = (mask.cumsum(-1) - 1).masked_fill_(mask == 0, 1)
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False).logits
+
+    def prefill(self, ids, mask):
+        cache = self.cache_type()
+        self.model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True, **self.keep)
+        return cache
+
+    def decode(self, cache, nxt, mask):
+        past = cache.get_seq_length()
+        out = self.model(input_ids=nxt, attention_mask=mask, past_key_values=cache, use_cache=True).logits
+        cache.crop(past)
+        return out
+
+
+def import_transformers():
+    try:
+        import transformers
+    except ImportError as e:
+        raise NotImplementedError("--llama hf needs transformers (not installed)") from e
+    return transformers
+
+
 def llama_model(ctx, name, dt):
-    """The reference module with the model's synthetic weights in dt, and
-    its config."""
+    """The peer's implementation (RefLlama or HFLlama) with the model's
+    synthetic weights in dt, and its config."""
     need_f16(ctx, dt)
     cfg_dict, _, _ = LLAMA_MODELS[name]
     cfg = llama_ref.LlamaConfig.from_dict(cfg_dict)
+    if ctx.llama == "hf":
+        transformers = import_transformers()
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg_dict))
+        missing, unexpected = model.load_state_dict(llama_weights(name), strict=False)
+        if set(missing) - ({"lm_head.weight"} if cfg.tie_word_embeddings else set()) or unexpected:
+            raise RuntimeError(f"transformers' LlamaForCausalLM: missing {missing}, unexpected {unexpected}")
+        return HFLlama(model.to(device=ctx.device, dtype=DTYPES[dt]).eval(), transformers), cfg
     model = llama_ref.LlamaForCausalLM(cfg)
     model.load_state_dict(llama_weights(name))
-    return model.to(device=ctx.device, dtype=DTYPES[dt]).eval(), cfg
+    return RefLlama(model.to(device=ctx.device, dtype=DTYPES[dt]).eval()), cfg
 
 
-def llama_check(ctx, model, name):
+def llama_check(ctx, impl, name):
     """rel-err of the model's logits on its golden case against the
     reference's float64 logits, as bench_test's Verify computes it."""
     _, cases = bert_ref.parse_safetensors(open(LLAMA_GOLDEN, "rb").read())
@@ -1300,7 +1396,7 @@ def llama_check(ctx, model, name):
     ids = cases[case + "/input_ids"].long().to(ctx.device)
     mask = cases[case + "/attention_mask"].long().to(ctx.device)
     with torch.no_grad():
-        got = model(ids, mask).double().cpu()
+        got = impl.logits(ids, mask).double().cpu()
     return rel_err(got.flatten(), cases[case + "/logits"].double().flatten())
 
 
@@ -1313,61 +1409,98 @@ def llama_prefill_setup(ctx, name, dt, batch, seq):
     """A prefill of batch prompts of seq tokens into an empty KV cache,
     with the logits of the last positions only (logits_to_keep=1, as HF's
     generate asks for them)."""
-    model, cfg = llama_model(ctx, name, dt)
+    impl, cfg = llama_model(ctx, name, dt)
     ids = llama_ids(batch * 100000 + seq, batch, seq, cfg.vocab_size, ctx.device)
     mask = torch.ones_like(ids)
+    prefill = ctx.wrap(impl.prefill)
 
     def op():
         with torch.no_grad():
-            cache = [[None, None] for _ in model.model.layers]
-            model(ids, mask, cache, logits_to_keep=1)
+            prefill(ids, mask)
 
     flops, nbytes = llama_work(cfg, "prefill", batch, seq, torch.tensor([], dtype=DTYPES[dt]).element_size())
-    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, rates=[(batch * seq, "tok/s")], peak=True)
+    return Work(op, lambda: llama_check(ctx, impl, name), flops, nbytes, rates=[(batch * seq, "tok/s")], peak=True)
 
 
 def llama_decode_setup(ctx, name, dt, batch, ctx_len):
-    """One KV-cached decode step of batch sequences at context ctx_len: the
-    prefilled cache is reused by every op (torch.cat makes the step's own
-    copy, as Hugging Face's dynamic cache does)."""
-    model, cfg = llama_model(ctx, name, dt)
+    """One KV-cached decode step of batch sequences at context ctx_len,
+    every op at the same context (see RefLlama.decode, HFLlama.decode)."""
+    impl, cfg = llama_model(ctx, name, dt)
     ids = llama_ids(batch * 100000 + ctx_len, batch, ctx_len, cfg.vocab_size, ctx.device)
-    cache = [[None, None] for _ in model.model.layers]
     with torch.no_grad():
-        model(ids, torch.ones_like(ids), cache)
+        cache = impl.prefill(ids, torch.ones_like(ids))
     nxt = torch.arange(3, 3 + batch, device=ctx.device)[:, None]
     mask = torch.ones(batch, ctx_len + 1, dtype=torch.int64, device=ctx.device)
+    decode = ctx.wrap(impl.decode)
 
     def op():
         with torch.no_grad():
-            model(nxt, mask, [[k, v] for k, v in cache])
+            decode(cache, nxt, mask)
 
     size = torch.tensor([], dtype=DTYPES[dt]).element_size()
     flops, nbytes = llama_work(cfg, "decode", batch, ctx_len, size)
-    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, rates=[(batch, "tok/s")], peak=True)
+    return Work(op, lambda: llama_check(ctx, impl, name), flops, nbytes, rates=[(batch, "tok/s")], peak=True)
+
+
+class FirstTokenTimer:
+    """A generate streamer that notes when the first new token arrives
+    (put is called with the prompt first, then each new token)."""
+
+    def __init__(self):
+        self.puts, self.first = 0, None
+
+    def put(self, value):
+        self.puts += 1
+        if self.puts == 2:
+            self.first = time.perf_counter()
+
+    def end(self):
+        pass
 
 
 def llama_generate_setup(ctx, name, dt, prompt, new):
-    """Greedy generation at batch 1: prefill, then new−1 cached decode steps,
-    each token chosen by argmax and read back (.item()), as a user's loop
-    does. ttft-ms and the decode tok/s after the first token are averaged
-    over every call, the warm-up included (as bench_test does)."""
-    model, cfg = llama_model(ctx, name, dt)
+    """Greedy generation at batch 1: prefill, then new−1 cached decode steps.
+    reference: each token chosen by argmax and read back (.item()), as a
+    user's loop does; hf: model.generate. ttft-ms and the decode tok/s after
+    the first token are averaged over every call, the warm-up included (as
+    bench_test does)."""
+    impl, cfg = llama_model(ctx, name, dt)
     ids = llama_ids(prompt, 1, prompt, cfg.vocab_size, ctx.device)
+    mask = torch.ones(1, prompt, dtype=torch.int64, device=ctx.device)
     stats = {"calls": 0, "ttft": 0.0, "decode": 0.0, "steps": 0}
+
+    if isinstance(impl, HFLlama):
+        extra_args = {}
+        if ctx.compile:
+            impl.model.forward = torch.compile(impl.model.forward, mode="reduce-overhead", fullgraph=True)
+            extra_args["cache_implementation"] = "static"
+
+        def run():
+            timer = FirstTokenTimer()
+            t0 = time.perf_counter()
+            impl.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=new,
+                                min_new_tokens=new, pad_token_id=0, streamer=timer, **extra_args)
+            ctx.sync()
+            return t0, timer.first, time.perf_counter()
+    else:
+        if ctx.compile:
+            raise NotImplementedError("the reference's generate loop grows its shapes every step; "
+                                      "use --llama hf for compiled generation")
+
+        def run():
+            t0 = time.perf_counter()
+            cache = llama_ref.new_cache(impl.model)
+            m = mask
+            tok = int(impl.step(cache, ids, m)[0].argmax())
+            t1 = time.perf_counter()
+            for _ in range(new - 1):
+                m = torch.ones(1, m.shape[1] + 1, dtype=torch.int64, device=ctx.device)
+                tok = int(impl.step(cache, torch.tensor([[tok]], device=ctx.device), m)[0].argmax())
+            return t0, t1, time.perf_counter()
 
     def op():
         with torch.no_grad():
-            t0 = time.perf_counter()
-            cache = [[None, None] for _ in model.model.layers]
-            mask = torch.ones(1, prompt, dtype=torch.int64, device=ctx.device)
-            tok = int(model(ids, mask, cache, logits_to_keep=1)[0, -1].argmax())
-            t1 = time.perf_counter()
-            for _ in range(new - 1):
-                mask = torch.ones(1, mask.shape[1] + 1, dtype=torch.int64, device=ctx.device)
-                step = torch.tensor([[tok]], device=ctx.device)
-                tok = int(model(step, mask, cache)[0, -1].argmax())
-            t2 = time.perf_counter()
+            t0, t1, t2 = run()
         stats["calls"] += 1
         stats["ttft"] += t1 - t0
         stats["decode"] += t2 - t1
@@ -1381,7 +1514,7 @@ def llama_generate_setup(ctx, name, dt, prompt, new):
     for i in range(new - 1):
         f, b = llama_work(cfg, "decode", 1, prompt + i, size)
         flops, nbytes = flops + f, nbytes + b
-    return Work(op, lambda: llama_check(ctx, model, name), flops, nbytes, peak=True, extra=extra)
+    return Work(op, lambda: llama_check(ctx, impl, name), flops, nbytes, peak=True, extra=extra)
 
 
 def kernel_setup(ctx, op_name, dt, batch, seq):
@@ -1505,6 +1638,8 @@ def main(argv=None):
     ap.add_argument("--check", action="store_true", help="check the environment and print the configuration lines, run no benchmark (exit status 3 when a run would be refused)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--compile", action="store_true", help="wrap the ops in torch.compile (torch >= 2)")
+    ap.add_argument("--llama", default="reference", choices=["reference", "hf"],
+                    help="the Llama benchmarks' implementation: testdata/reference/llama.py's module, or transformers' LlamaForCausalLM and generate")
     ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
     args = ap.parse_args(argv)
 
@@ -1523,7 +1658,12 @@ def main(argv=None):
     if min_threads < 1:
         ap.error("--min-threads must be >= 1")
     torch.set_num_threads(threads)
-    ctx = Ctx(args.device, args.alloc, args.compile)
+    if args.llama == "hf":
+        try:
+            import transformers
+        except ImportError:
+            ap.error("--llama hf needs transformers (not installed)")
+    ctx = Ctx(args.device, args.alloc, args.compile, args.llama)
     probe_f16(ctx)
     match = make_matcher(args.bench)
     blas = find_blas()
@@ -1556,6 +1696,10 @@ def main(argv=None):
         if os.environ.get(var):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
     print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
+    if args.llama == "hf":
+        print(f"llama-impl: transformers-{transformers.__version__}")
+    else:
+        print("llama-impl: reference")
     print("outputs: " + ("allocated" if args.alloc or args.compile else "preallocated"))
     if args.compile:
         print("compile: torch.compile")

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Tests of the PyTorch peer's environment guard (torch_bench.py): it
+"""Tests of the PyTorch peer (torch_bench.py): its environment guard
 refuses to run on the reference BLAS and with fewer threads than zbench's
-cores, says why and how to fix it, and runs on OpenBLAS.
+cores, says why and how to fix it, and runs on OpenBLAS; its Llama
+benchmarks run the reference on the tiny shape within tolerance, and --llama
+hf asks for transformers where it is missing.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -165,6 +167,33 @@ class GuardTest(unittest.TestCase):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2")
         self.assertEqual(r.returncode, 0, f"the installed setup is refused: {SETUP}\n{r.stderr}")
         self.assertEqual(config(r.stdout).get("blas"), "openblas", r.stdout)
+
+    # The Llama benchmarks, on the tiny checkpoint's shape.
+
+    def test_reference_llama(self):
+        r = self.peer("--short", "--benchtime", "1x", "--threads", "2", "--min-threads", "2", "--bench", "Llama",
+                      libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("llama-impl"), "reference")
+        rows = [l.split() for l in r.stdout.splitlines() if l.startswith("BenchmarkLlama")]
+        self.assertEqual([row[0].split("/")[0] for row in rows],
+                         ["BenchmarkLlamaPrefill", "BenchmarkLlamaDecode", "BenchmarkLlamaGenerate"], r.stdout)
+        for row in rows:
+            units = {row[i + 1]: float(row[i]) for i in range(2, len(row) - 1, 2)}
+            self.assertLess(units["rel-err"], 1e-4, row)
+            self.assertGreater(units["tok/s"], 0, row)
+        self.assertIn("ttft-ms", rows[2])
+
+    def test_hf_llama_needs_transformers(self):
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", "--llama", "hf", libdir=self.openblas)
+        try:
+            import transformers
+        except ImportError:
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--llama hf needs transformers (not installed)", r.stderr)
+            return
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("llama-impl"), f"transformers-{transformers.__version__}")
 
 
 if __name__ == "__main__":

@@ -27,8 +27,9 @@ benchmark gets a verdict:
   same            a change smaller than -threshold
   ambiguous       a change of at least -threshold the runs cannot confirm
                   (too noisy, or too few: run more)
-  invalid         rel-err past its dtype's tolerance, or a result above the
-                  device's peak; its speed-up is not counted
+  invalid         rel-err past its dtype's tolerance (TinyLlama's in bf16:
+                  8e-2), or a result above the device's peak; its speed-up
+                  is not counted
 
 %peak comes from the benchmark or, marked *, from its GFLOP/s and GB/s and
 the device peak in the file's config lines. Benchmarks missing from a file

@@ -85,7 +85,6 @@ Requires torch (1.13 tested, CPU only) and numpy. Run from anywhere:
   /usr/bin/python3 testdata/reference/bert.py --check    # verify they are current
 """
 
-import argparse
 import json
 import math
 import os
@@ -97,7 +96,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from safetensors_file import entry, is_current, serialize, write_file
+import golden_files
+from safetensors_file import entry, serialize
 
 SCRIPT = "testdata/reference/bert.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
@@ -756,26 +756,9 @@ def build():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 unless the committed files hold exactly this output")
-    args = ap.parse_args()
     self_test(verbose=True)
-    files = build()
-    stale = []
-    for rel, data in files.items():
-        path = os.path.join(REPO, rel)
-        if args.check:
-            if not is_current(path, data):
-                stale.append(rel)
-            continue
-        write_file(path, data)
-        print(f"wrote {rel}: {len(data)} bytes")
-    if stale:
-        print(f"stale: {', '.join(stale)}: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
-        return 1
-    if args.check:
-        print(f"{len(files)} files current ({sum(len(d) for d in files.values())} bytes)")
-    return 0
+    return golden_files.main(__doc__, build, REPO, SCRIPT)
+
 
 
 if __name__ == "__main__":

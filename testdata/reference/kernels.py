@@ -101,7 +101,8 @@ import torch
 import torch.nn.functional as F
 
 from llama import LlamaConfig
-from safetensors_file import entry, is_current, serialize, write_file
+from golden_files import is_current, write_file
+from safetensors_file import entry, serialize
 
 SEED = 20240611
 DECODER_SEED = 20261125

@@ -127,7 +127,6 @@ Run from anywhere:
   /usr/bin/python3 testdata/reference/llama.py --check    # verify they are current
 """
 
-import argparse
 import json
 import math
 import os
@@ -138,7 +137,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from bert import compact, fnv1a64, synthetic_values, Tensors
-from safetensors_file import entry, is_current, serialize, write_file
+import golden_files
+from safetensors_file import entry, serialize
 
 SCRIPT = "testdata/reference/llama.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
@@ -619,25 +619,8 @@ def build():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 unless the committed files hold exactly this output")
-    args = ap.parse_args()
-    files = build()
-    stale = []
-    for rel, data in files.items():
-        path = os.path.join(REPO, rel)
-        if args.check:
-            if not is_current(path, data):
-                stale.append(rel)
-            continue
-        write_file(path, data)
-        print(f"wrote {rel}: {len(data)} bytes")
-    if stale:
-        print(f"stale: {', '.join(stale)}: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
-        return 1
-    if args.check:
-        print(f"{len(files)} files current ({sum(len(d) for d in files.values())} bytes)")
-    return 0
+    return golden_files.main(__doc__, build, REPO, SCRIPT)
+
 
 
 if __name__ == "__main__":

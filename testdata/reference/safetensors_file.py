@@ -1,6 +1,6 @@
 """The safetensors file layout of the reference implementation, shared by
 the reference scripts here (the python safetensors package is not needed),
-and the writing and --check of the files they make.
+with golden_files' writing and --check of the files they make.
 
 Tensors are ordered by decreasing dtype alignment, then by name;
 "__metadata__" comes first in the header, which is padded with spaces to a
@@ -8,7 +8,6 @@ multiple of 8 bytes.
 """
 
 import json
-import os
 import struct
 
 import torch
@@ -56,21 +55,3 @@ def entry(name, t):
     if t.dtype == torch.bfloat16:
         t = t.view(torch.int16)
     return st, list(t.shape), t.numpy().astype(npdt).tobytes()
-
-
-def is_current(path, data):
-    """Whether the file at path holds exactly data (--check)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read() == data
-    except FileNotFoundError:
-        return False
-
-
-def write_file(path, data):
-    """Writes data to path through a temporary file, making its folder."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)

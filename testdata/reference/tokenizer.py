@@ -54,7 +54,6 @@ it). Training is deterministic for a given SentencePiece version (one
 thread, every sentence used), which --check relies on.
 """
 
-import argparse
 import hashlib
 import io
 import json
@@ -64,6 +63,8 @@ import subprocess
 import sys
 
 import sentencepiece as spm
+
+import golden_files
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = "testdata/reference/tokenizer.py"
@@ -513,32 +514,8 @@ def outputs():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 unless the committed files hold exactly this output")
-    args = ap.parse_args()
-    files = outputs()
-    stale = []
-    for rel, data in files.items():
-        p = path(rel)
-        if args.check:
-            try:
-                with open(p, "rb") as f:
-                    current = f.read() == data
-            except FileNotFoundError:
-                current = False
-            if not current:
-                stale.append(rel)
-            continue
-        os.makedirs(os.path.dirname(p), exist_ok=True)
-        with open(p, "wb") as f:
-            f.write(data)
-        print(f"wrote {rel}: {len(data)} bytes")
-    if stale:
-        print(f"stale: {', '.join(stale)}: regenerate with /usr/bin/python3 {SCRIPT}", file=sys.stderr)
-        return 1
-    if args.check:
-        print(f"{', '.join(files)} are current")
-    return 0
+    return golden_files.main(__doc__, outputs, REPO, SCRIPT)
+
 
 
 if __name__ == "__main__":

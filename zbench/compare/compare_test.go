@@ -66,6 +66,21 @@ func TestDefaultTolerance(t *testing.T) {
 	}
 }
 
+func TestBenchTolerance(t *testing.T) {
+	for _, tc := range []struct {
+		name, dtype string
+		want        float64
+	}{
+		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tinyllama/batch=1/ctx=128-2", "bf16", 8e-2},
+		{"BenchmarkLlamaDecode/dev=cpu/dtype=f32/model=tinyllama/batch=1/ctx=128-2", "f32", 2e-5},
+		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tiny/batch=1/ctx=128-2", "bf16", 1.6e-2},
+		{"BenchmarkBERT/dev=cpu/dtype=bf16/batch=1/seq=128", "bf16", 1.6e-2},
+		{"BenchmarkX/model=tinyllamas/dtype=bf16", "bf16", 1.6e-2},
+	} {
+		assert.Equal(t, tc.want, BenchTolerance(tc.name, tc.dtype), tc.name)
+	}
+}
+
 func parse(t *testing.T, name, text string) *results.File {
 	t.Helper()
 	f, err := results.Parse(strings.NewReader(text), name)
