@@ -1,11 +1,9 @@
 package bench_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -196,25 +194,9 @@ func loadDecoderCase(f *safetensors.File, name string) (*decoderCase, error) {
 	}
 	s := roleShapes{}
 	read := func(role string, want kernels.DType, into map[string]roleData) error {
-		t, err := f.Tensor(name + "/" + role)
+		d, err := readRole(f, name, role, want)
 		if err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
-		}
-		got, err := t.KernelDType()
-		if err != nil || got != want {
-			return fmt.Errorf("role %q is %s, want %v", role, t.DType, want)
-		}
-		d := roleData{Shape: kernels.Shape(t.Shape), DType: got}
-		if got == kernels.I32 {
-			d.I32, err = t.Int32()
-		} else {
-			d.F32, err = t.Float32()
-		}
-		if err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
-		}
-		if err := d.Shape.Validate(); err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
+			return err
 		}
 		into[role], s[role] = d, d.Shape
 		return nil
@@ -385,37 +367,13 @@ func firstDiff(got, want []float64) int {
 // canonical layout, that every case loads, that it covers every op and
 // that its expected values are finite.
 func TestDecoderGoldenFile(t *testing.T) {
-	b, err := os.ReadFile(decoderGoldenPath)
-	require.NoError(t, err)
-	f, cases, err := openGolden(decoderGoldenPath)
-	require.NoError(t, err)
-	meta := f.Metadata()
-	assert.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference = %q", meta["reference"])
-	assert.Equal(t, "testdata/reference/kernels.py", meta["script"])
-	assert.Less(t, len(b), 2<<20, "golden file should stay small")
-
-	var tensors []safetensors.Tensor
-	for _, n := range f.Tensors() {
-		tt, err := f.Tensor(n)
-		require.NoError(t, err)
-		tensors = append(tensors, tt)
-	}
-	var buf bytes.Buffer
-	require.NoError(t, safetensors.Write(&buf, tensors, meta))
-	assert.True(t, bytes.Equal(b, buf.Bytes()), "decoder golden file differs from its canonical serialization")
-
+	f, cases := requireCanonicalGolden(t, decoderGoldenPath)
 	seen := map[string]bool{}
 	for _, name := range cases {
 		c, err := loadDecoderCase(f, name)
 		require.NoError(t, err)
 		seen[c.Params.Op] = true
-		for role, d := range c.Outputs {
-			for i, v := range d.F32 {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					t.Fatalf("case %s: expected %s[%d] = %v", name, role, i, v)
-				}
-			}
-		}
+		requireFinite(t, name, c.Outputs)
 	}
 	for op := range decoderOps {
 		assert.True(t, seen[op], "no decoder golden case for op %s", op)

@@ -525,25 +525,9 @@ func loadCase(f *safetensors.File, name string) (*caseData, error) {
 	}
 	s := roleShapes{}
 	read := func(role string, want kernels.DType, into map[string]roleData) error {
-		t, err := f.Tensor(name + "/" + role)
+		d, err := readRole(f, name, role, want)
 		if err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
-		}
-		got, err := t.KernelDType()
-		if err != nil || got != want {
-			return fmt.Errorf("role %q is %s, want %v", role, t.DType, want)
-		}
-		d := roleData{Shape: kernels.Shape(t.Shape), DType: got}
-		if got == kernels.I32 {
-			d.I32, err = t.Int32()
-		} else {
-			d.F32, err = t.Float32()
-		}
-		if err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
-		}
-		if err := d.Shape.Validate(); err != nil {
-			return fmt.Errorf("role %q: %w", role, err)
+			return err
 		}
 		into[role], s[role] = d, d.Shape
 		return nil
@@ -681,9 +665,27 @@ func TestGoldenKernels(t *testing.T) {
 // implementation's canonical layout (the Python writer agrees with
 // safetensors.Write byte for byte) and records its provenance.
 func TestGoldenFile(t *testing.T) {
-	b, err := os.ReadFile(goldenPath)
+	f, cases := requireCanonicalGolden(t, goldenPath)
+	seen := map[string]bool{}
+	for _, name := range cases {
+		c, err := loadCase(f, name)
+		require.NoError(t, err)
+		seen[c.Params.Op] = true
+		requireFinite(t, name, c.Outputs)
+	}
+	for op := range goldenOps {
+		assert.True(t, seen[op], "no golden case for op %s", op)
+	}
+}
+
+// requireCanonicalGolden opens a golden file of kernels.py, checks its
+// provenance, its size and that it is its canonical serialization, and
+// returns it with its case names.
+func requireCanonicalGolden(t *testing.T, path string) (*safetensors.File, []string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	f, cases, err := openGolden(goldenPath)
+	f, cases, err := openGolden(path)
 	require.NoError(t, err)
 	meta := f.Metadata()
 	assert.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference = %q", meta["reference"])
@@ -698,23 +700,46 @@ func TestGoldenFile(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	require.NoError(t, safetensors.Write(&buf, tensors, meta))
-	assert.True(t, bytes.Equal(b, buf.Bytes()), "golden file differs from its canonical serialization")
+	assert.True(t, bytes.Equal(b, buf.Bytes()), "%s differs from its canonical serialization", path)
+	return f, cases
+}
 
-	seen := map[string]bool{}
-	for _, name := range cases {
-		c, err := loadCase(f, name)
-		require.NoError(t, err)
-		seen[c.Params.Op] = true
-		for role, d := range c.Outputs {
-			for i, v := range d.F32 {
-				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					t.Fatalf("case %s: expected %s[%d] = %v", name, role, i, v)
-				}
+// readRole reads the tensor "<name>/<role>" of a golden file, which must
+// be of dtype want and have a valid shape.
+func readRole(f *safetensors.File, name, role string, want kernels.DType) (roleData, error) {
+	t, err := f.Tensor(name + "/" + role)
+	if err != nil {
+		return roleData{}, fmt.Errorf("role %q: %w", role, err)
+	}
+	got, err := t.KernelDType()
+	if err != nil || got != want {
+		return roleData{}, fmt.Errorf("role %q is %s, want %v", role, t.DType, want)
+	}
+	d := roleData{Shape: kernels.Shape(t.Shape), DType: got}
+	if got == kernels.I32 {
+		d.I32, err = t.Int32()
+	} else {
+		d.F32, err = t.Float32()
+	}
+	if err != nil {
+		return roleData{}, fmt.Errorf("role %q: %w", role, err)
+	}
+	if err := d.Shape.Validate(); err != nil {
+		return roleData{}, fmt.Errorf("role %q: %w", role, err)
+	}
+	return d, nil
+}
+
+// requireFinite fails the test when an expected output of the case holds
+// NaN or Inf.
+func requireFinite(t *testing.T, name string, outputs map[string]roleData) {
+	t.Helper()
+	for role, d := range outputs {
+		for i, v := range d.F32 {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				t.Fatalf("case %s: expected %s[%d] = %v", name, role, i, v)
 			}
 		}
-	}
-	for op := range goldenOps {
-		assert.True(t, seen[op], "no golden case for op %s", op)
 	}
 }
 

@@ -294,6 +294,30 @@ func (m *hfModel) readAddedTokens(tokens []hfAddedToken) error {
 	return nil
 }
 
+// readSequence reads a Sequence section: the list under key, each item
+// read by read, their steps in order.
+func readSequence[T any](where string, raw json.RawMessage, key string, read func(string, json.RawMessage) ([]T, error)) ([]T, error) {
+	var s map[string]json.RawMessage
+	if err := field(where, raw, &s); err != nil {
+		return nil, err
+	}
+	var items []json.RawMessage
+	if list, ok := s[key]; ok {
+		if err := field(where+"."+key, list, &items); err != nil {
+			return nil, err
+		}
+	}
+	var steps []T
+	for i, item := range items {
+		sub, err := read(fmt.Sprintf("%s.%s[%d]", where, key, i), item)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, sub...)
+	}
+	return steps, nil
+}
+
 // readNormalizer reads the normalizer section: null, Prepend, Replace with a
 // string pattern, or a Sequence of these.
 func readNormalizer(where string, raw json.RawMessage) ([]normStep, error) {
@@ -306,21 +330,7 @@ func readNormalizer(where string, raw json.RawMessage) ([]normStep, error) {
 	}
 	switch t.Type {
 	case "Sequence":
-		var s struct {
-			Normalizers []json.RawMessage `json:"normalizers"`
-		}
-		if err := field(where, raw, &s); err != nil {
-			return nil, err
-		}
-		var steps []normStep
-		for i, n := range s.Normalizers {
-			sub, err := readNormalizer(fmt.Sprintf("%s.normalizers[%d]", where, i), n)
-			if err != nil {
-				return nil, err
-			}
-			steps = append(steps, sub...)
-		}
-		return steps, nil
+		return readSequence(where, raw, "normalizers", readNormalizer)
 	case "Prepend":
 		var p struct {
 			Prepend *string `json:"prepend"`
@@ -417,21 +427,7 @@ func readPreTokenizer(where string, raw json.RawMessage) ([]metaspace, error) {
 	}
 	switch t.Type {
 	case "Sequence":
-		var s struct {
-			PreTokenizers []json.RawMessage `json:"pretokenizers"`
-		}
-		if err := field(where, raw, &s); err != nil {
-			return nil, err
-		}
-		var steps []metaspace
-		for i, p := range s.PreTokenizers {
-			sub, err := readPreTokenizer(fmt.Sprintf("%s.pretokenizers[%d]", where, i), p)
-			if err != nil {
-				return nil, err
-			}
-			steps = append(steps, sub...)
-		}
-		return steps, nil
+		return readSequence(where, raw, "pretokenizers", readPreTokenizer)
 	case "Metaspace":
 		ms, err := readMetaspace(where, raw)
 		if err != nil {
@@ -458,21 +454,7 @@ func readDecoder(where string, raw json.RawMessage) ([]decodeStep, error) {
 	}
 	switch t.Type {
 	case "Sequence":
-		var s struct {
-			Decoders []json.RawMessage `json:"decoders"`
-		}
-		if err := field(where, raw, &s); err != nil {
-			return nil, err
-		}
-		var steps []decodeStep
-		for i, d := range s.Decoders {
-			sub, err := readDecoder(fmt.Sprintf("%s.decoders[%d]", where, i), d)
-			if err != nil {
-				return nil, err
-			}
-			steps = append(steps, sub...)
-		}
-		return steps, nil
+		return readSequence(where, raw, "decoders", readDecoder)
 	case "Replace":
 		pattern, content, err := readReplace(where, raw)
 		if err != nil {
