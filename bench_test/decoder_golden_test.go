@@ -152,45 +152,25 @@ func loadDecoderCase(f *safetensors.File, name string) (*decoderCase, error) {
 	fail := func(format string, args ...any) (*decoderCase, error) {
 		return nil, fmt.Errorf("decoder golden case %q: %w", name, fmt.Errorf(format, args...))
 	}
-	raw, ok := f.Metadata()[name]
-	if !ok {
-		return fail("no parameters in the metadata")
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
-		return fail("parameters %s: %w", raw, err)
-	}
 	c := &decoderCase{Name: name, Inputs: map[string]roleData{}, Outputs: map[string]roleData{}}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.Params); err != nil {
-		return fail("parameters %s: %w", raw, err)
+	raw, keys, err := readParams(f, name, &c.Params)
+	if err != nil {
+		return fail("%w", err)
 	}
 	spec, ok := decoderOps[c.Params.Op]
 	if !ok {
 		return fail("unknown op %q: add it to the decoderOps table of bench_test/decoder_golden_test.go", c.Params.Op)
 	}
-	wantKeys := append([]string{"op", "dtype"}, spec.params...)
-	for _, k := range wantKeys {
-		if _, ok := keys[k]; !ok {
-			return fail("parameters %s: no %q (op %s takes %v)", raw, k, c.Params.Op, wantKeys)
-		}
-	}
-	for k := range keys {
-		if !slices.Contains(wantKeys, k) {
-			return fail("parameters %s: unexpected %q (op %s takes %v)", raw, k, c.Params.Op, wantKeys)
-		}
+	if err := checkParamKeys(raw, c.Params.Op, keys, spec.params); err != nil {
+		return fail("%w", err)
 	}
 	dt, err := kernels.ParseDType(c.Params.DType)
 	if err != nil || !slices.Contains(goldenFloatTypes, dt) {
 		return fail("dtype %q, want one of %v", c.Params.DType, goldenFloatTypes)
 	}
 	c.DType = dt
-	roles := append(slices.Clone(spec.inputs), spec.outputs...)
-	for _, n := range f.Tensors() {
-		if role, ok := strings.CutPrefix(n, name+"/"); ok && !slices.Contains(roles, role) {
-			return fail("unexpected tensor %q: op %s has roles %v", n, c.Params.Op, roles)
-		}
+	if err := checkRoles(f, name, c.Params.Op, append(slices.Clone(spec.inputs), spec.outputs...)); err != nil {
+		return fail("%w", err)
 	}
 	s := roleShapes{}
 	read := func(role string, want kernels.DType, into map[string]roleData) error {

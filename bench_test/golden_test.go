@@ -466,35 +466,18 @@ func loadCase(f *safetensors.File, name string) (*caseData, error) {
 	fail := func(format string, args ...any) (*caseData, error) {
 		return nil, fmt.Errorf("golden case %q: %w", name, fmt.Errorf(format, args...))
 	}
-	raw, ok := f.Metadata()[name]
-	if !ok {
-		return fail("no parameters in the metadata")
-	}
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
-		return fail("parameters %s: %w", raw, err)
-	}
 	c := &caseData{Name: name, Inputs: map[string]roleData{}, Outputs: map[string]roleData{}}
-	dec := json.NewDecoder(strings.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c.Params); err != nil {
-		return fail("parameters %s: %w", raw, err)
+	raw, keys, err := readParams(f, name, &c.Params)
+	if err != nil {
+		return fail("%w", err)
 	}
 	p := c.Params
 	spec, ok := goldenOps[p.Op]
 	if !ok {
 		return fail("unknown op %q: add it to the goldenOps table of bench_test/golden_test.go", p.Op)
 	}
-	wantKeys := append([]string{"op", "dtype"}, spec.params...)
-	for _, k := range wantKeys {
-		if _, ok := keys[k]; !ok {
-			return fail("parameters %s: no %q (op %s takes %v)", raw, k, p.Op, wantKeys)
-		}
-	}
-	for k := range keys {
-		if !slices.Contains(wantKeys, k) {
-			return fail("parameters %s: unexpected %q (op %s takes %v)", raw, k, p.Op, wantKeys)
-		}
+	if err := checkParamKeys(raw, p.Op, keys, spec.params); err != nil {
+		return fail("%w", err)
 	}
 	dtypes := spec.dtypes
 	if dtypes == nil {
@@ -517,11 +500,8 @@ func loadCase(f *safetensors.File, name string) (*caseData, error) {
 			inputs = append(inputs, role)
 		}
 	}
-	roles := append(slices.Clone(inputs), spec.outputs...)
-	for _, n := range f.Tensors() {
-		if role, ok := strings.CutPrefix(n, name+"/"); ok && !slices.Contains(roles, role) {
-			return fail("unexpected tensor %q: op %s with these parameters has roles %v", n, p.Op, roles)
-		}
+	if err := checkRoles(f, name, p.Op+" with these parameters", append(slices.Clone(inputs), spec.outputs...)); err != nil {
+		return fail("%w", err)
 	}
 	s := roleShapes{}
 	read := func(role string, want kernels.DType, into map[string]roleData) error {
@@ -702,6 +682,54 @@ func requireCanonicalGolden(t *testing.T, path string) (*safetensors.File, []str
 	require.NoError(t, safetensors.Write(&buf, tensors, meta))
 	assert.True(t, bytes.Equal(b, buf.Bytes()), "%s differs from its canonical serialization", path)
 	return f, cases
+}
+
+// readParams decodes the JSON parameters of case name, in the file's
+// metadata, into params, refusing unknown fields; it returns the JSON and
+// its keys.
+func readParams(f *safetensors.File, name string, params any) (string, map[string]json.RawMessage, error) {
+	raw, ok := f.Metadata()[name]
+	if !ok {
+		return "", nil, errors.New("no parameters in the metadata")
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &keys); err != nil {
+		return "", nil, fmt.Errorf("parameters %s: %w", raw, err)
+	}
+	dec := json.NewDecoder(strings.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(params); err != nil {
+		return "", nil, fmt.Errorf("parameters %s: %w", raw, err)
+	}
+	return raw, keys, nil
+}
+
+// checkParamKeys checks that a case's parameters raw (with keys) hold
+// exactly op, dtype and the parameters op takes.
+func checkParamKeys(raw, op string, keys map[string]json.RawMessage, params []string) error {
+	wantKeys := append([]string{"op", "dtype"}, params...)
+	for _, k := range wantKeys {
+		if _, ok := keys[k]; !ok {
+			return fmt.Errorf("parameters %s: no %q (op %s takes %v)", raw, k, op, wantKeys)
+		}
+	}
+	for k := range keys {
+		if !slices.Contains(wantKeys, k) {
+			return fmt.Errorf("parameters %s: unexpected %q (op %s takes %v)", raw, k, op, wantKeys)
+		}
+	}
+	return nil
+}
+
+// checkRoles checks that every tensor of case name is one of roles (of
+// the op described by what).
+func checkRoles(f *safetensors.File, name, what string, roles []string) error {
+	for _, n := range f.Tensors() {
+		if role, ok := strings.CutPrefix(n, name+"/"); ok && !slices.Contains(roles, role) {
+			return fmt.Errorf("unexpected tensor %q: op %s has roles %v", n, what, roles)
+		}
+	}
+	return nil
 }
 
 // readRole reads the tensor "<name>/<role>" of a golden file, which must

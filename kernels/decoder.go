@@ -49,3 +49,22 @@ type Decoder interface {
 	// larger than any number, as in torch.argmax.
 	Argmax(out, x *Tensor) error
 }
+
+// IndexOfMax is Decoder.Argmax of one row on the host: the index of the
+// largest value, the first on ties, NaN counting as the largest (the
+// first NaN), as torch.argmax. It is -1 for an empty row.
+func IndexOfMax(v []float32) int {
+	if len(v) == 0 {
+		return -1
+	}
+	best := 0
+	for i, x := range v {
+		if x != x {
+			return i
+		}
+		if x > v[best] {
+			best = i
+		}
+	}
+	return best
+}

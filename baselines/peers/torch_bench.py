@@ -154,6 +154,7 @@ REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.
 sys.path.insert(0, REFERENCE_DIR)
 import bert as bert_ref  # noqa: E402
 import llama as llama_ref  # noqa: E402
+import llama_hf_check  # noqa: E402
 
 PKG = "github.com/zbench/zbench/bench_test"
 
@@ -1362,14 +1363,6 @@ class HFLlama:
         return out
 
 
-def import_transformers():
-    try:
-        import transformers
-    except ImportError as e:
-        raise NotImplementedError("--llama hf needs transformers (not installed)") from e
-    return transformers
-
-
 def llama_model(ctx, name, dt):
     """The peer's implementation (RefLlama or HFLlama) with the model's
     synthetic weights in dt, and its config."""
@@ -1377,12 +1370,9 @@ def llama_model(ctx, name, dt):
     cfg_dict, _, _ = LLAMA_MODELS[name]
     cfg = llama_ref.LlamaConfig.from_dict(cfg_dict)
     if ctx.llama == "hf":
-        transformers = import_transformers()
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**cfg_dict))
-        missing, unexpected = model.load_state_dict(llama_weights(name), strict=False)
-        if set(missing) - ({"lm_head.weight"} if cfg.tie_word_embeddings else set()) or unexpected:
-            raise RuntimeError(f"transformers' LlamaForCausalLM: missing {missing}, unexpected {unexpected}")
-        return HFLlama(model.to(device=ctx.device, dtype=DTYPES[dt]).eval(), transformers), cfg
+        import transformers  # present: main checked
+        model = llama_hf_check.hf_model(transformers, cfg_dict, llama_weights(name), "sdpa", DTYPES[dt], ctx.device)
+        return HFLlama(model, transformers), cfg
     model = llama_ref.LlamaForCausalLM(cfg)
     model.load_state_dict(llama_weights(name))
     return RefLlama(model.to(device=ctx.device, dtype=DTYPES[dt]).eval()), cfg

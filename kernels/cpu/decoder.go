@@ -169,18 +169,7 @@ func (b *Backend) Argmax(out, x *kernels.Tensor) error {
 	parallelFor(rows, n, func(lo, hi int) {
 		buf := make([]float32, n)
 		for r := lo; r < hi; r++ {
-			row := loadRange(x, r*n, (r+1)*n, buf)
-			best := 0
-			for i, v := range row {
-				if v != v {
-					best = i
-					break
-				}
-				if v > row[best] {
-					best = i
-				}
-			}
-			dst[r] = int32(best)
+			dst[r] = int32(kernels.IndexOfMax(loadRange(x, r*n, (r+1)*n, buf)))
 		}
 	})
 	return nil

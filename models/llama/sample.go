@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/zbench/zbench/kernels"
 )
 
 // Sampling says how the next token is chosen from the logits, with the
@@ -92,7 +94,7 @@ func (s *Sampler) Pick(logits []float32, seen []int) int {
 		}
 	}
 	if s.p.Temperature == 0 {
-		return argmax(logits)
+		return kernels.IndexOfMax(logits)
 	}
 	// Candidates in decreasing logit order (stable: lower ids first on ties).
 	s.order = s.order[:0]
@@ -137,19 +139,4 @@ func (s *Sampler) Pick(logits []float32, seen []int) int {
 		u -= e
 	}
 	return s.order[len(s.probs)-1]
-}
-
-// argmax is the index of the largest value, the first on ties; NaN counts
-// as the largest, as in torch.argmax.
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x != x {
-			return i
-		}
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
 }

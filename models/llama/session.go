@@ -191,6 +191,7 @@ type stepKey struct {
 type step struct {
 	S               int
 	ids, pos, start *kernels.Tensor // I32 [B, S], [B, S], [B]
+	flatIDs         *kernels.Tensor // ids as [B·S]
 	attnLens, last  *kernels.Tensor // I32 [B], [B]
 	x, h            *kernels.Tensor // [B·S, H]: the residual stream, the normalised input
 	q, k, v         *kernels.Tensor // [B, S, heads, D]
@@ -217,6 +218,7 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	st := &step{S: S}
 	st.ids, st.pos = a.Ints("input_ids", nil, B, S), a.Ints("position_ids", nil, B, S)
 	st.start, st.attnLens, st.last = a.Ints("start", nil, B), a.Ints("lens", nil, B), a.Ints("last", nil, B)
+	st.flatIDs = a.View(st.ids, B*S)
 	st.x, st.h = a.Tensor(dt, B*S, c.HiddenSize), a.Tensor(dt, B*S, c.HiddenSize)
 	st.q = a.Tensor(dt, B, S, c.NumAttentionHeads, c.HeadDim)
 	st.k = a.Tensor(dt, B, S, c.NumKeyValueHeads, c.HeadDim)
@@ -323,11 +325,7 @@ func (s *Session) forward(st *step, full bool) error {
 	eps := float32(m.Config.RMSNormEps)
 	lin := kernels.MatMulParams{TransB: true}
 	residual := kernels.MatMulParams{TransB: true, Beta: 1} // x += a·wᵀ
-	ids2, err := st.ids.Reshape(s.batch * st.S)
-	if err != nil {
-		return fmt.Errorf("llama: %w", err)
-	}
-	if err := be.Embedding(st.x, m.w.embed, ids2); err != nil {
+	if err := be.Embedding(st.x, m.w.embed, st.flatIDs); err != nil {
 		return fmt.Errorf("llama: embed_tokens: %w", err)
 	}
 	for i, l := range m.w.layers {

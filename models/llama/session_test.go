@@ -100,8 +100,8 @@ func TestDecodeMatchesForward(t *testing.T) {
 	assert.Less(t, rel(t, logits[:V], full[0][10*V:11*V]), 1e-5)
 	greedy, err := sess.Greedy()
 	require.NoError(t, err)
-	assert.Equal(t, argmax(logits[:V]), greedy[0])
-	assert.Equal(t, argmax(logits[V:]), greedy[1])
+	assert.Equal(t, kernels.IndexOfMax(logits[:V]), greedy[0])
+	assert.Equal(t, kernels.IndexOfMax(logits[V:]), greedy[1])
 }
 
 // TestPadding checks that left and right padding give every real token
@@ -219,7 +219,7 @@ func TestGenerate(t *testing.T) {
 		logits, err := m.Forward(Inputs{IDs: toI32(seq)}, 1, len(seq))
 		require.NoError(t, err)
 		V := cfg.VocabSize
-		seq = append(seq, argmax(logits[(len(seq)-1)*V:]))
+		seq = append(seq, kernels.IndexOfMax(logits[(len(seq)-1)*V:]))
 	}
 	assert.Equal(t, seq[len(prompt):], g.Tokens[0])
 

@@ -19,19 +19,27 @@ type refExpected struct {
 	Layouts   map[string]refLayout `json:"layouts"`
 }
 
+// refLayout is one tokenizer file's expected results.
 type refLayout struct {
-	File  string `json:"file"`
-	Cases []struct {
-		Name    string `json:"name"`
-		Text    string `json:"text"`
-		IDs     []int  `json:"ids"`
-		Plain   []int  `json:"plain"`
-		Decoded string `json:"decoded"`
-	} `json:"cases"`
-	Decodes []struct {
-		IDs  []int  `json:"ids"`
-		Text string `json:"text"`
-	} `json:"decodes"`
+	File    string      `json:"file"`
+	Cases   []refCase   `json:"cases"`
+	Decodes []refDecode `json:"decodes"`
+}
+
+// refCase is a text's ids with and without the special tokens, and the
+// text the ids decode to.
+type refCase struct {
+	Name    string `json:"name"`
+	Text    string `json:"text"`
+	IDs     []int  `json:"ids"`
+	Plain   []int  `json:"plain"`
+	Decoded string `json:"decoded"`
+}
+
+// refDecode is the text of ids.
+type refDecode struct {
+	IDs  []int  `json:"ids"`
+	Text string `json:"text"`
 }
 
 // llama2Dir returns the directory scripts/install-tokenizer-ref.sh builds
@@ -87,7 +95,10 @@ func TestLlama2Reference(t *testing.T) {
 	}
 }
 
+// checkReference checks tok's encodings and decodings against a
+// reference library's.
 func checkReference(t *testing.T, tok *tokenizer.Tokenizer, layout refLayout) {
+	t.Helper()
 	for _, c := range layout.Cases {
 		assert.Equal(t, c.IDs, nonNil(tok.Encode(c.Text, true)), "Encode(%s, true)", c.Name)
 		assert.Equal(t, c.Plain, nonNil(tok.Encode(c.Text, false)), "Encode(%s, false)", c.Name)

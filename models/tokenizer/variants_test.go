@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/models/tokenizer"
@@ -26,19 +25,8 @@ func TestVariants(t *testing.T) {
 	var g struct {
 		Variants []struct {
 			Name   string `json:"name"`
-			File   string `json:"file"`
 			SHA256 string `json:"sha256"`
-			Cases  []struct {
-				Name    string `json:"name"`
-				Text    string `json:"text"`
-				IDs     []int  `json:"ids"`
-				Plain   []int  `json:"plain"`
-				Decoded string `json:"decoded"`
-			} `json:"cases"`
-			Decodes []struct {
-				IDs  []int  `json:"ids"`
-				Text string `json:"text"`
-			} `json:"decodes"`
+			refLayout
 		} `json:"variants"`
 	}
 	require.NoError(t, json.Unmarshal(data, &g))
@@ -52,20 +40,7 @@ func TestVariants(t *testing.T) {
 			require.Equal(t, v.SHA256, hex.EncodeToString(sum[:]), "%s changed since testdata/reference/tokenizer.py wrote the golden file", v.File)
 			tok, err := tokenizer.Load(path)
 			require.NoError(t, err)
-			for _, c := range v.Cases {
-				assert.Equal(t, c.IDs, nonNil(tok.Encode(c.Text, true)), "Encode(%s, true)", c.Name)
-				assert.Equal(t, c.Plain, nonNil(tok.Encode(c.Text, false)), "Encode(%s, false)", c.Name)
-				got, err := tok.Decode(c.IDs)
-				require.NoError(t, err)
-				assert.Equal(t, c.Decoded, got, "Decode(Encode(%s))", c.Name)
-				assert.Equal(t, c.Decoded, streamed(tok, c.IDs), "Stream of %s", c.Name)
-			}
-			for _, d := range v.Decodes {
-				got, err := tok.Decode(d.IDs)
-				require.NoError(t, err)
-				assert.Equal(t, d.Text, got, "Decode(%v)", d.IDs)
-				assert.Equal(t, d.Text, streamed(tok, d.IDs), "Stream of %v", d.IDs)
-			}
+			checkReference(t, tok, v.refLayout)
 		})
 	}
 }

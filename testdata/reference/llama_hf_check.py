@@ -35,13 +35,15 @@ TOL = {torch.float64: 1e-5, torch.float32: 1e-4}
 
 def hf_model(transformers, cfg_dict, state_dict, attn, dtype, device):
     """transformers' LlamaForCausalLM of the config with state_dict's
-    weights, in dtype on device."""
+    weights (HF names; no lm_head.weight when tied), with the attention
+    implementation attn, in dtype on device (also the peer's, in
+    baselines/peers/torch_bench.py --llama hf)."""
     cfg = transformers.LlamaConfig(**cfg_dict)
     model = transformers.LlamaForCausalLM._from_config(cfg, attn_implementation=attn, torch_dtype=torch.float32)
     missing, unexpected = model.load_state_dict(state_dict, strict=False)
     allowed = {"lm_head.weight"} if cfg.tie_word_embeddings else set()
     if set(missing) - allowed or unexpected:
-        raise ValueError(f"state_dict: missing {missing}, unexpected {unexpected}")
+        raise ValueError(f"transformers' LlamaForCausalLM: missing {missing}, unexpected {unexpected}")
     if cfg.tie_word_embeddings and model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr():
         raise ValueError("tie_word_embeddings: lm_head is not embed_tokens")
     return model.to(device=device, dtype=dtype).eval()
