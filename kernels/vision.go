@@ -1,0 +1,89 @@
+package kernels
+
+// Vision is the op group of convolutional image models (torchvision's
+// ResNet family): 2-D convolution with a fused epilogue, max pooling and
+// global average pooling. A backend adopts it by implementing every method;
+// kerneltest.TestVision is its conformance suite. Models find it with a
+// type assertion on the Backend and fail with an error naming the backend
+// when it is absent.
+//
+// Images are NHWC inside the group: x [N, H, W, C], channels innermost.
+// Every output pixel of a convolution then reads its receptive field as
+// Kh·Kw contiguous runs of Ci/Groups channels, a 1×1 stride-1 convolution
+// is a plain [N·H·W, Ci]·[Ci, Co] matrix product, and the K dimension of
+// the implicit GEMM is contiguous in memory, which is what tensor cores
+// load from. Models convert their NCHW inputs once with SwapAxes (an
+// [N, C, H·W, 1] view to [N, H·W, C, 1]). Filters are [Co, Kh, Kw,
+// Ci/Groups] (torch's [Co, Ci/Groups, Kh, Kw] with the input channels moved
+// innermost), so that a filter row is the same K vector.
+//
+// Float tensors of one call share a dtype (F32, F16 or BF16); arithmetic
+// is in float32 (products may run on TF32 tensor cores when asked) and
+// results are rounded once to the output's dtype. Outputs must not
+// overlap inputs, except that Conv2D's out may be its Residual.
+type Vision interface {
+	// Conv2D sets out = act(conv(x, w) + bias + residual) for x
+	// [N, H, W, Ci], w [Co, Kh, Kw, Ci/G] and out [N, Ho, Wo, Co], with
+	//
+	//	conv[n, i, j, o] = Σ_{kh, kw, c} x[n, i·sh − ph + kh·dh, j·sw − pw + kw·dw, g·Ci/G + c] · w[o, kh, kw, c]
+	//
+	// over input positions inside the image (zero padding), g = o/(Co/G)
+	// the group of output channel o, and
+	//
+	//	Ho = ⌊(H + 2·ph − dh·(Kh−1) − 1)/sh⌋ + 1   (Wo likewise)
+	//
+	// as torch.nn.functional.conv2d. Residual, optional, has out's shape
+	// and may be out itself; bias, optional, is [Co].
+	Conv2D(out, x, w *Tensor, p ConvParams) error
+	// MaxPool2D sets out [N, Ho, Wo, C] to the largest value of each
+	// window of x [N, H, W, C] (padding never wins; a NaN in the window
+	// is the result, as in torch.nn.functional.max_pool2d), with Ho and Wo
+	// as Conv2D's with floor rounding.
+	MaxPool2D(out, x *Tensor, p PoolParams) error
+	// GlobalAvgPool sets out [N, C] to the mean of x [N, H, W, C] over H
+	// and W (adaptive_avg_pool2d to 1×1, then flatten), accumulated in
+	// float32.
+	GlobalAvgPool(out, x *Tensor) error
+}
+
+// ConvParams qualifies Conv2D. Pairs are (height, width).
+type ConvParams struct {
+	Stride   [2]int // 0 means 1
+	Pad      [2]int // zero padding on both sides
+	Dilation [2]int // 0 means 1
+	Groups   int    // 0 means 1; divides Ci and Co
+	Bias     *Tensor
+	Residual *Tensor
+	Act      Activation
+	// TF32 lets an F32 convolution run on TF32 tensor cores, as
+	// torch.backends.cudnn.allow_tf32 does; backends without them compute
+	// in full F32.
+	TF32 bool
+}
+
+// PoolParams qualifies MaxPool2D. Pairs are (height, width).
+type PoolParams struct {
+	Kernel   [2]int
+	Stride   [2]int // 0 means Kernel, as in torch
+	Pad      [2]int // at most half the (dilated) window, as torch requires
+	Dilation [2]int // 0 means 1
+}
+
+// ConvOutSize is one output dimension of a convolution or a pooling
+// window (floor rounding): ⌊(in + 2·pad − dil·(k−1) − 1)/stride⌋ + 1. It is
+// below 1 when the window does not fit.
+func ConvOutSize(in, k, stride, pad, dil int) int {
+	span := in + 2*pad - dil*(k-1) - 1
+	if span < 0 {
+		return 0
+	}
+	return span/stride + 1
+}
+
+// orOne returns v, or 1 when v is 0.
+func orOne(v int) int {
+	if v == 0 {
+		return 1
+	}
+	return v
+}
