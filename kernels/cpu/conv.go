@@ -1,0 +1,246 @@
+package cpu
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+var _ kernels.Vision = (*Backend)(nil)
+
+// convPackFloats bounds the im2col rows one worker packs at a time, in
+// float32 values (4 MiB): the implicit GEMM never materialises the whole
+// [N·Ho·Wo, K] matrix, only a slab of rows that stays in the cache while
+// the GEMM reads it.
+const convPackFloats = 1 << 20
+
+// narrowGroup is the widest group (output channels per group) that the
+// direct loop handles; wider groups are GEMMs over packed rows.
+const narrowGroup = 8
+
+// Conv2D computes the convolution as an implicit GEMM over NHWC data: out
+// [M, Co] (M = N·Ho·Wo output pixels) = im2col(x) [M, K] · wᵀ [K, Co] per
+// group, with K = Kh·Kw·Ci/G. A 1×1 stride-1 convolution is that product
+// on x itself; otherwise slabs of im2col rows are packed and multiplied
+// in parallel, each worker with its own buffer. The residual is copied
+// into out first and the product accumulated onto it (beta 1), so out may
+// be the residual; bias and activation follow on each slab while it is in
+// cache.
+func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
+	g, err := kernels.CheckConv2D("cpu: Conv2D", b, out, x, w, p)
+	if err != nil {
+		return err
+	}
+	M, K, Co := g.M(), g.K(), g.Co
+	xv := in32(x)[:x.Len()]
+	wv := in32(w)[:w.Len()]
+	ov, done := out32(out, p.Residual != nil && p.Residual.Storage() == out.Storage())
+	ov = ov[:out.Len()]
+	beta := float32(0)
+	if p.Residual != nil {
+		beta = 1
+		if p.Residual.Storage() != out.Storage() {
+			rv := in32(p.Residual)
+			parallelFor(len(ov), 1, func(lo, hi int) { copy(ov[lo:hi], rv[lo:hi]) })
+		}
+	}
+	var bias []float32
+	if p.Bias != nil {
+		bias = in32(p.Bias)[:Co]
+	}
+	epilogue := func(lo, hi int) {
+		if bias == nil && p.Act == kernels.ActNone {
+			return
+		}
+		for r := lo; r < hi; r++ {
+			row := ov[r*Co : (r+1)*Co]
+			if bias != nil {
+				for j := range row {
+					row[j] += bias[j]
+				}
+			}
+			if p.Act != kernels.ActNone {
+				applyAct(row, row, p.Act)
+			}
+		}
+	}
+
+	cog := Co / g.Groups
+	switch {
+	case g.PointwiseGEMM():
+		// [M, Ci]·[Co, Ci]ᵀ on the data as stored: one product, which
+		// the BLAS spreads over the cores itself.
+		blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+			blas32.General{Rows: M, Cols: K, Stride: K, Data: xv},
+			blas32.General{Rows: Co, Cols: K, Stride: K, Data: wv},
+			beta,
+			blas32.General{Rows: M, Cols: Co, Stride: Co, Data: ov})
+		parallelFor(M, Co*actCost(p.Act), epilogue)
+	case cog <= narrowGroup:
+		// Depthwise and narrow groups: per pixel and group, a packed
+		// patch dotted with each of the group's filters.
+		parallelFor(M, Co*K, func(lo, hi int) {
+			patch := make([]float32, K)
+			for r := lo; r < hi; r++ {
+				row := ov[r*Co : (r+1)*Co]
+				for gr := range g.Groups {
+					packPatch(patch, xv, g, r, gr)
+					for o := gr * cog; o < (gr+1)*cog; o++ {
+						filt := wv[o*K : (o+1)*K]
+						var s float32
+						for i, v := range patch {
+							s += v * filt[i]
+						}
+						if beta != 0 {
+							s += row[o]
+						}
+						row[o] = s
+					}
+				}
+			}
+			epilogue(lo, hi)
+		})
+	default:
+		slab := max(16, min(512, convPackFloats/K))
+		slabs := (M + slab - 1) / slab
+		// Each worker packs and multiplies its own slabs; the products
+		// are small enough that the BLAS runs them on the calling
+		// goroutine.
+		next := make(chan int, slabs)
+		for s := range slabs {
+			next <- s
+		}
+		close(next)
+		var wg sync.WaitGroup
+		for range min(runtime.GOMAXPROCS(0), slabs) {
+			wg.Go(func() {
+				buf := make([]float32, slab*K)
+				for s := range next {
+					r0, r1 := s*slab, min((s+1)*slab, M)
+					a := buf[:(r1-r0)*K]
+					for gr := range g.Groups {
+						for r := r0; r < r1; r++ {
+							packPatch(a[(r-r0)*K:(r-r0+1)*K], xv, g, r, gr)
+						}
+						blas32.Gemm(blas.NoTrans, blas.Trans, 1,
+							blas32.General{Rows: r1 - r0, Cols: K, Stride: K, Data: a},
+							blas32.General{Rows: cog, Cols: K, Stride: K, Data: wv[gr*cog*K : (gr+1)*cog*K]},
+							beta,
+							blas32.General{Rows: r1 - r0, Cols: cog, Stride: Co, Data: ov[r0*Co+gr*cog:]})
+					}
+					epilogue(r0, r1)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	done()
+	return nil
+}
+
+// packPatch writes into dst (K = Kh·Kw·Ci/G values) the receptive field
+// of output pixel r (n, i, j in row-major order) for group gr: Kh·Kw runs
+// of the group's channels, zeros where the window leaves the image.
+func packPatch(dst, x []float32, g kernels.ConvDims, r, gr int) {
+	cg := g.Ci / g.Groups
+	j := r % g.Wo
+	i := (r / g.Wo) % g.Ho
+	n := r / (g.Wo * g.Ho)
+	y0, x0 := i*g.Stride[0]-g.Pad[0], j*g.Stride[1]-g.Pad[1]
+	k := 0
+	for kh := range g.Kh {
+		y := y0 + kh*g.Dilation[0]
+		for kw := range g.Kw {
+			xx := x0 + kw*g.Dilation[1]
+			run := dst[k : k+cg]
+			if y < 0 || y >= g.H || xx < 0 || xx >= g.W {
+				clear(run)
+			} else {
+				at := ((n*g.H+y)*g.W+xx)*g.Ci + gr*cg
+				copy(run, x[at:at+cg])
+			}
+			k += cg
+		}
+	}
+}
+
+// MaxPool2D takes each window's largest value, a NaN if the window holds
+// one, in parallel over output rows.
+func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
+	g, err := kernels.CheckMaxPool2D("cpu: MaxPool2D", b, out, x, p)
+	if err != nil {
+		return err
+	}
+	xv := in32(x)
+	ov, done := out32(out, false)
+	C := g.C
+	inf := float32(math.Inf(-1))
+	parallelFor(g.N*g.Ho, g.Wo*C*g.Kernel[0]*g.Kernel[1], func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			n, i := r/g.Ho, r%g.Ho
+			y0 := i*g.Stride[0] - g.Pad[0]
+			for j := range g.Wo {
+				x0 := j*g.Stride[1] - g.Pad[1]
+				dst := ov[((n*g.Ho+i)*g.Wo+j)*C:][:C]
+				for c := range dst {
+					dst[c] = inf
+				}
+				for kh := range g.Kernel[0] {
+					y := y0 + kh*g.Dilation[0]
+					if y < 0 || y >= g.H {
+						continue
+					}
+					for kw := range g.Kernel[1] {
+						xx := x0 + kw*g.Dilation[1]
+						if xx < 0 || xx >= g.W {
+							continue
+						}
+						src := xv[((n*g.H+y)*g.W+xx)*C:][:C]
+						for c, v := range src {
+							if v > dst[c] || v != v { // NaN wins and stays, as in torch
+								if dst[c] == dst[c] {
+									dst[c] = v
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+	done()
+	return nil
+}
+
+// GlobalAvgPool averages each image's channels over its pixels, in
+// float32, in parallel over images.
+func (b *Backend) GlobalAvgPool(out, x *kernels.Tensor) error {
+	n, hw, C, err := kernels.CheckGlobalAvgPool("cpu: GlobalAvgPool", b, out, x)
+	if err != nil {
+		return err
+	}
+	xv := in32(x)
+	ov, done := out32(out, false)
+	parallelFor(n, hw*C, func(lo, hi int) {
+		for im := lo; im < hi; im++ {
+			acc := ov[im*C : (im+1)*C]
+			clear(acc)
+			for px := range hw {
+				src := xv[(im*hw+px)*C:][:C]
+				for c, v := range src {
+					acc[c] += v
+				}
+			}
+			for c := range acc {
+				acc[c] /= float32(hw)
+			}
+		}
+	})
+	done()
+	return nil
+}

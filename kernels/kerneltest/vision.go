@@ -1,0 +1,321 @@
+package kerneltest
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/stretchr/testify/require"
+	"github.com/zbench/zbench/kernels"
+)
+
+func init() { suites = append(suites, visionTests()) }
+
+// vision returns the backend's Vision ops; every backend implements them.
+func (e *env) vision() kernels.Vision {
+	e.Helper()
+	v, ok := e.b.(kernels.Vision)
+	require.Truef(e, ok, "the %s backend does not implement kernels.Vision", e.b.Name())
+	return v
+}
+
+// RefConv2D is Vision.Conv2D in float64 for x [N, H, W, Ci] and w
+// [Co, Kh, Kw, Ci/G] (NHWC), g's geometry, without the epilogue: the
+// result is [N, Ho, Wo, Co].
+func RefConv2D(x, w []float64, g kernels.ConvDims) []float64 {
+	cg, cog := g.Ci/g.Groups, g.Co/g.Groups
+	out := make([]float64, g.N*g.Ho*g.Wo*g.Co)
+	for n := range g.N {
+		for i := range g.Ho {
+			for j := range g.Wo {
+				o := out[((n*g.Ho+i)*g.Wo+j)*g.Co:][:g.Co]
+				for co := range g.Co {
+					gr := co / cog
+					var s float64
+					for kh := range g.Kh {
+						y := i*g.Stride[0] - g.Pad[0] + kh*g.Dilation[0]
+						if y < 0 || y >= g.H {
+							continue
+						}
+						for kw := range g.Kw {
+							xx := j*g.Stride[1] - g.Pad[1] + kw*g.Dilation[1]
+							if xx < 0 || xx >= g.W {
+								continue
+							}
+							xr := x[((n*g.H+y)*g.W+xx)*g.Ci+gr*cg:][:cg]
+							wr := w[((co*g.Kh+kh)*g.Kw+kw)*cg:][:cg]
+							for c, v := range xr {
+								s += v * wr[c]
+							}
+						}
+					}
+					o[co] = s
+				}
+			}
+		}
+	}
+	return out
+}
+
+// RefMaxPool2D is Vision.MaxPool2D in float64 (NHWC): a NaN in the
+// window is the result.
+func RefMaxPool2D(x []float64, g kernels.PoolDims) []float64 {
+	out := make([]float64, g.N*g.Ho*g.Wo*g.C)
+	for n := range g.N {
+		for i := range g.Ho {
+			for j := range g.Wo {
+				for c := range g.C {
+					m := math.Inf(-1)
+					for kh := range g.Kernel[0] {
+						y := i*g.Stride[0] - g.Pad[0] + kh*g.Dilation[0]
+						for kw := range g.Kernel[1] {
+							xx := j*g.Stride[1] - g.Pad[1] + kw*g.Dilation[1]
+							if y < 0 || y >= g.H || xx < 0 || xx >= g.W {
+								continue
+							}
+							if v := x[((n*g.H+y)*g.W+xx)*g.C+c]; v > m || math.IsNaN(v) {
+								m = v
+								if math.IsNaN(v) {
+									break
+								}
+							}
+						}
+						if math.IsNaN(m) {
+							break
+						}
+					}
+					out[((n*g.Ho+i)*g.Wo+j)*g.C+c] = m
+				}
+			}
+		}
+	}
+	return out
+}
+
+// RefGlobalAvgPool is Vision.GlobalAvgPool in float64 for x [n, hw, c].
+func RefGlobalAvgPool(x []float64, n, hw, c int) []float64 {
+	out := make([]float64, n*c)
+	for im := range n {
+		for px := range hw {
+			for ch := range c {
+				out[im*c+ch] += x[(im*hw+px)*c+ch]
+			}
+		}
+		for ch := range c {
+			out[im*c+ch] /= float64(hw)
+		}
+	}
+	return out
+}
+
+// convCase is one Conv2D configuration of the suite.
+type convCase struct {
+	n, h, w, ci, co, kh, kw int
+	stride, pad, dil        [2]int
+	groups                  int
+	bias, residual, inPlace bool
+	act                     kernels.Activation
+}
+
+func (c convCase) String() string {
+	s := fmt.Sprintf("x=%dx%dx%dx%d/w=%dx%dx%d", c.n, c.h, c.w, c.ci, c.co, c.kh, c.kw)
+	if c.stride != [2]int{} {
+		s += fmt.Sprintf("/stride=%dx%d", c.stride[0], c.stride[1])
+	}
+	if c.pad != [2]int{} {
+		s += fmt.Sprintf("/pad=%dx%d", c.pad[0], c.pad[1])
+	}
+	if c.dil != [2]int{} {
+		s += fmt.Sprintf("/dil=%dx%d", c.dil[0], c.dil[1])
+	}
+	if c.groups > 1 {
+		s += fmt.Sprintf("/groups=%d", c.groups)
+	}
+	if c.bias {
+		s += "/bias"
+	}
+	if c.inPlace {
+		s += "/residual=out"
+	} else if c.residual {
+		s += "/residual"
+	}
+	if c.act != kernels.ActNone {
+		s += "/act=" + c.act.String()
+	}
+	return s
+}
+
+// convCases cover every path a backend may take: pointwise products,
+// packed implicit GEMMs with padding, strides and dilation, wide and
+// narrow groups, depthwise, non-square windows, and the epilogue.
+func convCases() []convCase {
+	relu := kernels.ActReLU
+	return []convCase{
+		{n: 2, h: 5, w: 7, ci: 16, co: 24, kh: 1, kw: 1},                                                                  // pointwise GEMM
+		{n: 1, h: 9, w: 9, ci: 3, co: 5, kh: 1, kw: 1, bias: true, act: relu},                                             // pointwise, odd channels
+		{n: 2, h: 23, w: 29, ci: 3, co: 16, kh: 7, kw: 7, stride: [2]int{2, 2}, pad: [2]int{3, 3}, bias: true, act: relu}, // ResNet's stem
+		{n: 2, h: 8, w: 8, ci: 32, co: 32, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
+		{n: 1, h: 9, w: 11, ci: 24, co: 40, kh: 3, kw: 3, stride: [2]int{2, 2}, pad: [2]int{1, 1}, bias: true},
+		{n: 2, h: 7, w: 6, ci: 20, co: 36, kh: 1, kw: 1, stride: [2]int{2, 2}, bias: true},      // downsample
+		{n: 2, h: 6, w: 6, ci: 16, co: 16, kh: 1, kw: 1, bias: true, residual: true, act: relu}, // bottleneck's last
+		{n: 2, h: 6, w: 5, ci: 16, co: 16, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, inPlace: true, act: relu},
+		{n: 1, h: 8, w: 8, ci: 64, co: 64, kh: 3, kw: 3, pad: [2]int{1, 1}, groups: 32, bias: true, act: relu}, // ResNeXt
+		{n: 1, h: 6, w: 7, ci: 48, co: 96, kh: 3, kw: 3, pad: [2]int{1, 1}, groups: 3},                         // wide groups
+		{n: 2, h: 7, w: 7, ci: 12, co: 12, kh: 3, kw: 3, pad: [2]int{1, 1}, groups: 12, bias: true},            // depthwise
+		{n: 1, h: 10, w: 9, ci: 8, co: 12, kh: 3, kw: 3, pad: [2]int{2, 2}, dil: [2]int{2, 2}, act: kernels.ActGELU},
+		{n: 2, h: 9, w: 12, ci: 5, co: 7, kh: 3, kw: 5, stride: [2]int{2, 1}, pad: [2]int{1, 2}, bias: true},
+		{n: 1, h: 1, w: 1, ci: 4, co: 3, kh: 3, kw: 3, pad: [2]int{1, 1}}, // mostly padding
+		{n: 3, h: 33, w: 17, ci: 9, co: 70, kh: 3, kw: 3, stride: [2]int{2, 2}, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+	}
+}
+
+// geometry resolves the case's defaults as CheckConv2D does.
+func (c convCase) geometry() kernels.ConvDims {
+	g := kernels.ConvDims{N: c.n, H: c.h, W: c.w, Ci: c.ci, Co: c.co, Kh: c.kh, Kw: c.kw, Groups: max(c.groups, 1), Pad: c.pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = max(c.stride[i], 1), max(c.dil[i], 1)
+	}
+	g.Ho = kernels.ConvOutSize(c.h, c.kh, g.Stride[0], c.pad[0], g.Dilation[0])
+	g.Wo = kernels.ConvOutSize(c.w, c.kw, g.Stride[1], c.pad[1], g.Dilation[1])
+	return g
+}
+
+// runConv runs one case in dt and checks it against the reference, with
+// tol 0 meaning the dtype's tolerance.
+func (e *env) runConv(c convCase, dt kernels.DType, tf32 bool, tol float64) {
+	g := c.geometry()
+	x, xv := e.Input("x", dt, c.n, c.h, c.w, c.ci)
+	w, wv := e.Input("w", dt, c.co, c.kh, c.kw, c.ci/g.Groups)
+	want := RefConv2D(xv, wv, g)
+	p := kernels.ConvParams{Stride: c.stride, Pad: c.pad, Dilation: c.dil, Groups: c.groups, Act: c.act, TF32: tf32}
+	if c.bias {
+		var bv []float64
+		p.Bias, bv = e.Input("bias", dt, c.co)
+		for i := range want {
+			want[i] += bv[i%c.co]
+		}
+	}
+	out := e.Output(dt, g.N, g.Ho, g.Wo, g.Co)
+	if c.residual || c.inPlace {
+		var rv []float64
+		if c.inPlace {
+			out, rv = e.mutable(dt, g.N, g.Ho, g.Wo, g.Co)
+			p.Residual = out
+		} else {
+			p.Residual, rv = e.Input("residual", dt, g.N, g.Ho, g.Wo, g.Co)
+		}
+		for i := range want {
+			want[i] += rv[i]
+		}
+	}
+	for i, v := range want {
+		want[i] = RefAct(c.act, v)
+	}
+	require.NoError(e, e.vision().Conv2D(out, x, w, p))
+	e.Check("out", out, want, tol)
+}
+
+func visionTests() []test {
+	var ts []test
+	for _, dt := range kernels.FloatTypes {
+		for _, c := range convCases() {
+			ts = append(ts, test{name("Conv2D", "dtype", dt, "case", c), func(e *env) { e.runConv(c, dt, false, 0) }})
+		}
+	}
+	for _, c := range convCases()[2:5] {
+		ts = append(ts, test{name("Conv2D", "dtype", "tf32", "case", c), func(e *env) {
+			e.runConv(c, kernels.F32, true, kernels.Tolerance(kernels.F16))
+		}})
+	}
+	pools := []struct {
+		n, h, w, c int
+		p          kernels.PoolParams
+	}{
+		{2, 12, 12, 16, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}}, // ResNet's
+		{1, 7, 9, 5, kernels.PoolParams{Kernel: [2]int{2, 2}}},
+		{2, 9, 8, 3, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{1, 1}, Pad: [2]int{1, 1}, Dilation: [2]int{2, 2}}},
+		{1, 5, 11, 33, kernels.PoolParams{Kernel: [2]int{3, 2}, Stride: [2]int{2, 3}, Pad: [2]int{1, 0}}},
+	}
+	for _, dt := range kernels.FloatTypes {
+		for _, pc := range pools {
+			ts = append(ts, test{name("MaxPool2D", "dtype", dt, "x", kernels.Shape{pc.n, pc.h, pc.w, pc.c},
+				"kernel", fmt.Sprintf("%dx%d", pc.p.Kernel[0], pc.p.Kernel[1])), func(e *env) {
+				x, xv := e.Input("x", dt, pc.n, pc.h, pc.w, pc.c)
+				g := poolGeometry(pc.n, pc.h, pc.w, pc.c, pc.p)
+				out := e.Output(dt, pc.n, g.Ho, g.Wo, pc.c)
+				require.NoError(e, e.vision().MaxPool2D(out, x, pc.p))
+				e.Check("out", out, RefMaxPool2D(xv, g), 0)
+			}})
+		}
+		for _, s := range [][4]int{{1, 1, 1, 5}, {2, 7, 7, 64}, {3, 4, 9, 33}, {1, 2, 3, 2048}} {
+			ts = append(ts, test{name("GlobalAvgPool", "dtype", dt, "x", kernels.Shape(s[:])), func(e *env) {
+				x, xv := e.Input("x", dt, s[:]...)
+				out := e.Output(dt, s[0], s[3])
+				require.NoError(e, e.vision().GlobalAvgPool(out, x))
+				e.Check("out", out, RefGlobalAvgPool(xv, s[0], s[1]*s[2], s[3]), 0)
+			}})
+		}
+	}
+	ts = append(ts, test{"MaxPool2D/nan", func(e *env) {
+		// A NaN wins its windows; -Inf is an ordinary value.
+		vals := []float64{1, math.NaN(), 3, 4, math.Inf(-1), math.Inf(-1), 7, 8, 9}
+		x, _ := e.inputFromValues("x", kernels.F32, vals, 1, 3, 3, 1)
+		out := e.Output(kernels.F32, 1, 2, 2, 1)
+		require.NoError(e, e.vision().MaxPool2D(out, x, kernels.PoolParams{Kernel: [2]int{2, 2}, Stride: [2]int{1, 1}}))
+		require.NoError(e, e.b.Sync())
+		got, err := kernels.ToFloat32(out)
+		require.NoError(e, err)
+		require.True(e, math.IsNaN(float64(got[0])) && math.IsNaN(float64(got[1])), "windows holding the NaN: %v", got)
+		require.Equal(e, []float32{8, 9}, got[2:], "windows without it")
+	}})
+	return append(ts, test{"vision/errors", visionErrors})
+}
+
+// poolGeometry resolves MaxPool2D's defaults as CheckMaxPool2D does.
+func poolGeometry(n, h, w, c int, p kernels.PoolParams) kernels.PoolDims {
+	g := kernels.PoolDims{N: n, H: h, W: w, C: c, Kernel: p.Kernel, Pad: p.Pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = p.Stride[i], max(p.Dilation[i], 1)
+		if g.Stride[i] == 0 {
+			g.Stride[i] = p.Kernel[i]
+		}
+	}
+	g.Ho = kernels.ConvOutSize(h, p.Kernel[0], g.Stride[0], p.Pad[0], g.Dilation[0])
+	g.Wo = kernels.ConvOutSize(w, p.Kernel[1], g.Stride[1], p.Pad[1], g.Dilation[1])
+	return g
+}
+
+// visionErrors checks that bad calls fail with errors naming the op and
+// the argument.
+func visionErrors(e *env) {
+	v := e.vision()
+	f32 := kernels.F32
+	x, _ := e.Input("x", f32, 1, 6, 6, 8)
+	w, _ := e.Input("w", f32, 4, 3, 3, 8)
+	out := e.Output(f32, 1, 4, 4, 4)
+	e.requireOpErr(v.Conv2D(e.Output(f32, 1, 6, 6, 4), x, w, kernels.ConvParams{}), kernels.ErrShape, "Conv2D", "out")
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Groups: 3}), kernels.ErrShape, "Conv2D", "3 groups")
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Groups: 2}), kernels.ErrShape, "Conv2D", "input channels per group")
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Stride: [2]int{-1, 1}}), kernels.ErrValue, "Conv2D", "stride")
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Pad: [2]int{0, -2}}), kernels.ErrValue, "Conv2D", "padding")
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Act: 99}), kernels.ErrValue, "Conv2D", "activation")
+	b16, _ := e.Input("bias", kernels.BF16, 4)
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Bias: b16}), kernels.ErrDType, "Conv2D", "bias")
+	r, _ := e.Input("residual", f32, 1, 4, 4, 5)
+	e.requireOpErr(v.Conv2D(out, x, w, kernels.ConvParams{Residual: r}), kernels.ErrShape, "Conv2D", "residual")
+	nchw, _ := e.Input("x3", f32, 6, 6, 8)
+	e.requireOpErr(v.Conv2D(out, nchw, w, kernels.ConvParams{}), kernels.ErrShape, "Conv2D", "NHWC")
+	big, _ := e.Input("w7", f32, 4, 9, 9, 8)
+	e.requireOpErr(v.Conv2D(out, x, big, kernels.ConvParams{}), kernels.ErrShape, "Conv2D", "smaller than the 9×9 window")
+	sq, _ := e.mutable(f32, 1, 6, 6, 8)
+	w1, _ := e.Input("w1", f32, 8, 1, 1, 8)
+	e.requireOpErr(v.Conv2D(sq, sq, w1, kernels.ConvParams{}), kernels.ErrValue, "Conv2D", "out is x's storage")
+
+	pout := e.Output(f32, 1, 3, 3, 8)
+	e.requireOpErr(v.MaxPool2D(pout, x, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{2, 2}}),
+		kernels.ErrValue, "MaxPool2D", "padding")
+	e.requireOpErr(v.MaxPool2D(pout, x, kernels.PoolParams{}), kernels.ErrValue, "MaxPool2D", "kernel")
+	e.requireOpErr(v.MaxPool2D(e.Output(f32, 1, 2, 2, 8), x, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}),
+		kernels.ErrShape, "MaxPool2D", "out")
+	e.requireOpErr(v.GlobalAvgPool(e.Output(f32, 1, 4), x), kernels.ErrShape, "GlobalAvgPool", "out")
+	e.requireOpErr(v.GlobalAvgPool(e.Output(kernels.F16, 1, 8), x), kernels.ErrDType, "GlobalAvgPool", "out")
+}
