@@ -171,6 +171,7 @@ golden: python-ref
 	scripts/install-tokenizer-ref.sh --golden
 	$(PY) testdata/reference/tokenizer.py
 	$(PY) testdata/reference/llama.py
+	$(PY) testdata/reference/resnet.py
 
 cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null

@@ -146,6 +146,13 @@ func (c *Checkpoint) DType(param string) (string, error) {
 	return t.DType, err
 }
 
+// Shape returns the shape of the tensor holding the named parameter, for
+// models that take a size from their weights (a classifier's classes).
+func (c *Checkpoint) Shape(param string) ([]int, error) {
+	t, _, err := c.find(param)
+	return t.Shape, err
+}
+
 // Values implements Source: the tensor of the first of p's candidate names
 // found, which must have p's shape and a floating-point dtype.
 func (c *Checkpoint) Values(p Param) ([]float32, error) {

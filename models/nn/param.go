@@ -33,7 +33,7 @@ type Source interface {
 // ranges.
 type synthetic struct {
 	seed   uint64
-	ranges func(name string) (center, half float64)
+	ranges func(p Param) (center, half float64)
 }
 
 // Synthetic returns seeded synthetic weights: each parameter's values are
@@ -42,10 +42,16 @@ type synthetic struct {
 // the same ranges, so that goldens of full-size models store only inputs
 // and outputs.
 func Synthetic(seed uint64, ranges func(name string) (center, half float64)) Source {
+	return synthetic{seed, func(p Param) (float64, float64) { return ranges(p.Name) }}
+}
+
+// SyntheticShaped is Synthetic with ranges that depend on the parameter's
+// shape as well as its name (a fan-in scaled initialisation).
+func SyntheticShaped(seed uint64, ranges func(p Param) (center, half float64)) Source {
 	return synthetic{seed, ranges}
 }
 
 func (s synthetic) Values(p Param) ([]float32, error) {
-	c, h := s.ranges(p.Name)
+	c, h := s.ranges(p)
 	return synth.Uniform(s.seed, p.Name, p.Len(), c, h), nil
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Independent PyTorch reference for the operations of zbench's kernels.Ops
-and kernels.Decoder.
+"""Independent PyTorch reference for the operations of zbench's kernels.Ops,
+kernels.Decoder and kernels.Vision.
 
 Writes testdata/golden/kernels.safetensors, which bench_test/golden_test.go
-checks every backend against, and testdata/golden/decoder.safetensors, which
+checks every backend against, testdata/golden/decoder.safetensors, which
 bench_test/decoder_golden_test.go checks every backend that implements
-kernels.Decoder against. The semantics follow the documentation in
-kernels/ops.go and kernels/decoder.go; nothing here is derived from the Go
-implementations.
+kernels.Decoder against, and testdata/golden/vision.safetensors, for the
+backends that implement kernels.Vision. The semantics follow the
+documentation in kernels/ops.go, kernels/decoder.go and kernels/vision.go;
+nothing here is derived from the Go implementations.
 
 Layout of kernels.safetensors:
 
@@ -76,12 +77,47 @@ Layout of decoder.safetensors (the same format, its own seed):
                                 (the first maximum on ties, the first NaN if
                                 any; exact)
 
+Layout of vision.safetensors (the same format, its own seed). Tensors stay
+in torch's layout, images NCHW (kernels.Vision works in NHWC: a reader
+transposes): float inputs in the case's dtype (F32, F16 or BF16), expected
+outputs F32 computed in float64 from the stored inputs.
+
+  tensors   "<case>/<role>" by op:
+              conv2d            x [N, Ci, H, W], w [Co, Ci/G, Kh, Kw] (torch's
+                                filter layout), bias [Co] (optional),
+                                residual [N, Co, Ho, Wo] (optional) -> out
+                                [N, Co, Ho, Wo] = act(conv2d(x, w, stride,
+                                padding, dilation, groups) + bias +
+                                residual): torch.nn.functional.conv2d, zero
+                                padding, Ho = ⌊(H + 2·ph − dh·(Kh−1) − 1)/sh⌋
+                                + 1 (Wo likewise); bias and residual take
+                                part iff their role is in the file
+              max_pool2d        x [N, C, H, W] -> out [N, C, Ho, Wo]:
+                                torch.nn.functional.max_pool2d (floor
+                                rounding; padding never wins); one case,
+                                max_pool2d_f32_nan_inf, holds NaN and ±inf
+                                in x and NaN and ±inf in out
+              global_avg_pool   x [N, C, H, W] -> out [N, C]: the mean over H
+                                and W (adaptive_avg_pool2d to 1×1, flattened)
+  metadata  "<case>": compact JSON with "op" and "dtype", plus "reference",
+            "script", "seed" and "format". By op:
+              conv2d            stride [sh, sw], padding [ph, pw], dilation
+                                [dh, dw], groups, act (none, relu, gelu as
+                                kernels.Activation)
+              max_pool2d        kernel [kh, kw], stride, padding, dilation;
+                                "nan" (the NaN case only): what torch 1.13
+                                does, which its out holds — a window holding
+                                a NaN gives NaN wherever the NaN is in it, +inf
+                                beats numbers, a window of −inf values gives
+                                −inf (padding aside)
+              global_avg_pool   none
+
 The files are written in the safetensors format by safetensors_file.py here
 (the python safetensors package is not needed), with the reference
 implementation's layout: tensors ordered by decreasing dtype alignment then
 name, "__metadata__" first, header padded with spaces to 8 bytes. The
-decoder cases are built after, and from a seed apart from, the kernels
-cases, which they leave byte for byte as they were.
+decoder cases, then the vision cases, are built after, and each from a seed
+apart from, the kernels cases, which they leave byte for byte as they were.
 
 Deterministic: a fixed seed, one thread, deterministic algorithms.
 Requires torch (1.13 tested, CPU only) and numpy. Run from anywhere:
@@ -106,11 +142,13 @@ from safetensors_file import entry, serialize
 
 SEED = 20240611
 DECODER_SEED = 20261125
+VISION_SEED = 20261202
 SCRIPT = "testdata/reference/kernels.py"
 FORMAT = "zbench-golden/1: tensors <case>/<role>, metadata <case> = JSON params"
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DEFAULT_OUT = os.path.join(REPO, "testdata", "golden", "kernels.safetensors")
 DEFAULT_DECODER_OUT = os.path.join(REPO, "testdata", "golden", "decoder.safetensors")
+DEFAULT_VISION_OUT = os.path.join(REPO, "testdata", "golden", "vision.safetensors")
 
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 ACTS = ["relu", "gelu", "gelu_tanh", "silu", "tanh"]
@@ -146,10 +184,11 @@ class Golden:
         assert name not in self.tensors, name
         self.tensors[name] = entry(name, t)
 
-    def case(self, name, params, inputs, outputs):
+    def case(self, name, params, inputs, outputs, finite=True):
         """Adds a case. inputs are stored as given (already rounded to their
         storage dtype); outputs (float64) are stored as F32, int32 outputs
-        (indices) as they are."""
+        (indices) as they are. Float outputs must be finite unless finite
+        is False (a case about NaN and infinities)."""
         assert name not in self.params, name
         assert "/" not in name and "op" in params and "dtype" in params, name
         self.params[name] = params
@@ -160,7 +199,7 @@ class Golden:
                 self._put(f"{name}/{role}", t)
                 continue
             assert t.dtype == torch.float64, (name, role, t.dtype)
-            assert torch.isfinite(t).all(), (name, role)
+            assert not finite or torch.isfinite(t).all(), (name, role)
             self._put(f"{name}/{role}", t.to(torch.float32))
 
     def serialize(self):
@@ -669,6 +708,128 @@ def decoder_cases(g):
     argmax("argmax_bf16_ties", "bf16", randn([4, 300], torch.float32, scale=0.01, shift=1.0))  # ties by rounding
 
 
+# ---------------------------------------------------------------------------
+# Vision ops (kernels.Vision), float64, in torch's NCHW layout
+
+
+def pair(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v, v]
+
+
+def vision_cases(g):
+    def conv(name, dtype, N, Ci, H, W, Co, kernel, stride=1, padding=0, dilation=1, groups=1, bias=False,
+             residual=False, act="none"):
+        dt = DTYPES[dtype]
+        kh, kw = pair(kernel)
+        p = {"op": "conv2d", "dtype": dtype, "stride": pair(stride), "padding": pair(padding),
+             "dilation": pair(dilation), "groups": groups, "act": act}
+        x = randn([N, Ci, H, W], dt)
+        w = randn([Co, Ci // groups, kh, kw], dt, scale=1 / math.sqrt(Ci // groups * kh * kw))
+        inputs = {"x": x, "w": w}
+        b = None
+        if bias:
+            b = inputs["bias"] = randn([Co], dt, scale=0.5)
+        y = F.conv2d(d64(x), d64(w), None if b is None else d64(b), p["stride"], p["padding"], p["dilation"], groups)
+        if residual:
+            r = inputs["residual"] = randn(list(y.shape), dt)
+            y = y + d64(r)
+        g.case(name, p, inputs, {"out": act_fn(act, y)})
+
+    # ResNet's convolutions (BatchNorm folded into a bias): the stem, the
+    # basic block's 3×3s, the bottleneck's 1×1s, the downsample.
+    conv("conv2d_f32_stem_7x7_s2_p3_bias_relu", "f32", 2, 3, 23, 29, 16, 7, stride=2, padding=3, bias=True, act="relu")
+    conv("conv2d_f32_3x3_s1_p1_bias_relu", "f32", 2, 8, 9, 11, 12, 3, padding=1, bias=True, act="relu")
+    conv("conv2d_f32_3x3_s1_p1", "f32", 1, 5, 6, 7, 3, 3, padding=1)
+    conv("conv2d_f32_3x3_s2_p1", "f32", 2, 8, 11, 9, 16, 3, stride=2, padding=1)
+    conv("conv2d_f32_3x3_s2_p1_bias_relu_even", "f32", 1, 4, 8, 10, 8, 3, stride=2, padding=1, bias=True, act="relu")
+    conv("conv2d_f32_3x3_p1_residual_relu", "f32", 2, 8, 7, 6, 8, 3, padding=1, bias=True, residual=True, act="relu")
+    conv("conv2d_f32_3x3_residual_no_bias", "f32", 1, 6, 5, 5, 4, 3, padding=1, residual=True)
+    conv("conv2d_f32_3x3_ci64", "f32", 1, 64, 6, 6, 16, 3, padding=1, bias=True, act="relu")  # K = 64·3·3 = 576
+    conv("conv2d_f32_3x3_p1_on_1x1", "f32", 3, 16, 1, 1, 8, 3, padding=1, bias=True)  # layer4 at 32×32: the centre tap
+    conv("conv2d_f32_3x3_valid", "f32", 2, 3, 6, 9, 5, 3)  # no padding
+    conv("conv2d_f32_7x7_to_1x1", "f32", 2, 4, 7, 7, 6, 7, bias=True)  # the window fills the image
+    conv("conv2d_f32_1x1", "f32", 2, 16, 7, 5, 24, 1)
+    conv("conv2d_f32_1x1_bias", "f32", 2, 16, 7, 5, 24, 1, bias=True)
+    conv("conv2d_f32_1x1_bias_relu", "f32", 1, 32, 4, 4, 8, 1, bias=True, act="relu")
+    conv("conv2d_f32_1x1_residual_relu", "f32", 2, 8, 5, 6, 32, 1, bias=True, residual=True, act="relu")
+    conv("conv2d_f32_1x1_s2_downsample", "f32", 2, 16, 9, 7, 32, 1, stride=2, bias=True)
+    # Grouped (ResNeXt: 4 groups, Co/G ≠ Ci/G when widening), depthwise
+    # (groups = channels) and depthwise with a channel multiplier of 2.
+    conv("conv2d_f32_grouped_3x3_g4", "f32", 2, 16, 6, 7, 16, 3, padding=1, groups=4, bias=True, act="relu")
+    conv("conv2d_f32_grouped_3x3_g4_s2_widen", "f32", 1, 16, 9, 8, 32, 3, stride=2, padding=1, groups=4)
+    conv("conv2d_f32_grouped_1x1_g2", "f32", 2, 8, 3, 4, 6, 1, groups=2, bias=True)
+    conv("conv2d_f32_depthwise_3x3", "f32", 2, 12, 7, 9, 12, 3, padding=1, groups=12, bias=True)
+    conv("conv2d_f32_depthwise_3x3_multiplier2", "f32", 1, 6, 8, 5, 12, 3, stride=2, padding=1, groups=6)
+    # Dilation, non-square kernels, strides and padding.
+    conv("conv2d_f32_3x3_dilation2_p2", "f32", 2, 6, 9, 10, 7, 3, padding=2, dilation=2, bias=True)
+    conv("conv2d_f32_3x3_dilation2_p0", "f32", 1, 4, 8, 7, 5, 3, dilation=2)
+    conv("conv2d_f32_k3x5_s2x1_p1x2", "f32", 2, 5, 9, 8, 6, (3, 5), stride=(2, 1), padding=(1, 2), bias=True)
+    conv("conv2d_f32_k5x2_s1x3_p2x0_d1x2", "f32", 1, 3, 7, 13, 4, (5, 2), stride=(1, 3), padding=(2, 0),
+         dilation=(1, 2), residual=True, act="relu")
+    conv("conv2d_f32_3x3_p1_bias_gelu", "f32", 2, 6, 5, 7, 9, 3, padding=1, bias=True, act="gelu")
+    for dt in ("f16", "bf16"):
+        conv(f"conv2d_{dt}_stem_7x7_s2_p3_bias_relu", dt, 1, 3, 23, 29, 16, 7, stride=2, padding=3, bias=True,
+             act="relu")
+        conv(f"conv2d_{dt}_3x3_p1_residual_relu", dt, 2, 16, 6, 5, 16, 3, padding=1, bias=True, residual=True,
+             act="relu")
+        conv(f"conv2d_{dt}_grouped_3x3_g4_s2", dt, 1, 16, 7, 7, 16, 3, stride=2, padding=1, groups=4, bias=True)
+        conv(f"conv2d_{dt}_1x1_s2_downsample", dt, 2, 16, 7, 9, 32, 1, stride=2, bias=True)
+
+    def max_pool(name, dtype, x, kernel, stride, padding=0, dilation=1, nan=None):
+        p = {"op": "max_pool2d", "dtype": dtype, "kernel": pair(kernel), "stride": pair(stride),
+             "padding": pair(padding), "dilation": pair(dilation)}
+        if nan is not None:
+            p["nan"] = nan
+        out = F.max_pool2d(d64(x), p["kernel"], p["stride"], p["padding"], p["dilation"])
+        g.case(name, p, {"x": x}, {"out": out}, finite=bool(torch.isfinite(x).all()))
+
+    # ResNet's, on the output shape of the stem case above (12×15).
+    max_pool("max_pool2d_f32_3x3_s2_p1", "f32", randn([2, 8, 12, 15], torch.float32), 3, 2, 1)
+    max_pool("max_pool2d_f32_3x3_s2_p1_odd", "f32", randn([1, 5, 11, 9], torch.float32), 3, 2, 1)
+    # All negative: the padding (−inf, never zero) must not win.
+    max_pool("max_pool2d_f32_3x3_s2_p1_negative", "f32", randn([2, 3, 6, 7], torch.float32, shift=-4.0), 3, 2, 1)
+    max_pool("max_pool2d_f32_2x2_s2", "f32", randn([2, 4, 8, 10], torch.float32), 2, 2)
+    # Floor rounding: the last row and column are dropped.
+    max_pool("max_pool2d_f32_2x2_s2_floor", "f32", randn([1, 3, 9, 11], torch.float32), 2, 2)
+    max_pool("max_pool2d_f32_3x3_s1_p1_d2", "f32", randn([2, 3, 9, 8], torch.float32), 3, 1, 1, 2)
+    max_pool("max_pool2d_f32_k2x3_s1x2_p1x1", "f32", randn([1, 4, 6, 9], torch.float32), (2, 3), (1, 2), (1, 1))
+    max_pool("max_pool2d_f32_1x1_to_1x1", "f32", randn([3, 6, 1, 1], torch.float32), 3, 2, 1)  # one pixel, padded
+    # NaN and infinities. torch 1.13's CPU max_pool2d (float32 and float64,
+    # NCHW and channels_last alike) returns NaN for every window holding a
+    # NaN, wherever the NaN is in it; +inf wins over numbers; a window
+    # whose only values are −inf (padding aside) gives −inf.
+    nan, inf = float("nan"), float("inf")
+    x = randn([2, 3, 8, 9], torch.float32)
+    x[0, 0, 0, 0] = nan  # a corner: in the first window only (after the padding)
+    x[0, 1, 3, 4] = nan  # inside: in several windows
+    x[0, 1, 7, 8] = inf
+    x[0, 2, 2, 2] = 100.0
+    x[0, 2, 2, 3] = nan  # after a larger value in the same window
+    x[1, 0, 4, 4] = -inf
+    x[1, 1, :, :] = -inf  # a whole channel: every window −inf
+    x[1, 2, 0:4, 0:4] = -inf  # the top-left windows −inf, next to numbers
+    x[1, 2, 5, 5] = nan
+    x[1, 2, 6, 5] = inf  # NaN beats +inf
+    max_pool("max_pool2d_f32_nan_inf", "f32", x, 3, 2, 1,
+             nan="a window holding a NaN gives NaN (propagates, whatever else it holds); +inf wins over numbers; "
+                 "a window of -inf values gives -inf; padding never wins")
+    for dt in ("f16", "bf16"):
+        max_pool(f"max_pool2d_{dt}_3x3_s2_p1", dt, randn([2, 4, 10, 13], DTYPES[dt]), 3, 2, 1)
+
+    def global_avg_pool(name, dtype, shape, shift=0.0):
+        x = randn(shape, DTYPES[dtype], shift=shift)
+        g.case(name, {"op": "global_avg_pool", "dtype": dtype}, {"x": x},
+               {"out": F.adaptive_avg_pool2d(d64(x), 1).flatten(1)})
+
+    global_avg_pool("global_avg_pool_f32_7x7", "f32", [2, 64, 7, 7])  # ResNet at 224×224
+    global_avg_pool("global_avg_pool_f32_1x1", "f32", [3, 16, 1, 1])  # ResNet at 32×32: a copy
+    global_avg_pool("global_avg_pool_f32_2x2", "f32", [2, 24, 2, 2])
+    global_avg_pool("global_avg_pool_f32_3x5", "f32", [1, 5, 3, 5])
+    global_avg_pool("global_avg_pool_f32_28x28_shifted", "f32", [1, 8, 28, 28], shift=10.0)  # 784 values of mean ~10
+    global_avg_pool("global_avg_pool_f16_7x7", "f16", [2, 32, 7, 7])
+    global_avg_pool("global_avg_pool_bf16_7x7", "bf16", [2, 32, 7, 7])
+
+
 def build():
     torch.manual_seed(SEED)
     torch.set_num_threads(1)
@@ -695,15 +856,26 @@ def build_decoder():
     return g
 
 
+def build_vision():
+    torch.manual_seed(VISION_SEED)
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    g = Golden(VISION_SEED)
+    vision_cases(g)
+    return g
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT, help="output path of the kernels cases (default: %(default)s)")
     ap.add_argument("--decoder-out", default=DEFAULT_DECODER_OUT,
                     help="output path of the decoder cases (default: %(default)s)")
+    ap.add_argument("--vision-out", default=DEFAULT_VISION_OUT,
+                    help="output path of the vision cases (default: %(default)s)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the outputs already hold exactly this output")
     args = ap.parse_args()
     status = 0
-    for path, g in ((args.out, build()), (args.decoder_out, build_decoder())):
+    for path, g in ((args.out, build()), (args.decoder_out, build_decoder()), (args.vision_out, build_vision())):
         data = g.serialize()
         if args.check:
             if not is_current(path, data):
