@@ -146,9 +146,15 @@ func DefaultTolerance(dtype string) float64 {
 // with the tolerance of each dtype that does. TinyLlama-1.1B rounds its
 // residual stream to bfloat16 44 times: PyTorch's own bfloat16 model is
 // 4.8e-2 off the float64 reference (zbench's 4.1e-2), against the
-// kernels' 1.6e-2, which BERT-base's 12 layers meet.
+// kernels' 1.6e-2, which BERT-base's 12 layers meet. ResNet-101 and -152
+// round 33 and 50 blocks' activations: torchvision's own bfloat16 models
+// are 2.2e-2 and 3.2e-2 off the float64 reference on 32×32 inputs
+// (zbench's ResNet-152: 2.1e-2 in bf16, 3.1e-3 in f16), while ResNet-50
+// (7.1e-3 at 224×224) and the shallower ones meet the kernels' tolerances.
 var DeepModels = map[string]map[string]float64{
 	"model=tinyllama": {"bf16": 8e-2},
+	"model=resnet101": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
+	"model=resnet152": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
 }
 
 // BenchTolerance is the rel-err accepted for the named benchmark (its
