@@ -61,36 +61,9 @@ func (f Files) Sharded() bool { return len(f.Weights) > 1 }
 // file). Every file returned exists; a missing one gives an error wrapping
 // ErrMissing that names it.
 func Resolve(weights, config string) (Files, error) {
-	var f Files
-	st, err := os.Stat(weights)
+	f, dir, err := resolveWeights(weights)
 	if err != nil {
-		return f, fmt.Errorf("weights %s: %w", weights, pathErr(err))
-	}
-	dir := weights
-	switch {
-	case st.IsDir():
-		one := filepath.Join(dir, WeightsName)
-		index := filepath.Join(dir, IndexName)
-		switch {
-		case isFile(one):
-			f.Weights = []string{one}
-		case isFile(index):
-			if f.Weights, err = readIndex(index); err != nil {
-				return Files{}, err
-			}
-			f.Index = index
-		default:
-			return Files{}, fmt.Errorf("weights %s: no %s or %s in the directory: %w", weights, WeightsName, IndexName, ErrMissing)
-		}
-	case strings.HasSuffix(weights, ".index.json"):
-		dir = filepath.Dir(weights)
-		if f.Weights, err = readIndex(weights); err != nil {
-			return Files{}, err
-		}
-		f.Index = weights
-	default:
-		dir = filepath.Dir(weights)
-		f.Weights = []string{weights}
+		return Files{}, err
 	}
 	f.Config = config
 	if config == "" {
@@ -102,6 +75,50 @@ func Resolve(weights, config string) (Files, error) {
 		return Files{}, fmt.Errorf("config %s: %w", config, pathErr(err))
 	}
 	return f, nil
+}
+
+// ResolveWeights finds the weight files at weights as Resolve does, for
+// models whose checkpoints carry no config.json (a torchvision state_dict
+// saved as safetensors): Config is left empty.
+func ResolveWeights(weights string) (Files, error) {
+	f, _, err := resolveWeights(weights)
+	return f, err
+}
+
+// resolveWeights finds the weight files at weights and the directory
+// where its config.json would be.
+func resolveWeights(weights string) (f Files, dir string, err error) {
+	st, err := os.Stat(weights)
+	if err != nil {
+		return f, "", fmt.Errorf("weights %s: %w", weights, pathErr(err))
+	}
+	dir = weights
+	switch {
+	case st.IsDir():
+		one := filepath.Join(dir, WeightsName)
+		index := filepath.Join(dir, IndexName)
+		switch {
+		case isFile(one):
+			f.Weights = []string{one}
+		case isFile(index):
+			if f.Weights, err = readIndex(index); err != nil {
+				return Files{}, "", err
+			}
+			f.Index = index
+		default:
+			return Files{}, "", fmt.Errorf("weights %s: no %s or %s in the directory: %w", weights, WeightsName, IndexName, ErrMissing)
+		}
+	case strings.HasSuffix(weights, ".index.json"):
+		dir = filepath.Dir(weights)
+		if f.Weights, err = readIndex(weights); err != nil {
+			return Files{}, "", err
+		}
+		f.Index = weights
+	default:
+		dir = filepath.Dir(weights)
+		f.Weights = []string{weights}
+	}
+	return f, dir, nil
 }
 
 // readIndex reads the index file at path and returns the paths of its
