@@ -9,8 +9,9 @@
 #           and testdata/reference/llama.py against transformers'
 #           LlamaForCausalLM (llama_hf_check.py)
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
-#           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain and the Llama
-#           benchmarks (COUNT times; BENCH=regexp for a part), then the
+#           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain, the Llama
+#           benchmarks and BenchmarkResNet (COUNT times; BENCH=regexp for a
+#           part), then the
 #           PyTorch peer, eager
 #           and, where torch has it, torch.compile, on the same host; the
 #           Llama rows with transformers' LlamaForCausalLM and generate
@@ -53,7 +54,7 @@ check)
   ;;
 bench)
   count=${COUNT:-6}
-  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT|Llama}
+  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT|Llama|ResNet}
   (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
     >"$out/zbench.txt"
   llama=reference
