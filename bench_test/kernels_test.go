@@ -46,7 +46,8 @@ var kernelOps = []kernelOp{
 // BenchmarkKernels times single kernels at BERT-base shapes: activations on
 // the FFN's [batch·seq, 3072], layernorm on [batch·seq, 768], softmax on the
 // attention scores [batch, 12, seq, seq] and attention on q, k, v
-// [batch, 12, seq, 64].
+// [batch, 12, seq, 64]; and conv2d at ResNet-50's layer shapes
+// (resnetConvLayers).
 func BenchmarkKernels(b *testing.B) {
 	for _, op := range kernelOps {
 		for _, dev := range devices {
@@ -64,6 +65,7 @@ func BenchmarkKernels(b *testing.B) {
 			}
 		}
 	}
+	benchConvLayers(b)
 }
 
 // cacheModes are the name suffixes of the cache states a kernel runs in:
