@@ -3,8 +3,8 @@
 
 Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels,
 BenchmarkAttention, BenchmarkBERT, BenchmarkBERTTrain, BenchmarkLlamaPrefill,
-BenchmarkLlamaDecode, BenchmarkLlamaGenerate) with PyTorch and
-prints the results in Go benchmark format, under the same names, so that
+BenchmarkLlamaDecode, BenchmarkLlamaGenerate, BenchmarkResNet) with PyTorch
+and prints the results in Go benchmark format, under the same names, so that
 one benchstat call compares zbench with PyTorch:
 
     /usr/bin/python3 baselines/peers/torch_bench.py > torch.txt
@@ -121,6 +121,37 @@ zbench's prefill and generate's do. rel-err is the model's logits on the
 golden case of testdata/golden/llama.safetensors against the reference's
 float64 ones.
 
+BenchmarkResNet is ResNet-50 inference on 224×224 images, one op a batch:
+torchvision's resnet50 with the seeded synthetic weights (seed 20261201) of
+testdata/reference/resnet.py (imported on first use: it needs torchvision;
+without it the benchmarks are skipped), model.eval() under
+torch.inference_mode, on seeded random pixels. Batches 1 and 8 on CPUs;
+dtypes f32, tf32, f16 and bf16 over batches 1, 4, 8, …, 512 on GPUs; batch
+1 in f32 with --short. As a PyTorch user runs a conv net:
+
+  * on GPUs in the channels_last memory format (NHWC, what cuDNN's tensor
+    core convolutions want; the CPU keeps torch's default, contiguous
+    NCHW: the config line "resnet-memory-format:"), with
+    torch.backends.cudnn.benchmark on (cuDNN times its algorithms for each
+    new shape, in the warm-up; "cudnn-benchmark:");
+  * f16 and bf16 are the whole model and its input cast (model.half(),
+    .to(torch.bfloat16)), as zbench runs the whole model in that dtype;
+    dtype=f32 runs with TF32 off for cuDNN's convolutions and cuBLAS's
+    matmuls alike (torch.backends.cudnn.allow_tf32 defaults to True: it is
+    set for every benchmark), dtype=tf32 with both on;
+  * GFLOP/s counts two per multiply-add of every Conv2d and Linear
+    (2·N·Ho·Wo·Co·Ci/G·Kh·Kw, and 2·N·2048·1000 for fc), counted once by
+    forward hooks and held to models/resnet's Config.FLOPs (8.178368512e9
+    per image); GB/s counts the model's float state_dict in the dtype (the
+    four BatchNorm vectors that eager PyTorch reads, where zbench holds
+    the BatchNorms folded into one bias per convolution: 0.3% more) and
+    the float32 input; img/s is batch over seconds per op; peak-B on CUDA
+    as for BERT;
+  * rel-err is the model (the code that is timed, in its dtype and memory
+    format) on the golden case resnet50_224 of
+    testdata/golden/resnet.safetensors against torchvision's float64
+    logits, held to bench_test's resnetTolerance (RESNET_TOLERANCE).
+
 On GPUs (--device cuda), as on the Go side:
 
   * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
@@ -132,6 +163,7 @@ On GPUs (--device cuda), as on the Go side:
 """
 
 import argparse
+import copy
 import ctypes
 import gc
 import inspect
@@ -186,6 +218,7 @@ DEFAULT_L2_BYTES = 50 << 20
 UNITS = [
     "Unit GFLOP/s better=higher",
     "Unit GB/s better=higher",
+    "Unit img/s better=higher",
     "Unit seq/s better=higher",
     "Unit tok/s better=higher",
     "Unit ttft-ms better=lower",
@@ -669,6 +702,10 @@ class Ctx:
         self.l2_bytes = 0
         self._flush_buf = None
         if self.cuda:
+            # Conv nets of fixed shapes: cuDNN times its algorithms for
+            # each new shape and keeps the fastest (the PyTorch tuning
+            # guide's advice), in the warm-up.
+            torch.backends.cudnn.benchmark = True
             props = torch.cuda.get_device_properties(self.device.index if self.device.index is not None else torch.cuda.current_device())
             self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or DEFAULT_L2_BYTES)
 
@@ -703,11 +740,13 @@ class Ctx:
         self._flush_buf.zero_()
 
     def set_tf32(self, on):
-        """Allows TF32 tensor-core matmuls for float32 (dtype=tf32) or
-        forbids them (every other case). No-op off CUDA."""
+        """Allows TF32 tensor cores for float32 matmuls (cuBLAS) and
+        convolutions (cuDNN) for dtype=tf32, or forbids them (every other
+        case). No-op off CUDA."""
         if not self.cuda:
             return
         set_tf32_matmul(on)
+        set_tf32_cudnn(on)
 
 
 def _backend_attr(mod, name):
@@ -733,6 +772,19 @@ def set_tf32_matmul(on):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         mm.allow_tf32 = on
+
+
+def set_tf32_cudnn(on):
+    """Sets cuDNN's TF32 use for float32 convolutions with
+    torch.backends.cudnn.allow_tf32, which, unlike the matmuls' flag,
+    defaults to True. The legacy flag, which every version has, for the
+    reason set_tf32_matmul gives."""
+    cudnn = _backend_attr(torch.backends, "cudnn")
+    if cudnn is None or _backend_attr(cudnn, "allow_tf32") is None:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cudnn.allow_tf32 = on
 
 
 def uniform(seed, shape, dtype, device):
@@ -1507,6 +1559,111 @@ def llama_generate_setup(ctx, name, dt, prompt, new):
     return Work(op, lambda: llama_check(ctx, impl, name), flops, nbytes, peak=True, extra=extra)
 
 
+# ---------------------------------------------------------------- ResNet
+
+RESNET_GOLDEN = os.path.join(os.path.dirname(REFERENCE_DIR), "golden", "resnet.safetensors")
+RESNET_MODEL, RESNET_CASE, RESNET_SIZE = "resnet50", "resnet50_224", 224
+# models/resnet's Config.FLOPs(1, 224, 224) of resnet50: the hooks' count
+# must agree.
+RESNET_FLOPS_PER_IMAGE = 8.178368512e9
+# bench_test's resnetTolerance: 1e-4 in f32 (torchvision's own float32
+# model is 3.8e-7 off the float64 reference on resnet50_224), else
+# compare.BenchTolerance, whose DeepModels leave resnet50 at the kernels'
+# tolerances (tf32 takes f16's).
+RESNET_TOLERANCE = {"f32": 1e-4, "tf32": 2e-3, "f16": 2e-3, "bf16": 1.6e-2}
+
+_resnet = {}
+
+
+def resnet_cases(short, gpu):
+    """BenchmarkResNet's (dtype, batch), in bench_test's order
+    (resnetBenchPrecisions, resnetBatches)."""
+    if short:
+        return [("f32", 1)]
+    if not gpu:
+        return [("f32", 1), ("f32", 8)]
+    return [(dt, b) for dt in ("f32", "tf32", "f16", "bf16") for b in (1, 4, 8, 16, 32, 64, 128, 256, 512)]
+
+
+def resnet_memory_format(ctx):
+    """channels_last (NHWC) on GPUs, for cuDNN's tensor-core
+    convolutions; torch's default, contiguous NCHW, on CPUs."""
+    return torch.channels_last if ctx.cuda else torch.contiguous_format
+
+
+def conv_flops(model, x):
+    """The FLOPs of model(x): two per multiply-add of every Conv2d
+    (2·N·Ho·Wo·Co·Ci/G·Kh·Kw) and Linear (2·N·in·out), from forward hooks;
+    pooling, BatchNorm, additions and ReLU are not counted, as in
+    models/resnet."""
+    total = [0]
+
+    def hook(mod, inputs, out):
+        if isinstance(mod, torch.nn.Conv2d):
+            total[0] += 2 * out.numel() * mod.weight[0].numel()  # weight [Co, Ci/G, Kh, Kw]
+        else:
+            total[0] += 2 * out.numel() * mod.in_features
+
+    hooks = [m.register_forward_hook(hook) for m in model.modules()
+             if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    return float(total[0])
+
+
+def resnet_base():
+    """(the float32 CPU model with the synthetic weights, FLOPs per
+    224×224 image, the golden case's pixel_values and logits), made once.
+    The reference is imported here: torchvision is needed for ResNet
+    alone."""
+    if not _resnet:
+        try:
+            import resnet as resnet_ref
+        except ImportError as e:
+            raise NotImplementedError(f"testdata/reference/resnet.py needs torchvision: {e}")
+        model = resnet_ref.resnet(RESNET_MODEL)
+        flops = conv_flops(model, torch.zeros(1, 3, RESNET_SIZE, RESNET_SIZE))
+        if flops != RESNET_FLOPS_PER_IMAGE:
+            raise RuntimeError(f"torchvision {RESNET_MODEL} counts {flops:.10g} FLOPs per {RESNET_SIZE}² image, "
+                               f"models/resnet {RESNET_FLOPS_PER_IMAGE:.10g}: the architectures differ")
+        with open(RESNET_GOLDEN, "rb") as f:
+            _, cases = bert_ref.parse_safetensors(f.read())
+        pixels, logits = cases[RESNET_CASE + "/pixel_values"], cases[RESNET_CASE + "/logits"]
+        _resnet.update(model=model, flops=flops, pixels=pixels, logits=logits)
+    return _resnet
+
+
+def resnet_setup(ctx, dt, batch):
+    """ResNet-50 inference of [batch, 3, 224, 224] seeded random pixels
+    (uniform in [-1, 1)), model and input in dt and, on GPUs, channels_last."""
+    need_f16(ctx, dt)
+    base = resnet_base()
+    dtype, dev, fmt = DTYPES[dt], ctx.device, resnet_memory_format(ctx)
+    model = copy.deepcopy(base["model"]).to(device=dev, dtype=dtype, memory_format=fmt).eval()
+    size = RESNET_SIZE
+    x = uniform(batch, (batch, 3, size, size), dtype, dev).contiguous(memory_format=fmt)
+    fwd = ctx.wrap(lambda t: model(t))
+    grad_off = getattr(torch, "inference_mode", torch.no_grad)
+
+    def op():
+        with grad_off():
+            fwd(x)
+
+    def check():
+        px = base["pixels"].to(device=dev, dtype=dtype).contiguous(memory_format=fmt)
+        with grad_off():
+            got = fwd(px)
+        return rel_err(got, base["logits"])
+
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values() if t.is_floating_point())
+    return Work(op, check, flops=base["flops"] * batch, nbytes=weights + batch * 3 * size * size * 4,
+                rates=[(batch, "img/s")], peak=True)
+
+
 def kernel_setup(ctx, op_name, dt, batch, seq):
     if op_name == "layernorm":
         return layernorm_setup(ctx, dt, batch, seq)
@@ -1600,6 +1757,10 @@ def benchmarks(ctx, short):
             name = f"BenchmarkLlamaGenerate/dev={ctx.dev}/dtype={dt}/model={model}/prompt={prompt}/new={new}"
             out.append(Bench(name, dt, lambda dt=dt, p=prompt, n=new: llama_generate_setup(ctx, model, dt, p, n),
                              tol=MODEL_TOLERANCE[dt]))
+    for dt, batch in resnet_cases(short, ctx.cuda):
+        name = f"BenchmarkResNet/dev={ctx.dev}/model={RESNET_MODEL}/dtype={dt}/batch={batch}"
+        out.append(Bench(name, dt, lambda dt=dt, b=batch: resnet_setup(ctx, dt, b),
+                         tf32=dt == "tf32", tol=RESNET_TOLERANCE[dt]))
     return out
 
 
@@ -1686,6 +1847,9 @@ def main(argv=None):
         if os.environ.get(var):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
     print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
+    print("resnet-memory-format: " + ("channels_last" if ctx.cuda else "contiguous"))
+    if ctx.cuda:
+        print("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
     if args.llama == "hf":
         print(f"llama-impl: transformers-{transformers.__version__}")
     else:

@@ -3,7 +3,9 @@
 refuses to run on the reference BLAS and with fewer threads than zbench's
 cores, says why and how to fix it, and runs on OpenBLAS; its Llama
 benchmarks run the reference on the tiny shape within tolerance, and --llama
-hf asks for transformers where it is missing.
+hf asks for transformers where it is missing; its ResNet benchmark runs
+torchvision's ResNet-50 with zbench's FLOP and byte counts, within
+tolerance.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -183,6 +185,29 @@ class GuardTest(unittest.TestCase):
             self.assertLess(units["rel-err"], 1e-4, row)
             self.assertGreater(units["tok/s"], 0, row)
         self.assertIn("ttft-ms", rows[2])
+
+    # BenchmarkResNet, batch 1 (--short), one timed op.
+
+    def test_resnet(self):
+        r = self.peer("--short", "--benchtime", "1x", "--threads", "2", "--min-threads", "2", "--bench", "ResNet",
+                      libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertIn("Unit img/s better=higher", r.stdout.splitlines())
+        self.assertEqual(config(r.stdout).get("resnet-memory-format"), "contiguous")
+        rows = [l.split() for l in r.stdout.splitlines() if l.startswith("Benchmark")]
+        self.assertEqual([row[0] for row in rows], ["BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1-2"],
+                         r.stdout)
+        row = rows[0]
+        self.assertEqual(row[1], "1", "--benchtime 1x")
+        units = {row[i + 1]: float(row[i]) for i in range(2, len(row) - 1, 2)}
+        self.assertEqual(sorted(units), sorted(["ns/op", "GFLOP/s", "GB/s", "img/s", "rel-err"]), row)
+        ns = units["ns/op"]
+        self.assertAlmostEqual(units["img/s"] * ns / 1e9, 1, delta=1e-3, msg=row)  # batch 1
+        # models/resnet's Config.FLOPs(1, 224, 224) and WeightBytes (with
+        # torch's four BatchNorm vectors) plus the float32 input.
+        self.assertAlmostEqual(units["GFLOP/s"] * ns / 8.178368512e9, 1, delta=1e-3, msg=row)
+        self.assertAlmostEqual(units["GB/s"] * ns / (4 * 25610152 + 4 * 3 * 224 * 224), 1, delta=1e-3, msg=row)
+        self.assertLess(units["rel-err"], 1e-5, row)  # the golden's f32_rel_err: 3.8e-7 (tolerance 1e-4)
 
     def test_hf_llama_needs_transformers(self):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2", "--llama", "hf", libdir=self.openblas)
