@@ -164,13 +164,17 @@ peer-test: python-ref
 	@WITH_REFERENCE_BLAS=1 scripts/install-python-ref.sh
 	@echo "== PyTorch peer: environment guard"; $(PY) baselines/peers/torch_bench_test.py
 
-## golden: regenerate testdata/golden/ with the PyTorch references.
-golden: python-ref
+## golden: regenerate testdata/golden/ with the PyTorch references
+## (install-python-ref.sh --golden installs python-ref's reference and, for
+## imagenet.py, PIL and skimage's photographs).
+golden:
+	@scripts/install-python-ref.sh --golden
 	$(PY) testdata/reference/kernels.py
 	$(PY) testdata/reference/bert.py
 	scripts/install-tokenizer-ref.sh --golden
 	$(PY) testdata/reference/tokenizer.py
 	$(PY) testdata/reference/llama.py
+	$(PY) testdata/reference/imagenet.py
 	$(PY) testdata/reference/resnet.py
 
 cuda-toolkit:

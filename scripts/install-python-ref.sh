@@ -19,6 +19,10 @@
 # update-alternatives --query and one Python start). Packages are installed
 # with apt-get, through sudo unless run as root.
 #
+# With --golden (make golden only: make test never needs them), it also
+# installs Debian's python3-pil and python3-skimage, which
+# testdata/reference/imagenet.py needs (PIL, and skimage's photographs).
+#
 # The reference must run on /usr/bin/python3, not a `python3` found on PATH
 # (a pyenv or venv interpreter would not see Debian's torch).
 set -euo pipefail
@@ -83,6 +87,13 @@ apt_install() {
 	say "installed $* in $((SECONDS - start)) s"
 }
 
+golden=
+case "${1:-}" in
+"") ;;
+--golden) golden=1 ;;
+*) die "usage: $0 [--golden]" ;;
+esac
+
 # 1. torch and numpy (and OpenBLAS with them, in one apt-get run, when both
 # are missing).
 need=()
@@ -115,6 +126,22 @@ if [[ -n "${WITH_REFERENCE_BLAS:-}" && -n "$have_dpkg" ]]; then
 	done
 	if ((${#missing[@]})); then
 		say "installing ${missing[*]}: the reference BLAS that the peer's guard test forces"
+		apt_install "${missing[@]}" || die "cannot install ${missing[*]}"
+	fi
+fi
+
+# 1c. With --golden, PIL and skimage's photographs for imagenet.py.
+if [[ -n "$golden" ]]; then
+	missing=()
+	"$PY" -c 'import PIL' >/dev/null 2>&1 || missing+=(python3-pil)
+	for photo in chelsea.png coffee.png camera.png; do
+		if [[ ! -f /usr/lib/python3/dist-packages/skimage/data/$photo ]]; then
+			missing+=(python3-skimage)
+			break
+		fi
+	done
+	if ((${#missing[@]})); then
+		say "installing ${missing[*]}: testdata/reference/imagenet.py's PIL and photographs"
 		apt_install "${missing[@]}" || die "cannot install ${missing[*]}"
 	fi
 fi

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
+	"github.com/zbench/zbench/models/imagenet"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 )
@@ -23,6 +24,9 @@ import (
 type inferModel struct {
 	dtypes []string // the --dtype values it accepts
 	run    func(inferJob) (inferResult, error)
+	// stateDict models read weights alone (a torchvision state_dict as
+	// safetensors) with no config.json; images models take --image.
+	stateDict, images bool
 }
 
 // inferModels are the models infer runs, by --model name.
@@ -34,9 +38,15 @@ var inferModels = map[string]inferModel{
 // An inferJob is one run of a model, its flags checked.
 type inferJob struct {
 	dev   kernels.Backend
+	model string            // the --model name
 	dtype string            // one of the model's dtypes
 	files checkpoint.Files  // the checkpoint's config and weights
-	input *safetensors.File // the parsed --input file
+	input *safetensors.File // the parsed --input file, nil with --image
+	// image is the --image photograph to classify, labels the class
+	// names of --labels (nil without), top the --top count.
+	image  string
+	labels []string
+	top    int
 }
 
 // An inferResult is what a model's run produced.
@@ -45,13 +55,14 @@ type inferResult struct {
 	batch   string               // the shape of the batch, such as "3×11"
 	load    time.Duration        // reading and uploading the weights and inputs
 	forward time.Duration        // the forward pass, device synchronised
+	report  []string             // lines printed after the summary (an image's top classes)
 }
 
 // knownDevices are the --device values, whether or not this binary and
 // machine have them.
 var knownDevices = []string{"cpu", "cuda"}
 
-const inferSynopsis = "--model MODEL --weights DIR|W.safetensors [--config config.json] --input IN.safetensors --output OUT.safetensors [--device cpu|cuda] [--dtype f32|f16|bf16|mixed]"
+const inferSynopsis = "--model MODEL --weights DIR|W.safetensors [--config config.json] (--input IN.safetensors --output OUT.safetensors | --image PHOTO [--labels labels.txt] [--top 5] [--output OUT.safetensors]) [--device cpu|cuda] [--dtype f32|tf32|f16|bf16|mixed]"
 
 const inferDoc = `
 Infer loads a Hugging Face checkpoint (safetensors weights and config.json)
@@ -73,6 +84,19 @@ attention_mask (padding on the left or the right); OUT gets logits F32
 [batch, seq, vocab], zero at padded positions. --dtype auto (llama only)
 takes the checkpoint's torch_dtype.
 
+For torchvision's ResNet family (--model resnet18, resnet34, resnet50,
+resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
+wide_resnet50_2, wide_resnet101_2), --weights is the model's state_dict
+saved as safetensors with torchvision's names (no config.json; the classes
+are fc.weight's rows). IN holds pixel_values F32 [N, 3, H, W], normalised,
+H and W at least 32; OUT gets logits F32 [N, classes]. Instead of --input,
+--image classifies one JPEG or PNG photograph after torchvision's ImageNet
+evaluation transform (resize the short side to 256 as PIL's antialiased
+bilinear resize does, center crop 224, scale to [0, 1], normalise with
+ImageNet's mean and std) and prints the --top classes with their softmax
+probabilities, named by --labels (one class per line) if given; --output
+is then optional. --dtype tf32 runs f32 convolutions on TF32 tensor cores.
+
 OUT is written atomically: a failed run leaves no file.`
 
 func runInfer(args []string, stdout, stderr io.Writer) error {
@@ -84,15 +108,20 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		input   = fs.String("input", "", "the inputs, a safetensors `file` (required)")
 		output  = fs.String("output", "", "the safetensors `file` to write the outputs to (required)")
 		device  = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
-		dtype   = fs.String("dtype", "f32", "the precision: f32, f16, bf16 or mixed (f32 weights with an f16 attention core)")
+		dtype   = fs.String("dtype", "f32", "the precision: f32, tf32 (ResNets), f16, bf16 or mixed (BERT: f32 weights with an f16 attention core)")
+		image   = fs.String("image", "", "a JPEG or PNG photograph `file` to classify (ResNets), instead of --input")
+		labels  = fs.String("labels", "", "with --image: the class names, a text `file` with one per line")
+		top     = fs.Int("top", 5, "with --image: how many classes to print")
 	)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	var missing []string
-	for _, f := range []struct{ name, val string }{
-		{"model", *model}, {"weights", *weights}, {"input", *input}, {"output", *output},
-	} {
+	required := []struct{ name, val string }{{"model", *model}, {"weights", *weights}}
+	if *image == "" {
+		required = append(required, struct{ name, val string }{"input", *input}, struct{ name, val string }{"output", *output})
+	}
+	for _, f := range required {
 		if f.val == "" {
 			missing = append(missing, "--"+f.name)
 		}
@@ -107,9 +136,33 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	if !slices.Contains(m.dtypes, *dtype) {
 		return usageErrorf("unknown --dtype %q for %s (want %s)", *dtype, *model, strings.Join(m.dtypes, ", "))
 	}
-	files, err := checkpoint.Resolve(*weights, *config)
+	switch {
+	case *image != "" && !m.images:
+		return usageErrorf("--image is for image classifiers; %s takes --input", *model)
+	case *image != "" && *input != "":
+		return usageErrorf("--image and --input both given: classify a photograph or run an input file, not both")
+	case *image == "" && (*labels != ""):
+		return usageErrorf("--labels needs --image")
+	case *top < 1:
+		return usageErrorf("--top %d: want at least 1", *top)
+	case m.stateDict && *config != "":
+		return usageErrorf("--config: %s reads its architecture from its name and its weights, it has no config.json", *model)
+	}
+	var files checkpoint.Files
+	var err error
+	if m.stateDict {
+		files, err = checkpoint.ResolveWeights(*weights)
+	} else {
+		files, err = checkpoint.Resolve(*weights, *config)
+	}
 	if err != nil {
 		return err
+	}
+	var names []string
+	if *labels != "" {
+		if names, err = imagenet.ReadLabels(*labels); err != nil {
+			return err
+		}
 	}
 	dev, err := openDevice(*device)
 	if err != nil {
@@ -117,16 +170,20 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	}
 
 	start := time.Now()
-	out, err := createAtomic(*output)
-	if err != nil {
-		return err
+	var out *atomicFile
+	if *output != "" {
+		if out, err = createAtomic(*output); err != nil {
+			return err
+		}
+		defer out.abort() // a no-op after commit
 	}
-	defer out.abort() // a no-op after commit
-	in, err := safetensors.Open(*input)
-	if err != nil {
-		return fmt.Errorf("input: %w", err)
+	job := inferJob{dev: dev, model: *model, dtype: *dtype, files: files, image: *image, labels: names, top: *top}
+	if *input != "" {
+		if job.input, err = safetensors.Open(*input); err != nil {
+			return fmt.Errorf("input: %w", err)
+		}
 	}
-	res, err := m.run(inferJob{dev: dev, dtype: *dtype, files: files, input: in})
+	res, err := m.run(job)
 	if err != nil {
 		return err
 	}
@@ -142,15 +199,28 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		"device_name": dev.Info().Name,
 		"dtype":       *dtype,
 		"weights":     filepath.Base(files.Weights[0]),
-		"config":      filepath.Base(files.Config),
-		"input":       filepath.Base(*input),
 	}
-	if err := out.commit(res.outputs, meta); err != nil {
-		return err
+	if files.Config != "" {
+		meta["config"] = filepath.Base(files.Config)
 	}
-	fmt.Fprintf(stdout, "model   %s\ndevice  %s (%s)\ndtype   %s\nbatch   %s\noutput  %s (%s)\nelapsed %v (load %v, forward %v)\n",
-		*model, dev.Name(), dev.Info().Name, *dtype, res.batch, *output, describe(res.outputs),
+	if *input != "" {
+		meta["input"] = filepath.Base(*input)
+	} else {
+		meta["image"] = filepath.Base(*image)
+	}
+	written := "not written"
+	if out != nil {
+		if err := out.commit(res.outputs, meta); err != nil {
+			return err
+		}
+		written = fmt.Sprintf("%s (%s)", *output, describe(res.outputs))
+	}
+	fmt.Fprintf(stdout, "model   %s\ndevice  %s (%s)\ndtype   %s\nbatch   %s\noutput  %s\nelapsed %v (load %v, forward %v)\n",
+		*model, dev.Name(), dev.Info().Name, *dtype, res.batch, written,
 		round(time.Since(start)), round(res.load), round(res.forward))
+	for _, line := range res.report {
+		fmt.Fprintln(stdout, line)
+	}
 	return nil
 }
 

@@ -264,7 +264,7 @@ func TestInferErrors(t *testing.T) {
 		{name: "missing several", edit: func(t *testing.T, f *inferFlags) { f.model, f.output = "", "" },
 			want: []string{"missing required flag --model, --output"}, usage: true},
 		{name: "unknown --model", edit: func(t *testing.T, f *inferFlags) { f.model = "gpt2" },
-			want: []string{`unknown --model "gpt2" (want bert, llama)`}, usage: true},
+			want: []string{`unknown --model "gpt2" (want bert, llama, resnet101,`}, usage: true},
 		{name: "unknown --dtype", edit: func(t *testing.T, f *inferFlags) { f.dtype = "fp8" },
 			want: []string{`unknown --dtype "fp8" for bert (want f32, f16, bf16, mixed)`}, usage: true},
 		{name: "unknown --device", edit: func(t *testing.T, f *inferFlags) { f.device = "tpu" },
