@@ -44,6 +44,17 @@
 // BertModel, with metadata naming the model, device, dtype, weights and
 // config. OUT is written atomically: a failed run leaves no file behind.
 //
+//	zbench infer --model resnet50 --weights W.safetensors \
+//		(--input IN.safetensors --output OUT.safetensors | --image PHOTO [--labels FILE] [--top 5]) \
+//		[--device cpu|cuda] [--dtype f32|tf32|f16|bf16]
+//
+// For torchvision's ResNet family (any name package models/resnet knows),
+// W is the model's state_dict as safetensors (no config.json: the classes
+// are fc.weight's rows), IN holds pixel_values F32 [N, 3, H, W] and OUT
+// gets logits F32 [N, classes]; --image classifies one JPEG or PNG after
+// torchvision's ImageNet evaluation transform (package models/imagenet)
+// and prints the top classes.
+//
 // The cuda device exists in binaries built with -tags cuda, on a machine
 // with an NVIDIA GPU.
 //
