@@ -51,6 +51,10 @@ func Config(devs []kernels.Backend) ([]string, error) {
 		switch info.Kind {
 		case kernels.CPU:
 			lines = append(lines,
+				// The OS's model name, which scripts/machine-id.sh makes the
+				// baseline folder from; Go's own "cpu:" line is the CPUID
+				// brand string, which some virtual machines set apart.
+				"cpu-model: "+info.Name,
 				"blas: "+info.BLAS,
 				fmt.Sprintf("cpu-peak-gflops: %.0f", peak.FLOPSFor(kernels.F32)/1e9),
 				fmt.Sprintf("cpu-peak-source: %s", peak.Source),
