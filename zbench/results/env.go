@@ -49,8 +49,12 @@ func (f *File) Config() map[string][]string {
 // Go, driver, ...) by name. Keys only one file sets (a peer prints
 // impl:, Go benchmarks print go:) and keys that differ between any two runs
 // (the commit) are not differences of environment and are left out.
+//
+// A file's cpu is its cpu-model: value where it has one: the OS's model
+// name, which the peer's cpu: line is as well, while Go's cpu: line is the
+// CPUID brand string, which some virtual machines set apart from it.
 func DiffConfig(base, other *File) []Setting {
-	bc, oc := base.Config(), other.Config()
+	bc, oc := osCPU(base.Config()), osCPU(other.Config())
 	var diffs []Setting
 	for k, bv := range bc {
 		ov, ok := oc[k]
@@ -73,6 +77,15 @@ func DiffConfig(base, other *File) []Setting {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return diffs
+}
+
+// osCPU replaces conf's cpu values by its cpu-model values, if any.
+func osCPU(conf map[string][]string) map[string][]string {
+	if m, ok := conf["cpu-model"]; ok {
+		conf["cpu"] = m
+		delete(conf, "cpu-model")
+	}
+	return conf
 }
 
 // CrossHardware reports whether any of diffs is a hardware difference.

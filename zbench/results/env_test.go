@@ -20,6 +20,9 @@ func TestDiffConfig(t *testing.T) {
 		{"keys one side lacks are not differences", "cpu: Intel(R) Xeon(R) Processor\nimpl: torch-1.13.0a0\nblas: gonum", nil},
 		{"software", "cpu: Intel(R) Xeon(R) Processor\ngomaxprocs: 2\nblas: openblas\ngo: go1.27", []Setting{
 			{Key: "blas", Base: "gonum", Other: "openblas"}, {Key: "go", Base: "go1.26.8", Other: "go1.27"}}},
+		{"the OS's model name over Go's CPUID brand", "cpu: Oxide Virtual Turin-like Processor\ncpu-model: Intel(R) Xeon(R) Processor\nblas: gonum", nil},
+		{"a virtual machine's brand string does not hide another model", "cpu: Intel(R) Xeon(R) Processor\ncpu-model: AMD EPYC", []Setting{
+			{Key: "cpu", Base: "Intel(R) Xeon(R) Processor", Other: "AMD EPYC", Hardware: true}}},
 		{"hardware first", "cpu: AMD EPYC\ngomaxprocs: 4\nblas: openblas", []Setting{
 			{Key: "cpu", Base: "Intel(R) Xeon(R) Processor", Other: "AMD EPYC", Hardware: true},
 			{Key: "gomaxprocs", Base: "2", Other: "4", Hardware: true},
