@@ -410,22 +410,7 @@ func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
 	if err := f.SetInputs(bert.Inputs{IDs: ids}); err != nil {
 		b.Fatal(err)
 	}
-	run := f.Run
-	if c, ok := dev.(kernels.Capturer); ok {
-		// One eager pass first: scratch space grows outside the capture.
-		if err := f.Run(); err != nil {
-			b.Fatal(err)
-		}
-		if err := dev.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		g, err := c.Capture(f.Run)
-		if err != nil {
-			b.Fatalf("capture: %v", err)
-		}
-		defer g.Close()
-		run = g.Launch
-	}
+	run := captured(b, dev, f.Run)
 	dt := m.Precision.DType()
 	work := zbench.Workload{
 		FLOPs:    bertFLOPs(cfg, batch, seq),

@@ -121,15 +121,7 @@ var llamaPrecisions = []struct {
 var deepBF16Tolerance = compare.BenchTolerance("BenchmarkLlamaDecode/model=tinyllama", "bf16")
 
 // decoders are the devices that run decoder-only models.
-func decoders() []kernels.Backend {
-	var out []kernels.Backend
-	for _, d := range devices {
-		if _, ok := d.(kernels.Decoder); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+func decoders() []kernels.Backend { return devicesWith[kernels.Decoder]() }
 
 // TestLlamaGolden runs every logits case — the tiny checkpoint with and
 // without padding, GQA with llama3 rope scaling, linear scaling, and

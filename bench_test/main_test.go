@@ -88,3 +88,38 @@ func widen(v []float32) []float64 {
 	}
 	return out
 }
+
+// devicesWith returns the devices that implement the op group T
+// (kernels.Decoder, kernels.Vision).
+func devicesWith[T any]() []kernels.Backend {
+	var out []kernels.Backend
+	for _, d := range devices {
+		if _, ok := d.(T); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// captured returns run as one graph launch on devices that capture
+// graphs, after one eager pass (scratch space grows outside the capture),
+// and run itself elsewhere; the graph is closed when b ends.
+func captured(b *testing.B, dev kernels.Backend, run func() error) func() error {
+	b.Helper()
+	c, ok := dev.(kernels.Capturer)
+	if !ok {
+		return run
+	}
+	if err := run(); err != nil {
+		b.Fatal(err)
+	}
+	if err := dev.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	g, err := c.Capture(run)
+	if err != nil {
+		b.Fatalf("capture: %v", err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	return g.Launch
+}

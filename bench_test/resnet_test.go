@@ -414,21 +414,7 @@ func resnetBench(b *testing.B, m *resnet.Model, batch int, verify func() (float6
 	if err := f.SetPixels(uniform(uint64(batch), kernels.F32, batch*3*size*size)); err != nil {
 		b.Fatal(err)
 	}
-	run := f.Run
-	if c, ok := dev.(kernels.Capturer); ok && dev.Info().Kind == kernels.GPU {
-		if err := f.Run(); err != nil { // scratch space grows outside the capture
-			b.Fatal(err)
-		}
-		if err := dev.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		g, err := c.Capture(f.Run)
-		if err != nil {
-			b.Fatalf("capture: %v", err)
-		}
-		defer g.Close()
-		run = g.Launch
-	}
+	run := captured(b, dev, f.Run)
 	dt := m.Options.Precision.DType()
 	work := zbench.Workload{
 		FLOPs:    m.Config.FLOPs(batch, size, size),

@@ -178,15 +178,7 @@ func runVisionCase(be kernels.Backend, c *visionCase) (got []float32, err error)
 }
 
 // visionDevices are the devices that implement kernels.Vision.
-func visionDevices() []kernels.Backend {
-	var out []kernels.Backend
-	for _, d := range devices {
-		if _, ok := d.(kernels.Vision); ok {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+func visionDevices() []kernels.Backend { return devicesWith[kernels.Vision]() }
 
 // TestVisionGolden runs every case of the vision golden file on every
 // device that implements kernels.Vision: within the dtype's tolerance,
