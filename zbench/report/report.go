@@ -222,6 +222,9 @@ func build(files []*results.File, opts Options) (*document, error) {
 				return nil, err
 			}
 			b.figure(s, f)
+			if sw.xKey == "batch" {
+				s.table(bestBatches(lp, short))
+			}
 		}
 	}
 
@@ -470,4 +473,32 @@ func codeKeys(keys []results.Key) string {
 		s += "`" + kv.String() + "`"
 	}
 	return s
+}
+
+// bestBatches tables, for each line of a throughput plot, the batch size
+// of its highest median throughput: where a device stops gaining from
+// larger batches.
+func bestBatches(lp *linePlot, short bool) *table {
+	t := &table{head: []string{"Source", "Series", "Best batch", "Throughput"}, right: []bool{false, false, true, true}}
+	for _, s := range lp.series {
+		if len(s.pts) == 0 {
+			continue
+		}
+		best := s.pts[0]
+		for _, p := range s.pts[1:] {
+			if p.y.Center > best.y.Center {
+				best = p
+			}
+		}
+		var attrs []string
+		for _, a := range s.attrs {
+			attrs = append(attrs, a.Name+"="+a.Value)
+		}
+		label := s.src.label
+		if short {
+			label = s.src.short
+		}
+		t.rows = append(t.rows, []string{label, strings.Join(attrs, " "), strconv.FormatFloat(best.x, 'g', -1, 64), formatRate(best.y, lp.unit)})
+	}
+	return t
 }

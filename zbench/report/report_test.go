@@ -84,6 +84,8 @@ func TestWrite(t *testing.T) {
 				"| m1/zbench | ours | zbench | gonum | abc123 | 7 |",
 				"| m1/torch | peer | torch-2.1.0 |",
 				"![BERT: throughput against batch size", "(throughput-batch-bert.png)",
+				"| Source | Series | Best batch | Throughput |",
+				"| zbench | dev=cpu dtype=f32 seq=128 procs=2 | 16 | 16.00 seq/s ± 0% |",
 				"### zbench against torch",
 				"| batch=1 | 100.0 ms ± 2% | 1.0e-06 | 200.0 ms ± 2% | 2.0e-06 | 2.00× | 0.002 |",
 				"| batch=16 | 1.000 s ± 2% | 1.0e-06 | 500.0 ms ± 2% | 2.0e-06 | 0.500× | 0.002 |",
