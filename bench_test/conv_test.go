@@ -70,15 +70,14 @@ func benchConvLayers(b *testing.B) {
 // image of the batch with the float64 reference.
 func convSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, l convLayer, n int) (func() error, zbench.Workload, func() (float64, error)) {
 	vis := dev.(kernels.Vision)
-	g := kernels.ConvDims{N: n, H: l.h, W: l.w, Ci: l.ci, Co: l.co, Kh: l.k, Kw: l.k, Groups: 1,
-		Stride: [2]int{l.stride, l.stride}, Pad: [2]int{l.p, l.p}, Dilation: [2]int{1, 1}}
-	g.Ho, g.Wo = kernels.ConvOutSize(l.h, l.k, l.stride, l.p, 1), kernels.ConvOutSize(l.w, l.k, l.stride, l.p, 1)
+	p := kernels.ConvParams{Stride: [2]int{l.stride, l.stride}, Pad: [2]int{l.p, l.p}, Act: kernels.ActReLU}
+	g := p.Dims(kernels.Shape{n, l.h, l.w, l.ci}, kernels.Shape{l.co, l.k, l.k, l.ci})
 	xv := uniform(21, dt, n*l.h*l.w*l.ci)
 	wv := uniform(22, dt, l.co*l.k*l.k*l.ci)
 	bv := uniform(23, dt, l.co)
 	x := upload(b, dev, dt, xv, n, l.h, l.w, l.ci)
 	w := upload(b, dev, dt, wv, l.co, l.k, l.k, l.ci)
-	p := kernels.ConvParams{Stride: g.Stride, Pad: g.Pad, Bias: upload(b, dev, dt, bv, l.co), Act: kernels.ActReLU}
+	p.Bias = upload(b, dev, dt, bv, l.co)
 	outLen := n * g.Ho * g.Wo * l.co
 	var rv []float32
 	if l.residual {

@@ -2,9 +2,7 @@ package bench_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -178,9 +176,7 @@ func writeTorchvisionCheckpoint(t *testing.T, c *resnetCase) string {
 		v, err := src.Values(nn.Param{Name: e.Name, Shape: e.Shape})
 		require.NoError(t, err)
 		data := make([]byte, 4*len(v))
-		for i, x := range v {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(x))
-		}
+		require.NoError(t, kernels.EncodeFloat32(kernels.F32, data, v))
 		ts = append(ts, safetensors.Tensor{Name: e.Name, DType: "F32", Shape: e.Shape, Data: data})
 	}
 	var buf bytes.Buffer

@@ -27,6 +27,19 @@ func (g ConvDims) PointwiseGEMM() bool {
 // FLOPs is 2·M·Co·K, the multiply-adds of the convolution counted twice.
 func (g ConvDims) FLOPs() float64 { return 2 * float64(g.M()) * float64(g.Co) * float64(g.K()) }
 
+// Dims is the geometry of a convolution of x [N, H, W, Ci] by w [Co, Kh,
+// Kw, Ci/G] (both 4-D) under p, its defaults resolved and Ho, Wo
+// computed; CheckConv2D says whether it is valid.
+func (p ConvParams) Dims(x, w Shape) ConvDims {
+	g := ConvDims{N: x[0], H: x[1], W: x[2], Ci: x[3], Co: w[0], Kh: w[1], Kw: w[2], Groups: orOne(p.Groups), Pad: p.Pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = orOne(p.Stride[i]), orOne(p.Dilation[i])
+	}
+	g.Ho = ConvOutSize(g.H, g.Kh, g.Stride[0], g.Pad[0], g.Dilation[0])
+	g.Wo = ConvOutSize(g.W, g.Kw, g.Stride[1], g.Pad[1], g.Dilation[1])
+	return g
+}
+
 // CheckConv2D validates the arguments of Vision.Conv2D: x [N, H, W, Ci] of
 // a float dtype, w [Co, Kh, Kw, Ci/Groups], out [N, Ho, Wo, Co], the
 // optional bias [Co] and residual (out's shape), all of x's dtype; strides,
@@ -52,9 +65,8 @@ func CheckConv2D(op string, be Backend, out, x, w *Tensor, p ConvParams) (ConvDi
 	if err := c.Err(); err != nil {
 		return ConvDims{}, err
 	}
-	g := ConvDims{N: xs[0], H: xs[1], W: xs[2], Ci: xs[3], Co: ws[0], Kh: ws[1], Kw: ws[2], Groups: orOne(p.Groups), Pad: p.Pad}
+	g := p.Dims(xs, ws)
 	for i := range 2 {
-		g.Stride[i], g.Dilation[i] = orOne(p.Stride[i]), orOne(p.Dilation[i])
 		c.That(g.Stride[i] > 0, ErrValue, "stride %v, want positive values", p.Stride).
 			That(g.Dilation[i] > 0, ErrValue, "dilation %v, want positive values", p.Dilation).
 			That(g.Pad[i] >= 0, ErrValue, "padding %v, want no negative value", p.Pad)
@@ -71,8 +83,6 @@ func CheckConv2D(op string, be Backend, out, x, w *Tensor, p ConvParams) (ConvDi
 	if err := c.Err(); err != nil {
 		return ConvDims{}, err
 	}
-	g.Ho = ConvOutSize(g.H, g.Kh, g.Stride[0], g.Pad[0], g.Dilation[0])
-	g.Wo = ConvOutSize(g.W, g.Kw, g.Stride[1], g.Pad[1], g.Dilation[1])
 	c.That(g.Ho > 0 && g.Wo > 0, ErrShape, "x %v is smaller than the %d×%d window (dilation %v, padding %v)",
 		xs, g.Kh, g.Kw, g.Dilation, g.Pad).
 		Shape("out", out, g.N, g.Ho, g.Wo, g.Co).
@@ -98,6 +108,24 @@ type PoolDims struct {
 	Kernel, Stride, Pad, Dilation [2]int
 }
 
+// Dims is the geometry of max pooling x [N, H, W, C] (4-D) under p, its
+// defaults resolved and Ho, Wo computed where the strides are positive;
+// CheckMaxPool2D says whether it is valid.
+func (p PoolParams) Dims(x Shape) PoolDims {
+	g := PoolDims{N: x[0], H: x[1], W: x[2], C: x[3], Kernel: p.Kernel, Pad: p.Pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = p.Stride[i], orOne(p.Dilation[i])
+		if g.Stride[i] == 0 {
+			g.Stride[i] = g.Kernel[i]
+		}
+	}
+	if g.Stride[0] > 0 && g.Stride[1] > 0 {
+		g.Ho = ConvOutSize(g.H, g.Kernel[0], g.Stride[0], g.Pad[0], g.Dilation[0])
+		g.Wo = ConvOutSize(g.W, g.Kernel[1], g.Stride[1], g.Pad[1], g.Dilation[1])
+	}
+	return g
+}
+
 // CheckMaxPool2D validates the arguments of Vision.MaxPool2D: x
 // [N, H, W, C] of a float dtype, out [N, Ho, Wo, C] of its dtype apart
 // from x, a positive window, stride and dilation, and padding of at most
@@ -113,12 +141,8 @@ func CheckMaxPool2D(op string, be Backend, out, x *Tensor, p PoolParams) (PoolDi
 	if err := c.Err(); err != nil {
 		return PoolDims{}, err
 	}
-	g := PoolDims{N: xs[0], H: xs[1], W: xs[2], C: xs[3], Kernel: p.Kernel, Pad: p.Pad}
+	g := p.Dims(xs)
 	for i := range 2 {
-		g.Stride[i], g.Dilation[i] = p.Stride[i], orOne(p.Dilation[i])
-		if g.Stride[i] == 0 {
-			g.Stride[i] = g.Kernel[i]
-		}
 		c.That(g.Kernel[i] > 0, ErrValue, "kernel %v, want positive sizes", p.Kernel).
 			That(g.Stride[i] > 0, ErrValue, "stride %v, want positive values", p.Stride).
 			That(g.Dilation[i] > 0, ErrValue, "dilation %v, want positive values", p.Dilation).
@@ -128,8 +152,6 @@ func CheckMaxPool2D(op string, be Backend, out, x *Tensor, p PoolParams) (PoolDi
 	if err := c.Err(); err != nil {
 		return PoolDims{}, err
 	}
-	g.Ho = ConvOutSize(g.H, g.Kernel[0], g.Stride[0], g.Pad[0], g.Dilation[0])
-	g.Wo = ConvOutSize(g.W, g.Kernel[1], g.Stride[1], g.Pad[1], g.Dilation[1])
 	if err := c.That(g.Ho > 0 && g.Wo > 0, ErrShape, "x %v is smaller than the %v window (dilation %v, padding %v)",
 		xs, g.Kernel, g.Dilation, g.Pad).
 		Shape("out", out, g.N, g.Ho, g.Wo, g.C).

@@ -62,9 +62,7 @@ func TestInferResNet(t *testing.T) {
 	}
 	require.NotEmpty(t, in.Name, "golden case resnet18_cifar10")
 	in.Name = "pixel_values"
-	var buf bytes.Buffer
-	require.NoError(t, safetensors.Write(&buf, []safetensors.Tensor{in}, nil))
-	input := writeFile(t, dir, "in.safetensors", buf.Bytes())
+	input := writeTensors(t, in)
 	out := filepath.Join(dir, "out.safetensors")
 	var stdout bytes.Buffer
 	require.NoError(t, run([]string{"infer", "--model", "resnet18", "--weights", weights, "--input", input, "--output", out}, &stdout, new(bytes.Buffer)))
@@ -74,22 +72,10 @@ func TestInferResNet(t *testing.T) {
 	require.NoError(t, err)
 	got, err := f.Tensor("logits")
 	require.NoError(t, err)
-	g, err := got.Float32()
-	require.NoError(t, err)
-	w, err := want.Float32()
-	require.NoError(t, err)
-	rel, _ := kernels.RelErr(widen32(g), widen32(w))
+	rel, _ := kernels.RelErr(float64s(t, got), float64s(t, want))
 	assert.LessOrEqual(t, rel, 1e-4, "logits against torchvision's")
 	assert.Equal(t, "resnet18", f.Metadata()["model"])
 	assert.NotContains(t, f.Metadata(), "config")
-}
-
-func widen32(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
 }
 
 // TestInferResNetImage classifies a photograph: the top classes printed
@@ -140,11 +126,7 @@ func TestInferResNetErrors(t *testing.T) {
 	dir := t.TempDir()
 	weights := writeResNetCheckpoint(t, dir)
 	photo := "../../testdata/golden/imagenet/cat.png"
-	bad := writeFile(t, dir, "bad.safetensors", func() []byte {
-		var buf bytes.Buffer
-		require.NoError(t, safetensors.Write(&buf, []safetensors.Tensor{f32Tensor("pixel_values", make([]float32, 12), 1, 4, 3, 1)}, nil))
-		return buf.Bytes()
-	}())
+	bad := writeTensors(t, f32Tensor("pixel_values", make([]float32, 12), 1, 4, 3, 1))
 	labels := writeFile(t, dir, "labels.txt", []byte("a\nb\n"))
 	for _, c := range []struct {
 		name string

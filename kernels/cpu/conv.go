@@ -25,8 +25,8 @@ const narrowGroup = 8
 
 // Conv2D computes the convolution as an implicit GEMM over NHWC data: out
 // [M, Co] (M = N·Ho·Wo output pixels) = im2col(x) [M, K] · wᵀ [K, Co] per
-// group, with K = Kh·Kw·Ci/G. A 1×1 stride-1 convolution is that product
-// on x itself; otherwise slabs of im2col rows are packed and multiplied
+// group, with K = Kh·Kw·Ci/G. A 1×1 stride-1 convolution is MatMul on x
+// itself (see pointwise); otherwise slabs of im2col rows are packed and multiplied
 // in parallel, each worker with its own buffer. The residual is copied
 // into out first and the product accumulated onto it (beta 1), so out may
 // be the residual; bias and activation follow on each slab while it is in
@@ -37,14 +37,18 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 		return err
 	}
 	M, K, Co := g.M(), g.K(), g.Co
+	inPlace := p.Residual != nil && p.Residual.Storage() == out.Storage()
+	if g.PointwiseGEMM() {
+		return b.pointwise(out, x, w, g, p, inPlace)
+	}
 	xv := in32(x)[:x.Len()]
 	wv := in32(w)[:w.Len()]
-	ov, done := out32(out, p.Residual != nil && p.Residual.Storage() == out.Storage())
+	ov, done := out32(out, inPlace)
 	ov = ov[:out.Len()]
 	beta := float32(0)
 	if p.Residual != nil {
 		beta = 1
-		if p.Residual.Storage() != out.Storage() {
+		if !inPlace {
 			rv := in32(p.Residual)
 			parallelFor(len(ov), 1, func(lo, hi int) { copy(ov[lo:hi], rv[lo:hi]) })
 		}
@@ -53,34 +57,10 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	if p.Bias != nil {
 		bias = in32(p.Bias)[:Co]
 	}
-	epilogue := func(lo, hi int) {
-		if bias == nil && p.Act == kernels.ActNone {
-			return
-		}
-		for r := lo; r < hi; r++ {
-			row := ov[r*Co : (r+1)*Co]
-			if bias != nil {
-				for j := range row {
-					row[j] += bias[j]
-				}
-			}
-			if p.Act != kernels.ActNone {
-				applyAct(row, row, p.Act)
-			}
-		}
-	}
+	epilogue := func(lo, hi int) { biasAct(ov[lo*Co:hi*Co], Co, bias, p.Act) }
 
 	cog := Co / g.Groups
 	switch {
-	case g.PointwiseGEMM():
-		// [M, Ci]·[Co, Ci]ᵀ on the data as stored: one product, which
-		// the BLAS spreads over the cores itself.
-		blas32.Gemm(blas.NoTrans, blas.Trans, 1,
-			blas32.General{Rows: M, Cols: K, Stride: K, Data: xv},
-			blas32.General{Rows: Co, Cols: K, Stride: K, Data: wv},
-			beta,
-			blas32.General{Rows: M, Cols: Co, Stride: Co, Data: ov})
-		parallelFor(M, Co*actCost(p.Act), epilogue)
 	case cog <= narrowGroup:
 		// Depthwise and narrow groups: per pixel and group, a packed
 		// patch dotted with each of the group's filters.
@@ -143,6 +123,33 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	return nil
 }
 
+// pointwise is Conv2D of a 1×1 stride-1 convolution: MatMul of the
+// [N·H·W, Ci] data as stored by the [Co, Ci] filters, transposed, with the
+// bias and activation in its epilogue and the residual, copied into out
+// first, as beta·out.
+func (b *Backend) pointwise(out, x, w *kernels.Tensor, g kernels.ConvDims, p kernels.ConvParams, inPlace bool) error {
+	mp := kernels.MatMulParams{TransB: true, Bias: p.Bias, Act: p.Act, TF32: p.TF32}
+	if p.Residual != nil {
+		mp.Beta = 1
+		if !inPlace {
+			copy(bytesOf(out)[:out.Bytes()], bytesOf(p.Residual)[:out.Bytes()])
+		}
+	}
+	o, err := out.Reshape(g.M(), g.Co)
+	if err != nil {
+		return err
+	}
+	a, err := x.Reshape(g.M(), g.Ci)
+	if err != nil {
+		return err
+	}
+	f, err := w.Reshape(g.Co, g.Ci)
+	if err != nil {
+		return err
+	}
+	return b.MatMul(o, a, f, mp)
+}
+
 // packPatch writes into dst (K = Kh·Kw·Ci/G values) the receptive field
 // of output pixel r (n, i, j in row-major order) for group gr: Kh·Kw runs
 // of the group's channels, zeros where the window leaves the image.
@@ -202,10 +209,8 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 						}
 						src := xv[((n*g.H+y)*g.W+xx)*C:][:C]
 						for c, v := range src {
-							if v > dst[c] || v != v { // NaN wins and stays, as in torch
-								if dst[c] == dst[c] {
-									dst[c] = v
-								}
+							if d := dst[c]; d == d && (v > d || v != v) { // NaN wins and stays, as in torch
+								dst[c] = v
 							}
 						}
 					}

@@ -102,23 +102,29 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	if p.Bias != nil || p.Act != kernels.ActNone {
 		var bias []float32
 		if p.Bias != nil {
-			bias = in32(p.Bias)
+			bias = in32(p.Bias)[:n]
 		}
-		parallelFor(batch*m, n*actCost(p.Act), func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				row := cv[r*n : (r+1)*n]
-				if bias != nil {
-					bias := bias[:len(row)]
-					for j := range row {
-						row[j] += bias[j]
-					}
-				}
-				if p.Act != kernels.ActNone {
-					applyAct(row, row, p.Act)
-				}
-			}
-		})
+		parallelFor(batch*m, n*actCost(p.Act), func(lo, hi int) { biasAct(cv[lo*n:hi*n], n, bias, p.Act) })
 	}
 	done()
 	return nil
+}
+
+// biasAct is the epilogue of MatMul and Conv2D: it adds bias (n values,
+// or nil for none) to each n-wide row of rows and applies act.
+func biasAct(rows []float32, n int, bias []float32, act kernels.Activation) {
+	if bias == nil && act == kernels.ActNone {
+		return
+	}
+	for r := 0; r+n <= len(rows); r += n {
+		row := rows[r : r+n]
+		if bias != nil {
+			for j := range row {
+				row[j] += bias[j]
+			}
+		}
+		if act != kernels.ActNone {
+			applyAct(row, row, act)
+		}
+	}
 }

@@ -51,23 +51,29 @@ func (c convCase) run(t *testing.T, b *Backend, dt kernels.DType) error {
 		require.NoError(t, err)
 		return x
 	}
-	groups := max(c.groups, 1)
-	stride, dil := max(c.stride, 1), max(c.dil, 1)
-	ho := kernels.ConvOutSize(c.h, c.k, stride, c.pad, dil)
-	wo := kernels.ConvOutSize(c.w, c.k, stride, c.pad, dil)
-	out := a(c.n, ho, wo, c.co)
-	p := kernels.ConvParams{Stride: [2]int{stride, stride}, Pad: [2]int{c.pad, c.pad}, Dilation: [2]int{dil, dil},
-		Groups: c.groups, Act: c.act, TF32: c.tf32}
+	p, g := c.params(), c.dims()
+	out := a(c.n, g.Ho, g.Wo, c.co)
 	if c.bias {
 		p.Bias = a(c.co)
 	}
 	if c.residual {
 		p.Residual = out
 		if !c.inPlace {
-			p.Residual = a(c.n, ho, wo, c.co)
+			p.Residual = a(c.n, g.Ho, g.Wo, c.co)
 		}
 	}
-	return b.Conv2D(out, a(c.n, c.h, c.w, c.ci), a(c.co, c.k, c.k, c.ci/groups), p)
+	return b.Conv2D(out, a(c.n, c.h, c.w, c.ci), a(c.co, c.k, c.k, c.ci/g.Groups), p)
+}
+
+// params are the case's ConvParams without tensors.
+func (c convCase) params() kernels.ConvParams {
+	return kernels.ConvParams{Stride: [2]int{c.stride, c.stride}, Pad: [2]int{c.pad, c.pad}, Dilation: [2]int{c.dil, c.dil},
+		Groups: c.groups, Act: c.act, TF32: c.tf32}
+}
+
+// dims is the case's geometry, as CheckConv2D resolves it.
+func (c convCase) dims() kernels.ConvDims {
+	return c.params().Dims(kernels.Shape{c.n, c.h, c.w, c.ci}, kernels.Shape{c.co, c.k, c.k, c.ci / max(c.groups, 1)})
 }
 
 // dryVision calls every Vision operation in every float dtype with valid
@@ -155,10 +161,8 @@ func TestConvPaths(t *testing.T) {
 // a convolution kernel, and the residual argument (beta = 1) of a pointwise
 // GEMM with a residual.
 func checkConvLaunch(t *testing.T, c convCase, r launchRec) {
-	groups, stride, dil := max(c.groups, 1), max(c.stride, 1), max(c.dil, 1)
-	ho := kernels.ConvOutSize(c.h, c.k, stride, c.pad, dil)
-	wo := kernels.ConvOutSize(c.w, c.k, stride, c.pad, dil)
-	m, cog := c.n*ho*wo, c.co/groups
+	g := c.dims()
+	groups, m, cog := g.Groups, g.M(), c.co/g.Groups
 	name := r.name
 	switch {
 	case strings.HasPrefix(name, "conv_tc_n64_"):
@@ -213,8 +217,7 @@ func checkConvLaunch(t *testing.T, c convCase, r launchRec) {
 // the grid can hold, and pointwise convolutions too tall for MatMul.
 func TestChoosePath(t *testing.T) {
 	dims := func(n, h, ci, co, k, groups int) kernels.ConvDims {
-		return kernels.ConvDims{N: n, H: h, W: h, Ci: ci, Co: co, Kh: k, Kw: k, Ho: h - k + 1, Wo: h - k + 1, Groups: groups,
-			Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}}
+		return kernels.ConvParams{Groups: groups}.Dims(kernels.Shape{n, h, h, ci}, kernels.Shape{co, k, k, ci / groups})
 	}
 	var recs []launchRec
 	ampere, turing := dryRun(8, 0, &recs), dryRun(7, 5, &recs)

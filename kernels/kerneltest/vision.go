@@ -168,15 +168,14 @@ func convCases() []convCase {
 	}
 }
 
+// params are the case's ConvParams without tensors.
+func (c convCase) params() kernels.ConvParams {
+	return kernels.ConvParams{Stride: c.stride, Pad: c.pad, Dilation: c.dil, Groups: c.groups, Act: c.act}
+}
+
 // geometry resolves the case's defaults as CheckConv2D does.
 func (c convCase) geometry() kernels.ConvDims {
-	g := kernels.ConvDims{N: c.n, H: c.h, W: c.w, Ci: c.ci, Co: c.co, Kh: c.kh, Kw: c.kw, Groups: max(c.groups, 1), Pad: c.pad}
-	for i := range 2 {
-		g.Stride[i], g.Dilation[i] = max(c.stride[i], 1), max(c.dil[i], 1)
-	}
-	g.Ho = kernels.ConvOutSize(c.h, c.kh, g.Stride[0], c.pad[0], g.Dilation[0])
-	g.Wo = kernels.ConvOutSize(c.w, c.kw, g.Stride[1], c.pad[1], g.Dilation[1])
-	return g
+	return c.params().Dims(kernels.Shape{c.n, c.h, c.w, c.ci}, kernels.Shape{c.co, c.kh, c.kw, c.ci / max(c.groups, 1)})
 }
 
 // runConv runs one case in dt and checks it against the reference, with
@@ -186,7 +185,8 @@ func (e *env) runConv(c convCase, dt kernels.DType, tf32 bool, tol float64) {
 	x, xv := e.Input("x", dt, c.n, c.h, c.w, c.ci)
 	w, wv := e.Input("w", dt, c.co, c.kh, c.kw, c.ci/g.Groups)
 	want := RefConv2D(xv, wv, g)
-	p := kernels.ConvParams{Stride: c.stride, Pad: c.pad, Dilation: c.dil, Groups: c.groups, Act: c.act, TF32: tf32}
+	p := c.params()
+	p.TF32 = tf32
 	if c.bias {
 		var bv []float64
 		p.Bias, bv = e.Input("bias", dt, c.co)
@@ -240,7 +240,7 @@ func visionTests() []test {
 			ts = append(ts, test{name("MaxPool2D", "dtype", dt, "x", kernels.Shape{pc.n, pc.h, pc.w, pc.c},
 				"kernel", fmt.Sprintf("%dx%d", pc.p.Kernel[0], pc.p.Kernel[1])), func(e *env) {
 				x, xv := e.Input("x", dt, pc.n, pc.h, pc.w, pc.c)
-				g := poolGeometry(pc.n, pc.h, pc.w, pc.c, pc.p)
+				g := pc.p.Dims(kernels.Shape{pc.n, pc.h, pc.w, pc.c})
 				out := e.Output(dt, pc.n, g.Ho, g.Wo, pc.c)
 				require.NoError(e, e.vision().MaxPool2D(out, x, pc.p))
 				e.Check("out", out, RefMaxPool2D(xv, g), 0)
@@ -268,20 +268,6 @@ func visionTests() []test {
 		require.Equal(e, []float32{8, 9}, got[2:], "windows without it")
 	}})
 	return append(ts, test{"vision/errors", visionErrors})
-}
-
-// poolGeometry resolves MaxPool2D's defaults as CheckMaxPool2D does.
-func poolGeometry(n, h, w, c int, p kernels.PoolParams) kernels.PoolDims {
-	g := kernels.PoolDims{N: n, H: h, W: w, C: c, Kernel: p.Kernel, Pad: p.Pad}
-	for i := range 2 {
-		g.Stride[i], g.Dilation[i] = p.Stride[i], max(p.Dilation[i], 1)
-		if g.Stride[i] == 0 {
-			g.Stride[i] = p.Kernel[i]
-		}
-	}
-	g.Ho = kernels.ConvOutSize(h, p.Kernel[0], g.Stride[0], p.Pad[0], g.Dilation[0])
-	g.Wo = kernels.ConvOutSize(w, p.Kernel[1], g.Stride[1], p.Pad[1], g.Dilation[1])
-	return g
 }
 
 // visionErrors checks that bad calls fail with errors naming the op and

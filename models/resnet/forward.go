@@ -85,10 +85,9 @@ func (f *Forward) plan() error {
 		return err
 	}
 	sh := x.Shape()
-	pool := kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}
-	pooled := p.get(N, kernels.ConvOutSize(sh[1], 3, 2, 1, 1), kernels.ConvOutSize(sh[2], 3, 2, 1, 1), sh[3])
+	pooled := p.get(N, poolOut(sh[1]), poolOut(sh[2]), sh[3])
 	stem := x
-	f.do(func() error { return m.vis.MaxPool2D(pooled, stem, pool) })
+	f.do(func() error { return m.vis.MaxPool2D(pooled, stem, stemPool) })
 	p.put(x)
 	x = pooled
 	for s, st := range m.Config.arch().stages {
@@ -122,7 +121,7 @@ func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernel
 		return nil
 	}
 	s, cv := x.Shape(), l.spec
-	ho, wo := kernels.ConvOutSize(s[1], cv.k, cv.stride, cv.pad, 1), kernels.ConvOutSize(s[2], cv.k, cv.stride, cv.pad, 1)
+	ho, wo := cv.out(s[1], s[2])
 	var out *kernels.Tensor
 	if residual != nil {
 		out = residual // the epilogue adds it in place

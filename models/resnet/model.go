@@ -204,19 +204,20 @@ func (m *Model) WeightBytes() int64 {
 // (pooling, BatchNorm, additions and ReLU, all O(activations), are not
 // counted, as is the custom).
 func (c Config) FLOPs(batch, h, w int) float64 {
-	var f float64
-	h, w = kernels.ConvOutSize(h, 7, 2, 3, 1), kernels.ConvOutSize(w, 7, 2, 3, 1)
-	f += 2 * float64(batch*h*w) * 64 * 3 * 49
-	h, w = kernels.ConvOutSize(h, 3, 2, 1, 1), kernels.ConvOutSize(w, 3, 2, 1, 1)
-	for _, st := range c.arch().stages {
+	a := c.arch()
+	f, h, w := a.stem.flops(batch, h, w)
+	h, w = poolOut(h), poolOut(w)
+	for _, st := range a.stages {
 		for _, b := range st {
 			bh, bw := h, w
 			for _, cv := range b.convs {
-				bh, bw = kernels.ConvOutSize(bh, cv.k, cv.stride, cv.pad, 1), kernels.ConvOutSize(bw, cv.k, cv.stride, cv.pad, 1)
-				f += 2 * float64(batch*bh*bw) * float64(cv.co) * float64(cv.ci/cv.grp*cv.k*cv.k)
+				var cf float64
+				cf, bh, bw = cv.flops(batch, bh, bw)
+				f += cf
 			}
 			if b.down != nil {
-				f += 2 * float64(batch*bh*bw) * float64(b.down.co) * float64(b.down.ci)
+				df, _, _ := b.down.flops(batch, h, w)
+				f += df
 			}
 			h, w = bh, bw
 		}

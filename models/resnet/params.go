@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -14,6 +15,24 @@ type conv struct {
 	conv, bn                    string // "layer1.0.conv1", "layer1.0.bn1"
 	ci, co, k, stride, pad, grp int
 }
+
+// out is the convolution's output height and width for an h×w input.
+func (cv conv) out(h, w int) (int, int) {
+	return kernels.ConvOutSize(h, cv.k, cv.stride, cv.pad, 1), kernels.ConvOutSize(w, cv.k, cv.stride, cv.pad, 1)
+}
+
+// flops is the convolution's work on batch images of h×w, two per
+// multiply-add, and its output size.
+func (cv conv) flops(batch, h, w int) (f float64, ho, wo int) {
+	ho, wo = cv.out(h, w)
+	return 2 * float64(batch*ho*wo) * float64(cv.co) * float64(cv.ci/cv.grp*cv.k*cv.k), ho, wo
+}
+
+// stemPool is the 3×3/2 max pool after the stem, padding 1.
+var stemPool = kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}
+
+// poolOut is one output dimension of stemPool.
+func poolOut(in int) int { return kernels.ConvOutSize(in, 3, 2, 1, 1) }
 
 // block is one residual block: its convolutions in order and the
 // projection of its shortcut, if any (downsample.0 and downsample.1).
