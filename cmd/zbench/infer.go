@@ -117,9 +117,10 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	var missing []string
-	required := []struct{ name, val string }{{"model", *model}, {"weights", *weights}}
+	type flagValue struct{ name, val string }
+	required := []flagValue{{"model", *model}, {"weights", *weights}}
 	if *image == "" {
-		required = append(required, struct{ name, val string }{"input", *input}, struct{ name, val string }{"output", *output})
+		required = append(required, flagValue{"input", *input}, flagValue{"output", *output})
 	}
 	for _, f := range required {
 		if f.val == "" {
@@ -141,7 +142,7 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("--image is for image classifiers; %s takes --input", *model)
 	case *image != "" && *input != "":
 		return usageErrorf("--image and --input both given: classify a photograph or run an input file, not both")
-	case *image == "" && (*labels != ""):
+	case *image == "" && *labels != "":
 		return usageErrorf("--labels needs --image")
 	case *top < 1:
 		return usageErrorf("--top %d: want at least 1", *top)
