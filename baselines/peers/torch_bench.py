@@ -131,7 +131,8 @@ dtypes f32, tf32, f16 and bf16 over batches 1, 4, 8, …, 512 on GPUs; batch
 
   * on GPUs in the channels_last memory format (NHWC, what cuDNN's tensor
     core convolutions want; the CPU keeps torch's default, contiguous
-    NCHW: the config line "resnet-memory-format:"), with
+    NCHW; --resnet-memory-format chooses either on any device: the config
+    line "resnet-memory-format:"), with
     torch.backends.cudnn.benchmark on (cuDNN times its algorithms for each
     new shape, in the warm-up; "cudnn-benchmark:");
   * f16 and bf16 are the whole model and its input cast (model.half(),
@@ -690,8 +691,14 @@ def goarch():
 class Ctx:
     """What every benchmark needs: the device, its sync, the op wrapper."""
 
-    def __init__(self, device, alloc, compile_, llama="reference"):
+    def __init__(self, device, alloc, compile_, llama="reference", resnet_format="auto"):
         self.device = torch.device(device)
+        # ResNet's memory format: channels_last (NHWC, what cuDNN's
+        # tensor-core convolutions want) on GPUs and torch's default,
+        # contiguous NCHW, on CPUs, unless asked for one.
+        if resnet_format == "auto":
+            resnet_format = "channels_last" if device == "cuda" else "contiguous"
+        self.resnet_format = resnet_format
         self.llama = llama  # the Llama implementation: reference or hf
         self.dev = device  # the name in benchmark names
         self.alloc = alloc
@@ -1586,9 +1593,8 @@ def resnet_cases(short, gpu):
 
 
 def resnet_memory_format(ctx):
-    """channels_last (NHWC) on GPUs, for cuDNN's tensor-core
-    convolutions; torch's default, contiguous NCHW, on CPUs."""
-    return torch.channels_last if ctx.cuda else torch.contiguous_format
+    """The torch memory format of --resnet-memory-format (Ctx)."""
+    return torch.channels_last if ctx.resnet_format == "channels_last" else torch.contiguous_format
 
 
 def conv_flops(model, x):
@@ -1639,7 +1645,8 @@ def resnet_base():
 
 def resnet_setup(ctx, dt, batch):
     """ResNet-50 inference of [batch, 3, 224, 224] seeded random pixels
-    (uniform in [-1, 1)), model and input in dt and, on GPUs, channels_last."""
+    (uniform in [-1, 1)), model and input in dt and in the memory format
+    of --resnet-memory-format."""
     need_f16(ctx, dt)
     base = resnet_base()
     dtype, dev, fmt = DTYPES[dt], ctx.device, resnet_memory_format(ctx)
@@ -1791,6 +1798,8 @@ def main(argv=None):
     ap.add_argument("--compile", action="store_true", help="wrap the ops in torch.compile (torch >= 2)")
     ap.add_argument("--llama", default="reference", choices=["reference", "hf"],
                     help="the Llama benchmarks' implementation: testdata/reference/llama.py's module, or transformers' LlamaForCausalLM and generate")
+    ap.add_argument("--resnet-memory-format", default="auto", choices=["auto", "contiguous", "channels_last"],
+                    help="BenchmarkResNet's memory format (default auto: channels_last on GPUs, contiguous NCHW on CPUs)")
     ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
     args = ap.parse_args(argv)
 
@@ -1814,7 +1823,7 @@ def main(argv=None):
             import transformers
         except ImportError:
             ap.error("--llama hf needs transformers (not installed)")
-    ctx = Ctx(args.device, args.alloc, args.compile, args.llama)
+    ctx = Ctx(args.device, args.alloc, args.compile, args.llama, args.resnet_memory_format)
     probe_f16(ctx)
     match = make_matcher(args.bench)
     blas = find_blas()
@@ -1847,7 +1856,7 @@ def main(argv=None):
         if os.environ.get(var):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
     print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
-    print("resnet-memory-format: " + ("channels_last" if ctx.cuda else "contiguous"))
+    print("resnet-memory-format: " + ctx.resnet_format)
     if ctx.cuda:
         print("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
     if args.llama == "hf":

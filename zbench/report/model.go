@@ -232,6 +232,15 @@ var sweeps = []sweep{
 		none:    "No benchmark was run at two or more batch sizes (`batch=`) with its other keys fixed, so there is no throughput plot.",
 	},
 	{
+		slug:    "latency-batch",
+		heading: "Latency against batch size",
+		what:    "latency",
+		xKey:    "batch",
+		xLabel:  "Batch size",
+		unit:    func(*results.Benchmark) string { return unitTime },
+		none:    "No benchmark was run at two or more batch sizes (`batch=`) with its other keys fixed, so there is no latency plot.",
+	},
+	{
 		slug:    "latency-seq",
 		heading: "Latency against sequence length",
 		what:    "latency",

@@ -3,8 +3,9 @@
 // files of Go benchmark output (zbench's baselines, a fresh run, a peer's
 // output such as PyTorch's).
 //
-// The report plots throughput against batch size (benchmarks with a
-// batch= key), latency against sequence length (seq=), matrix multiply
+// The report plots throughput and latency against batch size (benchmarks
+// with a batch= key; the batch of best throughput of each line below the
+// first), latency against sequence length (seq=), matrix multiply
 // throughput against size (m=n=k), and, as bars, the speed-up of each of
 // our files over each peer file of the same machine. Its tables give every
 // speed figure beside its accuracy (rel-err). Every figure is a median with
@@ -222,7 +223,7 @@ func build(files []*results.File, opts Options) (*document, error) {
 				return nil, err
 			}
 			b.figure(s, f)
-			if sw.xKey == "batch" {
+			if sw.xKey == "batch" && sw.what == "throughput" {
 				s.table(bestBatches(lp, short))
 			}
 		}

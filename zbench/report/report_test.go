@@ -78,7 +78,7 @@ func TestWrite(t *testing.T) {
 				return []*results.File{ours(t, "m1/zbench.txt"), peer(t, "m1/torch.txt")}
 			},
 			wantPlots: []string{
-				"throughput-batch-bert", "latency-seq-bert", "throughput-size-matmul", "speedup-zbench-vs-torch-bert",
+				"throughput-batch-bert", "latency-batch-bert", "latency-seq-bert", "throughput-size-matmul", "speedup-zbench-vs-torch-bert",
 			},
 			wantMD: []string{
 				"| m1/zbench | ours | zbench | gonum | abc123 | 7 |",
@@ -99,7 +99,7 @@ func TestWrite(t *testing.T) {
 			name:  "ours alone",
 			files: func(t *testing.T) []*results.File { return []*results.File{ours(t, "m1/zbench.txt")} },
 			wantPlots: []string{
-				"throughput-batch-bert", "latency-seq-bert", "throughput-size-matmul",
+				"throughput-batch-bert", "latency-batch-bert", "latency-seq-bert", "throughput-size-matmul",
 			},
 			wantMD: []string{"No peer file was given"},
 			notMD:  []string{"speedup-"},
@@ -121,7 +121,7 @@ func TestWrite(t *testing.T) {
 				return []*results.File{ours(t, "m1/zbench.txt"), peer(t, "m2/torch.txt")}
 			},
 			wantPlots: []string{
-				"throughput-batch-bert", "latency-seq-bert", "throughput-size-matmul", "speedup-m1-zbench-vs-m2-torch-bert",
+				"throughput-batch-bert", "latency-batch-bert", "latency-seq-bert", "throughput-size-matmul", "speedup-m1-zbench-vs-m2-torch-bert",
 			},
 			wantMD: []string{"### m1/zbench against m2/torch", "2.00×"},
 		},
@@ -283,8 +283,9 @@ func TestSweepSeries(t *testing.T) {
 		wantYs []float64
 	}{
 		{0, []string{"throughput-batch-bert: [1 4 16]"}, []float64{10, 13.3, 16}},
-		{1, []string{"latency-seq-bert: [128 512]"}, []float64{0.1, 0.5}},
-		{2, []string{"throughput-size-matmul: [256 1024]"}, []float64{33.5, 53.7}},
+		{1, []string{"latency-batch-bert: [1 4 16]"}, []float64{0.1, 0.3, 1.0}},
+		{2, []string{"latency-seq-bert: [128 512]"}, []float64{0.1, 0.5}},
+		{3, []string{"throughput-size-matmul: [256 1024]"}, []float64{33.5, 53.7}},
 	} {
 		t.Run(sweeps[tc.sweep].slug, func(t *testing.T) {
 			lps := sweeps[tc.sweep].plots(srcs)
@@ -330,7 +331,7 @@ func TestFacet(t *testing.T) {
 			}
 		}
 	}
-	lps := sweeps[1].plots(newSources([]*results.File{parse(t, "m/k.txt", text.String())}))
+	lps := sweeps[2].plots(newSources([]*results.File{parse(t, "m/k.txt", text.String())}))
 	require.Len(t, lps, 5)
 	for _, lp := range lps {
 		assert.Len(t, lp.series, 3)
