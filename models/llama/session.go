@@ -201,6 +201,7 @@ type step struct {
 	xLast, hLast    *kernels.Tensor // [B, H]
 	full            *kernels.Tensor // [B·S, V] when every position's logits are wanted
 	q2, k2, v2      *kernels.Tensor // 2-D views of q, k, v
+	layer           layerBufs       // the above as every layer's buffers, in place
 	graph           kernels.Graph   // the captured decode step, once captured
 	ranEager        bool            // the step has run once without a graph
 }
@@ -243,6 +244,8 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err)
 	}
+	st.layer = layerBufs{x: st.x, h1: st.h, x2: st.x, h2: st.h, out: st.x, q: st.q, k: st.k, v: st.v,
+		q2: st.q2, k2: st.k2, v2: st.v2, attT: st.attT, gate: st.gate, up: st.up, act: st.gate}
 	s.steps[key] = st
 	return st, nil
 }
@@ -324,47 +327,33 @@ func (s *Session) forward(st *step, full bool) error {
 	m, be, dec := s.m, s.m.be, s.m.dec
 	eps := float32(m.Config.RMSNormEps)
 	lin := kernels.MatMulParams{TransB: true}
-	residual := kernels.MatMulParams{TransB: true, Beta: 1} // x += a·wᵀ
 	if err := be.Embedding(st.x, m.w.embed, st.flatIDs); err != nil {
 		return fmt.Errorf("llama: embed_tokens: %w", err)
 	}
-	for i, l := range m.w.layers {
-		ops := []struct {
-			name string
-			run  func() error
-		}{
-			{"input_layernorm", func() error { return be.RMSNorm(st.h, st.x, l.attnNorm, eps) }},
-			{"q_proj", func() error { return be.MatMul(st.q2, st.h, l.q, lin) }},
-			{"k_proj", func() error { return be.MatMul(st.k2, st.h, l.k, lin) }},
-			{"v_proj", func() error { return be.MatMul(st.v2, st.h, l.v, lin) }},
-			{"rope q", func() error { return dec.RoPE(st.q, st.pos, m.invFreq) }},
-			{"rope k", func() error { return dec.RoPE(st.k, st.pos, m.invFreq) }},
-			{"cache k", func() error { return dec.CacheWrite(s.k[i], st.k, st.start) }},
-			{"cache v", func() error { return dec.CacheWrite(s.v[i], st.v, st.start) }},
-			{"split heads", func() error {
-				if st.S == 1 {
-					return nil
-				}
-				return be.SwapAxes(st.qT, st.q)
-			}},
-			{"attention", func() error { return dec.CachedAttention(st.att, st.qT, s.k[i], s.v[i], st.attnLens, 0) }},
-			{"merge heads", func() error {
-				if st.S == 1 {
-					return nil
-				}
-				return be.SwapAxes(st.attT4, st.att)
-			}},
-			{"o_proj", func() error { return be.MatMul(st.x, st.attT, l.o, residual) }},
-			{"post_attention_layernorm", func() error { return be.RMSNorm(st.h, st.x, l.mlpNorm, eps) }},
-			{"gate_proj", func() error { return be.MatMul(st.gate, st.h, l.gate, lin) }},
-			{"up_proj", func() error { return be.MatMul(st.up, st.h, l.up, lin) }},
-			{"silu·up", func() error { return dec.SwiGLU(st.gate, st.gate, st.up) }},
-			{"down_proj", func() error { return be.MatMul(st.x, st.gate, l.down, residual) }},
-		}
-		for _, op := range ops {
-			if err := op.run(); err != nil {
-				return fmt.Errorf("llama: layer %d %s: %w", i, op.name, err)
+	proj := frozen(be)
+	for i := range m.w.layers {
+		attend := func() error {
+			if err := dec.CacheWrite(s.k[i], st.k, st.start); err != nil {
+				return err
 			}
+			if err := dec.CacheWrite(s.v[i], st.v, st.start); err != nil {
+				return err
+			}
+			if st.S > 1 { // else [B, 1, H, D] and [B, H, 1, D] are one array
+				if err := be.SwapAxes(st.qT, st.q); err != nil {
+					return err
+				}
+			}
+			if err := dec.CachedAttention(st.att, st.qT, s.k[i], s.v[i], st.attnLens, 0); err != nil {
+				return err
+			}
+			if st.S > 1 {
+				return be.SwapAxes(st.attT4, st.att)
+			}
+			return nil
+		}
+		if err := m.layerForward(i, &st.layer, st.pos, proj, attend); err != nil {
+			return err
 		}
 	}
 	if full {

@@ -1,0 +1,92 @@
+package llama
+
+import (
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// The decoder layer's forward pass, one for inference (Session) and
+// training (Trainer), as llm.c's gpt2_forward serves both its training
+// step and validation. The two differ in the buffers they pass, in how
+// attention is computed (against a KV cache, or causal over the step's
+// own keys) and in what a projection is (the frozen weight alone, or with
+// a LoRA branch added).
+
+// layerBufs are the buffers of one decoder layer's forward pass over B
+// sequences of S new tokens (N = B·S rows of width H):
+//
+//	h1 = RMSNorm(x)·g1              q, k, v = h1·Wqᵀ, h1·Wkᵀ, h1·Wvᵀ, q and k rotated
+//	attT = attention(q, k, v)       x2 = x + attT·Woᵀ
+//	h2 = RMSNorm(x2)·g2             gate, up = h2·Wgᵀ, h2·Wuᵀ
+//	act = silu(gate)·up             out = x2 + act·Wdᵀ
+//
+// Inference runs in place and keeps nothing: x2 and out are x, h2 is h1
+// and act is gate. Training gives each of them a buffer of its own per
+// layer, which with the attention's inputs are what the backward reads.
+type layerBufs struct {
+	x, h1, x2, h2, out *kernels.Tensor // [N, H]
+	q, k, v            *kernels.Tensor // [B, S, heads, D], rotated in place
+	q2, k2, v2         *kernels.Tensor // [N, heads·D] views of q, k, v
+	attT               *kernels.Tensor // [N, Hq·D]: the attention's output, heads merged
+	gate, up, act      *kernels.Tensor // [N, I]
+}
+
+// projector applies decoder layer i's linear module (q_proj … down_proj,
+// weight w [out, in]) to in, into out, adding to out's value when
+// residual is set.
+type projector func(i int, module string, out, in, w *kernels.Tensor, residual bool) error
+
+// frozen is the projector of inference: the weight alone.
+func frozen(be kernels.Backend) projector {
+	lin := kernels.MatMulParams{TransB: true}
+	res := kernels.MatMulParams{TransB: true, Beta: 1}
+	return func(_ int, _ string, out, in, w *kernels.Tensor, residual bool) error {
+		if residual {
+			return be.MatMul(out, in, w, res)
+		}
+		return be.MatMul(out, in, w, lin)
+	}
+}
+
+// layerForward runs decoder layer i over b: attend computes b.attT from
+// the rotated b.q and b.k and from b.v; pos are the tokens' positions
+// [B, S].
+func (m *Model) layerForward(i int, b *layerBufs, pos *kernels.Tensor, proj projector, attend func() error) error {
+	be, dec, l := m.be, m.dec, &m.w.layers[i]
+	eps := float32(m.Config.RMSNormEps)
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"input_layernorm", func() error { return be.RMSNorm(b.h1, b.x, l.attnNorm, eps) }},
+		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, l.q, false) }},
+		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, l.k, false) }},
+		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, l.v, false) }},
+		{"rope q", func() error { return dec.RoPE(b.q, pos, m.invFreq) }},
+		{"rope k", func() error { return dec.RoPE(b.k, pos, m.invFreq) }},
+		{"attention", attend},
+		{"residual", func() error { return copyInto(be, b.x2, b.x) }},
+		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, l.o, true) }},
+		{"post_attention_layernorm", func() error { return be.RMSNorm(b.h2, b.x2, l.mlpNorm, eps) }},
+		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, l.gate, false) }},
+		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, l.up, false) }},
+		{"silu·up", func() error { return dec.SwiGLU(b.act, b.gate, b.up) }},
+		{"residual", func() error { return copyInto(be, b.out, b.x2) }},
+		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, l.down, true) }},
+	}
+	for _, op := range ops {
+		if err := op.run(); err != nil {
+			return fmt.Errorf("llama: layer %d %s: %w", i, op.name, err)
+		}
+	}
+	return nil
+}
+
+// copyInto sets dst = src, nothing when they are the same tensor.
+func copyInto(be kernels.Backend, dst, src *kernels.Tensor) error {
+	if dst == src {
+		return nil
+	}
+	return be.Cast(dst, src)
+}
