@@ -91,6 +91,8 @@ var commands = []command{
 	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 	{"generate", "generate text with a Llama-family model, with its speed figures", runGenerate},
+	{"finetune", "train a LoRA adapter on a Llama-family model from Alpaca or tokenized data", runFinetune},
+	{"merge", "fold a LoRA adapter into its base checkpoint", runMerge},
 	{"tokenize", "encode text to token ids or decode ids with a Llama-family tokenizer", runTokenize},
 }
 

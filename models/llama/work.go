@@ -46,3 +46,28 @@ func (c Config) DecodeWork(batch, ctx, dtSize int) Work {
 	cache := 2 * L * B * K * float64(c.KVDim()) * float64(dtSize)
 	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize) + B*H*float64(dtSize) + cache}
 }
+
+// LoRAStepWork is one LoRA training step over batch sequences of seq
+// tokens in a dtype of dtSize bytes with the adapter's rank and targets:
+// the forward pass with every position's logits; the backward pass, which
+// through frozen weights needs only the inputs' gradients (as many
+// multiply-adds as the forward, attention's twice); the adapter's
+// branches (three products forward and backward per target); and with
+// checkpointing, the layers' forward once more. Bytes count the frozen
+// weights read by the forward and the backward passes.
+func (c Config) LoRAStepWork(batch, seq, dtSize, rank int, targets []string, checkpoint bool) Work {
+	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
+	N, S := float64(batch*seq), float64(seq)
+	attn := float64(batch) * 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * S * (S + 1) / 2
+	layers := L * (N*2*c.layerMACs() + attn)
+	head := N * 2 * H * V
+	flops := 2*(layers+head) + L*attn
+	for _, t := range targets {
+		in, out := c.ModuleDims(t)
+		flops += L * N * 6 * float64(rank*(in+out))
+	}
+	if checkpoint {
+		flops += layers
+	}
+	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize)}
+}

@@ -61,6 +61,15 @@ func (s *TensorSet) Ints(name string, vals []int32, shape ...int) (*kernels.Tens
 // Get returns the tensor last remembered as name, or nil.
 func (s *TensorSet) Get(name string) *kernels.Tensor { return s.byName[name] }
 
+// Bytes is the size of the set's tensors (views are not in a set).
+func (s *TensorSet) Bytes() int64 {
+	var n int64
+	for _, t := range s.all {
+		n += t.Bytes()
+	}
+	return n
+}
+
 // Free releases every tensor of the set, which is empty afterwards.
 func (s *TensorSet) Free() error {
 	var errs []error
