@@ -10,12 +10,11 @@
 #           LlamaForCausalLM (llama_hf_check.py)
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
 #           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain, the Llama
-#           benchmarks and BenchmarkResNet (COUNT times; BENCH=regexp for a
-#           part), then the
-#           PyTorch peer, eager
-#           and, where torch has it, torch.compile, on the same host; the
-#           Llama rows with transformers' LlamaForCausalLM and generate
-#           (--llama hf) where transformers is installed
+#           benchmarks (LoRA fine-tuning included) and BenchmarkResNet
+#           (COUNT times; BENCH=regexp for a part), then the PyTorch peer,
+#           eager and, where torch has it, torch.compile, on the same host;
+#           the Llama rows with transformers' LlamaForCausalLM and generate,
+#           and LoRA with PEFT (--llama hf), where they are installed
 # Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
 # for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
 set -euo pipefail
