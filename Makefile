@@ -173,7 +173,9 @@ golden:
 	$(PY) testdata/reference/bert.py
 	scripts/install-tokenizer-ref.sh --golden
 	$(PY) testdata/reference/tokenizer.py
+	$(PY) testdata/reference/alpaca.py
 	$(PY) testdata/reference/llama.py
+	$(PY) testdata/reference/lora.py
 	$(PY) testdata/reference/imagenet.py
 	$(PY) testdata/reference/resnet.py
 

@@ -3,7 +3,8 @@
 
 Runs the workloads of bench_test (BenchmarkMatMul, BenchmarkKernels,
 BenchmarkAttention, BenchmarkBERT, BenchmarkBERTTrain, BenchmarkLlamaPrefill,
-BenchmarkLlamaDecode, BenchmarkLlamaGenerate, BenchmarkResNet) with PyTorch
+BenchmarkLlamaDecode, BenchmarkLlamaGenerate, BenchmarkLlamaLoRA,
+BenchmarkResNet) with PyTorch
 and prints the results in Go benchmark format, under the same names, so that
 one benchstat call compares zbench with PyTorch:
 
@@ -121,6 +122,32 @@ zbench's prefill and generate's do. rel-err is the model's logits on the
 golden case of testdata/golden/llama.safetensors against the reference's
 float64 ones.
 
+BenchmarkLlamaLoRA is LoRA fine-tuning as Hugging Face PEFT does it, one op
+a training step: forward, loss (HF LlamaForCausalLM's shifted cross
+entropy), backward, torch.nn.utils.clip_grad_norm_ (max norm 1), AdamW (lr
+1e-4) over the adapter alone, zero_grad(set_to_none=True). The adapter is
+LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1, target_modules=["q_proj",
+"v_proj"]) over a frozen base (requires_grad False) with the seeded
+synthetic weights of llama.py, and starts from testdata/reference/lora.py's
+initial adapter (B nonzero, unlike PEFT's zeros, so that the adapter takes
+part in the checked loss; the speed is the same); the batch is random ids,
+full length (no padding), labels = ids. Models: model=tinyllama-2l on CPUs
+(TinyLlama-1.1B's width and vocabulary, its first 2 layers), batch 1, seq
+128; model=tinyllama-1.1b on GPUs, batches 4 and 8, seq 512; model=tiny
+(the tiny checkpoint's shape), batch 1, seq 32 with --short. dtype=f32 is
+everything in float32; dtype=bf16 (GPUs only) is the base weights in
+bfloat16 and the adapter in float32 under torch.autocast(bfloat16), as
+PEFT and transformers users train. --llama reference runs lora.py's
+LoraLinear (PEFT's semantics) in llama.py's model; --llama hf runs
+transformers' LlamaForCausalLM under peft's get_peft_model (needs peft too;
+without it the benchmark is skipped). tok/s is batch·seq over seconds per
+op; peak-B on CUDA as for BERT. The check: the first warm-up runs one
+step without dropout before its step with dropout, and that step's loss is
+compared with the reference's loss (lora.py
+over llama.py, for either --llama) of the same weights and adapter in
+float64, on the device, before the timed model is made: rel-err of the two
+scalars.
+
 BenchmarkResNet is ResNet-50 inference on 224×224 images, one op a batch:
 torchvision's resnet50 with the seeded synthetic weights (seed 20261201) of
 testdata/reference/resnet.py (imported on first use: it needs torchvision;
@@ -188,6 +215,7 @@ sys.path.insert(0, REFERENCE_DIR)
 import bert as bert_ref  # noqa: E402
 import llama as llama_ref  # noqa: E402
 import llama_hf_check  # noqa: E402
+import lora as lora_ref  # noqa: E402
 
 PKG = "github.com/zbench/zbench/bench_test"
 
@@ -1325,6 +1353,9 @@ LLAMA_GOLDEN = os.path.join(os.path.dirname(REFERENCE_DIR), "golden", "llama.saf
 LLAMA_MODELS = {
     "tinyllama": (llama_ref.TINYLLAMA_CONFIG, llama_ref.TINYLLAMA_SEED, "tinyllama"),
     "tiny": (llama_ref.TINY_CONFIG, llama_ref.TINY_SEED, "tiny"),
+    # BenchmarkLlamaLoRA's CPU model: TinyLlama's first two layers (the
+    # same synthetic weights), its embeddings, norm and head.
+    "tinyllama-2l": (dict(llama_ref.TINYLLAMA_CONFIG, num_hidden_layers=2), llama_ref.TINYLLAMA_SEED, None),
 }
 _llama_weights = {}
 
@@ -1566,6 +1597,141 @@ def llama_generate_setup(ctx, name, dt, prompt, new):
     return Work(op, lambda: llama_check(ctx, impl, name), flops, nbytes, peak=True, extra=extra)
 
 
+# ---------------------------------------------------------------- LoRA
+
+# BenchmarkLlamaLoRA's adapter and optimizer (PEFT's LoraConfig(r=8,
+# lora_alpha=32, lora_dropout=0.1, target_modules=["q_proj", "v_proj"]);
+# AdamW over the adapter, the gradients clipped to norm 1).
+LORA_R, LORA_ALPHA, LORA_DROPOUT, LORA_TARGETS = 8, 32, 0.1, ["q_proj", "v_proj"]
+LORA_LR, LORA_MAX_GRAD_NORM = 1e-4, 1.0
+LORA_SEED = 23  # the initial adapter and the batch
+# BenchmarkLlamaLoRA's model names: the LLAMA_MODELS entry of each.
+LORA_MODELS = {"tiny": "tiny", "tinyllama-2l": "tinyllama-2l", "tinyllama-1.1b": "tinyllama"}
+
+
+def lora_cases(short, gpu):
+    """BenchmarkLlamaLoRA's (model, dtype, batch, seq)."""
+    if short:
+        return [("tiny", "f32", 1, 32)]
+    if gpu:
+        return [("tinyllama-1.1b", dt, b, 512) for dt in ("f32", "bf16") for b in (4, 8)]
+    return [("tinyllama-2l", "f32", 1, 128)]
+
+
+class RefLoRA:
+    """llama.py's model with lora.py's LoraLinear (PEFT's semantics)."""
+
+    def __init__(self, cfg_dict, weights, init, dropout, wdtype, device):
+        model = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig.from_dict(cfg_dict))
+        model.load_state_dict(weights)
+        params = lora_ref.inject(model, LORA_R, LORA_ALPHA, LORA_TARGETS, dropout)
+        lora_ref.load_adapter(params, init)
+        model.to(device=device, dtype=wdtype)
+        lora_ref.set_lora_dtype(model, torch.float32 if wdtype != torch.float64 else wdtype)
+        self.model = model
+
+    def loss(self, ids, labels):
+        return lora_ref.causal_lm_loss(self.model(ids), labels)
+
+
+class HFLoRA:
+    """transformers' LlamaForCausalLM under peft's get_peft_model (the
+    --llama hf peer): adapters in float32 over the base weights' dtype, as
+    peft's autocast_adapter_dtype keeps them."""
+
+    def __init__(self, cfg_dict, weights, init, dropout, wdtype, device):
+        import peft  # present: lora_setup checked
+        import transformers  # present: main checked
+        base = llama_hf_check.hf_model(transformers, cfg_dict, weights, "sdpa", wdtype, device)
+        cfg = peft.LoraConfig(r=LORA_R, lora_alpha=LORA_ALPHA, lora_dropout=dropout, target_modules=LORA_TARGETS,
+                              task_type="CAUSAL_LM")
+        model = peft.get_peft_model(base, cfg)
+        adapter_dtype = torch.float32 if wdtype != torch.float64 else wdtype
+        loaded = set()
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if not p.requires_grad:
+                    continue
+                saved = name.replace(".default.", ".")  # peft's saved name, as lora.py's
+                if saved not in init:
+                    raise ValueError(f"peft adapter parameter {name} ({saved}) is not in lora.py's adapter")
+                p.data = init[saved].to(device=device, dtype=adapter_dtype)
+                loaded.add(saved)
+        if loaded != set(init):
+            raise ValueError(f"peft's adapter lacks {sorted(set(init) - loaded)}")
+        self.model = model
+
+    def loss(self, ids, labels):
+        return self.model(input_ids=ids, labels=labels, use_cache=False).loss
+
+
+def lora_setup(ctx, name, dt, batch, seq):
+    """One LoRA training step per op (forward, loss, backward, gradient
+    clipping, AdamW step, zero_grad(set_to_none=True)) on a fixed batch of
+    random ids (no padding, labels = ids), the base frozen."""
+    if dt == "bf16" and not ctx.cuda:
+        raise NotImplementedError("bf16 training (autocast) runs on CUDA only")
+    key = LORA_MODELS[name]
+    cfg_dict = LLAMA_MODELS[key][0]
+    weights = llama_weights(key)
+    impl_type = RefLoRA
+    if ctx.llama == "hf":
+        try:
+            import peft  # noqa: F401
+        except ImportError:
+            raise NotImplementedError("--llama hf: BenchmarkLlamaLoRA needs peft (not installed)")
+        impl_type = HFLoRA
+    g = torch.Generator().manual_seed(LORA_SEED)
+    ids = torch.randint(3, cfg_dict["vocab_size"], (batch, seq), generator=g).to(ctx.device)
+    labels = ids.clone()
+    # lora.py's initial adapter: B nonzero, so that the adapter takes part
+    # in the loss the check compares.
+    shapes = lora_ref.adapter_shapes(llama_ref.LlamaConfig.from_dict(cfg_dict), LORA_R, LORA_TARGETS)
+    init = lora_ref.init_adapter(shapes, g)
+
+    # The float64 loss of the batch under the initial weights, no dropout,
+    # by the reference (lora.py over llama.py, whichever --llama runs), on
+    # the device (outside peak-B).
+    ref = RefLoRA(cfg_dict, weights, init, 0.0, torch.float64, ctx.device)
+    ref.model.eval()
+    with torch.no_grad():
+        want = ref.loss(ids, labels).detach().cpu()
+    del ref
+    free_device_memory(ctx)
+
+    impl = impl_type(cfg_dict, weights, init, LORA_DROPOUT, DTYPES[dt], ctx.device)
+    impl.model.train()
+    params = [p for p in impl.model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=LORA_LR)
+    fwd = ctx.wrap(impl.loss)
+    first = {"loss": None}
+
+    def step():
+        if dt == "bf16":
+            with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                loss = fwd(ids, labels)
+        else:
+            loss = fwd(ids, labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, LORA_MAX_GRAD_NORM)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    def op():
+        if first["loss"] is None:
+            # The first warm-up (outside the timer) also runs the checked
+            # step: without dropout, to be comparable with the float64
+            # loss; then the timed kind of step (a compiled forward meets
+            # train mode there, not in the timer).
+            impl.model.eval()
+            first["loss"] = step().detach().to("cpu", torch.float64)
+            impl.model.train()
+        step()
+
+    return Work(op, lambda: rel_err(first["loss"], want), rates=[(batch * seq, "tok/s")], peak=True)
+
+
 # ---------------------------------------------------------------- ResNet
 
 RESNET_GOLDEN = os.path.join(os.path.dirname(REFERENCE_DIR), "golden", "resnet.safetensors")
@@ -1764,6 +1930,10 @@ def benchmarks(ctx, short):
             name = f"BenchmarkLlamaGenerate/dev={ctx.dev}/dtype={dt}/model={model}/prompt={prompt}/new={new}"
             out.append(Bench(name, dt, lambda dt=dt, p=prompt, n=new: llama_generate_setup(ctx, model, dt, p, n),
                              tol=MODEL_TOLERANCE[dt]))
+    for lmodel, dt, batch, seq in lora_cases(short, ctx.cuda):
+        name = f"BenchmarkLlamaLoRA/dev={ctx.dev}/dtype={dt}/model={lmodel}/batch={batch}/seq={seq}"
+        out.append(Bench(name, dt, lambda m=lmodel, dt=dt, b=batch, s=seq: lora_setup(ctx, m, dt, b, s),
+                         tol=MODEL_TOLERANCE[dt]))
     for dt, batch in resnet_cases(short, ctx.cuda):
         name = f"BenchmarkResNet/dev={ctx.dev}/model={RESNET_MODEL}/dtype={dt}/batch={batch}"
         out.append(Bench(name, dt, lambda dt=dt, b=batch: resnet_setup(ctx, dt, b),
@@ -1797,7 +1967,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--compile", action="store_true", help="wrap the ops in torch.compile (torch >= 2)")
     ap.add_argument("--llama", default="reference", choices=["reference", "hf"],
-                    help="the Llama benchmarks' implementation: testdata/reference/llama.py's module, or transformers' LlamaForCausalLM and generate")
+                    help="the Llama benchmarks' implementation: testdata/reference/llama.py's module (and lora.py's LoRA), or transformers' LlamaForCausalLM and generate (and peft's LoRA)")
     ap.add_argument("--resnet-memory-format", default="auto", choices=["auto", "contiguous", "channels_last"],
                     help="BenchmarkResNet's memory format (default auto: channels_last on GPUs, contiguous NCHW on CPUs)")
     ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
@@ -1861,6 +2031,11 @@ def main(argv=None):
         print("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
     if args.llama == "hf":
         print(f"llama-impl: transformers-{transformers.__version__}")
+        try:
+            import peft
+            print(f"lora-impl: peft-{peft.__version__}")
+        except ImportError:
+            print("lora-impl: none (peft is not installed: BenchmarkLlamaLoRA is skipped)")
     else:
         print("llama-impl: reference")
     print("outputs: " + ("allocated" if args.alloc or args.compile else "preallocated"))

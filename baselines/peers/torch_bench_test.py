@@ -179,7 +179,8 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(config(r.stdout).get("llama-impl"), "reference")
         rows = [l.split() for l in r.stdout.splitlines() if l.startswith("BenchmarkLlama")]
         self.assertEqual([row[0].split("/")[0] for row in rows],
-                         ["BenchmarkLlamaPrefill", "BenchmarkLlamaDecode", "BenchmarkLlamaGenerate"], r.stdout)
+                         ["BenchmarkLlamaPrefill", "BenchmarkLlamaDecode", "BenchmarkLlamaGenerate",
+                          "BenchmarkLlamaLoRA"], r.stdout)
         for row in rows:
             units = {row[i + 1]: float(row[i]) for i in range(2, len(row) - 1, 2)}
             self.assertLess(units["rel-err"], 1e-4, row)

@@ -14,7 +14,7 @@ import torch
 
 # Rank of each safetensors dtype in the reference implementation's Dtype
 # enum (increasing alignment), which orders the data section.
-ST_RANK = {"U8": 4, "F16": 13, "BF16": 14, "I32": 15, "F32": 17, "I64": 20}
+ST_RANK = {"U8": 4, "F16": 13, "BF16": 14, "I32": 15, "F32": 17, "F64": 19, "I64": 20}
 
 
 def serialize(tensors, meta=None):
