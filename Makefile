@@ -145,9 +145,9 @@ baseline-quick:
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
-## bench-openblas: BenchmarkMatMul and the BERT workloads with OpenBLAS
+## bench-openblas: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning with OpenBLAS
 ## behind gonum's blas32.
-OPENBLAS_BENCH ?= MatMul|BERT
+OPENBLAS_BENCH ?= MatMul|BERT|LlamaLoRA
 bench-openblas:
 	@scripts/install-openblas.sh
 	@mkdir -p $(OUT)
