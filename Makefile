@@ -35,7 +35,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
-	bench-run peer-run baseline baseline-quick golden python-ref bench-openblas \
+	bench-run peer-run baseline baseline-quick golden python-ref bench-purego openblas \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -47,10 +47,17 @@ lint:
 	@echo "== gofmt"; out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	@echo "== go vet"; $(GO) vet ./...
 	@echo "== staticcheck"; $(GO) tool staticcheck ./...
-	@echo "== vet and staticcheck with -tags openblas"; $(GO) vet -tags openblas ./kernels/cpu/ && $(GO) tool staticcheck -tags openblas ./kernels/cpu/
+	@echo "== vet and staticcheck without cgo (the CPU backend's pure-Go build)"; CGO_ENABLED=0 $(GO) vet ./kernels/cpu/ && CGO_ENABLED=0 $(GO) tool staticcheck ./kernels/cpu/
 
-unit: tokenizer-ref
-	@echo "== go test"; ZBENCH_REQUIRE_REF=1 $(GO) test ./...
+unit: tokenizer-ref openblas
+	@echo "== go test"; ZBENCH_REQUIRE_REF=1 ZBENCH_REQUIRE_OPENBLAS=1 $(GO) test ./...
+	@echo "== the CPU conformance suite under each engine"
+	ZBENCH_CPU_ENGINE=purego $(GO) test -count=1 ./kernels/cpu/
+	ZBENCH_CPU_ENGINE=openblas ZBENCH_REQUIRE_OPENBLAS=1 $(GO) test -count=1 ./kernels/cpu/
+
+## openblas: OpenBLAS's runtime, which the CPU backend loads when present.
+openblas:
+	@scripts/install-openblas.sh
 
 ## tokenizer-ref: the references the tokenizer tests compare with, in
 ## .cache/tokenizer-ref (npm packages, Llama 2's tokenizer.json).
@@ -84,7 +91,7 @@ quick-run:
 	@echo "== zbench: go test -short -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ > $(OUT)/zbench-quick.txt"
 	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
 
-bench-run:
+bench-run: openblas
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ > $(OUT)/zbench.txt"
 	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
@@ -145,14 +152,14 @@ baseline-quick:
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
-## bench-openblas: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning with OpenBLAS
-## behind gonum's blas32.
-OPENBLAS_BENCH ?= MatMul|BERT|LlamaLoRA
-bench-openblas:
-	@scripts/install-openblas.sh
+## bench-purego: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning on
+## the pure-Go engine (ZBENCH_CPU_ENGINE=purego), the fallback where OpenBLAS
+## is not installed.
+PUREGO_BENCH ?= MatMul|BERT|LlamaLoRA
+bench-purego:
 	@mkdir -p $(OUT)
-	$(GO) test -tags openblas -run='^$$' -bench='$(OPENBLAS_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
-		| tee $(OUT)/zbench-openblas.txt
+	ZBENCH_CPU_ENGINE=purego $(GO) test -run='^$$' -bench='$(PUREGO_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
+		| tee $(OUT)/zbench-purego.txt
 
 python-ref:
 	@scripts/install-python-ref.sh

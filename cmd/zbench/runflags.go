@@ -26,7 +26,7 @@ func (f *runFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&f.settings.Short, "short", false, "run the -short set of sizes")
 	fs.StringVar(&f.settings.Benchtime, "benchtime", "", "go test -benchtime of each pass (default 1s)")
 	fs.StringVar(&f.settings.Package, "pkg", "./bench_test", "the package holding the benchmarks, relative to the repository root")
-	fs.StringVar(&f.settings.Tags, "tags", "", "build tags (cuda, openblas)")
+	fs.StringVar(&f.settings.Tags, "tags", "", "build tags (cuda)")
 	fs.StringVar(&f.cache, "cache", "", "directory for worktrees, binaries and cached results (default <repo>/.cache/zbench)")
 }
 

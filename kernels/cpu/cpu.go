@@ -1,11 +1,14 @@
-// Package cpu is zbench's pure-Go backend: always built, multi-core, and the
+// Package cpu is zbench's CPU backend: always built, multi-core, and the
 // reference every other backend is tested against. Matrix multiplication goes
-// through gonum's blas32 (gonum's own implementation by default, OpenBLAS
-// with the build tag openblas); everything else is plain Go over float32,
-// split across GOMAXPROCS goroutines. F16 and BF16 tensors are computed in
-// float32 and rounded to their dtype on store.
+// through gonum's blas32, whose implementation is the engine EngineEnv
+// chooses: OpenBLAS, loaded at run time when it is installed (nothing links
+// against it, so the package builds and runs anywhere), or gonum's pure Go.
+// Everything else is plain Go over float32, split across GOMAXPROCS
+// goroutines. F16 and BF16 tensors are computed in float32 and rounded to
+// their dtype on store.
 //
-// Importing the package registers the backend as "cpu".
+// Importing the package registers the backend as "cpu"; opening it fails
+// when EngineEnv names an engine that cannot be loaded.
 package cpu
 
 import (
@@ -19,7 +22,12 @@ import (
 )
 
 func init() {
-	kernels.Register("cpu", func() (kernels.Backend, error) { return New(), nil })
+	kernels.Register("cpu", func() (kernels.Backend, error) {
+		if engine.err != nil {
+			return nil, engine.err
+		}
+		return New(), nil
+	})
 }
 
 // Backend is the CPU backend. Its memory pool works as an arena: freed
@@ -38,14 +46,19 @@ type storage struct {
 	class int64
 }
 
-// New returns a CPU backend using GOMAXPROCS threads.
+// New returns a CPU backend using GOMAXPROCS threads. It panics when
+// EngineEnv names an engine that cannot be loaded (kernels.Open("cpu")
+// returns that as an error).
 func New() *Backend {
+	if engine.err != nil {
+		panic(engine.err)
+	}
 	return &Backend{
 		pool: mempool.New(func(n int64) ([]byte, error) {
 			words := make([]uint64, (n+7)/8)
 			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
 		}, func([]byte) {}, 0),
-		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: blasName},
+		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: engine.blas},
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // about where the BLAS starts threads of its own: OpenBLAS at 64³
 // (GEMM_MULTITHREAD_THRESHOLD), gonum at 2×2 blocks of 64×64 outputs.
 func smallGemm() int {
-	if blasName == "openblas" {
+	if openBLAS() {
 		return 1 << 18
 	}
 	return 1 << 21
@@ -24,7 +24,7 @@ func smallGemm() int {
 // run on the calling goroutine, and on one goroutine with OpenBLAS, whose
 // own threads would otherwise contend with ours for the cores.
 func parallelGemms(n, cost int, f func(lo, hi int)) {
-	if blasName == "openblas" {
+	if openBLAS() {
 		f(0, n)
 		return
 	}

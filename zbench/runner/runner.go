@@ -139,7 +139,7 @@ type Settings struct {
 	Short bool
 	// Benchtime is -test.benchtime ("" for the default 1s).
 	Benchtime string
-	// Tags are build tags ("cuda", "openblas"), comma-separated.
+	// Tags are build tags ("cuda"), comma-separated.
 	Tags string
 }
 

@@ -1,6 +1,0 @@
-//go:build !openblas
-
-package cpu
-
-// blasName names the matmul library in the environment lines.
-const blasName = "gonum"
