@@ -16,7 +16,7 @@ const (
 type DeviceInfo struct {
 	Kind   Kind
 	Name   string // e.g. "AMD EPYC 9R14" or "NVIDIA H100 80GB HBM3"
-	Driver string // GPU driver version; empty on CPU
+	Driver string // GPU driver version; on CPU, the BLAS's description of itself (OpenBLAS's openblas_get_config) or empty
 	Arch   string // compute capability such as "9.0"; empty on CPU
 	Cores  int    // CPU threads used, or GPU multiprocessors
 	Memory int64  // bytes of device memory (0 if the host's)

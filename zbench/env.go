@@ -55,7 +55,11 @@ func Config(devs []kernels.Backend) ([]string, error) {
 				// baseline folder from; Go's own "cpu:" line is the CPUID
 				// brand string, which some virtual machines set apart.
 				"cpu-model: "+info.Name,
-				"blas: "+info.BLAS,
+				"blas: "+info.BLAS)
+			if info.Driver != "" { // the BLAS's description of itself (OpenBLAS's build and kernels)
+				lines = append(lines, "blas-config: "+info.Driver)
+			}
+			lines = append(lines,
 				fmt.Sprintf("cpu-peak-gflops: %.0f", peak.FLOPSFor(kernels.F32)/1e9),
 				fmt.Sprintf("cpu-peak-source: %s", peak.Source),
 				fmt.Sprintf("cpu-bandwidth-gbps: %.1f", peak.Bandwidth/1e9))

@@ -58,7 +58,7 @@ func New() *Backend {
 			words := make([]uint64, (n+7)/8)
 			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
 		}, func([]byte) {}, 0),
-		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: engine.blas},
+		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: engine.blas, Driver: engine.detail},
 	}
 }
 
