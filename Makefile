@@ -35,7 +35,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
-	bench-run peer-run baseline baseline-quick golden python-ref bench-purego openblas \
+	bench-run peer-run baseline baseline-quick golden python-ref bench-engine openblas \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -152,14 +152,15 @@ baseline-quick:
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
-## bench-purego: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning on
-## the pure-Go engine (ZBENCH_CPU_ENGINE=purego), the fallback where OpenBLAS
-## is not installed.
-PUREGO_BENCH ?= MatMul|BERT|LlamaLoRA
-bench-purego:
+## bench-engine: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning on one
+## CPU engine (ENGINE=openblas or purego; make bench runs the faster one), into
+## zbench-$(ENGINE).txt.
+ENGINE ?= openblas
+ENGINE_BENCH ?= MatMul|BERT|LlamaLoRA
+bench-engine: openblas
 	@mkdir -p $(OUT)
-	ZBENCH_CPU_ENGINE=purego $(GO) test -run='^$$' -bench='$(PUREGO_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
-		| tee $(OUT)/zbench-purego.txt
+	ZBENCH_CPU_ENGINE=$(ENGINE) $(GO) test -run='^$$' -bench='$(ENGINE_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
+		| tee $(OUT)/zbench-$(ENGINE).txt
 
 python-ref:
 	@scripts/install-python-ref.sh

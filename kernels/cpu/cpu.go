@@ -2,8 +2,8 @@
 // reference every other backend is tested against. Matrix multiplication goes
 // through gonum's blas32, whose implementation is the engine EngineEnv
 // chooses: OpenBLAS, loaded at run time when it is installed (nothing links
-// against it, so the package builds and runs anywhere), or gonum's pure Go.
-// Everything else is plain Go over float32, split across GOMAXPROCS
+// against it, so the package builds and runs anywhere), or pure Go: gonum's
+// BLAS with our own blocked, vectorised SGEMM (sgemm.go). Everything else is plain Go over float32, split across GOMAXPROCS
 // goroutines. F16 and BF16 tensors are computed in float32 and rounded to
 // their dtype on store.
 //

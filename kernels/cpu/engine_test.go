@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"testing"
@@ -14,29 +15,41 @@ import (
 func TestChooseEngine(t *testing.T) {
 	missing := []string{"libzbench-no-such-blas.so"}
 	for _, tc := range []struct {
-		want  string
-		names []string
-		name  string
-		err   string
+		want     string
+		names    []string
+		ownFirst bool
+		name     string
+		err      string
 	}{
-		{"purego", openBLASNames, "purego", ""},
-		{" purego ", openBLASNames, "purego", ""},
-		{"", missing, "purego", ""}, // auto: pure Go where OpenBLAS is not installed
-		{"auto", missing, "purego", ""},
-		{"openblas", missing, "", "ZBENCH_CPU_ENGINE=openblas: OpenBLAS cannot be loaded (libzbench-no-such-blas.so"},
-		{"mkl", openBLASNames, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas`},
+		{"purego", openBLASNames, false, "purego", ""},
+		{" purego ", openBLASNames, false, "purego", ""},
+		{"", missing, false, "purego", ""}, // auto: pure Go where OpenBLAS is not installed
+		{"auto", missing, false, "purego", ""},
+		{"auto", openBLASNames, true, "purego", ""}, // our SGEMM is the faster here
+		{"openblas", missing, true, "", "ZBENCH_CPU_ENGINE=openblas: "},
+		{"mkl", openBLASNames, false, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas`},
 	} {
-		t.Run(tc.want, func(t *testing.T) {
-			c := chooseEngine(tc.want, tc.names)
+		t.Run(fmt.Sprintf("%q/own-first=%v", tc.want, tc.ownFirst), func(t *testing.T) {
+			c := chooseEngine(tc.want, tc.names, tc.ownFirst)
 			if tc.err != "" {
 				require.ErrorIs(t, c.err, ErrEngine)
 				assert.ErrorContains(t, c.err, tc.err)
+				assert.Nil(t, c.impl)
 				return
 			}
 			require.NoError(t, c.err)
 			assert.Equal(t, tc.name, c.name)
-			assert.Equal(t, "gonum", c.blas)
+			assert.Equal(t, goBLASName, c.blas)
+			assert.Equal(t, goBLASImpl{}, c.impl)
 		})
+	}
+	// Where OpenBLAS is installed and our SGEMM is not the faster, auto
+	// loads it.
+	if _, _, err := loadOpenBLAS(openBLASNames); err == nil {
+		c := chooseEngine("", openBLASNames, false)
+		require.NoError(t, c.err)
+		assert.Equal(t, "openblas", c.name)
+		assert.NotEmpty(t, c.detail)
 	}
 }
 

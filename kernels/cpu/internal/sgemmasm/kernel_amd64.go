@@ -1,0 +1,27 @@
+//go:build amd64 && !purego
+
+// Package sgemmasm holds the SGEMM micro-kernels of package cpu in
+// assembly (which a package using cgo cannot hold itself).
+package sgemmasm
+
+import "golang.org/x/sys/cpu"
+
+// Available reports whether Kernel6x16 runs on this CPU (AVX2 and FMA).
+var Available = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+// Available512 reports whether Kernel12x32 runs on this CPU (AVX-512F).
+var Available512 = cpu.X86.HasAVX512F
+
+// Kernel6x16 is the 6×16 micro-kernel in AVX2+FMA: for packed panels a
+// (k·6 floats, a[p*6+i]) and b (k·16 floats, b[p*16+j]) it sets the 6×16
+// tile at c, of row stride ldc, to alpha·a·b + beta·c, without reading c
+// when beta is 0. k ≥ 1, and the caller vouches for the bounds.
+//
+//go:noescape
+func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// Kernel12x32 is Kernel6x16's 12×32 counterpart in AVX-512F, for panels
+// a of k·12 floats and b of k·32.
+//
+//go:noescape
+func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32)

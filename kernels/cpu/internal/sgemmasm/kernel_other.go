@@ -1,0 +1,23 @@
+//go:build !amd64 || purego
+
+// Package sgemmasm holds the SGEMM micro-kernels of package cpu in
+// assembly (which a package using cgo cannot hold itself).
+package sgemmasm
+
+// Available reports whether Kernel6x16 runs on this CPU: never without
+// the assembly.
+var Available = false
+
+// Available512 reports whether Kernel12x32 runs on this CPU: never
+// without the assembly.
+var Available512 = false
+
+// Kernel6x16 is the assembly micro-kernel, absent here; it panics.
+func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemmasm: no assembly kernel on this architecture")
+}
+
+// Kernel12x32 is the AVX-512 micro-kernel, absent here; it panics.
+func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemmasm: no assembly kernel on this architecture")
+}

@@ -1,0 +1,293 @@
+package cpu
+
+import (
+	"runtime"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
+)
+
+// goBLASName is the BLAS of the purego engine, as DeviceInfo.BLAS names
+// it: gonum's implementation with our own SGEMM.
+const goBLASName = "zbench-sgemm"
+
+// goBLASImpl is gonum's BLAS with a blocked, vectorised SGEMM of our own
+// in place of gonum's.
+type goBLASImpl struct{ gonum.Implementation }
+
+// Blocking of the SGEMM (GotoBLAS / BLIS): a kc-deep slice of op(b),
+// sgemmNC columns wide, is packed into nr-column panels, and an mc×kc
+// block of op(a) into mr-row panels; the micro-kernel multiplies one
+// panel of each into an mr×nr tile of c held in registers. The packed b
+// panel (kc·nr) stays in L1, the packed a block (mc·kc) in L2.
+const (
+	sgemmKC = 256
+	sgemmMC = 120  // a multiple of every kernel's mr
+	sgemmNC = 4096 // a multiple of every kernel's nr
+	// sgemmSerial is the work (m·n·k) under which a product runs on the
+	// calling goroutine.
+	sgemmSerial = 64 * 64 * 64
+)
+
+// sgemmKernel is a micro-kernel: c[i*ldc+j] = alpha·Σp a[p*mr+i]·b[p*nr+j]
+// + beta·c[i*ldc+j] over an mr×nr tile, for packed panels a (k·mr) and b
+// (k·nr); beta 0 overwrites c without reading it.
+type sgemmKernel struct {
+	mr, nr int
+	name   string
+	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32)
+}
+
+// goKernel is the portable micro-kernel, the reference for the assembly.
+var goKernel = sgemmKernel{mr: 6, nr: 16, name: "go", fn: kernelGo6x16}
+
+// sgemmMicro is the fastest micro-kernel this CPU runs (set by the
+// architecture's init).
+var sgemmMicro = goKernel
+
+// Sgemm computes c = alpha·op(a)·op(b) + beta·c. Degenerate calls, and
+// arguments that do not describe the slices (which gonum reports with a
+// panic), go to gonum.
+func (g goBLASImpl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !sgemmArgsOK(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc) {
+		g.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	sgemmWith(sgemmMicro, tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmArgsOK reports whether a call is one our SGEMM takes: sizes and
+// strides that describe the slices, no zero dimension and alpha ≠ 0.
+func sgemmArgsOK(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, c []float32, ldc int) bool {
+	okT := func(t blas.Transpose) bool {
+		return t == blas.NoTrans || t == blas.Trans || t == blas.ConjTrans
+	}
+	if !okT(tA) || !okT(tB) || m <= 0 || n <= 0 || k <= 0 || alpha == 0 {
+		return false
+	}
+	ar, ac := m, k
+	if tA != blas.NoTrans {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tB != blas.NoTrans {
+		br, bc = n, k
+	}
+	return sgemmFits(a, ar, ac, lda) && sgemmFits(b, br, bc, ldb) && sgemmFits(c, m, n, ldc)
+}
+
+// sgemmFits reports whether s holds a rows×cols row-major matrix of
+// stride ld.
+func sgemmFits(s []float32, rows, cols, ld int) bool {
+	return rows > 0 && cols > 0 && ld >= cols && len(s) >= (rows-1)*ld+cols
+}
+
+// sgemmWith is the SGEMM on valid arguments with micro-kernel kern: the
+// rows of c (or its columns, when it is wider than tall) are split into
+// one contiguous range per goroutine, each an independent product.
+func sgemmWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	workers := runtime.GOMAXPROCS(0)
+	if m*n*k < sgemmSerial {
+		workers = 1
+	}
+	unit, total := kern.mr, m
+	if n > m {
+		unit, total = kern.nr, n
+	}
+	units := (total + unit - 1) / unit
+	workers = min(workers, units)
+	if workers <= 1 {
+		sgemmSerialWith(kern, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	chunk := (units + workers - 1) / workers * unit
+	var wg sync.WaitGroup
+	for lo := 0; lo < total; lo += chunk {
+		hi := min(lo+chunk, total)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if n > m { // columns lo:hi of op(b) and c
+				boff := lo
+				if tB {
+					boff = lo * ldb
+				}
+				sgemmSerialWith(kern, tA, tB, m, hi-lo, k, alpha, a, lda, b[boff:], ldb, beta, c[lo:], ldc)
+				return
+			}
+			aoff := lo * lda // rows lo:hi of op(a) and c
+			if tA {
+				aoff = lo
+			}
+			sgemmSerialWith(kern, tA, tB, hi-lo, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[lo*ldc:], ldc)
+		}()
+	}
+	wg.Wait()
+}
+
+// sgemmBufs holds a goroutine's packing buffers between products.
+var sgemmBufs = sync.Pool{New: func() any { return new(sgemmBuf) }}
+
+// sgemmBuf is one goroutine's packed operands and edge tile.
+type sgemmBuf struct {
+	a, b, tile []float32
+}
+
+// grow returns s with at least n elements.
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// sgemmSerialWith is the blocked SGEMM on the calling goroutine.
+func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
+	buf := sgemmBufs.Get().(*sgemmBuf)
+	defer sgemmBufs.Put(buf)
+	kc0 := min(k, sgemmKC)
+	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
+	mc0 := min((m+mr-1)/mr*mr, sgemmMC)
+	buf.a = grow(buf.a, mc0*kc0)
+	buf.b = grow(buf.b, kc0*nc0)
+	buf.tile = grow(buf.tile, mr*nr)
+	pa, pb, tile := buf.a, buf.b, buf.tile
+
+	for jc := 0; jc < n; jc += sgemmNC {
+		nc := min(sgemmNC, n-jc)
+		for pc := 0; pc < k; pc += sgemmKC {
+			kc := min(sgemmKC, k-pc)
+			bt := beta
+			if pc > 0 {
+				bt = 1
+			}
+			packB(pb, b, ldb, tB, pc, kc, jc, nc, nr)
+			for ic := 0; ic < m; ic += sgemmMC {
+				mc := min(sgemmMC, m-ic)
+				packA(pa, a, lda, tA, ic, mc, pc, kc, mr)
+				for jr := 0; jr < nc; jr += nr {
+					nn := min(nr, nc-jr)
+					bp := pb[jr*kc : (jr+nr)*kc]
+					for ir := 0; ir < mc; ir += mr {
+						mm := min(mr, mc-ir)
+						ap := pa[ir*kc : (ir+mr)*kc]
+						ci := (ic+ir)*ldc + jc + jr
+						if mm == mr && nn == nr {
+							kern.fn(kc, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt)
+							continue
+						}
+						kern.fn(kc, ap, bp, tile, nr, 1, 0)
+						for i := range mm {
+							row := c[ci+i*ldc : ci+i*ldc+nn]
+							t := tile[i*nr : i*nr+nn]
+							if bt == 0 {
+								for j := range row {
+									row[j] = alpha * t[j]
+								}
+							} else {
+								for j := range row {
+									row[j] = alpha*t[j] + bt*row[j]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA packs rows ic:ic+mc, columns pc:pc+kc of op(a) into mr-row panels,
+// each kc·mr column-major (dst[p*mr+i]), the last padded with zeros.
+func packA(dst, a []float32, lda int, tA bool, ic, mc, pc, kc, mr int) {
+	for ir := 0; ir < mc; ir += mr {
+		mm := min(mr, mc-ir)
+		d := dst[ir*kc : (ir+mr)*kc]
+		if tA { // op(a)[i][p] = a[p*lda+i]: rows of a are contiguous
+			for p := range kc {
+				src := a[(pc+p)*lda+ic+ir:]
+				dp := d[p*mr : p*mr+mr]
+				copy(dp, src[:mm])
+				clear(dp[mm:])
+			}
+			continue
+		}
+		for i := range mm {
+			src := a[(ic+ir+i)*lda+pc : (ic+ir+i)*lda+pc+kc]
+			for p, v := range src {
+				d[p*mr+i] = v
+			}
+		}
+		for i := mm; i < mr; i++ {
+			for p := range kc {
+				d[p*mr+i] = 0
+			}
+		}
+	}
+}
+
+// packB packs rows pc:pc+kc, columns jc:jc+nc of op(b) into nr-column
+// panels, each kc·nr row-major (dst[p*nr+j]), the last padded with zeros.
+func packB(dst, b []float32, ldb int, tB bool, pc, kc, jc, nc, nr int) {
+	for jr := 0; jr < nc; jr += nr {
+		nn := min(nr, nc-jr)
+		d := dst[jr*kc : (jr+nr)*kc]
+		if !tB {
+			for p := range kc {
+				src := b[(pc+p)*ldb+jc+jr:]
+				dp := d[p*nr : p*nr+nr]
+				copy(dp, src[:nn])
+				clear(dp[nn:])
+			}
+			continue
+		}
+		for j := range nn { // op(b)[p][j] = b[j*ldb+p]
+			src := b[(jc+jr+j)*ldb+pc : (jc+jr+j)*ldb+pc+kc]
+			for p, v := range src {
+				d[p*nr+j] = v
+			}
+		}
+		for j := nn; j < nr; j++ {
+			for p := range kc {
+				d[p*nr+j] = 0
+			}
+		}
+	}
+}
+
+// kernelGo6x16 is the portable 6×16 micro-kernel (see sgemmKernel).
+func kernelGo6x16(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+	const mr, nr = 6, 16
+	var acc [mr][nr]float32
+	a = a[:k*mr]
+	b = b[:k*nr]
+	for p := range k {
+		bp := (*[nr]float32)(b[p*nr:])
+		ap := (*[mr]float32)(a[p*mr:])
+		for i := range mr {
+			ai := ap[i]
+			row := &acc[i]
+			for j := range nr {
+				row[j] += ai * bp[j]
+			}
+		}
+	}
+	for i := range mr {
+		row := (*[nr]float32)(c[i*ldc:])
+		if beta == 0 {
+			for j := range nr {
+				row[j] = alpha * acc[i][j]
+			}
+			continue
+		}
+		for j := range nr {
+			row[j] = alpha*acc[i][j] + beta*row[j]
+		}
+	}
+}
