@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 // Softmax normalises the rows of x into out, scaled and masked as p says.
@@ -51,10 +52,14 @@ func softmaxRow(dst, src []float32, n int, scale float32) (m float32, sum float6
 	for _, v := range src {
 		m = max(m, v*scale)
 	}
-	for j, v := range src {
-		e := expf(v*scale - m)
-		dst[j] = e
-		sum += float64(e)
+	if useVecmath && !math.IsInf(float64(m), 0) {
+		sum = vecmath.ExpScaledSum(dst, src, scale, m)
+	} else {
+		for j, v := range src {
+			e := expf(v*scale - m)
+			dst[j] = e
+			sum += float64(e)
+		}
 	}
 	inv := float32(1 / sum)
 	for j := range dst {

@@ -4,7 +4,13 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
+
+// useVecmath selects the assembly activations of package vecmath (AVX-512)
+// in applyAct and the assembly exponential in softmaxRow; the scalar Go
+// below is the fallback elsewhere and the reference the tests compare with.
+var useVecmath = vecmath.Available
 
 // ewBlock is the number of elements an elementwise op widens to float32 at a
 // time: small enough for the stack, large enough to amortise the calls.
@@ -89,14 +95,26 @@ func applyAct(dst, src []float32, a kernels.Activation) {
 			dst[i] = max(x, 0) // branch-free: random signs defeat the predictor
 		}
 	case kernels.ActGELU:
+		if useVecmath {
+			vecmath.GELU(dst, src)
+			return
+		}
 		for i, x := range src {
 			dst[i] = gelu(x)
 		}
 	case kernels.ActGELUTanh:
+		if useVecmath {
+			vecmath.GELUTanh(dst, src)
+			return
+		}
 		for i, x := range src {
 			dst[i] = geluTanh(x)
 		}
 	case kernels.ActSiLU:
+		if useVecmath {
+			vecmath.SiLU(dst, src)
+			return
+		}
 		for i, x := range src {
 			dst[i] = silu(x)
 		}

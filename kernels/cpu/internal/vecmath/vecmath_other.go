@@ -1,0 +1,27 @@
+//go:build !amd64 || purego
+
+// Package vecmath holds vectorised float32 elementwise functions of package
+// cpu (exp and the activations built on it) in assembly, which a package
+// using cgo cannot hold itself.
+package vecmath
+
+// Available reports whether the functions run on this CPU: never without
+// the assembly.
+var Available = false
+
+// Exp is the assembly exponential, absent here; it panics.
+func Exp(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
+
+// SiLU is the assembly SiLU, absent here; it panics.
+func SiLU(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
+
+// GELUTanh is the assembly tanh-form GELU, absent here; it panics.
+func GELUTanh(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
+
+// GELU is the assembly erf-form GELU, absent here; it panics.
+func GELU(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
+
+// ExpScaledSum is the assembly softmax exponential, absent here; it panics.
+func ExpScaledSum(dst, src []float32, scale, m float32) float64 {
+	panic("vecmath: no assembly on this architecture")
+}

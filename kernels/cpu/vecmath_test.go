@@ -1,0 +1,180 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
+)
+
+// vecCase is one function of package vecmath with its scalar Go reference
+// and its float64 definition.
+type vecCase struct {
+	name   string
+	vec    func(dst, src []float32)
+	scalar func(float32) float32
+	want   func(float64) float64
+}
+
+func vecCases() []vecCase {
+	gelu64 := func(x float64) float64 { return 0.5 * x * math.Erfc(-x/math.Sqrt2) }
+	return []vecCase{
+		{"Exp", vecmath.Exp, expf, math.Exp},
+		{"SiLU", vecmath.SiLU, silu, func(x float64) float64 { return x * sigmoid64(x) }},
+		{"GELUTanh", vecmath.GELUTanh, geluTanh, geluTanh64},
+		{"GELU", vecmath.GELU, gelu, gelu64},
+	}
+}
+
+// vecSweep returns n+1 evenly spaced points of [lo, hi].
+func vecSweep(lo, hi float64, n int) []float32 {
+	xs := make([]float32, n+1)
+	for i := range xs {
+		xs[i] = float32(lo + (hi-lo)*float64(i)/float64(n))
+	}
+	return xs
+}
+
+// TestVecmathAccuracy sweeps each vector function over a million points
+// against float64, with mathf_test's tolerances, and reports its largest
+// difference from the scalar Go reference.
+func TestVecmathAccuracy(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	byName := map[string]vecCase{}
+	for _, c := range vecCases() {
+		byName[c.name] = c
+	}
+	for _, tc := range []struct {
+		fn     string
+		lo, hi float64
+		tol    float64
+	}{
+		{"Exp", expMin, expMax, 4e-7},
+		{"Exp", -90, 90, 4e-7}, // overflow to +Inf, gradual underflow below expMin
+		{"SiLU", -80, 80, 5e-7},
+		{"SiLU", -200, 200, 5e-7},
+		{"GELUTanh", -4, 12, 2e-6},
+		{"GELUTanh", -12, -4, 2e-5},
+		{"GELU", -5.6, 12, 4e-6},
+		{"GELU", -12, -5.6, 2e-5},
+	} {
+		c := byName[tc.fn]
+		t.Run(c.name, func(t *testing.T) {
+			xs := vecSweep(tc.lo, tc.hi, 1_000_000)
+			got := make([]float32, len(xs))
+			c.vec(got, xs)
+			worst, at, worstRef, atRef := 0.0, float32(0), 0.0, float32(0)
+			for i, x := range xs {
+				want := c.want(float64(x))
+				if w32 := float32(want); math.IsInf(float64(w32), 0) {
+					assert.Equal(t, w32, got[i], "x=%g", x)
+					continue
+				}
+				if d := relDiff(got[i], want); d > worst {
+					worst, at = d, x
+				}
+				if tc.fn == "Exp" && x < expMin {
+					continue // the scalar expf flushes these to zero
+				}
+				if d := relDiff(got[i], float64(c.scalar(x))); d > worstRef {
+					worstRef, atRef = d, x
+				}
+			}
+			t.Logf("[%g, %g]: max rel err vs float64 %.3g at x=%g; max rel diff vs scalar Go %.3g at x=%g",
+				tc.lo, tc.hi, worst, at, worstRef, atRef)
+			assert.LessOrEqual(t, worst, tc.tol, "worst relative error %.3g at x=%g", worst, at)
+		})
+	}
+}
+
+// TestVecmathSpecial checks the special inputs and the tails: every length
+// up to 40 from every offset, in place and not, writes exactly len(dst)
+// values equal to a full-length call's.
+func TestVecmathSpecial(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	denorm := math.Float32frombits(1)
+	specials := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, nan, denorm, -denorm,
+		1e-30, -1e-30, expMax, expMin, 88.8, -87.5, -100, -103.9, -104.5, 1e30, -1e30, 5, -5, 40, -40}
+	for _, c := range vecCases() {
+		t.Run(c.name, func(t *testing.T) {
+			got := make([]float32, len(specials))
+			c.vec(got, specials)
+			for i, x := range specials {
+				ref := c.scalar(x)
+				switch {
+				case math.IsInf(float64(ref), 0):
+					assert.Equal(t, ref, got[i], "%s(%g)", c.name, x)
+				case ref != ref:
+					assert.True(t, got[i] != got[i], "%s(%g) = %g, scalar %g", c.name, x, got[i], ref)
+				case c.name == "Exp" && x < expMin:
+					want := math.Exp(float64(x))
+					assert.InDelta(t, want, float64(got[i]), 1.5e-45, "Exp(%g)", x)
+				default:
+					assert.InDelta(t, 0, relDiff(got[i], float64(ref)), 4e-6, "%s(%g) = %g, scalar %g", c.name, x, got[i], ref)
+				}
+			}
+			src := vecSweep(-6, 6, 63)
+			full := make([]float32, len(src))
+			c.vec(full, src)
+			for off := range 8 {
+				for n := 0; n+off <= 40 && n+off <= len(src); n++ {
+					dst := make([]float32, n+off+20)
+					for i := range dst {
+						dst[i] = -7
+					}
+					c.vec(dst[off:off+n], src[off:])
+					for i, v := range dst {
+						want := float32(-7)
+						if i >= off && i < off+n {
+							want = full[i]
+						}
+						require.Equal(t, want, v, "off %d n %d i %d", off, n, i)
+					}
+					inPlace := append(make([]float32, 0, n), src[off:off+n]...)
+					c.vec(inPlace, inPlace)
+					require.Equal(t, full[off:off+n], inPlace, "in place, off %d n %d", off, n)
+				}
+			}
+		})
+	}
+}
+
+// TestVecmathSoftmaxRow compares softmaxRow's vector exponentials with the
+// scalar path: the results, the maximum and the denominator.
+func TestVecmathSoftmaxRow(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	defer func(u bool) { useVecmath = u }(useVecmath)
+	for _, n := range []int{1, 7, 16, 17, 100, 384, 1000} {
+		src := make([]float32, n+5)
+		for i := range src {
+			src[i] = float32(math.Sin(float64(i)*1.7)) * 30
+		}
+		if n > 3 {
+			src[2] = float32(math.Inf(-1))
+		}
+		for _, scale := range []float32{1, 0.125} {
+			want, got := make([]float32, n+5), make([]float32, n+5)
+			useVecmath = false
+			wm, ws := softmaxRow(want, src, n, scale)
+			useVecmath = true
+			gm, gs := softmaxRow(got, src, n, scale)
+			assert.Equal(t, wm, gm)
+			assert.InDelta(t, 0, math.Abs(gs-ws)/ws, 1e-6, "n %d: sum %g, scalar %g", n, gs, ws)
+			for j := range got {
+				assert.InDelta(t, float64(want[j]), float64(got[j]), 1e-6*float64(want[j])+1e-30, "n %d j %d", n, j)
+			}
+			s := vecmath.ExpScaledSum(got[:n], src, scale, gm)
+			assert.InDelta(t, gs, s, 1e-12*gs)
+		}
+	}
+}
