@@ -48,9 +48,15 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 func softmaxRow(dst, src []float32, n int, scale float32) (m float32, sum float64) {
 	src, rest := src[:n], dst[n:]
 	dst = dst[:n]
-	m = float32(math.Inf(-1))
-	for _, v := range src {
-		m = max(m, v*scale)
+	if useVecmath && scale > 0 && scale <= math.MaxFloat32 {
+		// Rounding is monotonic, so for a finite positive scale the
+		// largest scaled value is the largest value scaled, NaN included.
+		m = vecmath.Max(src) * scale
+	} else {
+		m = float32(math.Inf(-1))
+		for _, v := range src {
+			m = max(m, v*scale)
+		}
 	}
 	if useVecmath && !math.IsInf(float64(m), 0) {
 		sum = vecmath.ExpScaledSum(dst, src, scale, m)
@@ -62,8 +68,12 @@ func softmaxRow(dst, src []float32, n int, scale float32) (m float32, sum float6
 		}
 	}
 	inv := float32(1 / sum)
-	for j := range dst {
-		dst[j] *= inv
+	if useVecmath {
+		vecmath.Scale(dst, dst, inv)
+	} else {
+		for j := range dst {
+			dst[j] *= inv
+		}
 	}
 	clear(rest)
 	return m, sum

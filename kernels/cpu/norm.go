@@ -5,6 +5,7 @@ import (
 	"runtime"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 // LayerNorm normalises the rows of x with gamma and the optional beta,
@@ -39,6 +40,10 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 			if rs != nil {
 				rs[r] = inv
 			}
+			if useVecmath {
+				vecmath.Normalize(dst, row, g, bt, mf, inv)
+				continue
+			}
 			g, dst := g[:len(row)], dst[:len(row)]
 			if bt == nil {
 				for j, xv := range row {
@@ -58,8 +63,12 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 
 // rowMeanVar returns the mean and the biased variance of row, in two passes
 // accumulated in float64 (four partial sums each, to keep the adds from
-// waiting on one another).
+// waiting on one another; sixteen in package vecmath's assembly).
 func rowMeanVar(row []float32) (mean, variance float64) {
+	if useVecmath {
+		mean = vecmath.Sum64(row) / float64(len(row))
+		return mean, sumSquares(row, mean) / float64(len(row))
+	}
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(row); i += 4 {
@@ -75,8 +84,12 @@ func rowMeanVar(row []float32) (mean, variance float64) {
 	return mean, sumSquares(row, mean) / float64(len(row))
 }
 
-// sumSquares returns Σ (v − c)² over row in float64.
+// sumSquares returns Σ (v − c)² over row in float64, each term as in
+// package vecmath's SumSqDev64, which it uses where useVecmath is set.
 func sumSquares(row []float32, c float64) float64 {
+	if useVecmath {
+		return vecmath.SumSqDev64(row, c)
+	}
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(row); i += 4 {

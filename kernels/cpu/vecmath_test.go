@@ -178,3 +178,183 @@ func TestVecmathSoftmaxRow(t *testing.T) {
 		}
 	}
 }
+
+// vecTestData returns n values of mixed sign and magnitude around an offset,
+// as LayerNorm rows have.
+func vecTestData(n int, seed float64) []float32 {
+	xs := make([]float32, n)
+	for i := range xs {
+		xs[i] = float32(3 + 2*math.Sin(float64(i)*1.3+seed) + 0.01*math.Cos(float64(i)*7.1))
+	}
+	return xs
+}
+
+// TestVecmathReductions compares Max, Sum64 and SumSqDev64 with the scalar
+// Go for every length up to 100 from every offset and for long rows: the
+// maximum exactly, the sums within 1e-12 relative.
+func TestVecmathReductions(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	defer func(u bool) { useVecmath = u }(useVecmath)
+	check := func(src []float32) {
+		t.Helper()
+		wantMax := float32(math.Inf(-1))
+		var wantSum float64
+		for _, v := range src {
+			wantMax = max(wantMax, v)
+			wantSum += float64(v)
+		}
+		require.Equal(t, wantMax, vecmath.Max(src), "Max, n %d", len(src))
+		require.InDelta(t, wantSum, vecmath.Sum64(src), 1e-12*math.Abs(wantSum), "Sum64, n %d", len(src))
+		for _, c := range []float64{0, 3.25, wantSum / float64(max(1, len(src)))} {
+			useVecmath = false
+			want := sumSquares(src, c)
+			useVecmath = true
+			require.InDelta(t, want, sumSquares(src, c), 1e-12*want, "SumSqDev64, n %d c %g", len(src), c)
+			require.Equal(t, sumSquares(src, c), vecmath.SumSqDev64(src, c))
+		}
+		useVecmath = false
+		wm, wv := rowMeanVar(src)
+		useVecmath = true
+		gm, gv := rowMeanVar(src)
+		if len(src) > 0 {
+			require.InDelta(t, wm, gm, 1e-12*math.Abs(wm), "mean, n %d", len(src))
+			require.InDelta(t, wv, gv, 1e-12*wv, "variance, n %d", len(src))
+		}
+	}
+	data := vecTestData(200, 0.5)
+	for off := range 8 {
+		for n := 0; n <= 100; n++ {
+			check(data[off : off+n])
+			neg := append([]float32(nil), data[off:off+n]...)
+			for i := range neg {
+				neg[i] = -neg[i] - 10
+			}
+			check(neg) // all negative: the tail's masked lanes must not win
+		}
+	}
+	for _, n := range []int{768, 1000, 3072, 4099} {
+		check(vecTestData(n, 1.5))
+	}
+
+	// Max's special values: NaN anywhere wins, then +Inf; −Inf only stays
+	// −Inf; no values give −Inf; the zeros compare equal.
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	assert.Equal(t, -inf, vecmath.Max(nil))
+	for n := 1; n <= 70; n++ {
+		for i := range n {
+			src := make([]float32, n)
+			for j := range src {
+				src[j] = -inf
+			}
+			require.Equal(t, -inf, vecmath.Max(src), "n %d", n)
+			src[i] = -5
+			require.Equal(t, float32(-5), vecmath.Max(src), "n %d i %d", n, i)
+			src[i] = inf
+			require.Equal(t, inf, vecmath.Max(src), "n %d i %d", n, i)
+			src[i] = nan
+			require.True(t, math.IsNaN(float64(vecmath.Max(src))), "n %d i %d", n, i)
+			if n-1-i != i {
+				src[n-1-i] = inf
+				require.True(t, math.IsNaN(float64(vecmath.Max(src))), "n %d i %d", n, i)
+			}
+			for j := range src {
+				src[j] = -1
+			}
+			src[i] = float32(math.Copysign(0, -1))
+			require.Equal(t, float32(0), vecmath.Max(src), "n %d i %d", n, i)
+			src[n-1-i] = 0
+			require.Equal(t, float32(0), vecmath.Max(src), "n %d i %d", n, i)
+		}
+	}
+}
+
+// TestVecmathScaleNormalize compares Scale and Normalize (with and without
+// beta) with the scalar Go within 1e-6 relative, for every length up to 40
+// from every offset, in place and not, and checks that nothing outside dst
+// is written.
+func TestVecmathScaleNormalize(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	src, gamma, beta := vecTestData(64, 0), vecTestData(64, 1), vecTestData(64, 2)
+	for i := range beta {
+		beta[i] -= 3
+	}
+	const mean, rstd, s = float32(2.9), float32(1.7), float32(0.37)
+	fns := []struct {
+		name   string
+		vec    func(dst, src []float32)
+		scalar func(i int, x float32) float32
+	}{
+		{"Scale", func(dst, src []float32) { vecmath.Scale(dst, src, s) },
+			func(_ int, x float32) float32 { return x * s }},
+		{"Normalize", func(dst, src []float32) { vecmath.Normalize(dst, src, gamma, beta, mean, rstd) },
+			func(i int, x float32) float32 { return (x-mean)*rstd*gamma[i] + beta[i] }},
+		{"NormalizeNoBeta", func(dst, src []float32) { vecmath.Normalize(dst, src, gamma, nil, mean, rstd) },
+			func(i int, x float32) float32 { return (x - mean) * rstd * gamma[i] }},
+	}
+	for _, f := range fns {
+		t.Run(f.name, func(t *testing.T) {
+			for off := range 8 {
+				for n := 0; n+off <= 40; n++ {
+					in := src[off : off+n]
+					dst := make([]float32, n+off+20)
+					for i := range dst {
+						dst[i] = -7
+					}
+					f.vec(dst[off:off+n], in)
+					for i, v := range dst {
+						if i < off || i >= off+n {
+							require.Equal(t, float32(-7), v, "off %d n %d i %d", off, n, i)
+							continue
+						}
+						want := f.scalar(i-off, in[i-off])
+						require.InDelta(t, 0, relDiff(v, float64(want)), 1e-6, "off %d n %d i %d: %g, scalar %g", off, n, i, v, want)
+					}
+					inPlace := append(make([]float32, 0, n), in...)
+					f.vec(inPlace, inPlace)
+					require.Equal(t, dst[off:off+n], inPlace, "in place, off %d n %d", off, n)
+				}
+			}
+		})
+	}
+}
+
+// TestVecmathSoftmaxRowNaN checks that softmaxRow's vector maximum keeps the
+// scalar NaN and −Inf semantics.
+func TestVecmathSoftmaxRowNaN(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	defer func(u bool) { useVecmath = u }(useVecmath)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	for _, n := range []int{1, 5, 16, 17, 40} {
+		for _, bad := range []float32{nan, inf, -inf} {
+			for _, at := range []int{0, n / 2, n - 1} {
+				src := vecTestData(n, 0)
+				src[at] = bad
+				want, got := make([]float32, n), make([]float32, n)
+				useVecmath = false
+				wm, ws := softmaxRow(want, src, n, 0.5)
+				useVecmath = true
+				gm, gs := softmaxRow(got, src, n, 0.5)
+				for _, p := range [][2]float64{{float64(wm), float64(gm)}, {ws, gs}} {
+					if math.IsNaN(p[0]) {
+						require.True(t, math.IsNaN(p[1]), "n %d %g at %d", n, bad, at)
+					} else {
+						require.InDelta(t, p[0], p[1], 1e-6*math.Abs(p[0]), "n %d %g at %d", n, bad, at)
+					}
+				}
+				for j := range want {
+					if math.IsNaN(float64(want[j])) {
+						require.True(t, math.IsNaN(float64(got[j])), "n %d %g at %d j %d", n, bad, at, j)
+					} else {
+						require.InDelta(t, float64(want[j]), float64(got[j]), 1e-6*float64(want[j])+1e-30, "n %d %g at %d j %d", n, bad, at, j)
+					}
+				}
+			}
+		}
+	}
+}

@@ -4,12 +4,18 @@
 // cpu (exp and the activations built on it) in assembly, which a package
 // using cgo cannot hold itself.
 //
-// Each function sets dst[i] = f(src[i]) for i < len(dst); src must be at
-// least as long as dst, and dst may be src. The functions run only where
-// Available is true: the caller checks it and keeps a scalar fallback.
+// Each elementwise function sets dst[i] = f(src[i]) for i < len(dst); src
+// (and gamma and beta) must be at least as long as dst, and dst may be src.
+// The reductions (Max, Sum64, SumSqDev64) read all of src. The functions run
+// only where Available is true: the caller checks it and keeps a scalar
+// fallback.
 package vecmath
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // Available reports whether the functions run on this CPU (AVX-512F).
 var Available = cpu.X86.HasAVX512F
@@ -85,3 +91,96 @@ func geluAVX512(dst, src *float32, n int)
 //
 //go:noescape
 func expScaledSumAVX512(dst, src *float32, n int, scale, negm float32, acc *[8]float64)
+
+// Scale sets dst[i] = src[i]·s.
+func Scale(dst, src []float32, s float32) {
+	if len(dst) > 0 {
+		scaleAVX512(&dst[0], &src[:len(dst)][0], len(dst), s)
+	}
+}
+
+// Max returns the largest src[i], as Go's max folded from −Inf does: −Inf
+// for no values, NaN where one of them is NaN, and otherwise the largest
+// (max(−0, +0) being either zero).
+func Max(src []float32) float32 {
+	m := float32(math.Inf(-1))
+	if len(src) == 0 {
+		return m
+	}
+	var acc [16]float32
+	maxAVX512(&src[0], len(src), &acc)
+	for _, v := range acc {
+		m = max(m, v)
+	}
+	return m
+}
+
+// Sum64 returns Σ src[i] accumulated in float64.
+func Sum64(src []float32) float64 {
+	if len(src) == 0 {
+		return 0
+	}
+	var acc [8]float64
+	sumAVX512(&src[0], len(src), &acc)
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+// SumSqDev64 returns Σ (src[i] − c)², each term and the sum in float64:
+// the second pass of a two-pass variance.
+func SumSqDev64(src []float32, c float64) float64 {
+	if len(src) == 0 {
+		return 0
+	}
+	var acc [8]float64
+	sumSqDevAVX512(&src[0], len(src), c, &acc)
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+// Normalize sets dst[i] = (src[i] − mean)·rstd·gamma[i] + beta[i], or
+// without the + beta[i] where beta is nil, rounding after each operation:
+// a LayerNorm row. gamma and beta must be at least as long as dst.
+func Normalize(dst, src, gamma, beta []float32, mean, rstd float32) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	if beta == nil {
+		normNoBetaAVX512(&dst[0], &src[:n][0], &gamma[:n][0], n, mean, rstd)
+		return
+	}
+	normAVX512(&dst[0], &src[:n][0], &gamma[:n][0], &beta[:n][0], n, mean, rstd)
+}
+
+// scaleAVX512 sets dst[i] = src[i]·s for i < n, n ≥ 1.
+//
+//go:noescape
+func scaleAVX512(dst, src *float32, n int, s float32)
+
+// maxAVX512 sets acc to 16 partial maxima of src[i], i < n, n ≥ 1, NaN in
+// the lanes that met a NaN.
+//
+//go:noescape
+func maxAVX512(src *float32, n int, acc *[16]float32)
+
+// sumAVX512 sets acc to 8 partial sums of src[i], i < n, n ≥ 1, in float64.
+//
+//go:noescape
+func sumAVX512(src *float32, n int, acc *[8]float64)
+
+// sumSqDevAVX512 sets acc to 8 partial sums of (src[i] − c)², i < n, n ≥ 1,
+// in float64.
+//
+//go:noescape
+func sumSqDevAVX512(src *float32, n int, c float64, acc *[8]float64)
+
+// normAVX512 sets dst[i] = (src[i] − mean)·rstd·gamma[i] + beta[i] for
+// i < n, n ≥ 1.
+//
+//go:noescape
+func normAVX512(dst, src, gamma, beta *float32, n int, mean, rstd float32)
+
+// normNoBetaAVX512 sets dst[i] = (src[i] − mean)·rstd·gamma[i] for i < n,
+// n ≥ 1.
+//
+//go:noescape
+func normNoBetaAVX512(dst, src, gamma *float32, n int, mean, rstd float32)

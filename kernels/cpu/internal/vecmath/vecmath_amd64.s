@@ -218,3 +218,277 @@ done:
 	VMOVUPD Z30, (DI)
 	VZEROUPPER
 	RET
+
+// TAILMASK sets K1 to the low CX bits, CX in [1, 15], using AX.
+#define TAILMASK \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1
+
+// func scaleAVX512(dst, src *float32, n int, s float32)
+//
+// dst[i] = src[i]·s for i < n, n ≥ 1; Z28 holds s.
+#define SCALE VMULPS Z28, Z0, Z0
+TEXT ·scaleAVX512(SB), NOSPLIT, $0-28
+	VBROADCASTSS s+24(FP), Z28
+	LOOP(SCALE)
+
+// func maxAVX512(src *float32, n int, acc *[16]float32)
+//
+// acc gets 16 partial maxima of src[i], i < n, n ≥ 1: lane j the largest of
+// src[16k+j], or NaN where one of those is NaN (VCMPPS unordered into K2,
+// gathered in K3, since VMAXPS drops a NaN in its accumulator). The tail's
+// masked-off lanes are −Inf (a merging load into a register of −Inf).
+TEXT ·maxAVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	BCAST(0xff800000, Z5)
+	VMOVAPS Z5, Z30
+	VMOVAPS Z5, Z31
+	KXORW K3, K3, K3
+max32:
+	CMPQ CX, $32
+	JLT max16
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VCMPPS $3, Z1, Z0, K2
+	KORW K2, K3, K3
+	VMAXPS Z0, Z30, Z30
+	VMAXPS Z1, Z31, Z31
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP max32
+max16:
+	CMPQ CX, $16
+	JLT maxtail
+	VMOVUPS (SI), Z0
+	VCMPPS $3, Z0, Z0, K2
+	KORW K2, K3, K3
+	VMAXPS Z0, Z30, Z30
+	ADDQ $64, SI
+	SUBQ $16, CX
+maxtail:
+	TESTQ CX, CX
+	JZ maxdone
+	TAILMASK
+	VMOVAPS Z5, Z0
+	VMOVUPS (SI), K1, Z0
+	VCMPPS $3, Z0, Z0, K2
+	KORW K2, K3, K3
+	VMAXPS Z0, Z30, Z30
+maxdone:
+	VMAXPS Z31, Z30, Z30
+	BCAST(0x7fc00000, Z1)
+	VMOVAPS Z1, K3, Z30
+	MOVQ acc+16(FP), DI
+	VMOVUPS Z30, (DI)
+	VZEROUPPER
+	RET
+
+// func sumAVX512(src *float32, n int, acc *[8]float64)
+//
+// acc gets 8 partial sums in float64 of src[i], i < n, n ≥ 1: 16 floats at
+// a time converted to two zmm of doubles and added to Z28–Z31 (two of them
+// per 32 floats), the tail's masked-off lanes loaded as zero.
+TEXT ·sumAVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+sum32:
+	CMPQ CX, $32
+	JLT sum16
+	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z1
+	VCVTPS2PD 64(SI), Z2
+	VCVTPS2PD 96(SI), Z3
+	VADDPD Z0, Z28, Z28
+	VADDPD Z1, Z29, Z29
+	VADDPD Z2, Z30, Z30
+	VADDPD Z3, Z31, Z31
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP sum32
+sum16:
+	CMPQ CX, $16
+	JLT sumtail
+	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z1
+	VADDPD Z0, Z28, Z28
+	VADDPD Z1, Z29, Z29
+	ADDQ $64, SI
+	SUBQ $16, CX
+sumtail:
+	TESTQ CX, CX
+	JZ sumdone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z0
+	VCVTPS2PD Y0, Z1
+	VEXTRACTF64X4 $1, Z0, Y2
+	VCVTPS2PD Y2, Z2
+	VADDPD Z1, Z30, Z30
+	VADDPD Z2, Z31, Z31
+sumdone:
+	VADDPD Z29, Z28, Z28
+	VADDPD Z31, Z30, Z30
+	VADDPD Z30, Z28, Z28
+	MOVQ acc+16(FP), DI
+	VMOVUPD Z28, (DI)
+	VZEROUPPER
+	RET
+
+// func sumSqDevAVX512(src *float32, n int, c float64, acc *[8]float64)
+//
+// acc gets 8 partial sums in float64 of (src[i] − c)², i < n, n ≥ 1, c in
+// Z27: each difference taken in float64, squared and added, rounded after
+// each operation as the scalar Go does (no FMA). The tail's masked-off
+// differences are zeroed (K1 the low 8 lanes, K4 the high 8).
+TEXT ·sumSqDevAVX512(SB), NOSPLIT, $0-32
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSD c+16(FP), Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+sq32:
+	CMPQ CX, $32
+	JLT sq16
+	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z1
+	VCVTPS2PD 64(SI), Z2
+	VCVTPS2PD 96(SI), Z3
+	VSUBPD Z27, Z0, Z0
+	VSUBPD Z27, Z1, Z1
+	VSUBPD Z27, Z2, Z2
+	VSUBPD Z27, Z3, Z3
+	VMULPD Z0, Z0, Z0
+	VMULPD Z1, Z1, Z1
+	VMULPD Z2, Z2, Z2
+	VMULPD Z3, Z3, Z3
+	VADDPD Z0, Z28, Z28
+	VADDPD Z1, Z29, Z29
+	VADDPD Z2, Z30, Z30
+	VADDPD Z3, Z31, Z31
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP sq32
+sq16:
+	CMPQ CX, $16
+	JLT sqtail
+	VCVTPS2PD (SI), Z0
+	VCVTPS2PD 32(SI), Z1
+	VSUBPD Z27, Z0, Z0
+	VSUBPD Z27, Z1, Z1
+	VMULPD Z0, Z0, Z0
+	VMULPD Z1, Z1, Z1
+	VADDPD Z0, Z28, Z28
+	VADDPD Z1, Z29, Z29
+	ADDQ $64, SI
+	SUBQ $16, CX
+sqtail:
+	TESTQ CX, CX
+	JZ sqdone
+	TAILMASK
+	KSHIFTRW $8, K1, K4
+	VMOVUPS.Z (SI), K1, Z0
+	VCVTPS2PD Y0, Z1
+	VEXTRACTF64X4 $1, Z0, Y2
+	VCVTPS2PD Y2, Z2
+	VSUBPD.Z Z27, Z1, K1, Z1
+	VSUBPD.Z Z27, Z2, K4, Z2
+	VMULPD Z1, Z1, Z1
+	VMULPD Z2, Z2, Z2
+	VADDPD Z1, Z30, Z30
+	VADDPD Z2, Z31, Z31
+sqdone:
+	VADDPD Z29, Z28, Z28
+	VADDPD Z31, Z30, Z30
+	VADDPD Z30, Z28, Z28
+	MOVQ acc+24(FP), DI
+	VMOVUPD Z28, (DI)
+	VZEROUPPER
+	RET
+
+// NORM sets Z0 = (Z0 − mean)·rstd·γ for γ in Z1, mean in Z28 and rstd in
+// Z29, rounding after each operation as the scalar Go does.
+#define NORM \
+	VSUBPS Z28, Z0, Z0; \
+	VMULPS Z29, Z0, Z0; \
+	VMULPS Z1, Z0, Z0
+
+// func normAVX512(dst, src, gamma, beta *float32, n int, mean, rstd float32)
+//
+// dst[i] = (src[i] − mean)·rstd·gamma[i] + beta[i] for i < n, n ≥ 1.
+TEXT ·normAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ gamma+16(FP), DX
+	MOVQ beta+24(FP), BX
+	MOVQ n+32(FP), CX
+	VBROADCASTSS mean+40(FP), Z28
+	VBROADCASTSS rstd+44(FP), Z29
+nbloop:
+	CMPQ CX, $16
+	JLT nbtail
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	NORM
+	VADDPS (BX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, BX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP nbloop
+nbtail:
+	TESTQ CX, CX
+	JZ nbdone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (BX), K1, Z2
+	NORM
+	VADDPS Z2, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+nbdone:
+	VZEROUPPER
+	RET
+
+// func normNoBetaAVX512(dst, src, gamma *float32, n int, mean, rstd float32)
+//
+// dst[i] = (src[i] − mean)·rstd·gamma[i] for i < n, n ≥ 1.
+TEXT ·normNoBetaAVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ gamma+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS mean+32(FP), Z28
+	VBROADCASTSS rstd+36(FP), Z29
+nloop:
+	CMPQ CX, $16
+	JLT ntail
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	NORM
+	VMOVUPS Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP nloop
+ntail:
+	TESTQ CX, CX
+	JZ ndone
+	TAILMASK
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	NORM
+	VMOVUPS Z0, K1, (DI)
+ndone:
+	VZEROUPPER
+	RET

@@ -25,3 +25,23 @@ func GELU(dst, src []float32) { panic("vecmath: no assembly on this architecture
 func ExpScaledSum(dst, src []float32, scale, m float32) float64 {
 	panic("vecmath: no assembly on this architecture")
 }
+
+// Scale is the assembly scaling, absent here; it panics.
+func Scale(dst, src []float32, s float32) { panic("vecmath: no assembly on this architecture") }
+
+// Max is the assembly maximum, absent here; it panics.
+func Max(src []float32) float32 { panic("vecmath: no assembly on this architecture") }
+
+// Sum64 is the assembly float64 sum, absent here; it panics.
+func Sum64(src []float32) float64 { panic("vecmath: no assembly on this architecture") }
+
+// SumSqDev64 is the assembly float64 sum of squared deviations, absent
+// here; it panics.
+func SumSqDev64(src []float32, c float64) float64 {
+	panic("vecmath: no assembly on this architecture")
+}
+
+// Normalize is the assembly LayerNorm row, absent here; it panics.
+func Normalize(dst, src, gamma, beta []float32, mean, rstd float32) {
+	panic("vecmath: no assembly on this architecture")
+}
