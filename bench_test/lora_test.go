@@ -260,35 +260,20 @@ func TestLlamaLoRAGolden(t *testing.T) {
 	}
 }
 
-// loraBenchModels are BenchmarkLlamaLoRA's models on dev: TinyLlama-1.1B
-// on a GPU, its width at two layers on a CPU, the tiny golden config in
-// -short.
-func loraBenchModels(dev kernels.Backend) []struct {
-	name string
-	cfg  llama.Config
-} {
-	g, err := loadLoRAGolden("tiny")
-	if err != nil {
-		panic(err)
-	}
-	tl := llama.TinyLlama()
+// loraBenchModel is BenchmarkLlamaLoRA's model on dev, with its
+// precision and sizes: TinyLlama-1.1B in bf16 at batch 4 and 8 × 512 on a
+// GPU, its width at two layers in f32 at 1 × 128 on a CPU, and the tiny
+// golden config in f32 at 1 × 32 in -short.
+func loraBenchModel(dev kernels.Backend, tiny llama.Config) (name string, cfg llama.Config, p nn.Precision, batches []int, seq int) {
 	switch {
 	case testing.Short():
-		return []struct {
-			name string
-			cfg  llama.Config
-		}{{"tiny", g.cfg}}
+		return "tiny", tiny, nn.F32, []int{1}, 32
 	case dev.Info().Kind == kernels.GPU:
-		return []struct {
-			name string
-			cfg  llama.Config
-		}{{"tinyllama-1.1b", tl}}
+		return "tinyllama-1.1b", llama.TinyLlama(), nn.BF16, []int{4, 8}, 512
 	}
-	tl.NumHiddenLayers = 2
-	return []struct {
-		name string
-		cfg  llama.Config
-	}{{"tinyllama-2l", tl}}
+	cfg = llama.TinyLlama()
+	cfg.NumHiddenLayers = 2
+	return "tinyllama-2l", cfg, nn.F32, []int{1}, 128
 }
 
 // BenchmarkLlamaLoRA is LoRA fine-tuning (PEFT's defaults for Llama: r 8,
@@ -305,20 +290,11 @@ func BenchmarkLlamaLoRA(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, dev := range devicesWith[kernels.DecoderBackward]() {
-		gpu := dev.Info().Kind == kernels.GPU
-		p, batches, seq := nn.F32, []int{1}, 128
-		switch {
-		case testing.Short():
-			seq = 32
-		case gpu:
-			p, batches, seq = nn.BF16, []int{4, 8}, 512
-		}
-		for _, lm := range loraBenchModels(dev) {
-			for _, batch := range batches {
-				b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), p, lm.name, batch, seq), func(b *testing.B) {
-					loraBench(b, dev, lm.cfg, p, batch, seq, golden)
-				})
-			}
+		name, cfg, p, batches, seq := loraBenchModel(dev, golden.cfg)
+		for _, batch := range batches {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), p, name, batch, seq), func(b *testing.B) {
+				loraBench(b, dev, cfg, p, batch, seq, golden)
+			})
 		}
 	}
 }

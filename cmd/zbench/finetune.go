@@ -402,27 +402,11 @@ func mergeFile(src, dst string, ad *lora.Adapter, targets map[string]lora.Target
 		}
 		ts = append(ts, t)
 	}
-	return merged, writeFileAtomic(dst, func(w io.Writer) error { return safetensors.Write(w, ts, f.Metadata()) })
-}
-
-// writeFileAtomic writes path through a temporary file renamed over it.
-func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	out, err := createAtomic(dst)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return errors.Join(fmt.Errorf("%s: %w", path, err), tmp.Close())
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return merged, out.commit(ts, f.Metadata())
 }
 
 // copyFile copies src to dst.
@@ -431,5 +415,5 @@ func copyFile(src, dst string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(dst, func(w io.Writer) error { _, err := w.Write(data); return err })
+	return os.WriteFile(dst, data, 0o644)
 }

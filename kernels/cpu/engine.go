@@ -85,13 +85,6 @@ func chooseEngine(want string, names []string, ownFirst bool) engineChoice {
 		EngineEnv, want, strings.Join(Engines, ", "), ErrEngine)}
 }
 
-// Engine names the engine this process's CPU backends use ("purego" or
-// "openblas") and, for OpenBLAS, the library's description of itself; the
-// error is why the engine EngineEnv asks for cannot be used.
-func Engine() (name, detail string, err error) {
-	return engine.name, engine.detail, engine.err
-}
-
 // openBLAS reports whether the matrix products run on OpenBLAS, whose own
 // threads the backend leaves the cores to.
 func openBLAS() bool { return engine.name == "openblas" }

@@ -94,27 +94,13 @@ type openBLASImpl struct{ gonum.Implementation }
 // reports with a panic), go to gonum.
 func (o openBLASImpl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
-	ar, ac := m, k
-	if tA != blas.NoTrans {
-		ar, ac = k, m
-	}
-	br, bc := k, n
-	if tB != blas.NoTrans {
-		br, bc = n, k
-	}
-	if m == 0 || n == 0 || k == 0 || alpha == 0 || max(m, n, k, lda, ldb, ldc) > math.MaxInt32 ||
-		!fits(a, ar, ac, lda) || !fits(b, br, bc, ldb) || !fits(c, m, n, ldc) {
+	if !sgemmArgsOK(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc) || max(m, n, k, lda, ldb, ldc) > math.MaxInt32 {
 		o.Implementation.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	C.zb_cblas_sgemm(cblasTrans(tA), cblasTrans(tB), C.int(m), C.int(n), C.int(k), C.float(alpha),
 		(*C.float)(unsafe.Pointer(&a[0])), C.int(lda), (*C.float)(unsafe.Pointer(&b[0])), C.int(ldb),
 		C.float(beta), (*C.float)(unsafe.Pointer(&c[0])), C.int(ldc))
-}
-
-// fits reports whether s holds a rows×cols row-major matrix of stride ld.
-func fits(s []float32, rows, cols, ld int) bool {
-	return rows > 0 && cols > 0 && ld >= cols && len(s) >= (rows-1)*ld+cols
 }
 
 // cblasTrans is CBLAS's code of a transpose.

@@ -85,7 +85,7 @@ type Trainer struct {
 	targets []*adapted // by layer·len(lora.Modules) + module index; nil where not adapted
 	scale   float32
 	dt      kernels.DType
-	N       int
+	n       int // tokens of a micro-batch: Batch·Seq
 
 	bufs          *nn.TensorSet
 	ids, pos, tgt *kernels.Tensor // I32 [N], [B, S], [N]
@@ -136,7 +136,7 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 		return nil, fmt.Errorf("llama: LoRA adapter: %w", err)
 	}
 	t := &Trainer{
-		m: m, opt: o, tb: tb, state: state, scale: float32(o.LoRA.Scale()), dt: m.Precision.DType(), N: o.Batch * o.Seq,
+		m: m, opt: o, tb: tb, state: state, scale: float32(o.LoRA.Scale()), dt: m.Precision.DType(), n: o.Batch * o.Seq,
 		targets: make([]*adapted, c.NumHiddenLayers*len(lora.Modules)), bufs: nn.NewTensorSet(m.be),
 		drop: map[int]*kernels.Tensor{}, gradLo: map[[2]int]*kernels.Tensor{}, grad32: map[[2]int]*kernels.Tensor{},
 	}
@@ -167,7 +167,7 @@ func (c Config) ModuleDims(module string) (in, out int) {
 
 // alloc allocates the adapter's copies and every activation buffer.
 func (t *Trainer) alloc(targets []lora.Target) error {
-	c, B, S, N, dt := t.m.Config, t.opt.Batch, t.opt.Seq, t.N, t.dt
+	c, B, S, N, dt := t.m.Config, t.opt.Batch, t.opt.Seq, t.n, t.dt
 	a := nn.Allocator{Set: t.bufs}
 	f := func(shape ...int) *kernels.Tensor { return a.Tensor(dt, shape...) }
 	r := t.opt.LoRA.R
@@ -422,10 +422,10 @@ func (t *Trainer) attend(l *trainLayer) func() error {
 // setBatch checks and uploads a micro-batch, its labels shifted.
 func (t *Trainer) setBatch(b TrainBatch) error {
 	B, S, V := t.opt.Batch, t.opt.Seq, t.m.Config.VocabSize
-	if len(b.IDs) != t.N || len(b.Labels) != t.N {
+	if len(b.IDs) != t.n || len(b.Labels) != t.n {
 		return fmt.Errorf("llama: a micro-batch of %d ids and %d labels, want %d × %d: %w", len(b.IDs), len(b.Labels), B, S, ErrInput)
 	}
-	tgt := make([]int32, t.N)
+	tgt := make([]int32, t.n)
 	for i, id := range b.IDs {
 		if id < 0 || int(id) >= V {
 			return fmt.Errorf("llama: input id %d at [%d, %d] is outside the vocabulary [0, %d): %w", id, i/S, i%S, V, ErrInput)
