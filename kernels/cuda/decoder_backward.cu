@@ -53,20 +53,6 @@ __device__ void rmsnorm_backward_impl(T* dx, float* part_dgamma, const T* dy, co
 // pointer is 16-byte aligned, then a scalar tail (or a scalar loop over
 // everything when one is not).
 
-// DbPack is 16 bytes of elements, for vectorised loads and stores.
-template <typename T> struct alignas(16) DbPack {
-    T v[16 / sizeof(T)];
-};
-
-__device__ __forceinline__ bool db_aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-
-template <typename T> __device__ __forceinline__ DbPack<T> db_load(const T* p) {
-    return *reinterpret_cast<const DbPack<T>*>(p);
-}
-template <typename T> __device__ __forceinline__ void db_store(T* p, const DbPack<T>& v) {
-    *reinterpret_cast<DbPack<T>*>(p) = v;
-}
-
 // swiglu_grad sets dg = dy·u·silu'(g) and du = dy·silu(g), with
 // silu'(g) = σ(g)·(1 + g·σ(−g)) (σ(−g) computed directly, no cancellation).
 __device__ __forceinline__ void swiglu_grad(float dy, float g, float u, float& dg, float& du) {
@@ -82,12 +68,12 @@ template <typename T>
 __device__ void swiglu_backward_impl(T* dgate, T* dup, const T* dy, const T* gate, const T* up, long long n) {
     constexpr int V = 16 / sizeof(T);
     const bool vec =
-        db_aligned16(dgate) && db_aligned16(dup) && db_aligned16(dy) && db_aligned16(gate) && db_aligned16(up);
+        aligned16(dgate) && aligned16(dup) && aligned16(dy) && aligned16(gate) && aligned16(up);
     const long long nv = vec ? n / V : 0;
     for (long long k = grid_tid(); k < nv; k += grid_stride()) {
         const long long i = k * V;
-        const DbPack<T> a = db_load(dy + i), g = db_load(gate + i), u = db_load(up + i);
-        DbPack<T> rg, ru;
+        const Pack<T> a = ld_pack(dy + i), g = ld_pack(gate + i), u = ld_pack(up + i);
+        Pack<T> rg, ru;
 #pragma unroll
         for (int e = 0; e < V; e++) {
             float fg, fu;
@@ -95,8 +81,8 @@ __device__ void swiglu_backward_impl(T* dgate, T* dup, const T* dy, const T* gat
             rg.v[e] = from_f32<T>(fg);
             ru.v[e] = from_f32<T>(fu);
         }
-        db_store(dgate + i, rg);
-        db_store(dup + i, ru);
+        st_pack(dgate + i, rg);
+        st_pack(dup + i, ru);
     }
     for (long long i = nv * V + grid_tid(); i < n; i += grid_stride()) {
         float fg, fu;
@@ -121,16 +107,16 @@ __device__ __forceinline__ float dropout_uniform(unsigned long long seed, long l
 template <typename T>
 __device__ void dropout_impl(T* out, const T* x, long long n, float p, float s, unsigned long long seed) {
     constexpr int V = 16 / sizeof(T);
-    const long long nv = (db_aligned16(out) && db_aligned16(x)) ? n / V : 0;
+    const long long nv = (aligned16(out) && aligned16(x)) ? n / V : 0;
     const T zero = from_f32<T>(0.0f);
     for (long long k = grid_tid(); k < nv; k += grid_stride()) {
         const long long i = k * V;
-        const DbPack<T> a = db_load(x + i);
-        DbPack<T> r;
+        const Pack<T> a = ld_pack(x + i);
+        Pack<T> r;
 #pragma unroll
         for (int e = 0; e < V; e++)
             r.v[e] = dropout_uniform(seed, i + e) >= p ? from_f32<T>(to_f32(a.v[e]) * s) : zero;
-        db_store(out + i, r);
+        st_pack(out + i, r);
     }
     for (long long i = nv * V + grid_tid(); i < n; i += grid_stride())
         out[i] = dropout_uniform(seed, i) >= p ? from_f32<T>(to_f32(x[i]) * s) : zero;

@@ -12,20 +12,6 @@
 
 #include "common.cuh"
 
-// Pack is 16 bytes of elements, for vectorised loads and stores.
-template <typename T> struct alignas(16) Pack {
-    T v[16 / sizeof(T)];
-};
-
-__device__ __forceinline__ bool aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-
-template <typename T> __device__ __forceinline__ Pack<T> ld_pack(const T* p) {
-    return *reinterpret_cast<const Pack<T>*>(p);
-}
-template <typename T> __device__ __forceinline__ void st_pack(T* p, const Pack<T>& v) {
-    *reinterpret_cast<Pack<T>*>(p) = v;
-}
-
 // ---------------------------------------------------------------------------
 // fill: out[i] = v rounded to T.
 
