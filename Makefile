@@ -35,7 +35,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
-	bench-run peer-run baseline baseline-quick golden python-ref bench-engine openblas \
+	bench-run peer-run baseline baseline-quick golden python-ref bench-engine cpu-engines \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -49,15 +49,17 @@ lint:
 	@echo "== staticcheck"; $(GO) tool staticcheck ./...
 	@echo "== vet and staticcheck without cgo (the CPU backend's pure-Go build)"; CGO_ENABLED=0 $(GO) vet ./kernels/cpu/ && CGO_ENABLED=0 $(GO) tool staticcheck ./kernels/cpu/
 
-unit: tokenizer-ref openblas
-	@echo "== go test"; ZBENCH_REQUIRE_REF=1 ZBENCH_REQUIRE_OPENBLAS=1 $(GO) test ./...
+unit: tokenizer-ref cpu-engines
+	@echo "== go test"; ZBENCH_REQUIRE_REF=1 ZBENCH_REQUIRE_ENGINES=1 $(GO) test ./...
 	@echo "== the CPU conformance suite under each engine"
 	ZBENCH_CPU_ENGINE=purego $(GO) test -count=1 ./kernels/cpu/
-	ZBENCH_CPU_ENGINE=openblas ZBENCH_REQUIRE_OPENBLAS=1 $(GO) test -count=1 ./kernels/cpu/
+	ZBENCH_CPU_ENGINE=openblas $(GO) test -count=1 ./kernels/cpu/
+	ZBENCH_CPU_ENGINE=onednn $(GO) test -count=1 ./kernels/cpu/
 
-## openblas: OpenBLAS's runtime, which the CPU backend loads when present.
-openblas:
-	@scripts/install-openblas.sh
+## cpu-engines: OpenBLAS's and oneDNN's runtimes, which the CPU backend loads
+## when present.
+cpu-engines:
+	@scripts/install-cpu-engines.sh
 
 ## tokenizer-ref: the references the tokenizer tests compare with, in
 ## .cache/tokenizer-ref (npm packages, Llama 2's tokenizer.json).
@@ -91,7 +93,7 @@ quick-run:
 	@echo "== zbench: go test -short -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ > $(OUT)/zbench-quick.txt"
 	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
 
-bench-run: openblas
+bench-run: cpu-engines
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ > $(OUT)/zbench.txt"
 	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
@@ -157,7 +159,7 @@ baseline-quick:
 ## zbench-$(ENGINE).txt.
 ENGINE ?= openblas
 ENGINE_BENCH ?= MatMul|BERT|LlamaLoRA
-bench-engine: openblas
+bench-engine: cpu-engines
 	@mkdir -p $(OUT)
 	ZBENCH_CPU_ENGINE=$(ENGINE) $(GO) test -run='^$$' -bench='$(ENGINE_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| tee $(OUT)/zbench-$(ENGINE).txt

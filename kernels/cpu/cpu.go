@@ -1,11 +1,13 @@
 // Package cpu is zbench's CPU backend: always built, multi-core, and the
 // reference every other backend is tested against. Matrix multiplication goes
 // through gonum's blas32, whose implementation is the engine EngineEnv
-// chooses: OpenBLAS, loaded at run time when it is installed (nothing links
-// against it, so the package builds and runs anywhere), or pure Go: gonum's
-// BLAS with our own blocked, vectorised SGEMM (sgemm.go). Everything else is plain Go over float32, split across GOMAXPROCS
-// goroutines. F16 and BF16 tensors are computed in float32 and rounded to
-// their dtype on store.
+// chooses: oneDNN or OpenBLAS, loaded at run time when they are installed
+// (nothing links against them, so the package builds and runs anywhere),
+// or pure Go: gonum's BLAS with our own blocked, vectorised SGEMM
+// (sgemm.go). oneDNN also multiplies BF16 in its bfloat16 GEMM. Everything
+// else is Go over float32 (AVX-512 assembly for the hot loops, vecmath),
+// split across GOMAXPROCS goroutines. F16 and BF16 tensors are computed in
+// float32 and rounded to their dtype on store.
 //
 // Importing the package registers the backend as "cpu"; opening it fails
 // when EngineEnv names an engine that cannot be loaded.

@@ -15,15 +15,14 @@ import (
 // EngineEnv is the environment variable that chooses the CPU backend's
 // engine, the implementation behind its matrix products: "purego" (gonum's
 // Go BLAS with our own blocked, vectorised SGEMM, sgemm.go), "openblas"
-// (OpenBLAS, loaded at run time), or unset (or "auto") for the faster of
-// the two that this machine has: our SGEMM where its AVX-512 kernel runs
-// (measured ahead of OpenBLAS 0.3.21, whose newest kernels there are
-// AVX2), else OpenBLAS when it is installed, else pure Go. A choice that
-// cannot be loaded is an error, never a fallback.
+// (OpenBLAS, loaded at run time), "onednn" (oneDNN, loaded at run time:
+// its SGEMM, and its bfloat16 GEMM for bfloat16 products), or unset (or
+// "auto") for the fastest that this machine has (autoEngine). A choice
+// that cannot be loaded is an error, never a fallback.
 const EngineEnv = "ZBENCH_CPU_ENGINE"
 
 // Engines are the engines EngineEnv names.
-var Engines = []string{"purego", "openblas"}
+var Engines = []string{"purego", "openblas", "onednn"}
 
 // ErrEngine marks an engine that cannot be used.
 var ErrEngine = errors.New("CPU engine unavailable")
@@ -31,14 +30,15 @@ var ErrEngine = errors.New("CPU engine unavailable")
 // engineChoice is the process's engine: blas32's implementation is
 // global, so every Backend of a process shares it.
 type engineChoice struct {
-	name   string       // "purego" or "openblas"
-	blas   string       // the BLAS, as DeviceInfo.BLAS names it: goBLASName or "openblas"
-	detail string       // the library's own description, for openblas
+	name   string       // one of Engines
+	blas   string       // the BLAS, as DeviceInfo.BLAS names it: goBLASName, "openblas" or "onednn"
+	detail string       // the library's own description, for openblas and onednn
 	impl   blas.Float32 // what blas32 is to use
 	err    error
 }
 
-var engine = chooseEngine(os.Getenv(EngineEnv), openBLASNames, sgemmasm.Available512)
+var engine = chooseEngine(os.Getenv(EngineEnv), engineLibs{openblas: openBLASNames, onednn: oneDNNNames},
+	sgemmasm.Available512)
 
 func init() {
 	if engine.impl != nil {
@@ -46,27 +46,49 @@ func init() {
 	}
 }
 
-// openBLASNames are the shared objects tried, in order: Debian's
-// libopenblas0 (pthread or openmp flavour, through the alternatives
-// system), then an unversioned development link.
+// engineLibs are the shared objects each loaded engine tries, in order.
+type engineLibs struct{ openblas, onednn []string }
+
+// openBLASNames are Debian's libopenblas0 (pthread or openmp flavour,
+// through the alternatives system), then an unversioned development link.
 var openBLASNames = []string{"libopenblas.so.0", "libopenblas.so"}
 
-// chooseEngine resolves a value of EngineEnv, loading OpenBLAS from the
-// first of names that loads when it is wanted; ownFirst says that our
-// SGEMM is the faster on this machine.
-func chooseEngine(want string, names []string, ownFirst bool) engineChoice {
+// oneDNNNames are Debian's libdnnl2 (oneDNN 2.x, which PyTorch's CPU path
+// uses too), then an unversioned development link.
+var oneDNNNames = []string{"libdnnl.so.2", "libdnnl.so"}
+
+// chooseEngine resolves a value of EngineEnv, loading a library from libs
+// when it is wanted; ownFirst says that our SGEMM is the fastest float32
+// GEMM on this machine.
+//
+// Unset, it takes oneDNN where it is installed: its SGEMM is level with
+// ours where our AVX-512 kernel runs and ahead of it elsewhere, and its
+// bfloat16 GEMM (AVX-512 BF16 and AMX where the processor has them) is
+// the only one at hardware speed. Without oneDNN it takes our SGEMM where
+// its AVX-512 kernel runs (ahead of OpenBLAS 0.3.21, whose newest kernels
+// are AVX2), else OpenBLAS when it is installed, else pure Go.
+func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 	purego := engineChoice{name: "purego", blas: goBLASName, impl: goBLASImpl{}}
-	openblas := func() engineChoice {
-		impl, detail, err := loadOpenBLAS(names)
+	load := func(name string, names []string, loader func([]string) (blas.Float32, string, error)) engineChoice {
+		impl, detail, err := loader(names)
 		if err != nil {
-			return engineChoice{err: err}
+			return engineChoice{err: fmt.Errorf("%s=%s: %w", EngineEnv, name, err)}
 		}
-		return engineChoice{name: "openblas", blas: "openblas", detail: detail, impl: impl}
+		return engineChoice{name: name, blas: name, detail: detail, impl: impl}
 	}
+	openblas := func() engineChoice { return load("openblas", libs.openblas, loadOpenBLAS) }
+	onednn := func() engineChoice { return load("onednn", libs.onednn, loadOneDNN) }
 	switch strings.TrimSpace(want) {
 	case "purego":
 		return purego
+	case "openblas":
+		return openblas()
+	case "onednn":
+		return onednn()
 	case "", "auto":
+		if c := onednn(); c.err == nil {
+			return c
+		}
 		if ownFirst {
 			return purego
 		}
@@ -74,17 +96,11 @@ func chooseEngine(want string, names []string, ownFirst bool) engineChoice {
 			return c
 		}
 		return purego
-	case "openblas":
-		c := openblas()
-		if c.err != nil {
-			c.err = fmt.Errorf("%s=openblas: %w", EngineEnv, c.err)
-		}
-		return c
 	}
 	return engineChoice{err: fmt.Errorf("%s=%q: want one of %s (or unset for the best installed): %w",
 		EngineEnv, want, strings.Join(Engines, ", "), ErrEngine)}
 }
 
-// openBLAS reports whether the matrix products run on OpenBLAS, whose own
-// threads the backend leaves the cores to.
-func openBLAS() bool { return engine.name == "openblas" }
+// nativeThreads reports whether the matrix products run in a loaded
+// library, whose own threads the backend leaves the cores to.
+func nativeThreads() bool { return engine.name != "purego" }

@@ -10,27 +10,33 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/zbench/zbench/kernels"
 )
 
 func TestChooseEngine(t *testing.T) {
-	missing := []string{"libzbench-no-such-blas.so"}
+	missing := []string{"libzbench-no-such-lib.so"}
+	installed := engineLibs{openblas: openBLASNames, onednn: oneDNNNames}
+	none := engineLibs{openblas: missing, onednn: missing}
+	onlyOpenBLAS := engineLibs{openblas: openBLASNames, onednn: missing}
 	for _, tc := range []struct {
 		want     string
-		names    []string
+		libs     engineLibs
 		ownFirst bool
 		name     string
 		err      string
 	}{
-		{"purego", openBLASNames, false, "purego", ""},
-		{" purego ", openBLASNames, false, "purego", ""},
-		{"", missing, false, "purego", ""}, // auto: pure Go where OpenBLAS is not installed
-		{"auto", missing, false, "purego", ""},
-		{"auto", openBLASNames, true, "purego", ""}, // our SGEMM is the faster here
-		{"openblas", missing, true, "", "ZBENCH_CPU_ENGINE=openblas: "},
-		{"mkl", openBLASNames, false, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas`},
+		{"purego", installed, false, "purego", ""},
+		{" purego ", installed, false, "purego", ""},
+		{"", none, false, "purego", ""}, // auto: pure Go where nothing is installed
+		{"auto", none, false, "purego", ""},
+		{"auto", onlyOpenBLAS, true, "purego", ""}, // our SGEMM is the faster here
+		{"openblas", none, true, "", "ZBENCH_CPU_ENGINE=openblas: "},
+		{"onednn", none, true, "", "ZBENCH_CPU_ENGINE=onednn: oneDNN cannot be loaded"},
+		{"mkl", installed, false, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas, onednn`},
 	} {
 		t.Run(fmt.Sprintf("%q/own-first=%v", tc.want, tc.ownFirst), func(t *testing.T) {
-			c := chooseEngine(tc.want, tc.names, tc.ownFirst)
+			c := chooseEngine(tc.want, tc.libs, tc.ownFirst)
 			if tc.err != "" {
 				require.ErrorIs(t, c.err, ErrEngine)
 				assert.ErrorContains(t, c.err, tc.err)
@@ -43,33 +49,50 @@ func TestChooseEngine(t *testing.T) {
 			assert.Equal(t, goBLASImpl{}, c.impl)
 		})
 	}
-	// Where OpenBLAS is installed and our SGEMM is not the faster, auto
-	// loads it.
+	// Where a library is installed, auto loads the first in the order
+	// oneDNN, then OpenBLAS unless our SGEMM is the faster.
+	if _, _, err := loadOneDNN(oneDNNNames); err == nil {
+		c := chooseEngine("", installed, true)
+		require.NoError(t, c.err)
+		assert.Equal(t, "onednn", c.name)
+		assert.Contains(t, c.detail, "oneDNN ")
+	}
 	if _, _, err := loadOpenBLAS(openBLASNames); err == nil {
-		c := chooseEngine("", openBLASNames, false)
+		c := chooseEngine("", onlyOpenBLAS, false)
 		require.NoError(t, c.err)
 		assert.Equal(t, "openblas", c.name)
 		assert.NotEmpty(t, c.detail)
 	}
 }
 
-// requireOpenBLAS returns OpenBLAS's implementation; where make test has
-// installed it (ZBENCH_REQUIRE_OPENBLAS=1) its absence is a failure.
-func requireOpenBLAS(t *testing.T) blas.Float32 {
-	impl, detail, err := loadOpenBLAS(openBLASNames)
-	if err != nil && os.Getenv("ZBENCH_REQUIRE_OPENBLAS") == "" {
+// requireLib returns a loaded engine's implementation; where make test
+// has installed the libraries (ZBENCH_REQUIRE_ENGINES=1) its absence is a
+// failure.
+func requireLib(t *testing.T, load func([]string) (blas.Float32, string, error), names []string) blas.Float32 {
+	impl, detail, err := load(names)
+	if err != nil && os.Getenv("ZBENCH_REQUIRE_ENGINES") == "" {
 		t.Skipf("%v (make test installs it and requires it)", err)
 	}
 	require.NoError(t, err)
-	t.Logf("OpenBLAS: %s", detail)
+	t.Logf("%s", detail)
 	return impl
 }
 
-// TestOpenBLASSgemm checks OpenBLAS's SGEMM against gonum's over every
-// transpose, padded strides, alpha and beta, and the calls it leaves to
+// TestLibSgemm checks the loaded engines' SGEMM against gonum's over every
+// transpose, padded strides, alpha and beta, and the calls they leave to
 // gonum (degenerate sizes, arguments that do not fit their slices).
-func TestOpenBLASSgemm(t *testing.T) {
-	impl := requireOpenBLAS(t)
+func TestLibSgemm(t *testing.T) {
+	for _, lib := range []struct {
+		name  string
+		load  func([]string) (blas.Float32, string, error)
+		names []string
+	}{{"openblas", loadOpenBLAS, openBLASNames}, {"onednn", loadOneDNN, oneDNNNames}} {
+		t.Run(lib.name, func(t *testing.T) { testSgemm(t, requireLib(t, lib.load, lib.names)) })
+	}
+}
+
+// testSgemm checks impl's SGEMM against gonum's.
+func testSgemm(t *testing.T, impl blas.Float32) {
 	var ref gonum.Implementation
 	r := rand.New(rand.NewPCG(1, 2))
 	fill := func(n int) []float32 {
@@ -104,6 +127,26 @@ func TestOpenBLASSgemm(t *testing.T) {
 				for i := range c {
 					assert.InDelta(t, want[i], c[i], 1e-4*float64(max(1, tc.k)), "%+v %c%c at %d", tc, tA, tB, i)
 				}
+				// The bfloat16 GEMM (the engine's own, and the float32
+				// one through which the others widen) against gonum's
+				// SGEMM of the widened values: the products are exact, so
+				// only the order of the sums differs.
+				a16, aw := toBF16(a)
+				b16, bw := toBF16(b)
+				c16 := fill(tc.m * ldc)
+				want = append(want[:0], c16...)
+				c16w := append([]float32(nil), c16...)
+				ref.Sgemm(tA, tB, tc.m, tc.n, tc.k, tc.alpha, aw, lda, bw, ldb, tc.beta, want, ldc)
+				widenedBf16gemm(tA, tB, tc.m, tc.n, tc.k, tc.alpha, a16, lda, b16, ldb, tc.beta, c16w, ldc)
+				if bg, ok := impl.(bf16Gemmer); ok {
+					bg.Bf16gemm(tA, tB, tc.m, tc.n, tc.k, tc.alpha, a16, lda, b16, ldb, tc.beta, c16, ldc)
+				} else {
+					c16 = c16w
+				}
+				for i := range c {
+					assert.InDelta(t, want[i], c16[i], 1e-4*float64(max(1, tc.k)), "bf16 %+v %c%c at %d", tc, tA, tB, i)
+					assert.InDelta(t, want[i], c16w[i], 1e-4*float64(max(1, tc.k)), "widened bf16 %+v %c%c at %d", tc, tA, tB, i)
+				}
 			}
 		}
 	}
@@ -111,4 +154,19 @@ func TestOpenBLASSgemm(t *testing.T) {
 	assert.Panics(t, func() {
 		impl.Sgemm(blas.NoTrans, blas.NoTrans, 4, 4, 4, 1, make([]float32, 15), 4, make([]float32, 16), 4, 0, make([]float32, 16), 4)
 	})
+	if bg, ok := impl.(bf16Gemmer); ok {
+		assert.Panics(t, func() {
+			bg.Bf16gemm(blas.NoTrans, blas.NoTrans, 4, 4, 4, 1, make([]uint16, 15), 4, make([]uint16, 16), 4, 0, make([]float32, 16), 4)
+		})
+	}
+}
+
+// toBF16 rounds s to bfloat16 and returns it as stored and widened.
+func toBF16(s []float32) ([]uint16, []float32) {
+	h, w := make([]uint16, len(s)), make([]float32, len(s))
+	for i, v := range s {
+		h[i] = kernels.BF16FromFloat32(v)
+		w[i] = kernels.BF16ToFloat32(h[i])
+	}
+	return h, w
 }

@@ -10,21 +10,23 @@ import (
 // smallGemm returns the work (M·N·K) under which the products of a batch are
 // split across goroutines, each product single-threaded; larger products are
 // multiplied one after another, each by the multi-threaded BLAS. The limit is
-// about where the BLAS starts threads of its own: OpenBLAS at 64³
-// (GEMM_MULTITHREAD_THRESHOLD), gonum at 2×2 blocks of 64×64 outputs.
+// about where the BLAS starts threads of its own: a loaded library's at 64³
+// (OpenBLAS's GEMM_MULTITHREAD_THRESHOLD), ours at 2×2 blocks of 64×64
+// outputs.
 func smallGemm() int {
-	if openBLAS() {
+	if nativeThreads() {
 		return 1 << 18
 	}
 	return 1 << 21
 }
 
 // parallelGemms runs f over n work items that each call the BLAS on small
-// products: across goroutines with gonum, whose products below smallGemm
-// run on the calling goroutine, and on one goroutine with OpenBLAS, whose
-// own threads would otherwise contend with ours for the cores.
+// products: across goroutines with our SGEMM, whose products below
+// smallGemm run on the calling goroutine, and on one goroutine with a
+// loaded library, whose own threads would otherwise contend with ours for
+// the cores.
 func parallelGemms(n, cost int, f func(lo, hi int)) {
-	if openBLAS() {
+	if nativeThreads() {
 		f(0, n)
 		return
 	}
@@ -34,7 +36,9 @@ func parallelGemms(n, cost int, f func(lo, hi int)) {
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias) through blas32.
 // a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
 // dimensions or none (shared by every batch), out is [batch…, M, N] and bias
-// [N]. F16 and BF16 are multiplied in float32 and rounded on store.
+// [N]. BF16 runs in the engine's bfloat16 GEMM where it has one (float32
+// accumulation); otherwise F16 and BF16 are multiplied in float32. Both
+// are rounded on store.
 func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) error {
 	g, err := kernels.CheckMatMul("cpu: matmul", b, out, a, bt, p)
 	if err != nil {
@@ -60,38 +64,42 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		rows = batch * m
 	}
 	gemv := p.TransB && !p.TransA && rows <= gemvRows && (batch == 1 || shared)
-	av := in32(a)
-	var bv []float32 // gemvT widens b a row at a time instead
-	if !gemv {
-		bv = in32(bt)
-	}
 	cv, done := out32(out, p.Beta != 0)
+	// prod multiplies the products [lo, hi) of the batch, each M×K by K×N
+	// (the whole when fused), from element aOff·i of a, bOff·i of b and
+	// cOff·i of out: bfloat16 in the engine's own GEMM where it has one,
+	// else float32 through blas32.
+	var prod func(m, aOff, bOff, cOff, lo, hi int)
+	if bg := engineBf16(); a.DType() == kernels.BF16 && bg != nil && !gemv {
+		av, bv := u16(a), u16(bt)
+		prod = func(m, aOff, bOff, cOff, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				bg.Bf16gemm(tA, tB, m, n, k, alpha, av[i*aOff:], ac, bv[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
+			}
+		}
+	} else if !gemv {
+		av, bv := in32(a), in32(bt)
+		prod = func(m, aOff, bOff, cOff, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				blas32.Implementation().Sgemm(tA, tB, m, n, k, alpha, av[i*aOff:], ac, bv[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
+			}
+		}
+	}
 
 	switch {
 	case gemv:
-		gemvT(cv, av, bt, rows, n, k, alpha, p.Beta)
+		// gemvT widens b a row at a time.
+		gemvT(cv, in32(a), bt, rows, n, k, alpha, p.Beta)
 	case batch == 1 || (shared && !p.TransA):
 		// One product: a single batch, or a batch of untransposed a against
 		// a shared b, which is one [batch·M, K]·[K, N] product.
-		blas32.Gemm(tA, tB, alpha,
-			blas32.General{Rows: batch * ar, Cols: ac, Stride: ac, Data: av},
-			blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bv},
-			p.Beta,
-			blas32.General{Rows: batch * m, Cols: n, Stride: n, Data: cv})
+		prod(batch*m, 0, 0, 0, 0, 1)
 	default:
-		aStep, bStep, cStep := ar*ac, br*bc, m*n
+		bStep := br * bc
 		if shared {
 			bStep = 0
 		}
-		gemm := func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				blas32.Gemm(tA, tB, alpha,
-					blas32.General{Rows: ar, Cols: ac, Stride: ac, Data: av[i*aStep : (i+1)*aStep]},
-					blas32.General{Rows: br, Cols: bc, Stride: bc, Data: bv[i*bStep : i*bStep+br*bc]},
-					p.Beta,
-					blas32.General{Rows: m, Cols: n, Stride: n, Data: cv[i*cStep : (i+1)*cStep]})
-			}
-		}
+		gemm := func(lo, hi int) { prod(m, ar*ac, bStep, m*n, lo, hi) }
 		if work := m * n * k; work < smallGemm() {
 			parallelFor(batch, work, gemm)
 		} else {

@@ -62,6 +62,12 @@ func (g goBLASImpl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a [
 // strides that describe the slices, no zero dimension and alpha ≠ 0.
 func sgemmArgsOK(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, c []float32, ldc int) bool {
+	return gemmArgsOK(tA, tB, m, n, k, alpha, len(a), lda, len(b), ldb, len(c), ldc)
+}
+
+// gemmArgsOK is sgemmArgsOK for operands of any element type, of lengths
+// la, lb and lc.
+func gemmArgsOK(tA, tB blas.Transpose, m, n, k int, alpha float32, la, lda, lb, ldb, lc, ldc int) bool {
 	okT := func(t blas.Transpose) bool {
 		return t == blas.NoTrans || t == blas.Trans || t == blas.ConjTrans
 	}
@@ -76,13 +82,13 @@ func sgemmArgsOK(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32,
 	if tB != blas.NoTrans {
 		br, bc = n, k
 	}
-	return sgemmFits(a, ar, ac, lda) && sgemmFits(b, br, bc, ldb) && sgemmFits(c, m, n, ldc)
+	return gemmFits(la, ar, ac, lda) && gemmFits(lb, br, bc, ldb) && gemmFits(lc, m, n, ldc)
 }
 
-// sgemmFits reports whether s holds a rows×cols row-major matrix of
-// stride ld.
-func sgemmFits(s []float32, rows, cols, ld int) bool {
-	return rows > 0 && cols > 0 && ld >= cols && len(s) >= (rows-1)*ld+cols
+// gemmFits reports whether n elements hold a rows×cols row-major matrix
+// of stride ld.
+func gemmFits(n, rows, cols, ld int) bool {
+	return rows > 0 && cols > 0 && ld >= cols && n >= (rows-1)*ld+cols
 }
 
 // sgemmWith is the SGEMM on valid arguments with micro-kernel kern: the
