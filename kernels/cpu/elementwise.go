@@ -167,10 +167,18 @@ func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
 	case kernels.F32:
 		return f32(t)[lo:hi]
 	case kernels.F16:
+		if vecmath.CastAvailable {
+			vecmath.F16ToF32(buf, u16(t)[lo:hi])
+			break
+		}
 		for i, h := range u16(t)[lo:hi] {
 			buf[i] = kernels.F16ToFloat32(h)
 		}
 	case kernels.BF16:
+		if vecmath.CastAvailable {
+			vecmath.BF16ToF32(buf, u16(t)[lo:hi])
+			break
+		}
 		for i, h := range u16(t)[lo:hi] {
 			buf[i] = kernels.BF16ToFloat32(h)
 		}
@@ -198,11 +206,19 @@ func flushRange(t *kernels.Tensor, lo int, vals []float32) {
 	case kernels.F32:
 	case kernels.F16:
 		dst := u16(t)[lo : lo+len(vals)]
+		if vecmath.CastAvailable {
+			vecmath.F32ToF16(dst, vals)
+			break
+		}
 		for i, v := range vals {
 			dst[i] = kernels.F16FromFloat32(v)
 		}
 	case kernels.BF16:
 		dst := u16(t)[lo : lo+len(vals)]
+		if vecmath.CastAvailable {
+			vecmath.F32ToBF16(dst, vals)
+			break
+		}
 		for i, v := range vals {
 			dst[i] = kernels.BF16FromFloat32(v)
 		}
