@@ -60,7 +60,13 @@ func Config(devs []kernels.Backend) ([]string, error) {
 				lines = append(lines, "blas-config: "+info.Driver)
 			}
 			lines = append(lines,
-				fmt.Sprintf("cpu-peak-gflops: %.0f", peak.FLOPSFor(kernels.F32)/1e9),
+				fmt.Sprintf("cpu-peak-gflops: %.0f", peak.FLOPSFor(kernels.F32)/1e9))
+			for _, dt := range []kernels.DType{kernels.BF16, kernels.I8} {
+				if f, ok := peak.FLOPS[dt]; ok { // the CPU multiplies dt faster than float32
+					lines = append(lines, fmt.Sprintf("cpu-peak-gflops-%v: %.0f", dt, f/1e9))
+				}
+			}
+			lines = append(lines,
 				fmt.Sprintf("cpu-peak-source: %s", peak.Source),
 				fmt.Sprintf("cpu-bandwidth-gbps: %.1f", peak.Bandwidth/1e9))
 		case kernels.GPU:

@@ -132,6 +132,16 @@ func measureCPUPeak(info kernels.DeviceInfo) Peak {
 	ghz := cpuGHz()
 	perSec := float64(info.Cores) * ghz * 1e9
 	flops := map[kernels.DType]float64{kernels.F32: perSec * perCycle}
+	if cpu.X86.HasAVX512BF16 {
+		// VDPBF16PS: two products per float32 lane, at the FMA's rate.
+		flops[kernels.BF16] = 2 * perSec * perCycle
+		isa += ", avx512-bf16 2x"
+	}
+	if cpu.X86.HasAVX512VNNI {
+		// VPDPBUSD: four 8-bit products per 32-bit lane.
+		flops[kernels.I8] = 4 * perSec * perCycle
+		isa += ", avx512-vnni 4x"
+	}
 	if cpu.X86.HasAMXBF16 {
 		// A peer's BF16 matmul may run on AMX tiles: 1024 FLOP per cycle
 		// per core; INT8 at twice that.

@@ -475,7 +475,8 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 
 // filePeak is the device peak described by a file's config lines: a GPU
 // known to zbench's table ("gpu: NVIDIA H100 80GB HBM3"), or a CPU with
-// cpu-peak-gflops (and cpu-bandwidth-gbps) lines. CPU results are checked
+// cpu-peak-gflops (cpu-peak-gflops-bf16 and -int8 where the CPU multiplies
+// those faster, and cpu-bandwidth-gbps) lines. CPU results are checked
 // against the arithmetic peak only, since their working sets may sit in a
 // cache of unknown size.
 func filePeak(config map[string]string) (zbench.Peak, bool) {
@@ -488,6 +489,11 @@ func filePeak(config map[string]string) (zbench.Peak, bool) {
 	}
 	p := zbench.Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: gf * 1e9},
 		CacheBytes: math.MaxInt64, Source: "cpu-peak-gflops config line"}
+	for _, dt := range []kernels.DType{kernels.BF16, kernels.I8} {
+		if f, err := strconv.ParseFloat(config["cpu-peak-gflops-"+dt.String()], 64); err == nil && f > 0 {
+			p.FLOPS[dt] = f * 1e9
+		}
+	}
 	if bw, err := strconv.ParseFloat(config["cpu-bandwidth-gbps"], 64); err == nil {
 		p.Bandwidth = bw * 1e9
 	}

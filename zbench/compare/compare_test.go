@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/zbench/results"
 )
 
@@ -257,4 +258,28 @@ func TestAmbiguousAdvice(t *testing.T) {
 	out.Reset()
 	require.NoError(t, res.Write(&out, Markdown))
 	assert.Contains(t, out.String(), "cannot confirm it at α = 0.05: too few runs for this machine's noise. Run more")
+}
+
+func TestFilePeak(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config map[string]string
+		ok     bool
+		want   map[kernels.DType]float64 // GFLOP/s by dtype that FLOPSFor gives
+	}{
+		{"none", map[string]string{}, false, nil},
+		{"bad", map[string]string{"cpu-peak-gflops": "fast"}, false, nil},
+		{"f32 only", map[string]string{"cpu-peak-gflops": "402"}, true,
+			map[kernels.DType]float64{kernels.F32: 402, kernels.BF16: 402, kernels.I8: 402}},
+		{"bf16 and int8", map[string]string{"cpu-peak-gflops": "402", "cpu-peak-gflops-bf16": "805", "cpu-peak-gflops-int8": "1610"}, true,
+			map[kernels.DType]float64{kernels.F32: 402, kernels.BF16: 805, kernels.I8: 1610}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := filePeak(tc.config)
+			require.Equal(t, tc.ok, ok)
+			for dt, gf := range tc.want {
+				assert.InDelta(t, gf*1e9, p.FLOPSFor(dt), 1, "%v", dt)
+			}
+		})
+	}
 }

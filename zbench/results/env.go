@@ -11,6 +11,7 @@ import (
 // and a speed difference between them is not the code's.
 var HardwareKeys = []string{
 	"cpu", "cpu-cores", "gomaxprocs", "goarch", "cpu-peak-gflops",
+	"cpu-peak-gflops-bf16", "cpu-peak-gflops-int8",
 	"gpu", "cuda-cc", "gpu-sms", "gpu-mem-bytes", "gpu-sm-clock-mhz", "gpu-l2-bytes",
 }
 

@@ -1,8 +1,9 @@
 //go:build !amd64 || purego
 
 // Package vecmath holds vectorised float32 elementwise functions of package
-// cpu (exp and the activations built on it) in assembly, which a package
-// using cgo cannot hold itself.
+// cpu (exp and the activations built on it, softmax's and LayerNorm's row
+// passes, and the casts between float32 and float16/bfloat16) in assembly,
+// which a package using cgo cannot hold itself.
 package vecmath
 
 // Available reports whether the functions run on this CPU: never without
