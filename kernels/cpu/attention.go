@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
 	"math"
 
 	"github.com/zbench/zbench/kernels"
@@ -27,18 +26,23 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 		scale = 1
 	}
 
-	xs := in32(x)
-	o, flush := out32(out, false)
+	// A row at a time, widened into and rounded from a row buffer for the
+	// 16-bit types: no whole-tensor float32 copies.
 	parallelFor(rows, 6*sk, func(lo, hi int) {
+		var xb, ob []float32
+		if x.DType() != kernels.F32 {
+			xb, ob = make([]float32, sk), make([]float32, sk)
+		}
 		for r := lo; r < hi; r++ {
 			n := sk
 			if masked {
 				n = attnVisible(r%sq, sq, sk, p.Causal, lens, r/perBatch)
 			}
-			softmaxRow(o[r*sk:(r+1)*sk], xs[r*sk:(r+1)*sk], n, scale)
+			dst := destRange(out, r*sk, (r+1)*sk, ob)
+			softmaxRow(dst, loadRange(x, r*sk, (r+1)*sk, xb), n, scale)
+			flushRange(out, r*sk, dst)
 		}
 	})
-	flush()
 	return nil
 }
 
@@ -168,9 +172,9 @@ const attnRowBlock = 8
 const attnGemmRows = 64
 
 // Attention computes softmax(scale·q·kᵀ + mask)·v a tile of query rows at
-// a time with two blas32 GEMMs (scores = q·kᵀ over the keys any row of the
-// tile sees, then out = P·v), in parallel over batch entries, heads and
-// tiles.
+// a time with two GEMMs (scores = q·kᵀ over the keys any row of the tile
+// sees, then out = P·v), in parallel over batch entries, heads and tiles,
+// each tile's on one goroutine (serialSgemm).
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Attention"
 	dims, err := kernels.CheckAttention(op, b, out, q, k, v, p)
@@ -186,7 +190,7 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	o, flush := out32(out, false)
 	d, sk, group := g.D, g.Sk, g.Hq/g.Hkv
 	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
-	parallelGemms(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
+	parallelFor(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
 		for it := lo; it < hi; it++ {
 			bh, tile := it/tiles, it%tiles
@@ -194,26 +198,21 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 			kv := (bi*g.Hkv + h/group) * sk * d
 			i0, i1 := tile*attnGemmRows, min(g.Sq, (tile+1)*attnGemmRows)
 			rows, first := i1-i0, (bh*g.Sq+i0)*d
-			dst := blas32.General{Rows: rows, Cols: d, Stride: d, Data: o[first : first+rows*d]}
+			dst := o[first : first+rows*d]
 			// The masks hide a suffix of keys that shrinks down the
 			// tile, so the last row sees the most.
 			n := g.visible(i1-1, bi)
 			if n == 0 {
-				clear(dst.Data)
+				clear(dst)
 				continue
 			}
-			sc := blas32.General{Rows: rows, Cols: n, Stride: n, Data: scores[:rows*n]}
-			blas32.Gemm(blas.NoTrans, blas.Trans, g.scale,
-				blas32.General{Rows: rows, Cols: d, Stride: d, Data: qs[first : first+rows*d]},
-				blas32.General{Rows: n, Cols: d, Stride: d, Data: ks[kv : kv+n*d]},
-				0, sc)
+			sc := scores[:rows*n]
+			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qs[first:], d, ks[kv:], d, 0, sc, n)
 			for r := range rows {
-				row := sc.Data[r*n : (r+1)*n]
+				row := sc[r*n : (r+1)*n]
 				softmaxRow(row, row, g.visible(i0+r, bi), 1)
 			}
-			blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, sc,
-				blas32.General{Rows: n, Cols: d, Stride: d, Data: vs[kv : kv+n*d]},
-				0, dst)
+			serialSgemm(blas.NoTrans, blas.NoTrans, rows, d, n, 1, sc, n, vs[kv:], d, 0, dst, d)
 		}
 	})
 	flush()

@@ -91,6 +91,10 @@ func applyAct(dst, src []float32, a kernels.Activation) {
 	case kernels.ActNone:
 		copy(dst, src)
 	case kernels.ActReLU:
+		if useVecmath {
+			vecmath.ReLU(dst, src)
+			return
+		}
 		for i, x := range src {
 			dst[i] = max(x, 0) // branch-free: random signs defeat the predictor
 		}
@@ -162,10 +166,11 @@ func applyActGrad(dx, dy, x []float32, a kernels.Activation) {
 // loadRange returns t's elements [lo, hi) as float32: a view of the storage for
 // F32, else widened into buf, which must hold hi−lo values.
 func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
+	if t.DType() == kernels.F32 {
+		return f32(t)[lo:hi]
+	}
 	buf = buf[:hi-lo]
 	switch t.DType() {
-	case kernels.F32:
-		return f32(t)[lo:hi]
 	case kernels.F16:
 		if vecmath.CastAvailable {
 			vecmath.F16ToF32(buf, u16(t)[lo:hi])

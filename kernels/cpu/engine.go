@@ -100,7 +100,3 @@ func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 	return engineChoice{err: fmt.Errorf("%s=%q: want one of %s (or unset for the best installed): %w",
 		EngineEnv, want, strings.Join(Engines, ", "), ErrEngine)}
 }
-
-// nativeThreads reports whether the matrix products run in a loaded
-// library, whose own threads the backend leaves the cores to.
-func nativeThreads() bool { return engine.name != "purego" }

@@ -7,31 +7,12 @@ import (
 	"github.com/zbench/zbench/kernels"
 )
 
-// smallGemm returns the work (M·N·K) under which the products of a batch are
-// split across goroutines, each product single-threaded; larger products are
-// multiplied one after another, each by the multi-threaded BLAS. The limit is
-// about where the BLAS starts threads of its own: a loaded library's at 64³
-// (OpenBLAS's GEMM_MULTITHREAD_THRESHOLD), ours at 2×2 blocks of 64×64
-// outputs.
-func smallGemm() int {
-	if nativeThreads() {
-		return 1 << 18
-	}
-	return 1 << 21
-}
-
-// parallelGemms runs f over n work items that each call the BLAS on small
-// products: across goroutines with our SGEMM, whose products below
-// smallGemm run on the calling goroutine, and on one goroutine with a
-// loaded library, whose own threads would otherwise contend with ours for
-// the cores.
-func parallelGemms(n, cost int, f func(lo, hi int)) {
-	if nativeThreads() {
-		f(0, n)
-		return
-	}
-	parallelFor(n, cost, f)
-}
+// smallGemm is the work (M·N·K) under which the products of a batch are
+// split across goroutines, each product on one (serialSgemm); larger
+// products are multiplied one after another, each by the engine on every
+// core. The limit is about where our SGEMM would split a product over 2×2
+// blocks of 64×64 outputs.
+const smallGemm = 1 << 21
 
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias) through blas32.
 // a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
@@ -68,20 +49,19 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	// prod multiplies the products [lo, hi) of the batch, each M×K by K×N
 	// (the whole when fused), from element aOff·i of a, bOff·i of b and
 	// cOff·i of out: bfloat16 in the engine's own GEMM where it has one,
-	// else float32 through blas32.
-	var prod func(m, aOff, bOff, cOff, lo, hi int)
-	if bg := engineBf16(); a.DType() == kernels.BF16 && bg != nil && !gemv {
-		av, bv := u16(a), u16(bt)
-		prod = func(m, aOff, bOff, cOff, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				bg.Bf16gemm(tA, tB, m, n, k, alpha, av[i*aOff:], ac, bv[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
-			}
-		}
-	} else if !gemv {
-		av, bv := in32(a), in32(bt)
-		prod = func(m, aOff, bOff, cOff, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				blas32.Implementation().Sgemm(tA, tB, m, n, k, alpha, av[i*aOff:], ac, bv[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
+	// else float32 in the engine's SGEMM.
+	bg := engineBf16()
+	bf := a.DType() == kernels.BF16 && bg != nil && !gemv
+	var a32, b32 []float32
+	if !bf && !gemv {
+		a32, b32 = in32(a), in32(bt)
+	}
+	prod := func(m, aOff, bOff, cOff, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if bf {
+				bg.Bf16gemm(tA, tB, m, n, k, alpha, u16(a)[i*aOff:], ac, u16(bt)[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
+			} else {
+				blas32.Implementation().Sgemm(tA, tB, m, n, k, alpha, a32[i*aOff:], ac, b32[i*bOff:], bc, p.Beta, cv[i*cOff:], n)
 			}
 		}
 	}
@@ -95,15 +75,18 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		// a shared b, which is one [batch·M, K]·[K, N] product.
 		prod(batch*m, 0, 0, 0, 0, 1)
 	default:
-		bStep := br * bc
+		aStep, bStep, cStep := ar*ac, br*bc, m*n
 		if shared {
 			bStep = 0
 		}
-		gemm := func(lo, hi int) { prod(m, ar*ac, bStep, m*n, lo, hi) }
-		if work := m * n * k; work < smallGemm() {
-			parallelFor(batch, work, gemm)
+		if work := m * n * k; work < smallGemm && !bf {
+			parallelFor(batch, work, func(lo, hi int) {
+				for i := lo; i < hi; i++ {
+					serialSgemm(tA, tB, m, n, k, alpha, a32[i*aStep:], ac, b32[i*bStep:], bc, p.Beta, cv[i*cStep:], n)
+				}
+			})
 		} else {
-			gemm(0, batch)
+			prod(m, aStep, bStep, cStep, 0, batch)
 		}
 	}
 

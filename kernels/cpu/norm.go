@@ -17,7 +17,7 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 	}
 	d, rows := dims.D, dims.Rows
 
-	xs, g := in32(x), in32(gamma)
+	g := in32(gamma)
 	var bt, mu, rs []float32
 	if beta != nil {
 		bt = in32(beta)
@@ -28,10 +28,15 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 	if rstd != nil {
 		rs = f32(rstd)
 	}
-	o, flush := out32(out, false)
+	// A row at a time, widened into and rounded from a row buffer for the
+	// 16-bit types: no whole-tensor float32 copies.
 	parallelFor(rows, 4*d, func(lo, hi int) {
+		var xb, ob []float32
+		if x.DType() != kernels.F32 {
+			xb, ob = make([]float32, d), make([]float32, d)
+		}
 		for r := lo; r < hi; r++ {
-			row, dst := xs[r*d:(r+1)*d], o[r*d:(r+1)*d]
+			row, dst := loadRange(x, r*d, (r+1)*d, xb), destRange(out, r*d, (r+1)*d, ob)
 			m, v := rowMeanVar(row)
 			mf, inv := float32(m), float32(1/math.Sqrt(v+float64(eps)))
 			if mu != nil {
@@ -40,24 +45,10 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 			if rs != nil {
 				rs[r] = inv
 			}
-			if useVecmath {
-				vecmath.Normalize(dst, row, g, bt, mf, inv)
-				continue
-			}
-			g, dst := g[:len(row)], dst[:len(row)]
-			if bt == nil {
-				for j, xv := range row {
-					dst[j] = (xv - mf) * inv * g[j]
-				}
-				continue
-			}
-			bt := bt[:len(row)]
-			for j, xv := range row {
-				dst[j] = (xv-mf)*inv*g[j] + bt[j]
-			}
+			normalizeRow(dst, row, g, bt, mf, inv)
+			flushRange(out, r*d, dst)
 		}
 	})
-	flush()
 	return nil
 }
 
@@ -222,4 +213,24 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 	})
 	flush()
 	return nil
+}
+
+// normalizeRow sets dst[j] = (row[j]−m)·inv·g[j] (+ bt[j] when bt is not
+// nil).
+func normalizeRow(dst, row, g, bt []float32, m, inv float32) {
+	if useVecmath {
+		vecmath.Normalize(dst, row, g, bt, m, inv)
+		return
+	}
+	g, dst = g[:len(row)], dst[:len(row)]
+	if bt == nil {
+		for j, xv := range row {
+			dst[j] = (xv - m) * inv * g[j]
+		}
+		return
+	}
+	bt = bt[:len(row)]
+	for j, xv := range row {
+		dst[j] = (xv-m)*inv*g[j] + bt[j]
+	}
 }

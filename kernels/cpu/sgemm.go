@@ -58,6 +58,20 @@ func (g goBLASImpl) Sgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a [
 	sgemmWith(sgemmMicro, tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
+// serialSgemm is our SGEMM on the calling goroutine alone, whatever the
+// engine: the small products that callers split across goroutines
+// (MatMul's batches of small products, attention's tiles) run on it, so
+// that no library's threads and none of our goroutines split them a
+// second time, contending for the cores.
+func serialSgemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !sgemmArgsOK(tA, tB, m, n, k, alpha, a, lda, b, ldb, c, ldc) {
+		gonum.Implementation{}.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	sgemmSerialWith(sgemmMicro, tA != blas.NoTrans, tB != blas.NoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
 // sgemmArgsOK reports whether a call is one our SGEMM takes: sizes and
 // strides that describe the slices, no zero dimension and alpha ≠ 0.
 func sgemmArgsOK(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int,

@@ -358,3 +358,42 @@ func TestVecmathSoftmaxRowNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestVecmathReLU checks the vector ReLU bit for bit against Go's max(x, 0)
+// (+0 for −0, NaN kept) over every length and offset of a tail, in place
+// and not, without writing past dst.
+func TestVecmathReLU(t *testing.T) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	src := append([]float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1e-45, -1e-45,
+		math.MaxFloat32, -math.MaxFloat32}, vecTestData(54, 3)...)
+	for off := range 8 {
+		for n := 0; n+off <= len(src); n++ {
+			in := src[off : off+n]
+			dst := make([]float32, n+16)
+			for i := range dst {
+				dst[i] = -7
+			}
+			vecmath.ReLU(dst[:n], in)
+			for i, v := range dst {
+				if i >= n {
+					require.Equal(t, float32(-7), v, "off %d n %d: written past dst at %d", off, n, i)
+					continue
+				}
+				want := max(in[i], 0)
+				if want != want {
+					require.True(t, v != v, "off %d n %d i %d: ReLU(NaN) = %g", off, n, i, v)
+					continue
+				}
+				require.Equal(t, math.Float32bits(want), math.Float32bits(v), "off %d n %d i %d: ReLU(%g)", off, n, i, in[i])
+			}
+			inPlace := append([]float32(nil), in...)
+			vecmath.ReLU(inPlace, inPlace)
+			for i := range inPlace {
+				assert.Equal(t, math.Float32bits(dst[i]), math.Float32bits(inPlace[i]), "in place, off %d n %d i %d", off, n, i)
+			}
+		}
+	}
+}

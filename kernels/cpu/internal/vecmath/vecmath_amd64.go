@@ -100,6 +100,14 @@ func Scale(dst, src []float32, s float32) {
 	}
 }
 
+// ReLU sets dst[i] = max(src[i], 0) as Go's max gives it: +0 for ±0, NaN
+// for NaN.
+func ReLU(dst, src []float32) {
+	if len(dst) > 0 {
+		reluAVX512(&dst[0], &src[:len(dst)][0], len(dst))
+	}
+}
+
 // Max returns the largest src[i], as Go's max folded from −Inf does: −Inf
 // for no values, NaN where one of them is NaN, and otherwise the largest
 // (max(−0, +0) being either zero).
@@ -156,6 +164,11 @@ func Normalize(dst, src, gamma, beta []float32, mean, rstd float32) {
 //
 //go:noescape
 func scaleAVX512(dst, src *float32, n int, s float32)
+
+// reluAVX512 sets dst[i] = max(src[i], 0) for i < n, n ≥ 1.
+//
+//go:noescape
+func reluAVX512(dst, src *float32, n int)
 
 // maxAVX512 sets acc to 16 partial maxima of src[i], i < n, n ≥ 1, NaN in
 // the lanes that met a NaN.

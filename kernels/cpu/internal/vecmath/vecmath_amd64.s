@@ -234,6 +234,16 @@ TEXT ·scaleAVX512(SB), NOSPLIT, $0-28
 	VBROADCASTSS s+24(FP), Z28
 	LOOP(SCALE)
 
+// func reluAVX512(dst, src *float32, n int)
+//
+// max(0, x) in Intel's operand order returns x where x is NaN (NaN
+// propagates, as Go's max) and where x is −0; adding +0 then turns −0 into
+// +0, as Go's max(x, 0) gives.
+#define RELU VMAXPS Z0, Z29, Z0; VADDPS Z29, Z0, Z0
+TEXT ·reluAVX512(SB), NOSPLIT, $0-24
+	VPXORD Z29, Z29, Z29
+	LOOP(RELU)
+
 // func maxAVX512(src *float32, n int, acc *[16]float32)
 //
 // acc gets 16 partial maxima of src[i], i < n, n ≥ 1: lane j the largest of

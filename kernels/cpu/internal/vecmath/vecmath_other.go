@@ -30,6 +30,9 @@ func ExpScaledSum(dst, src []float32, scale, m float32) float64 {
 // Scale is the assembly scaling, absent here; it panics.
 func Scale(dst, src []float32, s float32) { panic("vecmath: no assembly on this architecture") }
 
+// ReLU is the assembly ReLU, absent here; it panics.
+func ReLU(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
+
 // Max is the assembly maximum, absent here; it panics.
 func Max(src []float32) float32 { panic("vecmath: no assembly on this architecture") }
 
