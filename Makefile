@@ -155,7 +155,7 @@ baseline-quick:
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
 ## bench-engine: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning on one
-## CPU engine (ENGINE=openblas or purego; make bench runs the faster one), into
+## CPU engine (ENGINE=onednn, openblas or purego; make bench runs the default), into
 ## zbench-$(ENGINE).txt.
 ENGINE ?= openblas
 ENGINE_BENCH ?= MatMul|BERT|LlamaLoRA

@@ -39,9 +39,9 @@ type Peak struct {
 	FLOPS map[kernels.DType]float64
 	// Bandwidth is the peak rate of main (device) memory in bytes/s.
 	Bandwidth float64
-	// CacheBytes is the largest cache: a working set that fits may be
+	// CacheBytes is the largest cache: that much of a working set may be
 	// served from it at rates above Bandwidth, so the bandwidth check only
-	// applies to workloads larger than this.
+	// applies to the traffic beyond it.
 	CacheBytes int64
 	// Source says where the numbers come from.
 	Source string
@@ -68,10 +68,12 @@ func (p Peak) Check(w Workload, perOp time.Duration) error {
 			"work the compiler or backend eliminated, or a declared FLOP count larger than the work done",
 			w.FLOPs/sec/1e9, w.DType, p.Device, peak/1e9, p.Source, w.FLOPs/sec/peak)
 	}
-	if w.Bytes > float64(p.CacheBytes) && p.Bandwidth > 0 && w.Bytes/sec > p.Bandwidth {
-		return fmt.Errorf("roofline: %.4g GB/s exceeds the %s memory bandwidth of %.4g GB/s (%s) by %.1fx for a %.3g MB working set larger than its %d MB cache: "+
+	// At most the cache's worth of the working set can be served from the
+	// cache; the rest must come from memory.
+	if spill := w.Bytes - float64(p.CacheBytes); spill > 0 && p.Bandwidth > 0 && spill/sec > p.Bandwidth {
+		return fmt.Errorf("roofline: %.4g GB/s exceeds the %s memory bandwidth of %.4g GB/s (%s) by %.1fx for the %.3g MB of a %.3g MB working set that its %d MB cache cannot hold: "+
 			"likely a missing device synchronisation, cache reuse across iterations that a real run would not get, or a declared byte count larger than the data moved",
-			w.Bytes/sec/1e9, p.Device, p.Bandwidth/1e9, p.Source, w.Bytes/sec/p.Bandwidth, w.Bytes/1e6, p.CacheBytes>>20)
+			spill/sec/1e9, p.Device, p.Bandwidth/1e9, p.Source, spill/sec/p.Bandwidth, spill/1e6, w.Bytes/1e6, p.CacheBytes>>20)
 	}
 	return nil
 }

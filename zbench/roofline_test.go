@@ -15,6 +15,10 @@ import (
 // matmul4096 is the work of a 4096³ f32 matmul: 137 GFLOP over 201 MB.
 var matmul4096 = Workload{FLOPs: 2 * 4096 * 4096 * 4096, Bytes: 3 * 4096 * 4096 * 4, DType: kernels.F32}
 
+// cpuPeak64 is a 2-core CPU with a 64 MiB cache and 60 GB/s of memory.
+var cpuPeak64 = Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: 400e9}, Bandwidth: 60e9,
+	CacheBytes: 64 << 20, Source: "test"}
+
 func TestPeakCheck(t *testing.T) {
 	h100, err := PeakOf(fakeGPU{name: "NVIDIA H100 80GB HBM3"})
 	require.NoError(t, err)
@@ -33,6 +37,10 @@ func TestPeakCheck(t *testing.T) {
 		{"bf16 within tensor-core peak", h100, Workload{FLOPs: 2 * 8192 * 8192 * 8192, DType: kernels.BF16}, 1500 * time.Microsecond, ""},
 		{"bandwidth beyond HBM", h100, Workload{Bytes: 1 << 30}, 100 * time.Microsecond, "exceeds the NVIDIA H100 80GB HBM3 memory bandwidth"},
 		{"small working set may hit in cache", h100, Workload{Bytes: 1 << 20}, time.Nanosecond, ""},
+		// A 75.5 MB elementwise op against a 64 MB cache at 60 GB/s: at
+		// most 11.5 MB need come from memory.
+		{"working set a little over the cache", cpuPeak64, Workload{Bytes: 75.5e6}, time.Millisecond, ""},
+		{"working set far over the cache", cpuPeak64, Workload{Bytes: 640e6}, time.Millisecond, "for the 573 MB of a 640 MB working set"},
 		{"zero time", h100, matmul4096, 0, "measured nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
