@@ -35,16 +35,18 @@ func init() {
 // Backend is the CPU backend. Its memory pool works as an arena: freed
 // buffers are cached by size class and reused.
 type Backend struct {
-	pool *mempool.Pool[[]byte]
+	pool *mempool.Pool[*hostBuf]
 	info kernels.DeviceInfo
 }
 
 var _ kernels.Backend = (*Backend)(nil)
 
-// storage is the handle a CPU tensor carries. The buffer is 8-byte aligned
-// so that it can be viewed as float32 or int32.
+// storage is the handle a CPU tensor carries: its bytes, 8-byte aligned so
+// that they can be viewed as float32 or int32, and the pool block that
+// holds them.
 type storage struct {
 	buf   []byte
+	mem   *hostBuf
 	class int64
 }
 
@@ -56,10 +58,7 @@ func New() *Backend {
 		panic(engine.err)
 	}
 	return &Backend{
-		pool: mempool.New(func(n int64) ([]byte, error) {
-			words := make([]uint64, (n+7)/8)
-			return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), n), nil
-		}, func([]byte) {}, 0),
+		pool: mempool.New(newHostBuf, (*hostBuf).release, 0),
 		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: engine.blas, Driver: engine.detail},
 	}
 }
@@ -80,11 +79,11 @@ func (b *Backend) Alloc(dt kernels.DType, shape ...int) (*kernels.Tensor, error)
 		return nil, fmt.Errorf("cpu: alloc %v%v: %w", dt, s, err)
 	}
 	n := int64(s.Len()) * int64(dt.Size())
-	buf, class, err := b.pool.Get(n)
+	mem, class, err := b.pool.Get(n)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: alloc %v%v: %w", dt, s, err)
 	}
-	return kernels.NewTensor(b, dt, s, &storage{buf: buf[:n], class: class}), nil
+	return kernels.NewTensor(b, dt, s, &storage{buf: mem.buf[:n], mem: mem, class: class}), nil
 }
 
 // Free returns t's buffer to the pool.
@@ -93,7 +92,7 @@ func (b *Backend) Free(t *kernels.Tensor) error {
 		return err
 	}
 	st := t.Storage().(*storage)
-	b.pool.Put(st.buf[:cap(st.buf)], st.class)
+	b.pool.Put(st.mem, st.class)
 	t.MarkFreed()
 	return nil
 }

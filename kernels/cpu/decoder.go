@@ -48,8 +48,8 @@ func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
 	if _, err := kernels.CheckSwiGLU("cpu: SwiGLU", b, out, gate, up); err != nil {
 		return err
 	}
-	mapBlocks(out, 16, func(dst []float32, lo, hi int) {
-		var gb, ub [ewBlock]float32
+	mapBlocks(out, 16, func(dst []float32, lo, hi int, sc *ewScratch) {
+		gb, ub := &sc.a, &sc.b
 		gv, uv := loadRange(gate, lo, hi, gb[:]), loadRange(up, lo, hi, ub[:])
 		for i := range dst {
 			dst[i] = silu(gv[i]) * uv[i]

@@ -113,8 +113,8 @@ func (b *Backend) Dropout(out, x *kernels.Tensor, p float32, seed uint64) error 
 		return err
 	}
 	s := kernels.DropoutScale(p)
-	mapBlocks(out, 8, func(dst []float32, lo, hi int) {
-		var xb [ewBlock]float32
+	mapBlocks(out, 8, func(dst []float32, lo, hi int, sc *ewScratch) {
+		xb := &sc.a
 		xv := loadRange(x, lo, hi, xb[:])
 		xv = xv[:len(dst)]
 		for i, v := range xv { // dst may be xv (out = x): element i is read first

@@ -233,17 +233,23 @@ func flushRange(t *kernels.Tensor, lo int, vals []float32) {
 	}
 }
 
+// ewScratch is a worker's buffers for the inputs of one block, which
+// loadRange widens 16-bit values into.
+type ewScratch struct{ a, b [ewBlock]float32 }
+
 // mapBlocks runs f over out's elements in parallel, ewBlock elements at a
 // time: f computes the new values of [lo, hi) into dst (widening its inputs
-// with loadRange), and mapBlocks rounds them into out. cost is the work per
-// element, in elements, for parallelFor.
-func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int)) {
+// with loadRange into sc's buffers, which the worker's blocks share), and
+// mapBlocks rounds them into out. cost is the work per element, in
+// elements, for parallelFor.
+func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int, sc *ewScratch)) {
 	parallelFor(out.Len(), cost, func(lo, hi int) {
 		var buf [ewBlock]float32
+		var sc ewScratch
 		for s := lo; s < hi; s += ewBlock {
 			e := min(s+ewBlock, hi)
 			dst := destRange(out, s, e, buf[:])
-			f(dst, s, e)
+			f(dst, s, e, &sc)
 			flushRange(out, s, dst)
 		}
 	})
@@ -257,8 +263,8 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 		return err
 	}
 	if period == n {
-		mapBlocks(out, 1, func(dst []float32, lo, hi int) {
-			var xb, yb [ewBlock]float32
+		mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
+			xb, yb := &sc.a, &sc.b
 			x, y := loadRange(a, lo, hi, xb[:]), loadRange(bt, lo, hi, yb[:])
 			y = y[:len(x)]
 			for i, v := range x {
@@ -268,8 +274,8 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 		return nil
 	}
 	y := in32(bt)
-	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
-		var xb [ewBlock]float32
+	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
+		xb := &sc.a
 		x := loadRange(a, lo, hi, xb[:])
 		j := lo % period
 		for i, v := range x {
@@ -287,8 +293,8 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 	if _, err := kernels.CheckScale("cpu: scale", b, out, x, s); err != nil {
 		return err
 	}
-	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
-		var xb [ewBlock]float32
+	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
+		xb := &sc.a
 		for i, v := range loadRange(x, lo, hi, xb[:]) {
 			dst[i] = s * v
 		}
@@ -322,8 +328,8 @@ func (b *Backend) Cast(out, x *kernels.Tensor) error {
 		copy(bytesOf(out), bytesOf(x))
 		return nil
 	}
-	mapBlocks(out, 1, func(dst []float32, lo, hi int) {
-		var xb [ewBlock]float32
+	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
+		xb := &sc.a
 		copy(dst, loadRange(x, lo, hi, xb[:]))
 	})
 	return nil
@@ -334,8 +340,8 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
-	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int) {
-		var xb [ewBlock]float32
+	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
+		xb := &sc.a
 		applyAct(dst, loadRange(x, lo, hi, xb[:]), a)
 	})
 	return nil
@@ -346,8 +352,8 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 	if _, err := kernels.CheckActBackward("cpu: actbackward", b, dx, dy, x, a); err != nil {
 		return err
 	}
-	mapBlocks(dx, actCost(a), func(dst []float32, lo, hi int) {
-		var xb, yb [ewBlock]float32
+	mapBlocks(dx, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
+		yb, xb := &sc.a, &sc.b
 		applyActGrad(dst, loadRange(dy, lo, hi, yb[:]), loadRange(x, lo, hi, xb[:]), a)
 	})
 	return nil

@@ -368,7 +368,7 @@ func TestVecmathReLU(t *testing.T) {
 	}
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	src := append([]float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1e-45, -1e-45,
-		math.MaxFloat32, -math.MaxFloat32}, vecTestData(54, 3)...)
+		math.MaxFloat32, -math.MaxFloat32}, vecTestData(150, 3)...)
 	for off := range 8 {
 		for n := 0; n+off <= len(src); n++ {
 			in := src[off : off+n]
