@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 var _ kernels.Decoder = (*Backend)(nil)
@@ -51,6 +52,17 @@ func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
 	mapBlocks(out, 16, func(dst []float32, lo, hi int, sc *ewScratch) {
 		gb, ub := &sc.a, &sc.b
 		gv, uv := loadRange(gate, lo, hi, gb[:]), loadRange(up, lo, hi, ub[:])
+		uv = uv[:len(dst)]
+		if useVecmath {
+			// silu(gate) into gb (where a 16-bit gate already is), then
+			// the product: dst may be gv or uv (out = gate or up).
+			sg := gb[:len(dst)]
+			vecmath.SiLU(sg, gv)
+			for i, u := range uv {
+				dst[i] = sg[i] * u
+			}
+			return
+		}
 		for i := range dst {
 			dst[i] = silu(gv[i]) * uv[i]
 		}

@@ -199,19 +199,21 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 	}
 	d, rows := dims.D, dims.Rows
 
-	xs, g := in32(x), in32(gamma)
-	o, flush := out32(out, false)
+	g := in32(gamma)
+	// A row at a time through row buffers for the 16-bit types, as
+	// LayerNorm; x·inv·g is LayerNorm's normalisation about a mean of 0.
 	parallelFor(rows, 3*d, func(lo, hi int) {
+		var xb, ob []float32
+		if x.DType() != kernels.F32 {
+			xb, ob = make([]float32, d), make([]float32, d)
+		}
 		for r := lo; r < hi; r++ {
-			row, dst := xs[r*d:(r+1)*d], o[r*d:(r+1)*d]
+			row, dst := loadRange(x, r*d, (r+1)*d, xb), destRange(out, r*d, (r+1)*d, ob)
 			inv := float32(1 / math.Sqrt(sumSquares(row, 0)/float64(d)+float64(eps)))
-			g, dst := g[:len(row)], dst[:len(row)]
-			for j, v := range row {
-				dst[j] = v * inv * g[j]
-			}
+			normalizeRow(dst, row, g, nil, 0, inv)
+			flushRange(out, r*d, dst)
 		}
 	})
-	flush()
 	return nil
 }
 

@@ -129,6 +129,16 @@ func decoderTests() []test {
 			}
 			e.Check("gate", gate, want, 0)
 		}})
+		ts = append(ts, test{name("SwiGLU", "dtype", dt, "out", "up"), func(e *env) {
+			gate, gv := e.Input("gate", dt, 3, 65)
+			up, uv := e.mutable(dt, 3, 65)
+			require.NoError(e, e.decoder().SwiGLU(up, gate, up))
+			want := make([]float64, len(gv))
+			for i, g := range gv {
+				want[i] = g / (1 + math.Exp(-g)) * uv[i]
+			}
+			e.Check("up", up, want, 0)
+		}})
 		for _, c := range []struct {
 			B, S, H, T, D int
 			start         []int32
