@@ -7,7 +7,7 @@ import (
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
-// useVecmath selects the assembly activations of package vecmath (AVX-512)
+// useVecmath selects the assembly of package vecmath (AVX-512 or AVX2+FMA)
 // in applyAct and the assembly exponential in softmaxRow; the scalar Go
 // below is the fallback elsewhere and the reference the tests compare with.
 var useVecmath = vecmath.Available

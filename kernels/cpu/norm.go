@@ -54,7 +54,7 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 
 // rowMeanVar returns the mean and the biased variance of row, in two passes
 // accumulated in float64 (four partial sums each, to keep the adds from
-// waiting on one another; sixteen in package vecmath's assembly).
+// waiting on one another; one per vector lane in package vecmath's assembly).
 func rowMeanVar(row []float32) (mean, variance float64) {
 	if useVecmath {
 		mean = vecmath.Sum64(row) / float64(len(row))

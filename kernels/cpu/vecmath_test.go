@@ -6,9 +6,38 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	xcpu "golang.org/x/sys/cpu"
 
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
+	"github.com/zbench/zbench/kernels/kerneltest"
 )
+
+// vecmathPaths runs f as a subtest on each of package vecmath's code paths,
+// AVX512 and AVX2, setting vecmath.AVX512 and restoring it after; it skips
+// where the CPU has no vecmath assembly, and a path where it lacks the
+// path's instructions.
+func vecmathPaths(t *testing.T, f func(t *testing.T)) {
+	if !vecmath.Available {
+		t.Skip("no vecmath assembly on this CPU")
+	}
+	defer func(v bool) { vecmath.AVX512 = v }(vecmath.AVX512)
+	for _, p := range []struct {
+		name   string
+		avx512 bool
+		has    bool
+	}{
+		{"AVX512", true, xcpu.X86.HasAVX512F},
+		{"AVX2", false, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			if !p.has {
+				t.Skipf("no %s on this CPU", p.name)
+			}
+			vecmath.AVX512 = p.avx512
+			f(t)
+		})
+	}
+}
 
 // vecCase is one function of package vecmath with its scalar Go reference
 // and its float64 definition.
@@ -41,10 +70,10 @@ func vecSweep(lo, hi float64, n int) []float32 {
 // TestVecmathAccuracy sweeps each vector function over a million points
 // against float64, with mathf_test's tolerances, and reports its largest
 // difference from the scalar Go reference.
-func TestVecmathAccuracy(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathAccuracy(t *testing.T) { vecmathPaths(t, vecmathAccuracy) }
+
+// vecmathAccuracy is TestVecmathAccuracy on the current path.
+func vecmathAccuracy(t *testing.T) {
 	byName := map[string]vecCase{}
 	for _, c := range vecCases() {
 		byName[c.name] = c
@@ -95,10 +124,10 @@ func TestVecmathAccuracy(t *testing.T) {
 // TestVecmathSpecial checks the special inputs and the tails: every length
 // up to 40 from every offset, in place and not, writes exactly len(dst)
 // values equal to a full-length call's.
-func TestVecmathSpecial(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathSpecial(t *testing.T) { vecmathPaths(t, vecmathSpecial) }
+
+// vecmathSpecial is TestVecmathSpecial on the current path.
+func vecmathSpecial(t *testing.T) {
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	denorm := math.Float32frombits(1)
 	specials := []float32{0, float32(math.Copysign(0, -1)), inf, -inf, nan, denorm, -denorm,
@@ -149,10 +178,10 @@ func TestVecmathSpecial(t *testing.T) {
 
 // TestVecmathSoftmaxRow compares softmaxRow's vector exponentials with the
 // scalar path: the results, the maximum and the denominator.
-func TestVecmathSoftmaxRow(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathSoftmaxRow(t *testing.T) { vecmathPaths(t, vecmathSoftmaxRow) }
+
+// vecmathSoftmaxRow is TestVecmathSoftmaxRow on the current path.
+func vecmathSoftmaxRow(t *testing.T) {
 	defer func(u bool) { useVecmath = u }(useVecmath)
 	for _, n := range []int{1, 7, 16, 17, 100, 384, 1000} {
 		src := make([]float32, n+5)
@@ -192,10 +221,10 @@ func vecTestData(n int, seed float64) []float32 {
 // TestVecmathReductions compares Max, Sum64 and SumSqDev64 with the scalar
 // Go for every length up to 100 from every offset and for long rows: the
 // maximum exactly, the sums within 1e-12 relative.
-func TestVecmathReductions(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathReductions(t *testing.T) { vecmathPaths(t, vecmathReductions) }
+
+// vecmathReductions is TestVecmathReductions on the current path.
+func vecmathReductions(t *testing.T) {
 	defer func(u bool) { useVecmath = u }(useVecmath)
 	check := func(src []float32) {
 		t.Helper()
@@ -274,10 +303,10 @@ func TestVecmathReductions(t *testing.T) {
 // beta) with the scalar Go within 1e-6 relative, for every length up to 40
 // from every offset, in place and not, and checks that nothing outside dst
 // is written.
-func TestVecmathScaleNormalize(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathScaleNormalize(t *testing.T) { vecmathPaths(t, vecmathScaleNormalize) }
+
+// vecmathScaleNormalize is TestVecmathScaleNormalize on the current path.
+func vecmathScaleNormalize(t *testing.T) {
 	src, gamma, beta := vecTestData(64, 0), vecTestData(64, 1), vecTestData(64, 2)
 	for i := range beta {
 		beta[i] -= 3
@@ -324,10 +353,10 @@ func TestVecmathScaleNormalize(t *testing.T) {
 
 // TestVecmathSoftmaxRowNaN checks that softmaxRow's vector maximum keeps the
 // scalar NaN and −Inf semantics.
-func TestVecmathSoftmaxRowNaN(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathSoftmaxRowNaN(t *testing.T) { vecmathPaths(t, vecmathSoftmaxRowNaN) }
+
+// vecmathSoftmaxRowNaN is TestVecmathSoftmaxRowNaN on the current path.
+func vecmathSoftmaxRowNaN(t *testing.T) {
 	defer func(u bool) { useVecmath = u }(useVecmath)
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	for _, n := range []int{1, 5, 16, 17, 40} {
@@ -362,10 +391,10 @@ func TestVecmathSoftmaxRowNaN(t *testing.T) {
 // TestVecmathReLU checks the vector ReLU bit for bit against Go's max(x, 0)
 // (+0 for −0, NaN kept) over every length and offset of a tail, in place
 // and not, without writing past dst.
-func TestVecmathReLU(t *testing.T) {
-	if !vecmath.Available {
-		t.Skip("no vecmath assembly on this CPU")
-	}
+func TestVecmathReLU(t *testing.T) { vecmathPaths(t, vecmathReLU) }
+
+// vecmathReLU is TestVecmathReLU on the current path.
+func vecmathReLU(t *testing.T) {
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	src := append([]float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1e-45, -1e-45,
 		math.MaxFloat32, -math.MaxFloat32}, vecTestData(150, 3)...)
@@ -394,6 +423,113 @@ func TestVecmathReLU(t *testing.T) {
 			for i := range inPlace {
 				assert.Equal(t, math.Float32bits(dst[i]), math.Float32bits(inPlace[i]), "in place, off %d n %d i %d", off, n, i)
 			}
+		}
+	}
+}
+
+// TestVecmathPathsAgree checks that the AVX-512 and AVX2 paths give the same
+// bits (any NaN for a NaN) for the elementwise functions, over a sweep with
+// every tail length and the special values, and the same maximum.
+func TestVecmathPathsAgree(t *testing.T) {
+	if !xcpu.X86.HasAVX512F || !xcpu.X86.HasAVX2 || !xcpu.X86.HasFMA {
+		t.Skip("needs AVX-512F, AVX2 and FMA")
+	}
+	defer func(v bool) { vecmath.AVX512 = v }(vecmath.AVX512)
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	src := append(vecSweep(-120, 120, 100_000), 0, float32(math.Copysign(0, -1)), inf, -inf, nan,
+		math.Float32frombits(1), -math.Float32frombits(1), 88.72, 88.73, -87.34, -103.9, -104.5)
+	gamma, beta := vecTestData(len(src), 1), vecTestData(len(src), 2)
+	fns := []struct {
+		name string
+		f    func(dst, src []float32)
+	}{
+		{"Exp", vecmath.Exp}, {"SiLU", vecmath.SiLU}, {"GELUTanh", vecmath.GELUTanh}, {"GELU", vecmath.GELU},
+		{"ReLU", vecmath.ReLU},
+		{"Scale", func(dst, src []float32) { vecmath.Scale(dst, src, 0.37) }},
+		{"Normalize", func(dst, src []float32) { vecmath.Normalize(dst, src, gamma, beta, 2.9, 1.7) }},
+		{"NormalizeNoBeta", func(dst, src []float32) { vecmath.Normalize(dst, src, gamma, nil, 2.9, 1.7) }},
+		{"ExpScaledSum", func(dst, src []float32) { vecmath.ExpScaledSum(dst, src, 0.125, 3) }},
+	}
+	for _, fn := range fns {
+		t.Run(fn.name, func(t *testing.T) {
+			for _, n := range []int{len(src), len(src) - 1, 1, 7, 9, 15, 17, 23} {
+				in := src[len(src)-n:]
+				want, got := make([]float32, n), make([]float32, n)
+				vecmath.AVX512 = true
+				fn.f(want, in)
+				vecmath.AVX512 = false
+				fn.f(got, in)
+				for i := range want {
+					if want[i] != want[i] {
+						require.True(t, got[i] != got[i], "n %d: %s(%g) = %g, AVX-512 NaN", n, fn.name, in[i], got[i])
+						continue
+					}
+					require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
+						"n %d: %s(%g) = %g, AVX-512 %g", n, fn.name, in[i], got[i], want[i])
+				}
+			}
+		})
+	}
+	for n := range 70 {
+		in := src[len(src)-n:]
+		vecmath.AVX512 = true
+		want := vecmath.Max(in)
+		vecmath.AVX512 = false
+		got := vecmath.Max(in)
+		if want != want {
+			require.True(t, got != got, "Max, n %d", n)
+		} else {
+			require.Equal(t, want, got, "Max, n %d", n)
+		}
+	}
+}
+
+// TestVecmathConformanceAVX2 runs the conformance suite on the AVX2 path
+// where the backend would otherwise take the AVX-512 one.
+func TestVecmathConformanceAVX2(t *testing.T) {
+	if !vecmath.Available || !vecmath.AVX512 || !xcpu.X86.HasAVX2 || !xcpu.X86.HasFMA {
+		t.Skip("TestConformance already runs the only vecmath path of this CPU")
+	}
+	defer func(v bool) { vecmath.AVX512 = v }(vecmath.AVX512)
+	vecmath.AVX512 = false
+	kerneltest.Run(t, New())
+}
+
+// BenchmarkVecmath times Exp, GELU and ExpScaledSum over a million values
+// on each path.
+func BenchmarkVecmath(b *testing.B) {
+	if !vecmath.Available {
+		b.Skip("no vecmath assembly on this CPU")
+	}
+	defer func(v bool) { vecmath.AVX512 = v }(vecmath.AVX512)
+	src := vecSweep(-10, 10, 1<<20-1)
+	dst := make([]float32, len(src))
+	for _, p := range []struct {
+		name   string
+		avx512 bool
+		has    bool
+	}{
+		{"AVX512", true, xcpu.X86.HasAVX512F},
+		{"AVX2", false, xcpu.X86.HasAVX2 && xcpu.X86.HasFMA},
+	} {
+		if !p.has {
+			continue
+		}
+		vecmath.AVX512 = p.avx512
+		for _, fn := range []struct {
+			name string
+			f    func()
+		}{
+			{"Exp", func() { vecmath.Exp(dst, src) }},
+			{"GELU", func() { vecmath.GELU(dst, src) }},
+			{"ExpScaledSum", func() { vecmath.ExpScaledSum(dst, src, 0.125, 1.25) }},
+		} {
+			b.Run(p.name+"/"+fn.name, func(b *testing.B) {
+				b.SetBytes(int64(8 * len(src)))
+				for b.Loop() {
+					fn.f()
+				}
+			})
 		}
 	}
 }

@@ -10,6 +10,10 @@ package vecmath
 // the assembly.
 var Available = false
 
+// AVX512 reports whether the functions use AVX-512 rather than AVX2: never
+// without the assembly.
+var AVX512 = false
+
 // Exp is the assembly exponential, absent here; it panics.
 func Exp(dst, src []float32) { panic("vecmath: no assembly on this architecture") }
 
