@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -224,59 +225,84 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 }
 
 // packA packs rows ic:ic+mc, columns pc:pc+kc of op(a) into mr-row panels,
-// each kc·mr column-major (dst[p*mr+i]), the last padded with zeros.
+// each kc·mr column-major (dst[p*mr+i]), the last padded with zeros. The
+// full panels of the AVX-512 kernel (mr 12) gather in assembly when a is
+// not transposed.
 func packA(dst, a []float32, lda int, tA bool, ic, mc, pc, kc, mr int) {
+	asm := !tA && mr == 12 && sgemmasm.Available512
 	for ir := 0; ir < mc; ir += mr {
 		mm := min(mr, mc-ir)
 		d := dst[ir*kc : (ir+mr)*kc]
-		if tA { // op(a)[i][p] = a[p*lda+i]: rows of a are contiguous
+		switch {
+		case tA: // op(a)[i][p] = a[p*lda+i]: rows of a are contiguous
 			for p := range kc {
 				src := a[(pc+p)*lda+ic+ir:]
 				dp := d[p*mr : p*mr+mr]
 				copy(dp, src[:mm])
 				clear(dp[mm:])
 			}
-			continue
-		}
-		for i := range mm {
-			src := a[(ic+ir+i)*lda+pc : (ic+ir+i)*lda+pc+kc]
-			for p, v := range src {
-				d[p*mr+i] = v
-			}
-		}
-		for i := mm; i < mr; i++ {
-			for p := range kc {
-				d[p*mr+i] = 0
-			}
+		case asm && mm == mr:
+			src := a[(ic+ir)*lda+pc:]
+			_ = src[(mr-1)*lda+kc-1]
+			sgemmasm.PackA12(&d[0], &src[0], lda, kc)
+		default:
+			packT(d, a[(ic+ir)*lda+pc:], lda, mm, kc, mr)
 		}
 	}
 }
 
 // packB packs rows pc:pc+kc, columns jc:jc+nc of op(b) into nr-column
 // panels, each kc·nr row-major (dst[p*nr+j]), the last padded with zeros.
+// The full panels of the AVX-512 kernel (nr 32) gather in assembly when b
+// is transposed.
 func packB(dst, b []float32, ldb int, tB bool, pc, kc, jc, nc, nr int) {
+	asm := tB && nr == 32 && sgemmasm.Available512
 	for jr := 0; jr < nc; jr += nr {
 		nn := min(nr, nc-jr)
 		d := dst[jr*kc : (jr+nr)*kc]
-		if !tB {
+		switch {
+		case !tB:
 			for p := range kc {
 				src := b[(pc+p)*ldb+jc+jr:]
 				dp := d[p*nr : p*nr+nr]
 				copy(dp, src[:nn])
 				clear(dp[nn:])
 			}
-			continue
+		case asm && nn == nr: // op(b)[p][j] = b[j*ldb+p]
+			src := b[(jc+jr)*ldb+pc:]
+			_ = src[(nr-1)*ldb+kc-1]
+			sgemmasm.PackBT32(&d[0], &src[0], ldb, kc)
+		default:
+			packT(d, b[(jc+jr)*ldb+pc:], ldb, nn, kc, nr)
 		}
-		for j := range nn { // op(b)[p][j] = b[j*ldb+p]
-			src := b[(jc+jr+j)*ldb+pc : (jc+jr+j)*ldb+pc+kc]
-			for p, v := range src {
-				d[p*nr+j] = v
-			}
+	}
+}
+
+// packT packs the transpose of a rows×kc block of src, of row stride ld,
+// into a kc·w panel, d[p*w+i] = src[i*ld+p], zeroing columns rows:w. It
+// is the Go reference for the assembly packs.
+func packT(d, src []float32, ld, rows, kc, w int) {
+	d = d[:kc*w]
+	i := 0
+	for ; i+4 <= rows; i += 4 {
+		r0 := src[i*ld:][:kc]
+		r1 := src[(i+1)*ld:][:kc]
+		r2 := src[(i+2)*ld:][:kc]
+		r3 := src[(i+3)*ld:][:kc]
+		for p, v := range r0 {
+			j := p*w + i
+			col := d[j : j+4]
+			col[0], col[1], col[2], col[3] = v, r1[p], r2[p], r3[p]
 		}
-		for j := nn; j < nr; j++ {
-			for p := range kc {
-				d[p*nr+j] = 0
-			}
+	}
+	for ; i < rows; i++ {
+		for p, v := range src[i*ld:][:kc] {
+			d[p*w+i] = v
+		}
+	}
+	if rows < w {
+		for p := range kc {
+			clear(d[p*w+rows : p*w+w])
 		}
 	}
 }

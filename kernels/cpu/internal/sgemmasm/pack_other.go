@@ -1,0 +1,15 @@
+//go:build !amd64 || purego
+
+package sgemmasm
+
+// PackA12 is the AVX-512 packing of a 12-row panel, absent here; it
+// panics.
+func PackA12(dst, a *float32, lda, kc int) {
+	panic("sgemmasm: no assembly packing on this architecture")
+}
+
+// PackBT32 is the AVX-512 packing of a transposed 32-column panel,
+// absent here; it panics.
+func PackBT32(dst, b *float32, ldb, kc int) {
+	panic("sgemmasm: no assembly packing on this architecture")
+}
