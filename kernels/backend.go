@@ -20,7 +20,7 @@ type DeviceInfo struct {
 	Arch   string // compute capability such as "9.0"; empty on CPU
 	Cores  int    // CPU threads used, or GPU multiprocessors
 	Memory int64  // bytes of device memory (0 if the host's)
-	BLAS   string // matmul library, e.g. "zbench-sgemm" or "openblas"
+	BLAS   string // matmul library, e.g. "zbench-sgemm", "openblas", "onednn" or "zbench-sgemm+onednn-bf16"
 
 	ClockMHz int   // GPU: the multiprocessors' peak clock; 0 if unknown
 	L2Bytes  int64 // GPU: size of the L2 cache; 0 if unknown

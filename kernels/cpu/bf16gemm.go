@@ -17,10 +17,7 @@ type bf16Gemmer interface {
 
 // engineBf16 returns the engine's bfloat16 GEMM, or nil where it has none
 // and bfloat16 products are widened to float32 for the SGEMM.
-func engineBf16() bf16Gemmer {
-	g, _ := engine.impl.(bf16Gemmer)
-	return g
-}
+func engineBf16() bf16Gemmer { return engine.bf16 }
 
 // widenedBf16gemm is Bf16gemm through float32: a and b widened whole, then
 // the engine's SGEMM (through blas32, which reports bad arguments).

@@ -14,11 +14,12 @@ import (
 
 // EngineEnv is the environment variable that chooses the CPU backend's
 // engine, the implementation behind its matrix products: "purego" (gonum's
-// Go BLAS with our own blocked, vectorised SGEMM, sgemm.go), "openblas"
-// (OpenBLAS, loaded at run time), "onednn" (oneDNN, loaded at run time:
-// its SGEMM, and its bfloat16 GEMM for bfloat16 products), or unset (or
-// "auto") for the fastest that this machine has (autoEngine). A choice
-// that cannot be loaded is an error, never a fallback.
+// Go BLAS with our own blocked, vectorised SGEMM, sgemm.go, and nothing
+// loaded), "openblas" (OpenBLAS's SGEMM, loaded at run time), "onednn"
+// (oneDNN, loaded at run time: its SGEMM, and its bfloat16 GEMM for
+// bfloat16 products), or unset (or "auto") for the fastest that this
+// machine has (chooseEngine). A choice that cannot be loaded is an error,
+// never a fallback.
 const EngineEnv = "ZBENCH_CPU_ENGINE"
 
 // Engines are the engines EngineEnv names.
@@ -30,10 +31,11 @@ var ErrEngine = errors.New("CPU engine unavailable")
 // engineChoice is the process's engine: blas32's implementation is
 // global, so every Backend of a process shares it.
 type engineChoice struct {
-	name   string       // one of Engines
-	blas   string       // the BLAS, as DeviceInfo.BLAS names it: goBLASName, "openblas" or "onednn"
-	detail string       // the library's own description, for openblas and onednn
+	name   string       // one of Engines, or "auto"
+	blas   string       // the GEMMs, as DeviceInfo.BLAS names them: goBLASName, "openblas", "onednn" or goBLASName+"+onednn-bf16"
+	detail string       // the loaded library's own description
 	impl   blas.Float32 // what blas32 is to use
+	bf16   bf16Gemmer   // the bfloat16 GEMM, or nil to widen to float32
 	err    error
 }
 
@@ -61,12 +63,13 @@ var oneDNNNames = []string{"libdnnl.so.2", "libdnnl.so"}
 // when it is wanted; ownFirst says that our SGEMM is the fastest float32
 // GEMM on this machine.
 //
-// Unset, it takes oneDNN where it is installed: its SGEMM is level with
-// ours where our AVX-512 kernel runs and ahead of it elsewhere, and its
-// bfloat16 GEMM (AVX-512 BF16 and AMX where the processor has them) is
-// the only one at hardware speed. Without oneDNN it takes our SGEMM where
-// its AVX-512 kernel runs (ahead of OpenBLAS 0.3.21, whose newest kernels
-// are AVX2), else OpenBLAS when it is installed, else pure Go.
+// Unset, it takes the fastest float32 GEMM and the fastest bfloat16 GEMM
+// this machine has, as measured on this repository's AVX-512 machine: our
+// SGEMM where its AVX-512 kernel runs (ahead of oneDNN's on BERT, ResNet
+// and LoRA, whose products are small or multiply by transposed weights,
+// and of OpenBLAS 0.3.21's, whose newest kernels are AVX2), else oneDNN's,
+// else OpenBLAS's, else ours; and oneDNN's bfloat16 GEMM (AVX-512 BF16 or
+// AMX, where the processor has them) wherever oneDNN is installed.
 func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 	purego := engineChoice{name: "purego", blas: goBLASName, impl: goBLASImpl{}}
 	load := func(name string, names []string, loader func([]string) (blas.Float32, string, error)) engineChoice {
@@ -74,7 +77,8 @@ func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 		if err != nil {
 			return engineChoice{err: fmt.Errorf("%s=%s: %w", EngineEnv, name, err)}
 		}
-		return engineChoice{name: name, blas: name, detail: detail, impl: impl}
+		bf16, _ := impl.(bf16Gemmer)
+		return engineChoice{name: name, blas: name, detail: detail, impl: impl, bf16: bf16}
 	}
 	openblas := func() engineChoice { return load("openblas", libs.openblas, loadOpenBLAS) }
 	onednn := func() engineChoice { return load("onednn", libs.onednn, loadOneDNN) }
@@ -86,11 +90,15 @@ func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 	case "onednn":
 		return onednn()
 	case "", "auto":
-		if c := onednn(); c.err == nil {
-			return c
-		}
-		if ownFirst {
+		dnn := onednn()
+		switch {
+		case ownFirst && dnn.err == nil:
+			return engineChoice{name: "auto", blas: goBLASName + "+onednn-bf16", detail: dnn.detail,
+				impl: purego.impl, bf16: dnn.bf16}
+		case ownFirst:
 			return purego
+		case dnn.err == nil:
+			return dnn
 		}
 		if c := openblas(); c.err == nil {
 			return c

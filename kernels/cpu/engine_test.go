@@ -47,21 +47,34 @@ func TestChooseEngine(t *testing.T) {
 			assert.Equal(t, tc.name, c.name)
 			assert.Equal(t, goBLASName, c.blas)
 			assert.Equal(t, goBLASImpl{}, c.impl)
+			assert.Nil(t, c.bf16)
 		})
 	}
-	// Where a library is installed, auto loads the first in the order
-	// oneDNN, then OpenBLAS unless our SGEMM is the faster.
+	// Where a library is installed, auto loads it: oneDNN for its
+	// bfloat16 GEMM beside our SGEMM when ours is the faster, for both
+	// otherwise; OpenBLAS when oneDNN is missing and ours is the slower.
 	if _, _, err := loadOneDNN(oneDNNNames); err == nil {
 		c := chooseEngine("", installed, true)
 		require.NoError(t, c.err)
-		assert.Equal(t, "onednn", c.name)
+		assert.Equal(t, "auto", c.name)
+		assert.Equal(t, goBLASName+"+onednn-bf16", c.blas)
+		assert.Equal(t, goBLASImpl{}, c.impl)
+		assert.NotNil(t, c.bf16)
 		assert.Contains(t, c.detail, "oneDNN ")
+		c = chooseEngine("", installed, false)
+		require.NoError(t, c.err)
+		assert.Equal(t, "onednn", c.name)
+		assert.Equal(t, c.impl, c.bf16)
+		c = chooseEngine("onednn", installed, true)
+		require.NoError(t, c.err)
+		assert.Equal(t, "onednn", c.name)
 	}
 	if _, _, err := loadOpenBLAS(openBLASNames); err == nil {
 		c := chooseEngine("", onlyOpenBLAS, false)
 		require.NoError(t, c.err)
 		assert.Equal(t, "openblas", c.name)
 		assert.NotEmpty(t, c.detail)
+		assert.Nil(t, c.bf16)
 	}
 }
 
