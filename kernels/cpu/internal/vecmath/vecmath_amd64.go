@@ -156,12 +156,7 @@ func Max(src []float32) float32 {
 		return m
 	}
 	if AVX512 {
-		var acc [16]float32
-		maxAVX512(&src[0], len(src), &acc)
-		for _, v := range acc {
-			m = max(m, v)
-		}
-		return m
+		return maxAVX512(&src[0], len(src))
 	}
 	var acc [8]float32
 	maxAVX2(&src[0], len(src), &acc)
@@ -230,11 +225,11 @@ func scaleAVX512(dst, src *float32, n int, s float32)
 //go:noescape
 func reluAVX512(dst, src *float32, n int)
 
-// maxAVX512 sets acc to 16 partial maxima of src[i], i < n, n ≥ 1, NaN in
-// the lanes that met a NaN.
+// maxAVX512 returns the largest src[i], i < n, n ≥ 1, or NaN where one is
+// NaN.
 //
 //go:noescape
-func maxAVX512(src *float32, n int, acc *[16]float32)
+func maxAVX512(src *float32, n int) float32
 
 // sumAVX512 sets acc to 8 partial sums of src[i], i < n, n ≥ 1, in float64.
 //

@@ -244,13 +244,14 @@ TEXT ·reluAVX512(SB), NOSPLIT, $0-24
 	VPXORD Z29, Z29, Z29
 	LOOP(RELU)
 
-// func maxAVX512(src *float32, n int, acc *[16]float32)
+// func maxAVX512(src *float32, n int) float32
 //
-// acc gets 16 partial maxima of src[i], i < n, n ≥ 1: lane j the largest of
-// src[16k+j], or NaN where one of those is NaN (VCMPPS unordered into K2,
-// gathered in K3, since VMAXPS drops a NaN in its accumulator). The tail's
-// masked-off lanes are −Inf (a merging load into a register of −Inf).
-TEXT ·maxAVX512(SB), NOSPLIT, $0-24
+// 16 partial maxima of src[i], i < n, n ≥ 1 (lane j the largest of
+// src[16k+j]) folded into one, or NaN where one of them is NaN (VCMPPS
+// unordered into K2, gathered in K3, since VMAXPS drops a NaN in its
+// accumulator). The tail's masked-off lanes are −Inf (a merging load into a
+// register of −Inf).
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 	MOVQ src+0(FP), SI
 	MOVQ n+8(FP), CX
 	BCAST(0xff800000, Z5)
@@ -288,12 +289,25 @@ maxtail:
 	KORW K2, K3, K3
 	VMAXPS Z0, Z30, Z30
 maxdone:
-	VMAXPS Z31, Z30, Z30
-	BCAST(0x7fc00000, Z1)
-	VMOVAPS Z1, K3, Z30
-	MOVQ acc+16(FP), DI
-	VMOVUPS Z30, (DI)
+	// A NaN anywhere is the result; otherwise fold the 16 lanes in half
+	// four times.
+	VMAXPS Z31, Z30, Z0
+	KORTESTW K3, K3
+	JNZ maxnan
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
 	VZEROUPPER
+	MOVSS X0, ret+16(FP)
+	RET
+maxnan:
+	VZEROUPPER
+	MOVL $0x7fc00000, ret+16(FP)
 	RET
 
 // func sumAVX512(src *float32, n int, acc *[8]float64)
