@@ -1,8 +1,9 @@
 package cpu
 
 import (
-	"gonum.org/v1/gonum/blas"
 	"math"
+
+	"gonum.org/v1/gonum/blas"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
@@ -192,18 +193,10 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
 	parallelFor(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
-		// kᵀ of the keys the last tile used: a goroutine's consecutive
-		// tiles share their head's keys, which are transposed once for
-		// them instead of being gathered by every tile's packing.
-		kT, lastKV := make([]float32, d*sk), -1
 		for it := lo; it < hi; it++ {
 			bh, tile := it/tiles, it%tiles
 			bi, h := bh/g.Hq, bh%g.Hq
 			kv := (bi*g.Hkv + h/group) * sk * d
-			if kv != lastKV {
-				transpose(kT, ks[kv:kv+sk*d], sk, d)
-				lastKV = kv
-			}
 			i0, i1 := tile*attnGemmRows, min(g.Sq, (tile+1)*attnGemmRows)
 			rows, first := i1-i0, (bh*g.Sq+i0)*d
 			dst := o[first : first+rows*d]
@@ -215,7 +208,7 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 				continue
 			}
 			sc := scores[:rows*n]
-			serialSgemm(blas.NoTrans, blas.NoTrans, rows, n, d, g.scale, qs[first:], d, kT, sk, 0, sc, n)
+			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qs[first:], d, ks[kv:], d, 0, sc, n)
 			for r := range rows {
 				row := sc[r*n : (r+1)*n]
 				softmaxRow(row, row, g.visible(i0+r, bi), 1)
@@ -374,22 +367,4 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 	flushK()
 	flushV()
 	return nil
-}
-
-// transpose sets dst, cols×rows, to the transpose of src, rows×cols, in
-// 16×16 blocks that stay in the L1 cache.
-func transpose(dst, src []float32, rows, cols int) {
-	const blk = 16
-	for i0 := 0; i0 < rows; i0 += blk {
-		i1 := min(i0+blk, rows)
-		for j0 := 0; j0 < cols; j0 += blk {
-			j1 := min(j0+blk, cols)
-			for i := i0; i < i1; i++ {
-				row := src[i*cols+j0 : i*cols+j1]
-				for j, v := range row {
-					dst[(j0+j)*rows+i] = v
-				}
-			}
-		}
-	}
 }
