@@ -4,9 +4,10 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
+
+	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 )
 
 // goBLASName is the BLAS of the purego engine, as DeviceInfo.BLAS names
