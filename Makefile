@@ -154,11 +154,12 @@ baseline-quick:
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench-quick.txt $(BASELINE)/zbench-quick.txt
 
-## bench-engine: BenchmarkMatMul, the BERT workloads and LoRA fine-tuning on one
-## CPU engine (ENGINE=onednn, openblas or purego; make bench runs the default), into
+## bench-engine: the CPU benchmarks the engines change (MatMul, the kernels,
+## attention, BERT, ResNet and LoRA fine-tuning) on one CPU engine
+## (ENGINE=onednn, openblas or purego; make bench runs the default), into
 ## zbench-$(ENGINE).txt.
 ENGINE ?= openblas
-ENGINE_BENCH ?= MatMul|BERT|LlamaLoRA
+ENGINE_BENCH ?= MatMul|Kernels|Attention|BERT|ResNet|LlamaLoRA
 bench-engine: cpu-engines
 	@mkdir -p $(OUT)
 	ZBENCH_CPU_ENGINE=$(ENGINE) $(GO) test -run='^$$' -bench='$(ENGINE_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
