@@ -40,7 +40,7 @@ var (
 )
 
 // castMode is a vector implementation of the casts: its name and the
-// value of vecmath.CastAVX512 that selects it.
+// value of vecmath.AVX512 that selects it.
 type castMode struct {
 	name   string
 	avx512 bool
@@ -49,14 +49,14 @@ type castMode struct {
 // castModes returns the vector implementations this CPU runs: AVX-512
 // where it has it, and AVX2 with F16C, which every AVX-512 CPU also has.
 func castModes() []castMode {
-	if vecmath.CastAVX512 {
+	if vecmath.AVX512 {
 		return []castMode{{"avx512", true}, {"avx2", false}}
 	}
 	return []castMode{{"avx2", false}}
 }
 
 // runCastModes runs f in a subtest for each of castModes, with
-// vecmath.CastAVX512 set for it and restored after.
+// vecmath.AVX512 set for it and restored after.
 func runCastModes(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
 	if !vecmath.CastAvailable {
@@ -64,9 +64,9 @@ func runCastModes(t *testing.T, f func(t *testing.T)) {
 	}
 	for _, m := range castModes() {
 		t.Run(m.name, func(t *testing.T) {
-			old := vecmath.CastAVX512
-			vecmath.CastAVX512 = m.avx512
-			t.Cleanup(func() { vecmath.CastAVX512 = old })
+			old := vecmath.AVX512
+			vecmath.AVX512 = m.avx512
+			t.Cleanup(func() { vecmath.AVX512 = old })
 			f(t)
 		})
 	}
@@ -330,10 +330,10 @@ func FuzzCasts(f *testing.F) {
 		for i := range halves {
 			halves[i] = binary.LittleEndian.Uint16(data[2*i:])
 		}
-		old := vecmath.CastAVX512
-		defer func() { vecmath.CastAVX512 = old }()
+		old := vecmath.AVX512
+		defer func() { vecmath.AVX512 = old }()
 		for _, m := range castModes() {
-			vecmath.CastAVX512 = m.avx512
+			vecmath.AVX512 = m.avx512
 			for _, c := range narrowCases {
 				checkNarrow(t, c, floats)
 			}
@@ -380,9 +380,9 @@ func BenchmarkCasts(b *testing.B) {
 		})
 		for _, m := range modes {
 			b.Run(c.name+"/"+m.name, func(b *testing.B) {
-				old := vecmath.CastAVX512
-				vecmath.CastAVX512 = m.avx512
-				defer func() { vecmath.CastAVX512 = old }()
+				old := vecmath.AVX512
+				vecmath.AVX512 = m.avx512
+				defer func() { vecmath.AVX512 = old }()
 				b.SetBytes(6 * n)
 				for b.Loop() {
 					c.vec(wide, halves)
@@ -401,9 +401,9 @@ func BenchmarkCasts(b *testing.B) {
 		})
 		for _, m := range modes {
 			b.Run(c.name+"/"+m.name, func(b *testing.B) {
-				old := vecmath.CastAVX512
-				vecmath.CastAVX512 = m.avx512
-				defer func() { vecmath.CastAVX512 = old }()
+				old := vecmath.AVX512
+				vecmath.AVX512 = m.avx512
+				defer func() { vecmath.AVX512 = old }()
 				b.SetBytes(6 * n)
 				for b.Loop() {
 					c.vec(narrow, floats)

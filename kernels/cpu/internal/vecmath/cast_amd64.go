@@ -14,12 +14,6 @@ import "golang.org/x/sys/cpu"
 // AVX2 with F16C.
 var CastAvailable = cpu.X86.HasAVX512F || cpu.X86.HasAVX2 && cpu.X86.HasF16C
 
-// CastAVX512 reports whether the casts use AVX-512 (16 lanes, the tail
-// under a mask) rather than AVX2 and F16C (8 lanes, the tail through a
-// buffer of 8). It starts as whether the CPU has AVX-512F; a test may clear
-// it to run the AVX2 code on an AVX-512 CPU.
-var CastAVX512 = cpu.X86.HasAVX512F
-
 // F16ToF32 widens the binary16 values src[i] to dst[i] exactly (VCVTPH2PS):
 // subnormals are normalised and a signalling NaN is quieted, its payload
 // kept.
@@ -29,7 +23,7 @@ func F16ToF32(dst []float32, src []uint16) {
 		return
 	}
 	src = src[:n]
-	if CastAVX512 {
+	if AVX512 {
 		f16ToF32AVX512(&dst[0], &src[0], n)
 		return
 	}
@@ -56,7 +50,7 @@ func F32ToF16(dst []uint16, src []float32) {
 		return
 	}
 	src = src[:n]
-	if CastAVX512 {
+	if AVX512 {
 		f32ToF16AVX512(&dst[0], &src[0], n)
 		return
 	}
@@ -81,7 +75,7 @@ func BF16ToF32(dst []float32, src []uint16) {
 		return
 	}
 	src = src[:n]
-	if CastAVX512 {
+	if AVX512 {
 		bf16ToF32AVX512(&dst[0], &src[0], n)
 		return
 	}
@@ -109,7 +103,7 @@ func F32ToBF16(dst []uint16, src []float32) {
 		return
 	}
 	src = src[:n]
-	if CastAVX512 {
+	if AVX512 {
 		f32ToBF16AVX512(&dst[0], &src[0], n)
 		return
 	}

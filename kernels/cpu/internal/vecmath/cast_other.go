@@ -6,10 +6,6 @@ package vecmath
 // the assembly.
 var CastAvailable = false
 
-// CastAVX512 reports whether the casts use AVX-512: never without the
-// assembly.
-var CastAVX512 = false
-
 // F16ToF32 is the assembly binary16 widening, absent here; it panics.
 func F16ToF32(dst []float32, src []uint16) { panic("vecmath: no assembly on this architecture") }
 

@@ -26,8 +26,9 @@ var Available = cpu.X86.HasAVX512F || cpu.X86.HasAVX2 && cpu.X86.HasFMA
 // AVX512 reports whether the functions use AVX-512 (16 lanes, the tail
 // under a mask register, the scaling by 2^n one VSCALEFPS) rather than AVX2
 // and FMA (8 lanes, the tail under a mask vector, the scaling two
-// multiplications that round once). It starts as whether the CPU has
-// AVX-512F; a test may clear it to run the AVX2 code on an AVX-512 CPU.
+// multiplications that round once; the casts: AVX2 and F16C, the tail
+// through a buffer of 8). It starts as whether the CPU has AVX-512F; a test
+// may clear it to run the AVX2 code on an AVX-512 CPU.
 var AVX512 = cpu.X86.HasAVX512F
 
 // Exp sets dst[i] = e^src[i]. The exponential is range-reduced
