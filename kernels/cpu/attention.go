@@ -27,22 +27,12 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 		scale = 1
 	}
 
-	// A row at a time, widened into and rounded from a row buffer for the
-	// 16-bit types: no whole-tensor float32 copies.
-	parallelFor(rows, 6*sk, func(lo, hi int) {
-		var xb, ob []float32
-		if x.DType() != kernels.F32 {
-			xb, ob = make([]float32, sk), make([]float32, sk)
+	mapRows(out, x, rows, sk, 6*sk, func(r int, dst, row []float32) {
+		n := sk
+		if masked {
+			n = attnVisible(r%sq, sq, sk, p.Causal, lens, r/perBatch)
 		}
-		for r := lo; r < hi; r++ {
-			n := sk
-			if masked {
-				n = attnVisible(r%sq, sq, sk, p.Causal, lens, r/perBatch)
-			}
-			dst := destRange(out, r*sk, (r+1)*sk, ob)
-			softmaxRow(dst, loadRange(x, r*sk, (r+1)*sk, xb), n, scale)
-			flushRange(out, r*sk, dst)
-		}
+		softmaxRow(dst, row, n, scale)
 	})
 	return nil
 }

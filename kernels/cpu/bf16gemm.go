@@ -15,10 +15,6 @@ type bf16Gemmer interface {
 		b []uint16, ldb int, beta float32, c []float32, ldc int)
 }
 
-// engineBf16 returns the engine's bfloat16 GEMM, or nil where it has none
-// and bfloat16 products are widened to float32 for the SGEMM.
-func engineBf16() bf16Gemmer { return engine.bf16 }
-
 // widenedBf16gemm is Bf16gemm through float32: a and b widened whole, then
 // the engine's SGEMM (through blas32, which reports bad arguments).
 func widenedBf16gemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []uint16, lda int,

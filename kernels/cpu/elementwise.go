@@ -233,6 +233,28 @@ func flushRange(t *kernels.Tensor, lo int, vals []float32) {
 	}
 }
 
+// mapRows runs f over the rows of x, rows of d values, in parallel (cost
+// the work per row, for parallelFor). f gets row r of x as float32 (a view
+// of the storage for F32, else widened into a worker's row buffer) and
+// dst, where it computes row r of out (the storage for F32, else a row
+// buffer that mapRows rounds into out): no whole-tensor float32 copies.
+func mapRows(out, x *kernels.Tensor, rows, d, cost int, f func(r int, dst, row []float32)) {
+	parallelFor(rows, cost, func(lo, hi int) {
+		var xb, ob []float32
+		if x.DType() != kernels.F32 {
+			xb = make([]float32, d)
+		}
+		if out.DType() != kernels.F32 {
+			ob = make([]float32, d)
+		}
+		for r := lo; r < hi; r++ {
+			dst := destRange(out, r*d, (r+1)*d, ob)
+			f(r, dst, loadRange(x, r*d, (r+1)*d, xb))
+			flushRange(out, r*d, dst)
+		}
+	})
+}
+
 // ewScratch is a worker's buffers for the inputs of one block, which
 // loadRange widens 16-bit values into.
 type ewScratch struct{ a, b [ewBlock]float32 }

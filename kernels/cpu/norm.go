@@ -28,26 +28,16 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 	if rstd != nil {
 		rs = f32(rstd)
 	}
-	// A row at a time, widened into and rounded from a row buffer for the
-	// 16-bit types: no whole-tensor float32 copies.
-	parallelFor(rows, 4*d, func(lo, hi int) {
-		var xb, ob []float32
-		if x.DType() != kernels.F32 {
-			xb, ob = make([]float32, d), make([]float32, d)
+	mapRows(out, x, rows, d, 4*d, func(r int, dst, row []float32) {
+		m, v := rowMeanVar(row)
+		mf, inv := float32(m), float32(1/math.Sqrt(v+float64(eps)))
+		if mu != nil {
+			mu[r] = mf
 		}
-		for r := lo; r < hi; r++ {
-			row, dst := loadRange(x, r*d, (r+1)*d, xb), destRange(out, r*d, (r+1)*d, ob)
-			m, v := rowMeanVar(row)
-			mf, inv := float32(m), float32(1/math.Sqrt(v+float64(eps)))
-			if mu != nil {
-				mu[r] = mf
-			}
-			if rs != nil {
-				rs[r] = inv
-			}
-			normalizeRow(dst, row, g, bt, mf, inv)
-			flushRange(out, r*d, dst)
+		if rs != nil {
+			rs[r] = inv
 		}
+		normalizeRow(dst, row, g, bt, mf, inv)
 	})
 	return nil
 }
@@ -200,19 +190,10 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 	d, rows := dims.D, dims.Rows
 
 	g := in32(gamma)
-	// A row at a time through row buffers for the 16-bit types, as
-	// LayerNorm; x·inv·g is LayerNorm's normalisation about a mean of 0.
-	parallelFor(rows, 3*d, func(lo, hi int) {
-		var xb, ob []float32
-		if x.DType() != kernels.F32 {
-			xb, ob = make([]float32, d), make([]float32, d)
-		}
-		for r := lo; r < hi; r++ {
-			row, dst := loadRange(x, r*d, (r+1)*d, xb), destRange(out, r*d, (r+1)*d, ob)
-			inv := float32(1 / math.Sqrt(sumSquares(row, 0)/float64(d)+float64(eps)))
-			normalizeRow(dst, row, g, nil, 0, inv)
-			flushRange(out, r*d, dst)
-		}
+	// x·inv·g is LayerNorm's normalisation about a mean of 0.
+	mapRows(out, x, rows, d, 3*d, func(_ int, dst, row []float32) {
+		inv := float32(1 / math.Sqrt(sumSquares(row, 0)/float64(d)+float64(eps)))
+		normalizeRow(dst, row, g, nil, 0, inv)
 	})
 	return nil
 }
