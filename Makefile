@@ -221,11 +221,18 @@ cuda-check: cuda-toolkit
 	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
 	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda ./kernels/... ./bench_test/ ./cmd/...
 
-## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu.
+## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu:
+## stripped and gzipped (about 20 MB for the three), each knowing the commit
+## it was built from (the zbench-commit: line on a host without the
+## checkout's git history); scripts/gpu-session.sh unpacks them.
 gpu-bin: cuda-toolkit
-	@mkdir -p $(GPU_BIN)
-	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/cuda.test ./kernels/cuda/
-	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/bench.test ./bench_test/
-	$(CUDA_ENV) $(GO) test -c -tags cuda -o $(GPU_BIN)/zbench.test ./cmd/zbench/
-	@echo "built $(GPU_BIN)/{cuda,bench,zbench}.test: run them from kernels/cuda, bench_test and cmd/zbench on the GPU host"
+	@rm -rf $(GPU_BIN) && mkdir -p $(GPU_BIN)
+	@commit=$$(git rev-parse --short=12 HEAD)$$(git status --porcelain --untracked-files=no | grep -q . && echo -dirty || true); \
+	for p in cuda:./kernels/cuda/ bench:./bench_test/ zbench:./cmd/zbench/; do \
+		echo "go test -c -tags cuda $${p#*:} > $(GPU_BIN)/$${p%%:*}.test.gz"; \
+		$(CUDA_ENV) $(GO) test -c -tags cuda -ldflags "-s -w -X github.com/zbench/zbench/zbench.buildCommit=$$commit" \
+			-o $(GPU_BIN)/$${p%%:*}.test $${p#*:}; \
+		gzip -9 $(GPU_BIN)/$${p%%:*}.test; \
+	done; \
+	echo "built $(GPU_BIN)/{cuda,bench,zbench}.test.gz at $$commit ($$(du -sh $(GPU_BIN) | cut -f1)): copy the repository with bin/gpu to the GPU host and run scripts/gpu-session.sh there"
 

@@ -100,3 +100,30 @@ func TestFolders(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUFolders: every committed GPU baseline's gpu: line names the GPU
+// its folder is named for, as scripts/gpu-session.sh names it (gpu- and
+// nvidia-smi's name in lower case, spaces as dashes, nothing else but
+// letters and digits).
+func TestGPUFolders(t *testing.T) {
+	files, err := filepath.Glob("gpu-*/*.txt")
+	require.NoError(t, err)
+	for _, path := range files {
+		t.Run(path, func(t *testing.T) {
+			f, err := results.Read(path)
+			require.NoError(t, err)
+			gpu := f.Config()["gpu"]
+			require.Len(t, gpu, 1, "%s: one gpu: line value", path)
+			slug := strings.Map(func(r rune) rune {
+				switch {
+				case r == ' ':
+					return '-'
+				case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+					return r
+				}
+				return -1
+			}, strings.ToLower(gpu[0]))
+			assert.Equal(t, "gpu-"+slug, filepath.Base(filepath.Dir(path)), "%s: gpu %q", path, gpu[0])
+		})
+	}
+}

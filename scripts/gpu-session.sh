@@ -2,16 +2,22 @@
 # gpu-session.sh STEP OUT
 #
 # The routine on a GPU host that has no Go: run from the repository root
-# with the binaries of `make gpu-bin` in bin/gpu. Results go to OUT. Each
-# step fits a ten-minute call:
+# with the binaries of `make gpu-bin` in bin/gpu. Results go to OUT.
+# On an H200 the CUDA tests, the golden tests, llama_hf_check and memcheck
+# over the conformance suite took under 90 s each; a whole bench
+# step takes far longer than ten minutes (narrow it below):
 #   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
 #           compute-sanitizer memcheck and racecheck over the conformance suite,
 #           and testdata/reference/llama.py against transformers'
 #           LlamaForCausalLM (llama_hf_check.py)
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
 #           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain, the Llama
-#           benchmarks (LoRA fine-tuning included) and BenchmarkResNet
-#           (COUNT times; BENCH=regexp for a part), then the PyTorch peer,
+#           benchmarks (LoRA fine-tuning included) and BenchmarkResNet on
+#           dev=cuda (COUNT times, BENCHTIME each; BENCH=regexp for a part,
+#           matched per name level as go test -bench does: setup dominates,
+#           MatMul, Attention and BERT in f32/tf32/f16/bf16 took 200 s
+#           for 29 of their 49 benchmarks at COUNT=6 BENCHTIME=0.1s on an
+#           H200), then the PyTorch peer,
 #           eager and, where torch has it, torch.compile, on the same host;
 #           the Llama rows with transformers' LlamaForCausalLM and generate,
 #           and LoRA with PEFT (--llama hf), where they are installed
@@ -23,6 +29,13 @@ out=${2:?usage: gpu-session.sh check|bench OUT}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin/gpu
 mkdir -p "$out"
+# make gpu-bin leaves the binaries gzipped: unpack those newer than their
+# unpacked copy.
+for gz in "$bin"/*.test.gz; do
+  [ -e "$gz" ] || continue
+  exe=${gz%.gz}
+  if [ ! -x "$exe" ] || [ "$gz" -nt "$exe" ]; then gunzip -c "$gz" >"$exe" && chmod +x "$exe"; fi
+done
 [ -x "$bin/cuda.test" ] && [ -x "$bin/bench.test" ] || { echo "gpu-session: run make gpu-bin first (bin/gpu)" >&2; exit 1; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
 echo "gpu-$(echo "$name" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')" >"$out/gpu-id"
@@ -53,14 +66,15 @@ check)
   ;;
 bench)
   count=${COUNT:-6}
-  bench=${BENCH:-MatMul|Kernels|Attention|MemPool|BERT|Llama|ResNet}
-  (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" -test.timeout 2h) \
-    >"$out/zbench.txt"
+  benchtime=${BENCHTIME:-1s}
+  bench=${BENCH:-(MatMul|Kernels|Attention|MemPool|BERT|Llama|ResNet)/dev=cuda}
+  (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" \
+    -test.benchtime "$benchtime" -test.timeout 2h) >"$out/zbench.txt"
   llama=reference
   python3 -c 'import transformers' 2>/dev/null && llama=hf
-  python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --count "$count" --bench "$bench" >"$out/torch-eager.txt"
+  python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --count "$count" --benchtime "$benchtime" --bench "$bench" >"$out/torch-eager.txt"
   if python3 -c 'import torch, sys; sys.exit(0 if hasattr(torch, "compile") else 1)'; then
-    python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --compile --count "$count" --bench "$bench" >"$out/torch-compile.txt"
+    python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --compile --count "$count" --benchtime "$benchtime" --bench "$bench" >"$out/torch-compile.txt"
   fi
   ;;
 *) echo "gpu-session: unknown step $step (check or bench)" >&2; exit 2 ;;

@@ -93,12 +93,21 @@ func PrintEnv(w io.Writer, devs []kernels.Backend) error {
 	return err
 }
 
+// buildCommit is the commit a binary was built from, set by the linker
+// (-X github.com/zbench/zbench/zbench.buildCommit=…) where the binary runs
+// away from its checkout: make gpu-bin's binaries on a GPU host.
+var buildCommit string
+
 // Commit identifies the code under test: $ZBENCH_COMMIT if set, else the
+// commit the binary was built from where make gpu-bin recorded it, else the
 // git revision of the working directory (with "-dirty" when it has
 // uncommitted changes), else "unknown".
 func Commit() string {
 	if c := os.Getenv("ZBENCH_COMMIT"); c != "" {
 		return c
+	}
+	if buildCommit != "" {
+		return buildCommit
 	}
 	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
 	if err != nil {

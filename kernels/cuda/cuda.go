@@ -69,7 +69,7 @@ type Backend struct {
 	l2     int64
 	target string
 
-	modules []cmodule
+	modules map[string]cmodule // the module that defines each kernel
 	funcs   map[string]*function
 	args    *argBuffer
 	pool    *mempool.Pool[devptr]
@@ -179,12 +179,15 @@ func (b *Backend) setUp() error {
 	return nil
 }
 
-// loadModules loads every image of the device's target from ptx/.
+// loadModules loads every image of the device's target from ptx/ and
+// records which module defines each kernel.
 func (b *Backend) loadModules() error {
 	entries, err := images.ReadDir("ptx")
 	if err != nil {
 		return fmt.Errorf("reading embedded kernels: %w", err)
 	}
+	b.modules = map[string]cmodule{}
+	loaded := 0
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.Contains(name, "."+b.target+".") {
@@ -194,13 +197,20 @@ func (b *Backend) loadModules() error {
 		if err != nil {
 			return fmt.Errorf("reading embedded kernels: %w", err)
 		}
+		kernelNames, err := imageEntries(name, img)
+		if err != nil {
+			return fmt.Errorf("%w: %w", err, kernels.ErrBackend)
+		}
 		m, err := loadModule(b.ctx, img, name)
 		if err != nil {
 			return err
 		}
-		b.modules = append(b.modules, m)
+		loaded++
+		for _, k := range kernelNames {
+			b.modules[k] = m
+		}
 	}
-	if len(b.modules) == 0 {
+	if loaded == 0 {
 		return fmt.Errorf("no kernel images for %s in ptx/ (run make kernels): %w", b.target, kernels.ErrBackend)
 	}
 	return nil
@@ -211,15 +221,15 @@ func (b *Backend) loadModules() error {
 func (b *Backend) function(name string, smem int) (*function, error) {
 	fn, ok := b.funcs[name]
 	if !ok {
-		for _, m := range b.modules {
-			if f, err := moduleFunction(m, name); err == nil {
-				fn = &function{f: f}
-				break
-			}
-		}
-		if fn == nil {
+		m, ok := b.modules[name]
+		if !ok {
 			return nil, fmt.Errorf("no kernel %s in the %s images: %w", name, b.target, kernels.ErrBackend)
 		}
+		f, err := moduleFunction(m, name)
+		if err != nil {
+			return nil, err
+		}
+		fn = &function{f: f}
 		b.funcs[name] = fn
 	}
 	if smem > 48<<10 && smem > fn.smem {
