@@ -259,12 +259,36 @@ func mapRows(out, x *kernels.Tensor, rows, d, cost int, f func(r int, dst, row [
 // loadRange widens 16-bit values into.
 type ewScratch struct{ a, b [ewBlock]float32 }
 
+// in is the buffer for f's input i (0 or 1) of mapBlocks; nil where
+// mapBlocks passes no scratch (F32 throughout), where loadRange needs none.
+func (sc *ewScratch) in(i int) []float32 {
+	switch {
+	case sc == nil:
+		return nil
+	case i == 0:
+		return sc.a[:]
+	}
+	return sc.b[:]
+}
+
 // mapBlocks runs f over out's elements in parallel, ewBlock elements at a
 // time: f computes the new values of [lo, hi) into dst (widening its inputs
 // with loadRange into sc's buffers, which the worker's blocks share), and
 // mapBlocks rounds them into out. cost is the work per element, in
-// elements, for parallelFor.
-func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int, sc *ewScratch)) {
+// elements, for parallelFor. in lists f's inputs where f reads them only
+// through loadRange and uses sc for nothing else: when they and out are all
+// F32, f gets each goroutine's range whole, views of the storage, in one
+// call (no per-block calls for a streaming op to pay).
+func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int, sc *ewScratch), in ...*kernels.Tensor) {
+	whole := len(in) > 0 && out.DType() == kernels.F32
+	for _, t := range in {
+		whole = whole && t.DType() == kernels.F32
+	}
+	if whole {
+		dst := f32(out)
+		parallelFor(out.Len(), cost, func(lo, hi int) { f(dst[lo:hi], lo, hi, nil) })
+		return
+	}
 	parallelFor(out.Len(), cost, func(lo, hi int) {
 		var buf [ewBlock]float32
 		var sc ewScratch
@@ -286,19 +310,17 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 	}
 	if period == n {
 		mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
-			xb, yb := &sc.a, &sc.b
-			x, y := loadRange(a, lo, hi, xb[:]), loadRange(bt, lo, hi, yb[:])
+			x, y := loadRange(a, lo, hi, sc.in(0)), loadRange(bt, lo, hi, sc.in(1))
 			y = y[:len(x)]
 			for i, v := range x {
 				dst[i] = v + y[i]
 			}
-		})
+		}, a, bt)
 		return nil
 	}
 	y := in32(bt)
 	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
-		xb := &sc.a
-		x := loadRange(a, lo, hi, xb[:])
+		x := loadRange(a, lo, hi, sc.in(0))
 		j := lo % period
 		for i, v := range x {
 			dst[i] = v + y[j]
@@ -306,7 +328,7 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 				j = 0
 			}
 		}
-	})
+	}, a)
 	return nil
 }
 
@@ -316,11 +338,10 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 		return err
 	}
 	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
-		xb := &sc.a
-		for i, v := range loadRange(x, lo, hi, xb[:]) {
+		for i, v := range loadRange(x, lo, hi, sc.in(0)) {
 			dst[i] = s * v
 		}
-	})
+	}, x)
 	return nil
 }
 
@@ -363,9 +384,8 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 		return err
 	}
 	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
-		xb := &sc.a
-		applyAct(dst, loadRange(x, lo, hi, xb[:]), a)
-	})
+		applyAct(dst, loadRange(x, lo, hi, sc.in(0)), a)
+	}, x)
 	return nil
 }
 
@@ -375,9 +395,8 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 		return err
 	}
 	mapBlocks(dx, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
-		yb, xb := &sc.a, &sc.b
-		applyActGrad(dst, loadRange(dy, lo, hi, yb[:]), loadRange(x, lo, hi, xb[:]), a)
-	})
+		applyActGrad(dst, loadRange(dy, lo, hi, sc.in(0)), loadRange(x, lo, hi, sc.in(1)), a)
+	}, dy, x)
 	return nil
 }
 
