@@ -74,6 +74,11 @@
 // Z29 the mask of all but the sign bit and Z6–Z15 the coefficients c0…c9
 // of erfc(a) = t·e^{p(t)−a²}, t = 1/(1+a/2), p(t) = Σ cᵢtⁱ, for a = |x/√2|.
 // With h = x·erfc(a)/2, the result is x − h where x ≥ 0 and h elsewhere.
+// p(t) − a² is evaluated as ((c9·t + c8)·t⁴ + q₄₇)·t⁴ + (q₀₃ − a²), where
+// q₄₇ and q₀₃ are c4…c7 and c0…c3 by Horner's scheme, not by Horner's scheme
+// over all ten: a dependency chain of 5 multiply-adds instead of 10, which
+// the loop's one vector per iteration waits on (a million values on one
+// core: 585 → 505 µs).
 #define GELU \
 	VMOVAPS Z0, Z3; \
 	VMULPS Z28, Z0, Z4; \
@@ -81,17 +86,21 @@
 	VMOVAPS Z25, Z5; \
 	VFMADD231PS Z24, Z4, Z5; \
 	VDIVPS Z5, Z25, Z5; \
+	VMOVAPS Z9, Z2; \
+	VFMADD213PS Z8, Z5, Z2; \
+	VFMADD213PS Z7, Z5, Z2; \
+	VFMADD213PS Z6, Z5, Z2; \
+	VFNMADD231PS Z4, Z4, Z2; \
+	VMOVAPS Z13, Z1; \
+	VFMADD213PS Z12, Z5, Z1; \
+	VFMADD213PS Z11, Z5, Z1; \
+	VFMADD213PS Z10, Z5, Z1; \
 	VMOVAPS Z15, Z0; \
 	VFMADD213PS Z14, Z5, Z0; \
-	VFMADD213PS Z13, Z5, Z0; \
-	VFMADD213PS Z12, Z5, Z0; \
-	VFMADD213PS Z11, Z5, Z0; \
-	VFMADD213PS Z10, Z5, Z0; \
-	VFMADD213PS Z9, Z5, Z0; \
-	VFMADD213PS Z8, Z5, Z0; \
-	VFMADD213PS Z7, Z5, Z0; \
-	VFMADD213PS Z6, Z5, Z0; \
-	VFNMADD231PS Z4, Z4, Z0; \
+	VMULPS Z5, Z5, Z4; \
+	VMULPS Z4, Z4, Z4; \
+	VFMADD213PS Z1, Z4, Z0; \
+	VFMADD213PS Z2, Z4, Z0; \
 	EXP; \
 	VMULPS Z5, Z0, Z0; \
 	VMULPS Z24, Z3, Z1; \
