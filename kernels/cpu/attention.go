@@ -177,36 +177,48 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 		return err
 	}
 
-	qs, ks, vs := in32(q), in32(k), in32(v)
-	o, flush := out32(out, false)
 	d, sk, group := g.D, g.Sk, g.Hq/g.Hkv
 	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
+	wide := q.DType() != kernels.F32 // 16-bit: widened a tile and a head at a time
 	parallelFor(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
+		var qb, kb, vb, ob []float32
+		if wide {
+			qb, ob = make([]float32, attnGemmRows*d), make([]float32, attnGemmRows*d)
+			kb, vb = make([]float32, sk*d), make([]float32, sk*d)
+		}
+		var kt, vt []float32
+		lastKV := -1
 		for it := lo; it < hi; it++ {
 			bh, tile := it/tiles, it%tiles
 			bi, h := bh/g.Hq, bh%g.Hq
 			kv := (bi*g.Hkv + h/group) * sk * d
 			i0, i1 := tile*attnGemmRows, min(g.Sq, (tile+1)*attnGemmRows)
 			rows, first := i1-i0, (bh*g.Sq+i0)*d
-			dst := o[first : first+rows*d]
+			dst := destRange(out, first, first+rows*d, ob)
 			// The masks hide a suffix of keys that shrinks down the
 			// tile, so the last row sees the most.
 			n := g.visible(i1-1, bi)
 			if n == 0 {
 				clear(dst)
+				flushRange(out, first, dst)
 				continue
 			}
+			if kv != lastKV { // a goroutine's tiles run through a head in order
+				kt, vt = loadRange(k, kv, kv+sk*d, kb), loadRange(v, kv, kv+sk*d, vb)
+				lastKV = kv
+			}
+			qt := loadRange(q, first, first+rows*d, qb)
 			sc := scores[:rows*n]
-			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qs[first:], d, ks[kv:], d, 0, sc, n)
+			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qt, d, kt, d, 0, sc, n)
 			for r := range rows {
 				row := sc[r*n : (r+1)*n]
 				softmaxRow(row, row, g.visible(i0+r, bi), 1)
 			}
-			serialSgemm(blas.NoTrans, blas.NoTrans, rows, d, n, 1, sc, n, vs[kv:], d, 0, dst, d)
+			serialSgemm(blas.NoTrans, blas.NoTrans, rows, d, n, 1, sc, n, vt, d, 0, dst, d)
+			flushRange(out, first, dst)
 		}
 	})
-	flush()
 	return nil
 }
 
