@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -410,5 +411,70 @@ func BenchmarkCasts(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestReLUHalfExhaustive checks ReLU on the bits of every binary16 and
+// bfloat16 value, scalar and vectorised, against the float32 round trip it
+// replaces: widen, max(x, 0), round back (any NaN for a NaN through the
+// scalar conversions; the same bits, NaNs included, through vecmath's,
+// which quiet a NaN as ReLU16 does), at every tail length and in place.
+func TestReLUHalfExhaustive(t *testing.T) {
+	for _, tc := range []struct {
+		dt     kernels.DType
+		widen  func(uint16) float32
+		narrow func(float32) uint16
+		vw     func([]float32, []uint16)
+		vn     func([]uint16, []float32)
+	}{
+		{kernels.F16, kernels.F16ToFloat32, kernels.F16FromFloat32, vecmath.F16ToF32, vecmath.F32ToF16},
+		{kernels.BF16, kernels.BF16ToFloat32, kernels.BF16FromFloat32, vecmath.BF16ToF32, vecmath.F32ToBF16},
+	} {
+		t.Run(tc.dt.String(), func(t *testing.T) {
+			inf, quiet, ok := halfBits(tc.dt)
+			require.True(t, ok)
+			src := make([]uint16, 1<<16)
+			for i := range src {
+				src[i] = uint16(i)
+			}
+			defer func(v bool) { useVecmath = v }(useVecmath)
+			paths := map[string][]uint16{}
+			for _, vec := range []bool{false, true} {
+				if vec && !(vecmath.Available && vecmath.HalfAvailable) {
+					continue
+				}
+				useVecmath = vec
+				got := make([]uint16, len(src))
+				reluHalf(got, src, inf, quiet)
+				for i, h := range src {
+					x := tc.widen(h)
+					want := tc.narrow(max(x, 0))
+					if x != x {
+						require.Equal(t, h|quiet, got[i], "vecmath %v: relu(%#04x), a NaN", vec, h)
+						require.True(t, tc.widen(want) != tc.widen(want))
+						continue
+					}
+					require.Equal(t, want, got[i], "vecmath %v: relu(%#04x) = %g", vec, h, x)
+				}
+				// Every tail length from an odd offset, and in place.
+				for n := range 70 {
+					part := slices.Clone(src[12345 : 12345+n])
+					reluHalf(part, part, inf, quiet)
+					require.Equal(t, got[12345:12345+n], part, "vecmath %v: %d values in place", vec, n)
+				}
+				paths[fmt.Sprint(vec)] = got
+			}
+			if len(paths) == 2 {
+				assert.Equal(t, paths["false"], paths["true"])
+			}
+			if vecmath.CastAvailable && vecmath.Available {
+				// The path it replaces, NaN bits included.
+				wide, back := make([]float32, len(src)), make([]uint16, len(src))
+				tc.vw(wide, src)
+				vecmath.ReLU(wide, wide)
+				tc.vn(back, wide)
+				assert.Equal(t, back, paths[fmt.Sprint(vecmath.HalfAvailable)])
+			}
+		})
 	}
 }

@@ -383,10 +383,50 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
+	if inf, quiet, ok := halfBits(x.DType()); ok && a == kernels.ActReLU {
+		dst, src := u16(out), u16(x)
+		parallelFor(len(dst), 1, func(lo, hi int) { reluHalf(dst[lo:hi], src[lo:hi], inf, quiet) })
+		return nil
+	}
 	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
 		applyAct(dst, loadRange(x, lo, hi, sc.in(0)), a)
 	}, x)
 	return nil
+}
+
+// halfBits returns the bits of +Inf and the quiet bit of NaNs of the 16-bit
+// float type dt, and whether dt is one (F16 or BF16).
+func halfBits(dt kernels.DType) (inf, quiet uint16, ok bool) {
+	switch dt {
+	case kernels.F16:
+		return 0x7c00, 0x0200, true
+	case kernels.BF16:
+		return 0x7f80, 0x0040, true
+	}
+	return 0, 0, false
+}
+
+// reluHalf sets dst[i] = ReLU of the 16-bit float src[i] (binary16 or
+// bfloat16, whose +Inf and quiet bit are inf and quiet) on the bits, as
+// widening to float32, ReLU and rounding back give it: src[i] where its
+// sign bit is clear, +0 where it is set, and src[i] quieted where it is a
+// NaN. dst may be src.
+func reluHalf(dst, src []uint16, inf, quiet uint16) {
+	if useVecmath && vecmath.HalfAvailable {
+		vecmath.ReLU16(dst, src, inf, quiet)
+		return
+	}
+	src = src[:len(dst)]
+	for i, h := range src {
+		switch {
+		case h&0x7fff > inf:
+			dst[i] = h | quiet
+		case h&0x8000 != 0:
+			dst[i] = 0
+		default:
+			dst[i] = h
+		}
+	}
 }
 
 // ActBackward sets dx = dy·a'(x) elementwise.

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -495,7 +496,7 @@ func TestVecmathConformanceAVX2(t *testing.T) {
 	kerneltest.Run(t, New())
 }
 
-// BenchmarkVecmath times Exp, GELU and ExpScaledSum over a million values
+// BenchmarkVecmath times ReLU, Exp, GELU and ExpScaledSum over a million values
 // on each path.
 func BenchmarkVecmath(b *testing.B) {
 	if !vecmath.Available {
@@ -520,6 +521,7 @@ func BenchmarkVecmath(b *testing.B) {
 			name string
 			f    func()
 		}{
+			{"ReLU", func() { vecmath.ReLU(dst, src) }},
 			{"Exp", func() { vecmath.Exp(dst, src) }},
 			{"GELU", func() { vecmath.GELU(dst, src) }},
 			{"ExpScaledSum", func() { vecmath.ExpScaledSum(dst, src, 0.125, 1.25) }},
@@ -532,4 +534,29 @@ func BenchmarkVecmath(b *testing.B) {
 			})
 		}
 	}
+}
+
+// TestVecmathReLULengths checks ReLU against Go's max(x, 0) at every length
+// up to 300 from an odd offset, in place and not.
+func TestVecmathReLULengths(t *testing.T) {
+	vecmathPaths(t, func(t *testing.T) {
+		src := vecSweep(-3, 3, 400)
+		src[7], src[100] = float32(math.NaN()), float32(math.Copysign(0, -1))
+		for n := range 301 {
+			in := src[3 : 3+n]
+			got := make([]float32, n)
+			vecmath.ReLU(got, in)
+			inPlace := slices.Clone(in)
+			vecmath.ReLU(inPlace, inPlace)
+			for i, x := range in {
+				want := max(x, 0)
+				if want != want {
+					require.True(t, got[i] != got[i] && inPlace[i] != inPlace[i], "n %d: relu(NaN)", n)
+					continue
+				}
+				require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "n %d: relu(%g)", n, x)
+				require.Equal(t, math.Float32bits(want), math.Float32bits(inPlace[i]), "n %d: relu(%g) in place", n, x)
+			}
+		}
+	})
 }
