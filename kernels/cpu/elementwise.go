@@ -383,14 +383,34 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
-	if inf, quiet, ok := halfBits(x.DType()); ok && a == kernels.ActReLU {
+	inf, quiet, ok := halfBits(x.DType())
+	if ok && a == kernels.ActReLU {
 		dst, src := u16(out), u16(x)
 		parallelFor(len(dst), 1, func(lo, hi int) { reluHalf(dst[lo:hi], src[lo:hi], inf, quiet) })
+		return nil
+	}
+	if f := act16(a); f != nil && ok && useVecmath && vecmath.AVX512 {
+		dst, src, bf16 := u16(out), u16(x), x.DType() == kernels.BF16
+		parallelFor(len(dst), actCost(a), func(lo, hi int) { f(dst[lo:hi], src[lo:hi], bf16) })
 		return nil
 	}
 	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
 		applyAct(dst, loadRange(x, lo, hi, sc.in(0)), a)
 	}, x)
+	return nil
+}
+
+// act16 returns vecmath's fused 16-bit form of activation a (the same bits
+// as applyAct's float32 round trip), or nil where it has none.
+func act16(a kernels.Activation) func(dst, src []uint16, bf16 bool) {
+	switch a {
+	case kernels.ActGELU:
+		return vecmath.GELU16
+	case kernels.ActGELUTanh:
+		return vecmath.GELUTanh16
+	case kernels.ActSiLU:
+		return vecmath.SiLU16
+	}
 	return nil
 }
 

@@ -139,6 +139,111 @@ done: \
 	VZEROUPPER; \
 	RET
 
+// The activations on 16-bit floats, fused: each vector of 16 values widened
+// as the casts widen, the function, and the result rounded as the casts
+// round, in registers (the same bits as F16ToF32 or BF16ToF32, the float32
+// function and F32ToF16 or F32ToBF16).
+
+// BF16OUT sets Z3 to the bfloat16 of the float32 bits in Z0 as
+// cast_amd64.s's BF16ROUND, using Z1, Z2 and K2, with (b>>16)&1 as
+// (b<<15)>>31 so that only two constants are needed: Z30 holds 0x7fff and
+// Z31 0x40.
+#define BF16OUT \
+	VPSRLD $16, Z0, Z1; \
+	VPSLLD $15, Z0, Z2; \
+	VPSRLD $31, Z2, Z2; \
+	VPADDD Z30, Z0, Z3; \
+	VPADDD Z2, Z3, Z3; \
+	VPSRLD $16, Z3, Z3; \
+	VCMPPS $3, Z0, Z0, K2; \
+	VPORD Z31, Z1, K2, Z3
+
+#define BF16CONST BCAST(0x7fff, Z30); BCAST(0x40, Z31)
+
+// LOOPBF16 applies BODY to n = CX bfloat16 values from SI to DI, 16 at a
+// time and the rest under the mask K1.
+#define LOOPBF16(BODY) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+loop: \
+	CMPQ CX, $16; \
+	JLT tail; \
+	VPMOVZXWD (SI), Z0; \
+	VPSLLD $16, Z0, Z0; \
+	BODY; \
+	BF16OUT; \
+	VPMOVDW Z3, (DI); \
+	ADDQ $32, SI; \
+	ADDQ $32, DI; \
+	SUBQ $16, CX; \
+	JMP loop; \
+tail: \
+	TESTQ CX, CX; \
+	JZ done; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1; \
+	VPMOVZXWD.Z (SI), K1, Z0; \
+	VPSLLD $16, Z0, Z0; \
+	BODY; \
+	BF16OUT; \
+	VPMOVDW Z3, K1, (DI); \
+done: \
+	VZEROUPPER; \
+	RET
+
+// LOOPF16 is LOOPBF16 for binary16 values (VCVTPH2PS, and VCVTPS2PH
+// rounding to nearest even).
+#define LOOPF16(BODY) \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+loop: \
+	CMPQ CX, $16; \
+	JLT tail; \
+	VCVTPH2PS (SI), Z0; \
+	BODY; \
+	VCVTPS2PH $0, Z0, (DI); \
+	ADDQ $32, SI; \
+	ADDQ $32, DI; \
+	SUBQ $16, CX; \
+	JMP loop; \
+tail: \
+	TESTQ CX, CX; \
+	JZ done; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1; \
+	VCVTPH2PS.Z (SI), K1, Z0; \
+	BODY; \
+	VCVTPS2PH $0, Z0, K1, (DI); \
+done: \
+	VZEROUPPER; \
+	RET
+
+// GELUCONST, GELUTANHCONST and SILUCONST load the constants of GELU,
+// GELUTANH and SILU (see those).
+#define GELUCONST \
+	EXPCONST; \
+	BCAST(0x3f3504f3, Z28); \
+	BCAST(0x7fffffff, Z29); \
+	BCAST(0xbfa1fc4e, Z6); \
+	BCAST(0x3f8000c7, Z7); \
+	BCAST(0x3ebf88fb, Z8); \
+	BCAST(0x3dc636c9, Z9); \
+	BCAST(0xbe3ec24c, Z10); \
+	BCAST(0x3e8ec7cc, Z11); \
+	BCAST(0xbf914e5d, Z12); \
+	BCAST(0x3fbe87b0, Z13); \
+	BCAST(0xbf527892, Z14); \
+	BCAST(0x3e2ef945, Z15)
+
+#define GELUTANHCONST EXPCONST; BCAST(0x3d372713, Z28); BCAST(0xbfcc422a, Z29)
+#define SILUCONST EXPCONST; BCAST(0x80000000, Z28)
+
 // func expAVX512(dst, src *float32, n int)
 TEXT ·expAVX512(SB), NOSPLIT, $0-24
 	EXPCONST
@@ -146,32 +251,17 @@ TEXT ·expAVX512(SB), NOSPLIT, $0-24
 
 // func siluAVX512(dst, src *float32, n int)
 TEXT ·siluAVX512(SB), NOSPLIT, $0-24
-	EXPCONST
-	BCAST(0x80000000, Z28)
+	SILUCONST
 	LOOP(SILU)
 
 // func geluTanhAVX512(dst, src *float32, n int)
 TEXT ·geluTanhAVX512(SB), NOSPLIT, $0-24
-	EXPCONST
-	BCAST(0x3d372713, Z28)
-	BCAST(0xbfcc422a, Z29)
+	GELUTANHCONST
 	LOOP(GELUTANH)
 
 // func geluAVX512(dst, src *float32, n int)
 TEXT ·geluAVX512(SB), NOSPLIT, $0-24
-	EXPCONST
-	BCAST(0x3f3504f3, Z28)
-	BCAST(0x7fffffff, Z29)
-	BCAST(0xbfa1fc4e, Z6)
-	BCAST(0x3f8000c7, Z7)
-	BCAST(0x3ebf88fb, Z8)
-	BCAST(0x3dc636c9, Z9)
-	BCAST(0xbe3ec24c, Z10)
-	BCAST(0x3e8ec7cc, Z11)
-	BCAST(0xbf914e5d, Z12)
-	BCAST(0x3fbe87b0, Z13)
-	BCAST(0xbf527892, Z14)
-	BCAST(0x3e2ef945, Z15)
+	GELUCONST
 	LOOP(GELU)
 
 // func expScaledSumAVX512(dst, src *float32, n int, scale, negm float32, acc *[8]float64)
@@ -525,3 +615,36 @@ ntail:
 ndone:
 	VZEROUPPER
 	RET
+
+// func geluBF16AVX512(dst, src *uint16, n int)
+TEXT ·geluBF16AVX512(SB), NOSPLIT, $0-24
+	GELUCONST
+	BF16CONST
+	LOOPBF16(GELU)
+
+// func geluF16AVX512(dst, src *uint16, n int)
+TEXT ·geluF16AVX512(SB), NOSPLIT, $0-24
+	GELUCONST
+	LOOPF16(GELU)
+
+// func geluTanhBF16AVX512(dst, src *uint16, n int)
+TEXT ·geluTanhBF16AVX512(SB), NOSPLIT, $0-24
+	GELUTANHCONST
+	BF16CONST
+	LOOPBF16(GELUTANH)
+
+// func geluTanhF16AVX512(dst, src *uint16, n int)
+TEXT ·geluTanhF16AVX512(SB), NOSPLIT, $0-24
+	GELUTANHCONST
+	LOOPF16(GELUTANH)
+
+// func siluBF16AVX512(dst, src *uint16, n int)
+TEXT ·siluBF16AVX512(SB), NOSPLIT, $0-24
+	SILUCONST
+	BF16CONST
+	LOOPBF16(SILU)
+
+// func siluF16AVX512(dst, src *uint16, n int)
+TEXT ·siluF16AVX512(SB), NOSPLIT, $0-24
+	SILUCONST
+	LOOPF16(SILU)
