@@ -432,8 +432,8 @@ func vecmathReLU(t *testing.T) {
 // bits (any NaN for a NaN) for the elementwise functions, over a sweep with
 // every tail length and the special values, and the same maximum.
 func TestVecmathPathsAgree(t *testing.T) {
-	if !xcpu.X86.HasAVX512F || !xcpu.X86.HasAVX2 || !xcpu.X86.HasFMA {
-		t.Skip("needs AVX-512F, AVX2 and FMA")
+	if !vecmath.Available || !xcpu.X86.HasAVX512F || !xcpu.X86.HasAVX2 || !xcpu.X86.HasFMA {
+		t.Skip("needs the vecmath assembly, AVX-512F, AVX2 and FMA")
 	}
 	defer func(v bool) { vecmath.AVX512 = v }(vecmath.AVX512)
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
