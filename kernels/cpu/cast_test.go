@@ -497,7 +497,7 @@ func TestAct16Exhaustive(t *testing.T) {
 			{kernels.BF16, vecmath.BF16ToF32, vecmath.F32ToBF16},
 		} {
 			t.Run(name+"/"+tc.dt.String(), func(t *testing.T) {
-				f := act16(a)
+				f := act16(a, tc.dt)
 				require.NotNil(t, f)
 				src := make([]uint16, 1<<16)
 				for i := range src {
@@ -508,13 +508,13 @@ func TestAct16Exhaustive(t *testing.T) {
 				applyAct(wide, wide, a)
 				tc.narrow(want, wide)
 				got := make([]uint16, len(src))
-				f(got, src, tc.dt == kernels.BF16)
+				f(got, src)
 				for i := range src {
 					require.Equal(t, want[i], got[i], "f(%#04x)", src[i])
 				}
 				for n := range 40 {
 					part := slices.Clone(src[30001 : 30001+n])
-					f(part, part, tc.dt == kernels.BF16)
+					f(part, part)
 					require.Equal(t, want[30001:30001+n], part, "%d values in place", n)
 				}
 			})

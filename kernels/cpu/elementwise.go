@@ -383,15 +383,9 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
-	inf, quiet, ok := halfBits(x.DType())
-	if ok && a == kernels.ActReLU {
+	if f := act16(a, x.DType()); f != nil {
 		dst, src := u16(out), u16(x)
-		parallelFor(len(dst), 1, func(lo, hi int) { reluHalf(dst[lo:hi], src[lo:hi], inf, quiet) })
-		return nil
-	}
-	if f := act16(a); f != nil && ok && useVecmath && vecmath.AVX512 {
-		dst, src, bf16 := u16(out), u16(x), x.DType() == kernels.BF16
-		parallelFor(len(dst), actCost(a), func(lo, hi int) { f(dst[lo:hi], src[lo:hi], bf16) })
+		parallelFor(len(dst), actCost(a), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 		return nil
 	}
 	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
@@ -400,18 +394,33 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	return nil
 }
 
-// act16 returns vecmath's fused 16-bit form of activation a (the same bits
-// as applyAct's float32 round trip), or nil where it has none.
-func act16(a kernels.Activation) func(dst, src []uint16, bf16 bool) {
-	switch a {
-	case kernels.ActGELU:
-		return vecmath.GELU16
-	case kernels.ActGELUTanh:
-		return vecmath.GELUTanh16
-	case kernels.ActSiLU:
-		return vecmath.SiLU16
+// act16 returns activation a on the 16-bit values of dtype dt, with the
+// same bits as applyAct's float32 round trip and without it: ReLU on the
+// bits (reluHalf) and vecmath's fused forms of the others where AVX-512
+// runs; nil where dt is not F16 or BF16 or there is no such form.
+func act16(a kernels.Activation, dt kernels.DType) func(dst, src []uint16) {
+	inf, quiet, ok := halfBits(dt)
+	if !ok {
+		return nil
 	}
-	return nil
+	if a == kernels.ActReLU {
+		return func(dst, src []uint16) { reluHalf(dst, src, inf, quiet) }
+	}
+	var fused func(dst, src []uint16, bf16 bool)
+	switch {
+	case !useVecmath || !vecmath.AVX512:
+	case a == kernels.ActGELU:
+		fused = vecmath.GELU16
+	case a == kernels.ActGELUTanh:
+		fused = vecmath.GELUTanh16
+	case a == kernels.ActSiLU:
+		fused = vecmath.SiLU16
+	}
+	if fused == nil {
+		return nil
+	}
+	bf16 := dt == kernels.BF16
+	return func(dst, src []uint16) { fused(dst, src, bf16) }
 }
 
 // halfBits returns the bits of +Inf and the quiet bit of NaNs of the 16-bit

@@ -109,6 +109,13 @@
 	VCMPPS $13, Z2, Z3, K2; \
 	VSUBPS Z0, Z3, K2, Z0
 
+// TAILMASK sets K1 to the low CX bits, CX in [1, 15], using AX.
+#define TAILMASK \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1
+
 // LOOP applies BODY to n = CX elements from SI to DI: 16 at a time, then
 // the rest under the mask K1 (masked-off lanes are neither read nor written).
 #define LOOP(BODY) \
@@ -128,10 +135,7 @@ loop: \
 tail: \
 	TESTQ CX, CX; \
 	JZ done; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1; \
+	TAILMASK; \
 	VMOVUPS.Z (SI), K1, Z0; \
 	BODY; \
 	VMOVUPS Z0, K1, (DI); \
@@ -160,52 +164,29 @@ done: \
 
 #define BF16CONST BCAST(0x7fff, Z30); BCAST(0x40, Z31)
 
-// LOOPBF16 applies BODY to n = CX bfloat16 values from SI to DI, 16 at a
-// time and the rest under the mask K1.
-#define LOOPBF16(BODY) \
-	MOVQ dst+0(FP), DI; \
-	MOVQ src+8(FP), SI; \
-	MOVQ n+16(FP), CX; \
-loop: \
-	CMPQ CX, $16; \
-	JLT tail; \
-	VPMOVZXWD (SI), Z0; \
-	VPSLLD $16, Z0, Z0; \
-	BODY; \
-	BF16OUT; \
-	VPMOVDW Z3, (DI); \
-	ADDQ $32, SI; \
-	ADDQ $32, DI; \
-	SUBQ $16, CX; \
-	JMP loop; \
-tail: \
-	TESTQ CX, CX; \
-	JZ done; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1; \
-	VPMOVZXWD.Z (SI), K1, Z0; \
-	VPSLLD $16, Z0, Z0; \
-	BODY; \
-	BF16OUT; \
-	VPMOVDW Z3, K1, (DI); \
-done: \
-	VZEROUPPER; \
-	RET
+// The loads and stores of LOOP16: 16 bfloat16 or binary16 values from SI
+// into Z0 as float32, and Z0 rounded to DI; the K forms under the mask K1.
+#define LOADBF16 VPMOVZXWD (SI), Z0; VPSLLD $16, Z0, Z0
+#define LOADBF16K VPMOVZXWD.Z (SI), K1, Z0; VPSLLD $16, Z0, Z0
+#define STOREBF16 BF16OUT; VPMOVDW Z3, (DI)
+#define STOREBF16K BF16OUT; VPMOVDW Z3, K1, (DI)
+#define LOADF16 VCVTPH2PS (SI), Z0
+#define LOADF16K VCVTPH2PS.Z (SI), K1, Z0
+#define STOREF16 VCVTPS2PH $0, Z0, (DI)
+#define STOREF16K VCVTPS2PH $0, Z0, K1, (DI)
 
-// LOOPF16 is LOOPBF16 for binary16 values (VCVTPH2PS, and VCVTPS2PH
-// rounding to nearest even).
-#define LOOPF16(BODY) \
+// LOOP16 applies BODY to n = CX 16-bit values from SI to DI, 16 at a time
+// (LOAD, BODY, STORE) and the rest under the mask K1 (LOADK, STOREK).
+#define LOOP16(LOAD, LOADK, BODY, STORE, STOREK) \
 	MOVQ dst+0(FP), DI; \
 	MOVQ src+8(FP), SI; \
 	MOVQ n+16(FP), CX; \
 loop: \
 	CMPQ CX, $16; \
 	JLT tail; \
-	VCVTPH2PS (SI), Z0; \
+	LOAD; \
 	BODY; \
-	VCVTPS2PH $0, Z0, (DI); \
+	STORE; \
 	ADDQ $32, SI; \
 	ADDQ $32, DI; \
 	SUBQ $16, CX; \
@@ -213,13 +194,10 @@ loop: \
 tail: \
 	TESTQ CX, CX; \
 	JZ done; \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1; \
-	VCVTPH2PS.Z (SI), K1, Z0; \
+	TAILMASK; \
+	LOADK; \
 	BODY; \
-	VCVTPS2PH $0, Z0, K1, (DI); \
+	STOREK; \
 done: \
 	VZEROUPPER; \
 	RET
@@ -297,10 +275,7 @@ loop:
 tail:
 	TESTQ CX, CX
 	JZ done
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K1
+	TAILMASK
 	VMOVUPS.Z (SI), K1, Z0
 	VFMADD213PS Z29, Z28, Z0
 	EXP
@@ -317,13 +292,6 @@ done:
 	VMOVUPD Z30, (DI)
 	VZEROUPPER
 	RET
-
-// TAILMASK sets K1 to the low CX bits, CX in [1, 15], using AX.
-#define TAILMASK \
-	MOVL $1, AX; \
-	SHLL CX, AX; \
-	DECL AX; \
-	KMOVW AX, K1
 
 // func scaleAVX512(dst, src *float32, n int, s float32)
 //
@@ -620,31 +588,31 @@ ndone:
 TEXT ·geluBF16AVX512(SB), NOSPLIT, $0-24
 	GELUCONST
 	BF16CONST
-	LOOPBF16(GELU)
+	LOOP16(LOADBF16, LOADBF16K, GELU, STOREBF16, STOREBF16K)
 
 // func geluF16AVX512(dst, src *uint16, n int)
 TEXT ·geluF16AVX512(SB), NOSPLIT, $0-24
 	GELUCONST
-	LOOPF16(GELU)
+	LOOP16(LOADF16, LOADF16K, GELU, STOREF16, STOREF16K)
 
 // func geluTanhBF16AVX512(dst, src *uint16, n int)
 TEXT ·geluTanhBF16AVX512(SB), NOSPLIT, $0-24
 	GELUTANHCONST
 	BF16CONST
-	LOOPBF16(GELUTANH)
+	LOOP16(LOADBF16, LOADBF16K, GELUTANH, STOREBF16, STOREBF16K)
 
 // func geluTanhF16AVX512(dst, src *uint16, n int)
 TEXT ·geluTanhF16AVX512(SB), NOSPLIT, $0-24
 	GELUTANHCONST
-	LOOPF16(GELUTANH)
+	LOOP16(LOADF16, LOADF16K, GELUTANH, STOREF16, STOREF16K)
 
 // func siluBF16AVX512(dst, src *uint16, n int)
 TEXT ·siluBF16AVX512(SB), NOSPLIT, $0-24
 	SILUCONST
 	BF16CONST
-	LOOPBF16(SILU)
+	LOOP16(LOADBF16, LOADBF16K, SILU, STOREBF16, STOREBF16K)
 
 // func siluF16AVX512(dst, src *uint16, n int)
 TEXT ·siluF16AVX512(SB), NOSPLIT, $0-24
 	SILUCONST
-	LOOPF16(SILU)
+	LOOP16(LOADF16, LOADF16K, SILU, STOREF16, STOREF16K)
