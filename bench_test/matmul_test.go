@@ -26,12 +26,14 @@ func (c matmulCase) dtypeName() string {
 
 // matmulCases are square sizes 256…4096 in f32 with host↔device round
 // trips at 1024 and 4096, and 16-bit types at 1024; GPUs add the tensor-core
-// sizes: f16 and bf16 at 4096 and 8192, tf32 at 4096. -short keeps 256 and
-// 1024 resident and a 256 round trip (and bf16 at 4096 on GPUs).
+// sizes: f16, bf16 and int8 at 4096 and 8192, tf32 at 4096; CPUs add int8
+// at 1024 and 4096. -short keeps 256 and 1024 resident, a 256 round trip
+// and int8 at 256 (and bf16 at 4096 on GPUs).
 func matmulCases(dev kernels.Backend) []matmulCase {
 	gpu := dev.Info().Kind == kernels.GPU
 	if testing.Short() {
-		cs := []matmulCase{{kernels.F32, 256, true, false}, {kernels.F32, 1024, true, false}, {kernels.F32, 256, false, false}}
+		cs := []matmulCase{{kernels.F32, 256, true, false}, {kernels.F32, 1024, true, false}, {kernels.F32, 256, false, false},
+			{kernels.I8, 256, true, false}}
 		if gpu {
 			cs = append(cs, matmulCase{kernels.BF16, 4096, true, false})
 		}
@@ -44,10 +46,14 @@ func matmulCases(dev kernels.Backend) []matmulCase {
 	cs = append(cs,
 		matmulCase{kernels.F32, 1024, false, false}, matmulCase{kernels.F32, 4096, false, false},
 		matmulCase{kernels.F16, 1024, true, false}, matmulCase{kernels.BF16, 1024, true, false})
+	if !gpu {
+		cs = append(cs, matmulCase{kernels.I8, 1024, true, false}, matmulCase{kernels.I8, 4096, true, false})
+	}
 	if gpu {
 		cs = append(cs, matmulCase{kernels.F32, 4096, true, true})
 		for _, n := range []int{4096, 8192} {
-			cs = append(cs, matmulCase{kernels.F16, n, true, false}, matmulCase{kernels.BF16, n, true, false})
+			cs = append(cs, matmulCase{kernels.F16, n, true, false}, matmulCase{kernels.BF16, n, true, false},
+				matmulCase{kernels.I8, n, true, false})
 		}
 	}
 	return cs
@@ -70,6 +76,10 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
+	if c.dt == kernels.I8 {
+		benchQMatMul(b, dev, c.n)
+		return
+	}
 	n := c.n
 	av, bv := uniform(1, c.dt, n*n), uniform(2, c.dt, n*n)
 	a, x := upload(b, dev, c.dt, av, n, n), upload(b, dev, c.dt, bv, n, n)
@@ -134,4 +144,56 @@ func sampledMatMulErr(out, a, b []float32, m, n, k, samples int) float64 {
 	}
 	rel, _ := kernels.RelErr(got, want)
 	return rel
+}
+
+// int8MatMulErr bounds dtype=int8's rel-err against the float32 product
+// of the unquantized inputs: per-tensor int8 of uniform values has a
+// relative error of about 0.4% per element, 0.6% in a product.
+const int8MatMulErr = 1e-2
+
+// benchQMatMul times the W8A8 product of kernels.Quant: int8 a [n, n]
+// times the transpose of int8 b [n, n] (a weight's layout), int32 sums and
+// the rescale to float32. Its rel-err is against the float32 product of
+// the values before quantization: the accuracy the speed costs.
+func benchQMatMul(b *testing.B, dev kernels.Backend, n int) {
+	q, ok := dev.(kernels.Quant)
+	if !ok {
+		b.Skipf("the %s backend has no int8 ops (kernels.Quant)", dev.Name())
+	}
+	av, bv := uniform(1, kernels.F32, n*n), uniform(2, kernels.F32, n*n)
+	af, bf := upload(b, dev, kernels.F32, av, n, n), upload(b, dev, kernels.F32, bv, n, n)
+	a, x := alloc(b, dev, kernels.I8, n, n), alloc(b, dev, kernels.I8, n, n)
+	sa, sb := upload(b, dev, kernels.F32, []float32{1.0 / kernels.QMax}, 1), alloc(b, dev, kernels.F32, n)
+	if err := q.Quantize(a, sa, af, false); err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Quantize(x, sb, bf, true); err != nil { // per output channel
+		b.Fatal(err)
+	}
+	out := alloc(b, dev, kernels.F32, n, n)
+	p := kernels.QMatMulParams{AScale: sa, BScale: sb}
+	zbench.Measure(b, zbench.Bench{
+		Dev:  dev,
+		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 2*float64(n*n) + 4*float64(n*n), DType: kernels.I8},
+		Op:   func() error { return q.QMatMul(out, a, x, p) },
+		Verify: func() (float64, error) {
+			got, err := kernels.ToFloat32(out)
+			if err != nil {
+				return 0, err
+			}
+			return sampledMatMulErr(got, av, transpose(bv, n, n), n, n, n, 256), nil
+		},
+		MaxRelErr: int8MatMulErr,
+	})
+}
+
+// transpose returns the [c, r] transpose of the row-major [r, c] matrix m.
+func transpose(m []float32, r, c int) []float32 {
+	t := make([]float32, len(m))
+	for i := range r {
+		for j := range c {
+			t[j*r+i] = m[i*c+j]
+		}
+	}
+	return t
 }

@@ -1,0 +1,212 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// ROW4 adds the products of the four a vectors Z17–Z20 with the b vector
+// bz into the accumulators of column j (Z(j), Z(4+j), Z(8+j), Z(12+j)).
+#define ROW4(bz, c0, c1, c2, c3) \
+	VPDPBUSD bz, Z17, c0; \
+	VPDPBUSD bz, Z18, c1; \
+	VPDPBUSD bz, Z19, c2; \
+	VPDPBUSD bz, Z20, c3
+
+// HSUM4 reduces the accumulators z0–z3 (one output row, columns 0–3) to
+// four int32 in x0, subtracts the corrections in X26 and stores them at
+// dst. z1 serves as a temporary once folded in.
+#define HSUM4(z0, z1, z2, z3, y0, y1, y2, y3, x0, x1, dst) \
+	VEXTRACTI64X4 $1, z0, Y25; \
+	VPADDD        Y25, y0, y0; \
+	VEXTRACTI64X4 $1, z1, Y25; \
+	VPADDD        Y25, y1, y1; \
+	VEXTRACTI64X4 $1, z2, Y25; \
+	VPADDD        Y25, y2, y2; \
+	VEXTRACTI64X4 $1, z3, Y25; \
+	VPADDD        Y25, y3, y3; \
+	VPHADDD       y1, y0, y0; \
+	VPHADDD       y3, y2, y2; \
+	VPHADDD       y2, y0, y0; \
+	VEXTRACTI128  $1, y0, x1; \
+	VPADDD        x1, x0, x0; \
+	VPSUBD        X26, x0, x0; \
+	VMOVDQU       x0, dst
+
+// func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr *int32)
+TEXT ·Dot4x4(SB), NOSPLIT, $0-64
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), R8
+	MOVQ b+16(FP), DI
+	MOVQ ldb+24(FP), R9
+	MOVQ k+32(FP), CX
+	MOVQ out+40(FP), DX
+	MOVQ ldo+48(FP), R12
+	MOVQ corr+56(FP), BX
+	LEAQ (R8)(R8*2), R10
+	LEAQ (R9)(R9*2), R11
+	SHLQ $2, R12
+	LEAQ (R12)(R12*2), R13
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z16
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop4:
+	CMPQ CX, $64
+	JL   tail4
+	VPXORD   (SI), Z16, Z17
+	VPXORD   (SI)(R8*1), Z16, Z18
+	VPXORD   (SI)(R8*2), Z16, Z19
+	VPXORD   (SI)(R10*1), Z16, Z20
+	VMOVDQU8 (DI), Z21
+	VMOVDQU8 (DI)(R9*1), Z22
+	VMOVDQU8 (DI)(R9*2), Z23
+	VMOVDQU8 (DI)(R11*1), Z24
+	ROW4(Z21, Z0, Z4, Z8, Z12)
+	ROW4(Z22, Z1, Z5, Z9, Z13)
+	ROW4(Z23, Z2, Z6, Z10, Z14)
+	ROW4(Z24, Z3, Z7, Z11, Z15)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $64, CX
+	JMP  loop4
+
+tail4:
+	// The last k mod 64 bytes under a mask: a's masked bytes read as 0 and
+	// flip to 128, b's read as 0, so they add nothing.
+	TESTQ CX, CX
+	JZ    reduce4
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVQ AX, K1
+	VMOVDQU8.Z (SI), K1, Z17
+	VMOVDQU8.Z (SI)(R8*1), K1, Z18
+	VMOVDQU8.Z (SI)(R8*2), K1, Z19
+	VMOVDQU8.Z (SI)(R10*1), K1, Z20
+	VPXORD     Z17, Z16, Z17
+	VPXORD     Z18, Z16, Z18
+	VPXORD     Z19, Z16, Z19
+	VPXORD     Z20, Z16, Z20
+	VMOVDQU8.Z (DI), K1, Z21
+	VMOVDQU8.Z (DI)(R9*1), K1, Z22
+	VMOVDQU8.Z (DI)(R9*2), K1, Z23
+	VMOVDQU8.Z (DI)(R11*1), K1, Z24
+	ROW4(Z21, Z0, Z4, Z8, Z12)
+	ROW4(Z22, Z1, Z5, Z9, Z13)
+	ROW4(Z23, Z2, Z6, Z10, Z14)
+	ROW4(Z24, Z3, Z7, Z11, Z15)
+
+reduce4:
+	VMOVDQU32 (BX), X26
+	HSUM4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, (DX))
+	HSUM4(Z4, Z5, Z6, Z7, Y4, Y5, Y6, Y7, X4, X5, (DX)(R12*1))
+	HSUM4(Z8, Z9, Z10, Z11, Y8, Y9, Y10, Y11, X8, X9, (DX)(R12*2))
+	HSUM4(Z12, Z13, Z14, Z15, Y12, Y13, Y14, Y15, X12, X13, (DX)(R13*1))
+	VZEROUPPER
+	RET
+
+// func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32)
+TEXT ·Dot1x4(SB), NOSPLIT, $0-48
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ ldb+16(FP), R9
+	MOVQ k+24(FP), CX
+	MOVQ out+32(FP), DX
+	MOVQ corr+40(FP), BX
+	LEAQ (R9)(R9*2), R11
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z16
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+loop1:
+	CMPQ CX, $64
+	JL   tail1
+	VPXORD   (SI), Z16, Z17
+	VPDPBUSD (DI), Z17, Z0
+	VPDPBUSD (DI)(R9*1), Z17, Z1
+	VPDPBUSD (DI)(R9*2), Z17, Z2
+	VPDPBUSD (DI)(R11*1), Z17, Z3
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $64, CX
+	JMP  loop1
+
+tail1:
+	TESTQ CX, CX
+	JZ    reduce1
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVQ AX, K1
+	VMOVDQU8.Z (SI), K1, Z17
+	VPXORD     Z17, Z16, Z17
+	VMOVDQU8.Z (DI), K1, Z21
+	VMOVDQU8.Z (DI)(R9*1), K1, Z22
+	VMOVDQU8.Z (DI)(R9*2), K1, Z23
+	VMOVDQU8.Z (DI)(R11*1), K1, Z24
+	VPDPBUSD   Z21, Z17, Z0
+	VPDPBUSD   Z22, Z17, Z1
+	VPDPBUSD   Z23, Z17, Z2
+	VPDPBUSD   Z24, Z17, Z3
+
+reduce1:
+	VMOVDQU32 (BX), X26
+	HSUM4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, (DX))
+	VZEROUPPER
+	RET
+
+// func Sum(b *int8, k int) int32
+TEXT ·Sum(SB), NOSPLIT, $0-20
+	MOVQ b+0(FP), DI
+	MOVQ k+8(FP), CX
+	MOVL $0x01010101, AX
+	VPBROADCASTD AX, Z16
+	VPXORD Z0, Z0, Z0
+
+loops:
+	CMPQ CX, $64
+	JL   tails
+	VPDPBUSD (DI), Z16, Z0
+	ADDQ $64, DI
+	SUBQ $64, CX
+	JMP  loops
+
+tails:
+	TESTQ CX, CX
+	JZ    reduces
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVQ AX, K1
+	VMOVDQU8.Z (DI), K1, Z21
+	VPDPBUSD   Z21, Z16, Z0
+
+reduces:
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDD        Y1, Y0, Y0
+	VEXTRACTI128  $1, Y0, X1
+	VPADDD        X1, X0, X0
+	VPSHUFD       $0x4e, X0, X1
+	VPADDD        X1, X0, X0
+	VPSHUFD       $0xb1, X0, X1
+	VPADDD        X1, X0, X0
+	VMOVD         X0, AX
+	MOVL          AX, ret+16(FP)
+	VZEROUPPER
+	RET
