@@ -19,6 +19,10 @@ func i8(t *kernels.Tensor) []int8 {
 // NaN giving 0 (kernels.QuantizeValue, without its float64 rounding).
 func quantizeRow(dst []int8, src []float32, s float32) {
 	dst = dst[:len(src)]
+	if qgemm.Available && len(src) > 0 {
+		qgemm.Quantize(&dst[0], &src[0], len(src), s)
+		return
+	}
 	for i, v := range src {
 		y := v / s
 		switch {
@@ -157,16 +161,19 @@ func dotI8(acc []int32, a, b []int8, m, n, k int) {
 	}
 }
 
-// dotRow is the int32 dot product of two int8 rows whose length is a
-// multiple of 4, in Go.
+// dotRow is the int32 dot product of two int8 rows, in Go.
 func dotRow(a, b []int8) int32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 int32
-	for p := 0; p+4 <= len(a); p += 4 {
+	p := 0
+	for ; p+4 <= len(a); p += 4 {
 		s0 += int32(a[p]) * int32(b[p])
 		s1 += int32(a[p+1]) * int32(b[p+1])
 		s2 += int32(a[p+2]) * int32(b[p+2])
 		s3 += int32(a[p+3]) * int32(b[p+3])
+	}
+	for ; p < len(a); p++ {
+		s0 += int32(a[p]) * int32(b[p])
 	}
 	return s0 + s1 + s2 + s3
 }
@@ -185,12 +192,17 @@ func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulD
 		return
 	}
 	sa, sb := f32(p.AScale), f32(p.BScale)
-	var bias []float32
-	if p.Bias != nil {
-		bias = f32(p.Bias)[n0:][:w]
-	}
+	// The column scales and bias of the block, broadcast where shared.
+	cs, bias := make([]float32, w), make([]float32, w)
 	if g.BRowScale {
-		sb = sb[n0:][:w]
+		copy(cs, sb[n0:])
+	} else {
+		for j := range cs {
+			cs[j] = sb[0]
+		}
+	}
+	if p.Bias != nil {
+		copy(bias, f32(p.Bias)[n0:])
 	}
 	for m := range g.M {
 		am := sa[0]
@@ -198,16 +210,7 @@ func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulD
 			am = sa[m]
 		}
 		dst := destRange(out, m*g.N+n0, m*g.N+n0+w, y)
-		for j, v := range acc[m*w:][:w] {
-			s := am * sb[0]
-			if g.BRowScale {
-				s = am * sb[j]
-			}
-			dst[j] = float32(v) * s
-			if bias != nil {
-				dst[j] += bias[j]
-			}
-		}
+		rescale(dst, acc[m*w:][:w], am, cs, bias)
 		if p.Act != kernels.ActNone {
 			applyAct(dst, dst, p.Act)
 		}
@@ -216,5 +219,18 @@ func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulD
 			continue
 		}
 		flushRange(out, m*g.N+n0, dst)
+	}
+}
+
+// rescale sets dst[j] = float32(acc[j])·(s·cs[j]) + bias[j], each
+// operation rounded to float32.
+func rescale(dst []float32, acc []int32, s float32, cs, bias []float32) {
+	if qgemm.Available && len(dst) > 0 {
+		_, _, _ = acc[len(dst)-1], cs[len(dst)-1], bias[len(dst)-1]
+		qgemm.Rescale(&dst[0], &acc[0], len(dst), s, &cs[0], &bias[0])
+		return
+	}
+	for j, v := range acc[:len(dst)] {
+		dst[j] = float32(float32(v)*float32(s*cs[j])) + bias[j]
 	}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestDotI8PathsAgree(t *testing.T) {
 		m, n, k int
 		fill    func() int8
 	}{
-		{1, 4, 4, nil}, {4, 4, 64, nil}, {5, 7, 68, nil}, {9, 13, 132, nil}, {4, 8, 1020, nil}, {13, 17, 776, nil},
+		{1, 4, 4, nil}, {4, 4, 64, nil}, {5, 7, 68, nil}, {3, 5, 1, nil}, {6, 9, 37, nil}, {4, 4, 127, nil}, {9, 13, 132, nil}, {4, 8, 1020, nil}, {13, 17, 776, nil},
 		{6, 6, 4096, func() int8 { return -128 }},
 		{5, 9, 2048, func() int8 { return 127 }},
 	}
@@ -47,5 +48,40 @@ func TestDotI8PathsAgree(t *testing.T) {
 			dotI8(want, a, b, c.m, c.n, c.k)
 			require.Equal(t, want, got)
 		})
+	}
+}
+
+// TestQuantizeRescalePathsAgree checks the assembly Quantize and Rescale
+// against the Go loops bit for bit, at every tail length, on ties, NaN,
+// infinities and values beyond the clamp.
+func TestQuantizeRescalePathsAgree(t *testing.T) {
+	if !qgemm.Available {
+		t.Skip("no AVX-512 VNNI on this CPU (or -tags purego): the Go loops are the only path")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	special := []float32{0.5, 1.5, 2.5, -0.5, -2.5, 126.5, -126.5, 127.5, 1e30, -1e30,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}
+	for n := range 40 {
+		src := make([]float32, n)
+		acc := make([]int32, n)
+		cs, bias := make([]float32, n), make([]float32, n)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * 100)
+			if rng.IntN(3) == 0 {
+				src[i] = special[rng.IntN(len(special))]
+			}
+			acc[i] = int32(rng.Uint32())
+			cs[i], bias[i] = float32(rng.Float64()), float32(rng.NormFloat64())
+		}
+		gotQ, wantQ := make([]int8, n), make([]int8, n)
+		gotR, wantR := make([]float32, n), make([]float32, n)
+		quantizeRow(gotQ, src, 1)
+		rescale(gotR, acc, 3e-5, cs, bias)
+		qgemm.Available = false
+		quantizeRow(wantQ, src, 1)
+		rescale(wantR, acc, 3e-5, cs, bias)
+		qgemm.Available = true
+		require.Equal(t, wantQ, gotQ, "n=%d: quantize %v", n, src)
+		require.Equal(t, wantR, gotR, "n=%d: rescale", n)
 	}
 }

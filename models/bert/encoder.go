@@ -52,6 +52,60 @@ type layerBufs struct {
 	r1, h1, r2                 *kernels.Tensor // [N, H]
 	u, f                       *kernels.Tensor // [N, I]
 	mean1, rstd1, mean2, rstd2 *kernels.Tensor // [N]
+
+	// Int8 linears (inference of a quantized model): xqH and xqI hold
+	// an input quantized, [N, H] and [N, I], and sum a product that a
+	// residual is then added to, [N, H].
+	xqH, xqI, sum *kernels.Tensor
+	// observe, when set (calibration), is called with each site's input
+	// before the linears read it.
+	observe func(s site, x *kernels.Tensor) error
+}
+
+// input hands the input x of site s to the observer, if any, and returns
+// it quantized with the site's static scale when the layer's linears are
+// int8 (lin is one of them), or x itself.
+func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin linear) (*kernels.Tensor, error) {
+	if b.observe != nil {
+		if err := b.observe(s, x); err != nil {
+			return nil, err
+		}
+	}
+	if lin.q == nil {
+		return x, nil
+	}
+	xq := b.xqH
+	if s == siteFFNOut {
+		xq = b.xqI
+	}
+	if err := be.(kernels.Quant).Quantize(xq, lin.q.inScale, x, false); err != nil {
+		return nil, err
+	}
+	return xq, nil
+}
+
+// project sets out = act(x·wᵀ + b) through lin, with x from input: a float
+// MatMul, or for an int8 linear the int8 product of the quantized x,
+// rescaled. With res set, out = x·wᵀ + b + res instead (out may be res).
+func (b *layerBufs) project(be kernels.Backend, out, x *kernels.Tensor, lin linear, act kernels.Activation, res *kernels.Tensor) error {
+	if lin.q == nil {
+		if res != nil {
+			return residual(be, out, x, lin, res)
+		}
+		return dense(be, out, x, lin, act, false)
+	}
+	dst := out
+	if res != nil && out == res {
+		dst = b.sum
+	}
+	q := lin.q
+	if err := be.(kernels.Quant).QMatMul(dst, x, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b, Act: act}); err != nil {
+		return err
+	}
+	if res != nil {
+		return be.Add(out, dst, res)
+	}
+	return nil
 }
 
 // hidden is the encoder's output, last_hidden_state, as an [N, H] tensor.
@@ -82,11 +136,15 @@ func encode(be kernels.Backend, cfg Config, w *weights, e *encoderBufs) error {
 
 // encoderLayer runs the forward pass of layer l over b.
 func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act kernels.Activation, attn kernels.AttentionParams) error {
+	x, err := b.input(be, siteQKV, b.x, l.q)
+	if err != nil {
+		return err
+	}
 	for _, p := range [...]struct {
 		flat, split, cast, heads *kernels.Tensor
 		w                        linear
 	}{{b.q, b.q4, b.qc, b.qh, l.q}, {b.k, b.k4, b.kc, b.kh, l.k}, {b.v, b.v4, b.vc, b.vh, l.v}} {
-		if err := dense(be, p.flat, b.x, p.w, kernels.ActNone, false); err != nil {
+		if err := b.project(be, p.flat, x, p.w, kernels.ActNone, nil); err != nil {
 			return err
 		}
 		src := p.split
@@ -113,13 +171,32 @@ func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act k
 	} else if err := be.SwapAxes(b.a4, b.ah); err != nil {
 		return err
 	}
-	return run(
-		func() error { return residual(be, b.r1, b.a, l.o, b.x) },
-		func() error { return be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps) },
-		func() error { return activated(be, b.f, b.u, b.h1, l.ffnIn, act) },
-		func() error { return residual(be, b.r2, b.f, l.ffnOut, b.h1) },
-		func() error { return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps) },
-	)
+	if x, err = b.input(be, siteAttnOut, b.a, l.o); err != nil {
+		return err
+	}
+	if err := b.project(be, b.r1, x, l.o, kernels.ActNone, b.x); err != nil {
+		return err
+	}
+	if err := be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps); err != nil {
+		return err
+	}
+	if x, err = b.input(be, siteFFNIn, b.h1, l.ffnIn); err != nil {
+		return err
+	}
+	if b.u != nil { // training: the pre-activation is kept
+		if err := activated(be, b.f, b.u, x, l.ffnIn, act); err != nil {
+			return err
+		}
+	} else if err := b.project(be, b.f, x, l.ffnIn, act, nil); err != nil {
+		return err
+	}
+	if x, err = b.input(be, siteFFNOut, b.f, l.ffnOut); err != nil {
+		return err
+	}
+	if err := b.project(be, b.r2, x, l.ffnOut, kernels.ActNone, b.h1); err != nil {
+		return err
+	}
+	return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps)
 }
 
 // dense sets out = act(in·wᵀ + b), plus out's previous value if residual.

@@ -3,6 +3,8 @@ package nn
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/zbench/zbench/kernels"
 )
@@ -68,6 +70,18 @@ func (s *TensorSet) Bytes() int64 {
 		n += t.Bytes()
 	}
 	return n
+}
+
+// Release frees t, one of the set's tensors, and forgets it (and its
+// name). A tensor not in the set is an error wrapping kernels.ErrValue.
+func (s *TensorSet) Release(t *kernels.Tensor) error {
+	i := slices.Index(s.all, t)
+	if i < 0 {
+		return fmt.Errorf("release %v: not in the set: %w", t, kernels.ErrValue)
+	}
+	s.all = slices.Delete(s.all, i, i+1)
+	maps.DeleteFunc(s.byName, func(_ string, v *kernels.Tensor) bool { return v == t })
+	return s.be.Free(t)
 }
 
 // Free releases every tensor of the set, which is empty afterwards.

@@ -53,6 +53,22 @@ func TestTensorSet(t *testing.T) {
 	require.NoError(t, s.Free(), "freeing twice frees nothing twice")
 }
 
+func TestTensorSetRelease(t *testing.T) {
+	be := cpuBackend(t)
+	s := nn.NewTensorSet(be)
+	a, err := s.Alloc("a", kernels.F32, 4)
+	require.NoError(t, err)
+	b, err := s.Alloc("b", kernels.I8, 8)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(a))
+	assert.True(t, a.Freed())
+	assert.Nil(t, s.Get("a"), "a's name is forgotten")
+	assert.Same(t, b, s.Get("b"))
+	assert.Equal(t, int64(8), s.Bytes())
+	require.ErrorIs(t, s.Release(a), kernels.ErrValue, "released twice")
+	require.NoError(t, s.Free())
+}
+
 func TestTensorSetErrors(t *testing.T) {
 	be := cpuBackend(t)
 	s := nn.NewTensorSet(be)

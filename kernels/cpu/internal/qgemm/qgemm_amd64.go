@@ -19,8 +19,9 @@ var Available = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VN
 
 // Dot4x4 sets out[i·ldo + j] = Σ_p (a[i·lda + p] + 128)·b[j·ldb + p] − corr[j]
 // for i, j < 4 and p < k: with corr[j] = 128·Σ_p b[j·ldb + p] (from Sum),
-// the exact int32 dot products of 4 rows of a with 4 rows of b. k is a
-// positive multiple of 4; the caller vouches for the bounds.
+// the exact int32 dot products of 4 rows of a with 4 rows of b. k is
+// positive (the last k mod 64 bytes are read under a mask); the caller
+// vouches for the bounds.
 //
 //go:noescape
 func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr *int32)
@@ -30,7 +31,21 @@ func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr
 //go:noescape
 func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32)
 
-// Sum returns Σ b[p] for p < k, k a positive multiple of 4.
+// Sum returns Σ b[p] for p < k, k positive.
 //
 //go:noescape
 func Sum(b *int8, k int) int32
+
+// Rescale sets dst[i] = float32(acc[i])·(s·cs[i]) + bias[i] for i < n,
+// each operation rounded to float32 in turn: QMatMul's epilogue on one row.
+// The caller vouches for the bounds.
+//
+//go:noescape
+func Rescale(dst *float32, acc *int32, n int, s float32, cs *float32, bias *float32)
+
+// Quantize sets dst[i] = clamp(round(src[i]/s), ±127) for i < n, rounding
+// half to even (the MXCSR default), NaN giving 0. The caller vouches for
+// the bounds.
+//
+//go:noescape
+func Quantize(dst *int8, src *float32, n int, s float32)

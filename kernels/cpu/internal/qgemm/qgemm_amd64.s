@@ -210,3 +210,92 @@ reduces:
 	MOVL          AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func Rescale(dst *float32, acc *int32, n int, s float32, cs *float32, bias *float32)
+TEXT ·Rescale(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         acc+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z16
+	MOVQ         cs+32(FP), R8
+	MOVQ         bias+40(FP), R9
+
+rloop:
+	CMPQ         CX, $16
+	JL           rtail
+	VCVTDQ2PS    (SI), Z0
+	VMULPS       (R8), Z16, Z1
+	VMULPS       Z1, Z0, Z0
+	VADDPS       (R9), Z0, Z0
+	VMOVUPS      Z0, (DI)
+	ADDQ         $64, SI
+	ADDQ         $64, R8
+	ADDQ         $64, R9
+	ADDQ         $64, DI
+	SUBQ         $16, CX
+	JMP          rloop
+
+rtail:
+	TESTQ        CX, CX
+	JZ           rdone
+	MOVQ         $1, AX
+	SHLQ         CX, AX
+	DECQ         AX
+	KMOVW        AX, K1
+	VMOVDQU32.Z  (SI), K1, Z0
+	VCVTDQ2PS    Z0, Z0
+	VMOVUPS.Z    (R8), K1, Z1
+	VMULPS       Z1, Z16, Z1
+	VMOVUPS.Z    (R9), K1, Z2
+	VMULPS       Z1, Z0, Z0
+	VADDPS       Z2, Z0, Z0
+	VMOVUPS      Z0, K1, (DI)
+
+rdone:
+	VZEROUPPER
+	RET
+
+// func Quantize(dst *int8, src *float32, n int, s float32)
+TEXT ·Quantize(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         src+8(FP), SI
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS s+24(FP), Z16
+	MOVL         $0x42fe0000, AX // 127.0
+	VPBROADCASTD AX, Z17
+	MOVL         $0xc2fe0000, AX // -127.0
+	VPBROADCASTD AX, Z18
+
+qloop:
+	CMPQ         CX, $16
+	JL           qtail
+	VMOVUPS      (SI), Z0
+	VDIVPS       Z16, Z0, Z0
+	VCMPPS       $0, Z0, Z0, K2 // ordered: NaN lanes give 0
+	VMINPS       Z17, Z0, Z0
+	VMAXPS       Z18, Z0, Z0
+	VCVTPS2DQ.Z  Z0, K2, Z0
+	VPMOVSDB     Z0, (DI)
+	ADDQ         $64, SI
+	ADDQ         $16, DI
+	SUBQ         $16, CX
+	JMP          qloop
+
+qtail:
+	TESTQ        CX, CX
+	JZ           qdone
+	MOVQ         $1, AX
+	SHLQ         CX, AX
+	DECQ         AX
+	KMOVW        AX, K1
+	VMOVUPS.Z    (SI), K1, Z0
+	VDIVPS       Z16, Z0, Z0
+	VCMPPS       $0, Z0, Z0, K2
+	VMINPS       Z17, Z0, Z0
+	VMAXPS       Z18, Z0, Z0
+	VCVTPS2DQ.Z  Z0, K2, Z0
+	VPMOVSDB     Z0, K1, (DI)
+
+qdone:
+	VZEROUPPER
+	RET

@@ -20,3 +20,13 @@ func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32) {
 
 // Sum is the assembly kernel, absent here; it panics.
 func Sum(b *int8, k int) int32 { panic("qgemm: no assembly kernel on this architecture") }
+
+// Rescale is the assembly kernel, absent here; it panics.
+func Rescale(dst *float32, acc *int32, n int, s float32, cs *float32, bias *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
+// Quantize is the assembly kernel, absent here; it panics.
+func Quantize(dst *int8, src *float32, n int, s float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}

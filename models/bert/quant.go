@@ -1,0 +1,248 @@
+package bert
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// INT8 post-training quantization of BERT's encoder: W8A8 static. Every
+// linear layer of every encoder layer (query, key, value, attention
+// output, intermediate, output) keeps its weight in int8 with one scale per
+// output channel and quantizes its input with one scale per tensor fixed
+// by calibration; the products run in int8 with int32 sums
+// (kernels.Quant), rescaled, biased and activated in float32 and stored in
+// the model's dtype. The embeddings, layer norms, the attention core (in
+// the precision's attention dtype: float16 for Mixed) and the pooler stay
+// in floating point.
+
+// site is where a layer's int8 linears read their input.
+type site int
+
+// The four inputs of a layer: query, key and value share one.
+const (
+	siteQKV site = iota
+	siteAttnOut
+	siteFFNIn
+	siteFFNOut
+	numSites
+)
+
+// siteLinears names the linear layers reading each site (under
+// encoder.layer.N.).
+var siteLinears = [numSites][]string{
+	{"attention.self.query", "attention.self.key", "attention.self.value"},
+	{"attention.output.dense"},
+	{"intermediate.dense"},
+	{"output.dense"},
+}
+
+// qlinear is a linear layer in int8: w [out, in] with a scale per output
+// channel, the static scale of its input, and the bias in float32.
+type qlinear struct {
+	w, wScale, inScale, b *kernels.Tensor
+}
+
+// Observer collects the values of one linear layer's input over the
+// calibration batches and gives the amax to clip them at (the scale is
+// amax/127): models/quant's observers.
+type Observer interface {
+	Observe(batch []float32) error
+	Amax() (float32, error)
+}
+
+// Calibration is what Model.Quantize calibrates the inputs' scales with.
+type Calibration struct {
+	// Batches are run through the float model, each of Batch sequences
+	// of Seq tokens.
+	Batches    []Inputs
+	Batch, Seq int
+	// NewObserver returns a fresh observer; one is made per input of
+	// every layer.
+	NewObserver func() Observer
+}
+
+// LinearReport is the quantization error of one linear layer: of its
+// weight (against the float weight) and of its input (quantize-dequantize
+// of the last calibration batch's values with the calibrated scale).
+type LinearReport struct {
+	Name                  string // Hugging Face name without ".weight", e.g. encoder.layer.0.attention.self.query
+	WeightMSE, WeightSQNR float64
+	InputAmax             float32 // the observer's clipping point
+	InputMSE, InputSQNR   float64
+	// Bytes is the size of the int8 weight and its scales; FloatBytes
+	// that of the weight in float32 and float16.
+	Bytes, F32Bytes, F16Bytes int64
+}
+
+// Quantized reports whether the encoder's linear layers run in int8.
+func (m *Model) Quantized() bool { return len(m.w.layers) > 0 && m.w.layers[0].q.q != nil }
+
+// Quantize converts the encoder's linear layers to W8A8 static int8: it
+// runs the calibration batches through the float model, observing each
+// linear layer's input, then quantizes the weights per output channel on
+// the device. It returns the per-layer report. The model's backend must
+// implement kernels.Quant.
+func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
+	if m.Quantized() {
+		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
+	}
+	qo, ok := m.be.(kernels.Quant)
+	if !ok {
+		return nil, fmt.Errorf("bert: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	if len(cal.Batches) == 0 || cal.NewObserver == nil {
+		return nil, fmt.Errorf("bert: calibration needs batches and an observer: %w", ErrInput)
+	}
+	amax, last, err := m.calibrate(cal)
+	if err != nil {
+		return nil, err
+	}
+	var reports []LinearReport
+	for i := range m.w.layers {
+		l := &m.w.layers[i]
+		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
+		for s := range numSites {
+			a := amax[i][s]
+			if !(a > 0) || math.IsInf(float64(a), 0) {
+				return nil, fmt.Errorf("bert: layer %d: %s: calibrated amax %v, want a positive finite value: %w",
+					i, siteLinears[s][0], a, ErrInput)
+			}
+			inScale, err := m.params.Upload("", kernels.F32, []float32{a / kernels.QMax}, 1)
+			if err != nil {
+				return nil, fmt.Errorf("bert: %w", err)
+			}
+			inMSE, inSQNR := quantError(last[i][s], func(v float32) float32 {
+				return float32(kernels.QuantizeValue(v, a/kernels.QMax)) * (a / kernels.QMax)
+			})
+			for j, lin := range lins[s] {
+				name := layerParam(i, siteLinears[s][j])
+				r, err := m.quantizeLinear(qo, lin, inScale, name)
+				if err != nil {
+					return nil, err
+				}
+				r.InputAmax, r.InputMSE, r.InputSQNR = a, inMSE, inSQNR
+				reports = append(reports, r)
+			}
+		}
+	}
+	return reports, nil
+}
+
+// calibrate runs the batches through the float model and returns each
+// layer input's amax and its values in the last batch.
+func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][numSites][]float32, err error) {
+	f, err := m.NewForward(cal.Batch, cal.Seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	n := len(m.w.layers)
+	obs := make([][numSites]Observer, n)
+	last = make([][numSites][]float32, n)
+	for i := range n {
+		for s := range numSites {
+			obs[i][s] = cal.NewObserver()
+		}
+		f.enc.layers[i].observe = func(s site, x *kernels.Tensor) error {
+			v, err := kernels.ToFloat32(x)
+			if err != nil {
+				return err
+			}
+			last[i][s] = v
+			if err := obs[i][s].Observe(v); err != nil {
+				return fmt.Errorf("calibration of %s: %w", siteLinears[s][0], err)
+			}
+			return nil
+		}
+	}
+	for b, in := range cal.Batches {
+		if err := f.SetInputs(in); err != nil {
+			return nil, nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
+		}
+		if err := f.Run(); err != nil {
+			return nil, nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
+		}
+	}
+	amax = make([][numSites]float32, n)
+	for i := range n {
+		for s := range numSites {
+			if amax[i][s], err = obs[i][s].Amax(); err != nil {
+				return nil, nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
+			}
+		}
+	}
+	return amax, last, nil
+}
+
+// quantizeLinear quantizes lin's weight per output channel on the device
+// and its bias to float32, reading its input with inScale, and reports the
+// weight's error.
+func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale *kernels.Tensor, name string) (LinearReport, error) {
+	r := LinearReport{Name: name}
+	shape := lin.w.Shape()
+	out, in := shape[0], shape[1]
+	q := &qlinear{inScale: inScale}
+	var err error
+	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, out, in); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	if err := qo.Quantize(q.w, q.wScale, lin.w, true); err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	bias, err := kernels.ToFloat32(lin.b)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	if q.b, err = m.params.Upload("", kernels.F32, bias, out); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	// The report compares what the device computed with the float weight.
+	w, err := kernels.ToFloat32(lin.w)
+	if err != nil {
+		return r, err
+	}
+	deq, err := m.be.Alloc(kernels.F32, out, in)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	err = qo.Dequantize(deq, q.w, q.wScale)
+	var wd []float32
+	if err == nil {
+		wd, err = kernels.ToFloat32(deq)
+	}
+	if err = errors.Join(err, m.be.Free(deq)); err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	i := 0
+	r.WeightMSE, r.WeightSQNR = quantError(w, func(float32) float32 { i++; return wd[i-1] })
+	r.Bytes = q.w.Bytes() + q.wScale.Bytes()
+	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
+	// The float weight and bias are not read again.
+	if err := errors.Join(m.params.Release(lin.w), m.params.Release(lin.b)); err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	*lin = linear{q: q}
+	return r, nil
+}
+
+// quantError returns the mean squared error of f(x) against x over x, and
+// the signal-to-quantization-noise ratio 10·log10(Σx²/Σ(x−f(x))²) in dB
+// (+Inf when exact).
+func quantError(x []float32, f func(float32) float32) (mse, sqnr float64) {
+	var sig, noise float64
+	for _, v := range x {
+		d := float64(v) - float64(f(v))
+		sig += float64(v) * float64(v)
+		noise += d * d
+	}
+	if len(x) > 0 {
+		mse = noise / float64(len(x))
+	}
+	return mse, 10 * math.Log10(sig/noise)
+}
