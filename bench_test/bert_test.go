@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/bert"
 	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 )
@@ -179,6 +181,51 @@ func TestBERTGolden(t *testing.T) {
 					assert.LessOrEqual(t, pooled, pr.tol, "pooler_output")
 				})
 			}
+		}
+	}
+}
+
+// TestBERTInt8Golden quantizes BERT-base (synthetic weights) and the tiny
+// checkpoint to W8A8 int8 on every device that has kernels.Quant and
+// holds every golden case of the model to bertInt8Tolerance of the float64
+// reference; the per-layer report must show every weight and input
+// quantized with a bounded error, in about half float16's memory.
+func TestBERTInt8Golden(t *testing.T) {
+	cases, err := loadBERTCases(bertGolden)
+	require.NoError(t, err)
+	for _, dev := range devices {
+		if _, ok := dev.(kernels.Quant); !ok {
+			continue
+		}
+		models := map[string]*bert.Model{} // one quantized model per config and weights
+		parent := t
+		for _, c := range cases {
+			cfg, src, err := c.source()
+			require.NoError(t, err)
+			t.Run(fmt.Sprintf("dev=%s/%s", dev.Name(), c.Name), func(t *testing.T) {
+				key := c.Config + "/" + c.Weights
+				m := models[key]
+				if m == nil {
+					var rep []bert.LinearReport
+					m, rep, err = int8BERT(dev, cfg, src)
+					require.NoError(t, err)
+					parent.Cleanup(func() { assert.NoError(parent, m.Close()) })
+					models[key] = m
+					require.Len(t, rep, 6*cfg.NumHiddenLayers, "one report per linear layer")
+					for _, r := range rep {
+						assert.Greater(t, r.WeightSQNR, 30.0, "%s: weight SQNR", r.Name)
+						assert.Greater(t, r.InputSQNR, 15.0, "%s: input SQNR", r.Name)
+						assert.Greater(t, r.InputAmax, float32(0), "%s: input amax", r.Name)
+						assert.Less(t, float64(r.Bytes), 0.6*float64(r.F16Bytes), "%s: int8 bytes (with the scales) against float16's", r.Name)
+					}
+				}
+				require.True(t, m.Quantized())
+				hidden, pooled, err := runBERT(m, c)
+				require.NoError(t, err)
+				t.Logf("rel-err last_hidden_state %.3g, pooler_output %.3g", hidden, pooled)
+				assert.LessOrEqual(t, hidden, bertInt8Tolerance, "last_hidden_state")
+				assert.LessOrEqual(t, pooled, bertInt8Tolerance, "pooler_output")
+			})
 		}
 	}
 }
@@ -384,7 +431,7 @@ func BenchmarkBERT(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					bertBench(b, m, golden, s[0], s[1])
+					bertBench(b, m, golden, s[0], s[1], pr.DType(), bertTolerance(pr))
 				})
 			}
 			if m != nil {
@@ -393,10 +440,83 @@ func BenchmarkBERT(b *testing.B) {
 				}
 			}
 		}
+		benchBERTInt8(b, dev, golden)
 	}
 }
 
-func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
+// benchBERTInt8 is BenchmarkBERT's dtype=int8: the W8A8 static model of
+// bert.Model.Quantize (float32 around the int8 linears, the attention core
+// in float16 on GPUs), calibrated as int8BERT does, at every shape on
+// CPUs and the f32 shapes' first three on GPUs. rel-err is against the
+// float64 reference, as for the float models: the accuracy int8 costs.
+func benchBERTInt8(b *testing.B, dev kernels.Backend, golden *bertCase) {
+	var m *bert.Model
+	defer func() {
+		if m != nil {
+			if err := m.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}()
+	for _, s := range bertShapes(dev) {
+		b.Run(fmt.Sprintf("dev=%s/dtype=int8/batch=%d/seq=%d", dev.Name(), s[0], s[1]), func(b *testing.B) {
+			if m == nil {
+				var err error
+				if m, _, err = int8BERT(dev, bert.Base(), bert.Synthetic(bertSeed)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			bertBench(b, m, golden, s[0], s[1], kernels.I8, bertInt8Tolerance)
+		})
+	}
+}
+
+// The calibration of the int8 BERT of the benchmarks and goldens: the
+// histogram percentile (99.99, 2048 bins) over bertCalibBatches batches
+// of one sequence of 128 random token ids, seeded apart from the
+// benchmarks' inputs.
+const (
+	bertCalibMethod  = "percentile-hist"
+	bertCalibBatches = 8
+	bertCalibSeq     = 128
+	// bertInt8Tolerance bounds the int8 model's rel-err against the
+	// float64 reference.
+	bertInt8Tolerance = 5e-2
+)
+
+// int8BERT loads cfg's weights from src on dev (float32; Mixed on GPUs)
+// and quantizes it with the calibration above.
+func int8BERT(dev kernels.Backend, cfg bert.Config, src nn.Source) (*bert.Model, []bert.LinearReport, error) {
+	prec := nn.F32
+	if dev.Info().Kind == kernels.GPU {
+		prec = nn.Mixed
+	}
+	m, err := bert.Load(dev, cfg, src, prec)
+	if err != nil {
+		return nil, nil, err
+	}
+	cal := bert.Calibration{Batch: 1, Seq: min(bertCalibSeq, cfg.MaxPositionEmbeddings), NewObserver: func() quant.Observer {
+		o, err := quant.New(bertCalibMethod, quant.Options{})
+		if err != nil {
+			panic(err) // the method and options are constants
+		}
+		return o
+	}}
+	for i := range bertCalibBatches {
+		ids := make([]int32, cal.Seq)
+		for j, u := range uniform(uint64(7000+i), kernels.F32, len(ids)) {
+			ids[j] = int32((u + 1) / 2 * float32(cfg.VocabSize-1))
+		}
+		cal.Batches = append(cal.Batches, bert.Inputs{IDs: ids})
+	}
+	rep, err := m.Quantize(cal)
+	if err != nil {
+		return nil, nil, errors.Join(err, m.Close())
+	}
+	return m, rep, nil
+}
+
+func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int, dt kernels.DType, tol float64) {
 	dev, cfg := m.Backend(), m.Config
 	f, err := m.NewForward(batch, seq)
 	if err != nil {
@@ -411,7 +531,6 @@ func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
 		b.Fatal(err)
 	}
 	run := captured(b, dev, f.Run)
-	dt := m.Precision.DType()
 	work := zbench.Workload{
 		FLOPs:    bertFLOPs(cfg, batch, seq),
 		Bytes:    float64(cfg.CountParams(true, false) * int64(dt.Size())),
@@ -432,7 +551,7 @@ func bertBench(b *testing.B, m *bert.Model, golden *bertCase, batch, seq int) {
 		rel, _, err := runBERT(m, golden)
 		return rel, err
 	}
-	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: bertTolerance(m.Precision)})
+	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: tol})
 }
 
 func bertTolerance(p nn.Precision) float64 {

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/quant"
 )
 
 // INT8 post-training quantization of BERT's encoder: W8A8 static. Every
@@ -45,14 +46,6 @@ type qlinear struct {
 	w, wScale, inScale, b *kernels.Tensor
 }
 
-// Observer collects the values of one linear layer's input over the
-// calibration batches and gives the amax to clip them at (the scale is
-// amax/127): models/quant's observers.
-type Observer interface {
-	Observe(batch []float32) error
-	Amax() (float32, error)
-}
-
 // Calibration is what Model.Quantize calibrates the inputs' scales with.
 type Calibration struct {
 	// Batches are run through the float model, each of Batch sequences
@@ -61,7 +54,7 @@ type Calibration struct {
 	Batch, Seq int
 	// NewObserver returns a fresh observer; one is made per input of
 	// every layer.
-	NewObserver func() Observer
+	NewObserver func() quant.Observer
 }
 
 // LinearReport is the quantization error of one linear layer: of its
@@ -110,20 +103,22 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 				return nil, fmt.Errorf("bert: layer %d: %s: calibrated amax %v, want a positive finite value: %w",
 					i, siteLinears[s][0], a, ErrInput)
 			}
-			inScale, err := m.params.Upload("", kernels.F32, []float32{a / kernels.QMax}, 1)
+			scale := quant.Scale(a)
+			fq, err := quant.FakeQuantize(last[i][s], []float32{scale})
 			if err != nil {
-				return nil, fmt.Errorf("bert: %w", err)
+				return nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
 			}
-			inMSE, inSQNR := quantError(last[i][s], func(v float32) float32 {
-				return float32(kernels.QuantizeValue(v, a/kernels.QMax)) * (a / kernels.QMax)
-			})
+			inErr, err := quant.Measure(last[i][s], fq)
+			if err != nil {
+				return nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
+			}
 			for j, lin := range lins[s] {
 				name := layerParam(i, siteLinears[s][j])
-				r, err := m.quantizeLinear(qo, lin, inScale, name)
+				r, err := m.quantizeLinear(qo, lin, scale, name)
 				if err != nil {
 					return nil, err
 				}
-				r.InputAmax, r.InputMSE, r.InputSQNR = a, inMSE, inSQNR
+				r.InputAmax, r.InputMSE, r.InputSQNR = a, inErr.MSE, inErr.SQNR
 				reports = append(reports, r)
 			}
 		}
@@ -140,7 +135,7 @@ func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][nu
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
 	n := len(m.w.layers)
-	obs := make([][numSites]Observer, n)
+	obs := make([][numSites]quant.Observer, n)
 	last = make([][numSites][]float32, n)
 	for i := range n {
 		for s := range numSites {
@@ -178,14 +173,17 @@ func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][nu
 }
 
 // quantizeLinear quantizes lin's weight per output channel on the device
-// and its bias to float32, reading its input with inScale, and reports the
-// weight's error.
-func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale *kernels.Tensor, name string) (LinearReport, error) {
+// and its bias to float32, reading its input with the static scale
+// inScale, and reports the weight's error.
+func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale float32, name string) (LinearReport, error) {
 	r := LinearReport{Name: name}
 	shape := lin.w.Shape()
 	out, in := shape[0], shape[1]
-	q := &qlinear{inScale: inScale}
+	q := &qlinear{}
 	var err error
+	if q.inScale, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{inScale}, 1); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
 	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, out, in); err != nil {
 		return r, fmt.Errorf("bert: %w", err)
 	}
@@ -199,7 +197,7 @@ func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale *kernels.T
 	if err != nil {
 		return r, fmt.Errorf("bert: %s: %w", name, err)
 	}
-	if q.b, err = m.params.Upload("", kernels.F32, bias, out); err != nil {
+	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, out); err != nil {
 		return r, fmt.Errorf("bert: %w", err)
 	}
 	// The report compares what the device computed with the float weight.
@@ -219,8 +217,11 @@ func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale *kernels.T
 	if err = errors.Join(err, m.be.Free(deq)); err != nil {
 		return r, fmt.Errorf("bert: %s: %w", name, err)
 	}
-	i := 0
-	r.WeightMSE, r.WeightSQNR = quantError(w, func(float32) float32 { i++; return wd[i-1] })
+	werr, err := quant.Measure(w, wd)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	r.WeightMSE, r.WeightSQNR = werr.MSE, werr.SQNR
 	r.Bytes = q.w.Bytes() + q.wScale.Bytes()
 	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
 	// The float weight and bias are not read again.
@@ -229,20 +230,4 @@ func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale *kernels.T
 	}
 	*lin = linear{q: q}
 	return r, nil
-}
-
-// quantError returns the mean squared error of f(x) against x over x, and
-// the signal-to-quantization-noise ratio 10·log10(Σx²/Σ(x−f(x))²) in dB
-// (+Inf when exact).
-func quantError(x []float32, f func(float32) float32) (mse, sqnr float64) {
-	var sig, noise float64
-	for _, v := range x {
-		d := float64(v) - float64(f(v))
-		sig += float64(v) * float64(v)
-		noise += d * d
-	}
-	if len(x) > 0 {
-		mse = noise / float64(len(x))
-	}
-	return mse, 10 * math.Log10(sig/noise)
 }

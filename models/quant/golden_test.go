@@ -1,0 +1,193 @@
+package quant_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/models/quant"
+	"github.com/zbench/zbench/models/safetensors"
+)
+
+// goldenFile is written by testdata/reference/quant.py (regenerate with
+// /usr/bin/python3 testdata/reference/quant.py).
+const goldenFile = "../../testdata/golden/quant.safetensors"
+
+// goldenCase is a case's metadata.
+type goldenCase struct {
+	Op                string    `json:"op"`
+	Dist              string    `json:"dist"`
+	Batches           int       `json:"batches"`
+	Percentiles       []float64 `json:"percentiles"`
+	QuantMin          int       `json:"quant_min"`
+	QuantMax          int       `json:"quant_max"`
+	Axis              *int      `json:"axis"`
+	ReciprocalDiffers int       `json:"reciprocal_differs"`
+}
+
+// golden is the opened golden file and its cases by name.
+type golden struct {
+	f     *safetensors.File
+	cases map[string]goldenCase
+}
+
+func openGolden(t *testing.T) golden {
+	t.Helper()
+	f, err := safetensors.Open(goldenFile)
+	require.NoError(t, err, "regenerate with /usr/bin/python3 testdata/reference/quant.py")
+	meta := f.Metadata()
+	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
+	require.Equal(t, "testdata/reference/quant.py", meta["script"])
+	g := golden{f: f, cases: map[string]goldenCase{}}
+	for name, v := range meta {
+		if slices.Contains([]string{"format", "reference", "script", "seed"}, name) {
+			continue
+		}
+		var c goldenCase
+		require.NoError(t, json.Unmarshal([]byte(v), &c), name)
+		g.cases[name] = c
+	}
+	return g
+}
+
+// names returns the cases of op, sorted.
+func (g golden) names(op string) []string {
+	var out []string
+	for name, c := range g.cases {
+		if c.Op == op {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (g golden) f32(t *testing.T, name string) ([]float32, []int) {
+	t.Helper()
+	ten, err := g.f.Tensor(name)
+	require.NoError(t, err)
+	require.Equal(t, "F32", ten.DType, name)
+	v, err := ten.Float32()
+	require.NoError(t, err)
+	return v, ten.Shape
+}
+
+func (g golden) i32(t *testing.T, name string) []int32 {
+	t.Helper()
+	ten, err := g.f.Tensor(name)
+	require.NoError(t, err)
+	v, err := ten.Int32()
+	require.NoError(t, err)
+	return v
+}
+
+// TestGoldenPercentile checks the percentile observer against
+// torch.quantile bit for bit, streaming the batches, and the histogram
+// percentile against its bound.
+func TestGoldenPercentile(t *testing.T) {
+	g := openGolden(t)
+	names := g.names("percentile")
+	require.Len(t, names, 4)
+	for _, name := range names {
+		c := g.cases[name]
+		var bs [][]float32
+		for b := range c.Batches {
+			x, _ := g.f32(t, fmt.Sprintf("%s/batch%d", name, b))
+			bs = append(bs, x)
+		}
+		want, _ := g.f32(t, name+"/out")
+		require.Len(t, want, len(c.Percentiles))
+		for i, p := range c.Percentiles {
+			t.Run(fmt.Sprintf("%s/p=%v", name, p), func(t *testing.T) {
+				got := observe(t, "percentile", quant.Options{Percentile: p}, bs...)
+				assert.Equal(t, math.Float32bits(want[i]), math.Float32bits(got), "torch %v, ours %v", want[i], got)
+
+				o, err := quant.NewHistPercentile(p, quant.DefaultBins)
+				require.NoError(t, err)
+				for _, b := range bs {
+					require.NoError(t, o.Observe(b))
+				}
+				est, err := o.Amax()
+				require.NoError(t, err)
+				w := o.Histogram().Width()
+				diff := math.Abs(float64(est) - float64(want[i]))
+				assert.LessOrEqual(t, diff, w+2*ulp32(float64(want[i])))
+				t.Logf("torch %v, histogram %v: %.3f bins off", want[i], est, diff/w)
+			})
+		}
+	}
+}
+
+// TestGoldenWeights checks per-channel and per-tensor quantization against
+// torch.quantize_per_channel / quantize_per_tensor and their fake-quantize
+// twins: the scales bit for bit, the int8 values exactly except where
+// torch's multiplication by the float32 reciprocal of the scale rounds
+// differently from our division (kernels.QuantizeValue), which the script
+// counts too.
+func TestGoldenWeights(t *testing.T) {
+	g := openGolden(t)
+	names := append(g.names("per_channel"), g.names("per_tensor")...)
+	require.Len(t, names, 3)
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			c := g.cases[name]
+			require.Equal(t, -127, c.QuantMin)
+			require.Equal(t, 127, c.QuantMax)
+			input := "w"
+			if c.Op == "per_tensor" {
+				input = "x"
+			}
+			w, shape := g.f32(t, name+"/"+input)
+			require.Len(t, shape, 2)
+			n, k := shape[0], shape[1]
+			wantScales, _ := g.f32(t, name+"/scale")
+			wantQ := g.i32(t, name+"/q")
+			wantFake, _ := g.f32(t, name+"/fake")
+
+			var q []int8
+			var scales []float32
+			if c.Op == "per_channel" {
+				require.Equal(t, 0, *c.Axis)
+				var err error
+				q, scales, err = quant.QuantizePerChannel(w, n, k)
+				require.NoError(t, err)
+			} else {
+				require.Nil(t, c.Axis)
+				var s float32
+				var err error
+				q, s, err = quant.QuantizePerTensor(w)
+				require.NoError(t, err)
+				scales = []float32{s}
+			}
+			assert.Equal(t, wantScales, scales)
+			fake, err := quant.FakeQuantize(w, scales)
+			require.NoError(t, err)
+
+			rowLen := len(w) / len(scales)
+			differs := 0
+			for i := range w {
+				s := scales[i/rowLen]
+				if int32(q[i]) == wantQ[i] {
+					assert.Equal(t, wantFake[i], fake[i], "element %d", i)
+					continue
+				}
+				// torch: round(x·(1/s)) in float32.
+				inv := float32(1) / s
+				recip := float32(math.RoundToEven(float64(float32(w[i] * inv))))
+				require.Equal(t, float32(wantQ[i]), recip, "element %d: torch's int8 is not the reciprocal rounding", i)
+				require.InDelta(t, wantQ[i], q[i], 1, "element %d", i)
+				assert.Equal(t, float32(wantQ[i])*s, wantFake[i], "element %d", i)
+				differs++
+			}
+			assert.Equal(t, c.ReciprocalDiffers, differs, "elements rounded differently from torch")
+			t.Logf("%d×%d: %d of %d int8 values equal torch's; %d differ by one step (torch's reciprocal)",
+				n, k, len(w)-differs, len(w), differs)
+		})
+	}
+}
