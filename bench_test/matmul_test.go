@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/zbench"
 )
 
@@ -72,7 +73,99 @@ func BenchmarkMatMul(b *testing.B) {
 			name := fmt.Sprintf("dev=%s/dtype=%s/m=%d/n=%d/k=%d/transfer=%s", dev.Name(), c.dtypeName(), c.n, c.n, c.n, transfer)
 			b.Run(name, func(b *testing.B) { benchMatMul(b, dev, c) })
 		}
+		if !testing.Short() {
+			for _, f := range []kernels.WeightFormat{0, kernels.WInt8, kernels.WInt4, kernels.WNF4} {
+				name := fmt.Sprintf("dev=%s/dtype=%s/m=1/n=%d/k=%d/transfer=resident", dev.Name(), weightDType(f), decodeN, decodeK)
+				b.Run(name, func(b *testing.B) { benchDecodeMatMul(b, dev, f) })
+			}
+		}
 	}
+}
+
+// The decode product of BenchmarkMatMul: one row times TinyLlama's MLP
+// up-projection weight [5632, 2048], the memory-bound GEMV of LLM decode,
+// in float32 and weight-only quantized.
+const decodeN, decodeK = 5632, 2048
+
+// weightGroups are the 4-bit formats' group sizes: int4's 128 (GPTQ's and
+// AWQ's usual), NF4's 64 (bitsandbytes' default block).
+var weightGroups = map[kernels.WeightFormat]int{kernels.WInt4: 128, kernels.WNF4: 64}
+
+// weightDType names a weight-only format as a benchmark dtype: w8a16,
+// w4a16 (int4) or nf4; 0 is f32, the unquantized product.
+func weightDType(f kernels.WeightFormat) string {
+	switch f {
+	case kernels.WInt8:
+		return "w8a16"
+	case kernels.WInt4:
+		return "w4a16"
+	case kernels.WNF4:
+		return "nf4"
+	}
+	return "f32"
+}
+
+// benchDecodeMatMul times out [1, N] = x [1, K] · Wᵀ with W [N, K] in
+// float32 (f == 0: MatMul) or weight-only quantized in f (WMatMul). Bytes
+// are the weight's as stored: the traffic that bounds decode. rel-err is
+// against the float32 product with the unquantized weight, so that the
+// speed of a format shows with its accuracy.
+func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat) {
+	wv, xv := uniform(5, kernels.F32, decodeN*decodeK), uniform(6, kernels.F32, decodeK)
+	x := upload(b, dev, kernels.F32, xv, 1, decodeK)
+	out := alloc(b, dev, kernels.F32, 1, decodeN)
+	bytes := 4 * float64(decodeN*decodeK)
+	var op func() error
+	if f == 0 {
+		w := upload(b, dev, kernels.F32, wv, decodeN, decodeK)
+		op = func() error { return dev.MatMul(out, x, w, kernels.MatMulParams{TransB: true}) }
+	} else {
+		wq, ok := dev.(kernels.WeightQuant)
+		if !ok {
+			b.Skipf("the %s backend has no weight-only quantized ops (kernels.WeightQuant)", dev.Name())
+		}
+		data, scales, err := quant.QuantizeWeightOnly(f, wv, decodeN, decodeK, weightGroups[f])
+		if err != nil {
+			b.Fatal(err)
+		}
+		w := kernels.QWeight{Format: f, Group: weightGroups[f]}
+		w.Data = upload(b, dev, kernels.I8, int8sToFloat(data), decodeN, len(data)/decodeN)
+		scaleShape := []int{decodeN}
+		if f != kernels.WInt8 {
+			scaleShape = append(scaleShape, len(scales)/decodeN)
+		}
+		w.Scales = upload(b, dev, kernels.F32, scales, scaleShape...)
+		bytes = float64(len(data) + 4*len(scales))
+		op = func() error { return wq.WMatMul(out, x, w, nil) }
+	}
+	zbench.Measure(b, zbench.Bench{
+		Dev:  dev,
+		Work: zbench.Workload{FLOPs: 2 * float64(decodeN) * float64(decodeK), Bytes: bytes, DType: kernels.F32},
+		Op:   op,
+		Verify: func() (float64, error) {
+			got, err := kernels.ToFloat32(out)
+			if err != nil {
+				return 0, err
+			}
+			return sampledMatMulErr(got, xv, transpose(wv, decodeN, decodeK), 1, decodeN, decodeK, 256), nil
+		},
+		MaxRelErr: map[kernels.WeightFormat]float64{0: kernels.Tolerance(kernels.F32), kernels.WInt8: int8MatMulErr,
+			kernels.WInt4: int4MatMulErr, kernels.WNF4: int4MatMulErr}[f],
+	})
+}
+
+// int4MatMulErr bounds the 4-bit formats' rel-err against the float32
+// product: 16 levels per group leave about 10% of a uniform weight's
+// signal as noise, 5% in a long dot product's relative L2 error.
+const int4MatMulErr = 1.5e-1
+
+// int8sToFloat widens int8 values to float32 for upload as I8.
+func int8sToFloat(v []int8) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
 }
 
 func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {

@@ -49,3 +49,18 @@ func Rescale(dst *float32, acc *int32, n int, s float32, cs *float32, bias *floa
 //
 //go:noescape
 func Quantize(dst *int8, src *float32, n int, s float32)
+
+// DotQ8 returns Σ x[p]·float32(w[p]) for p < k, k a non-negative
+// multiple of 16, summed in float32 in 4 interleaved lanes of 16.
+//
+//go:noescape
+func DotQ8(x *float32, w *int8, k int) float32
+
+// DotQ4 returns Σ_g scales[g]·Σ_{p in group g} x'[p]·levels[code(p)] over
+// k values (a multiple of group, itself a multiple of 32) of 4-bit codes
+// packed two per byte of w (low nibble first). x is permuted per chunk of
+// 32: the 16 values of the even positions, then the 16 of the odd ones
+// (PermuteQ4), which the low and high nibbles of 16 bytes meet in order.
+//
+//go:noescape
+func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32

@@ -299,3 +299,111 @@ qtail:
 qdone:
 	VZEROUPPER
 	RET
+
+// HSUMPS reduces the 16 floats of Z0 into X0's first lane.
+#define HSUMPS \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS        Y1, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0; \
+	VPERMILPS     $0x4e, X0, X1; \
+	VADDPS        X1, X0, X0; \
+	VPERMILPS     $0xb1, X0, X1; \
+	VADDPS        X1, X0, X0
+
+// func DotQ8(x *float32, w *int8, k int) float32
+TEXT ·DotQ8(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ k+16(FP), CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+d8loop64:
+	CMPQ        CX, $64
+	JL          d8loop16
+	VPMOVSXBD   (DI), Z4
+	VPMOVSXBD   16(DI), Z5
+	VPMOVSXBD   32(DI), Z6
+	VPMOVSXBD   48(DI), Z7
+	VCVTDQ2PS   Z4, Z4
+	VCVTDQ2PS   Z5, Z5
+	VCVTDQ2PS   Z6, Z6
+	VCVTDQ2PS   Z7, Z7
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z1
+	VFMADD231PS 128(SI), Z6, Z2
+	VFMADD231PS 192(SI), Z7, Z3
+	ADDQ        $64, DI
+	ADDQ        $256, SI
+	SUBQ        $64, CX
+	JMP         d8loop64
+
+d8loop16:
+	CMPQ        CX, $16
+	JL          d8done
+	VPMOVSXBD   (DI), Z4
+	VCVTDQ2PS   Z4, Z4
+	VFMADD231PS (SI), Z4, Z0
+	ADDQ        $16, DI
+	ADDQ        $64, SI
+	SUBQ        $16, CX
+	JMP         d8loop16
+
+d8done:
+	VADDPS Z1, Z0, Z0
+	VADDPS Z3, Z2, Z2
+	VADDPS Z2, Z0, Z0
+	HSUMPS
+	MOVSS  X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32
+TEXT ·DotQ4(SB), NOSPLIT, $0-52
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DI
+	MOVQ         k+16(FP), CX
+	MOVQ         scales+24(FP), R8
+	MOVQ         group+32(FP), R9
+	MOVQ         levels+40(FP), R10
+	VMOVUPS      (R10), Z30
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z31
+	VPXORD       Z7, Z7, Z7
+
+d4group:
+	TESTQ  CX, CX
+	JZ     d4done
+	VPXORD Z0, Z0, Z0
+	VPXORD Z8, Z8, Z8
+	MOVQ   R9, DX
+
+d4chunk:
+	VPMOVZXBD   (DI), Z1
+	VPANDD      Z31, Z1, Z2
+	VPSRLD      $4, Z1, Z3
+	VPERMPS     Z30, Z2, Z2
+	VPERMPS     Z30, Z3, Z3
+	VFMADD231PS (SI), Z2, Z0
+	VFMADD231PS 64(SI), Z3, Z8
+	ADDQ        $16, DI
+	ADDQ        $128, SI
+	SUBQ        $32, DX
+	SUBQ        $32, CX
+	TESTQ       DX, DX
+	JNZ         d4chunk
+	VADDPS       Z8, Z0, Z0
+	VBROADCASTSS (R8), Z6
+	VFMADD231PS  Z6, Z0, Z7
+	ADDQ         $4, R8
+	JMP          d4group
+
+d4done:
+	VMOVAPS Z7, Z0
+	HSUMPS
+	MOVSS   X0, ret+48(FP)
+	VZEROUPPER
+	RET

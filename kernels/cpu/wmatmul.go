@@ -1,0 +1,164 @@
+package cpu
+
+import (
+	"gonum.org/v1/gonum/blas"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/qgemm"
+)
+
+var _ kernels.WeightQuant = (*Backend)(nil)
+
+// wgemvRows is the most rows of x WMatMul takes one dot product per
+// output at (decode); more rows dequantize blocks of the weight to
+// float32 and multiply them with the SGEMM (prefill), which reads each
+// weight once instead of once per row.
+const wgemvRows = 8
+
+// wblock is the number of weight rows a worker dequantizes at a time on
+// the SGEMM path.
+const wblock = 64
+
+// WMatMul multiplies x by the transpose of a weight-only quantized matrix,
+// dequantizing it on the fly: per output a dot product of x's row with the
+// codes (AVX-512 where the CPU has it) for a few rows of x, or blocks of
+// the weight dequantized to float32 and the SGEMM for more.
+func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kernels.Tensor) error {
+	g, err := kernels.CheckWMatMul("cpu: wmatmul", b, out, x, w, bias)
+	if err != nil {
+		return err
+	}
+	xs := make([]float32, g.M*g.K)
+	copy(xs, loadRange(x, 0, g.M*g.K, xs))
+	var bv []float32
+	if bias != nil {
+		bv = f32(bias)
+	}
+	y, flush := out32(out, false)
+	if g.M <= wgemvRows {
+		wgemv(y, xs, w, g)
+	} else {
+		wgemm(y, xs, w, g)
+	}
+	if bv != nil {
+		for m := range g.M {
+			row := y[m*g.N : (m+1)*g.N]
+			for j := range row {
+				row[j] += bv[j]
+			}
+		}
+	}
+	flush()
+	return nil
+}
+
+// wgemv sets y [M, N] = x [M, K] · Wᵀ with one dot product per output.
+func wgemv(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
+	data, scales := i8(w.Data), f32(w.Scales)
+	levels := w.Format.Levels()
+	if w.Format != kernels.WInt8 {
+		for m := range g.M {
+			permuteQ4(xs[m*g.K : (m+1)*g.K])
+		}
+	}
+	parallelFor(g.N, g.M*g.K/4, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			for m := range g.M {
+				x := xs[m*g.K : (m+1)*g.K]
+				if w.Format == kernels.WInt8 {
+					y[m*g.N+n] = dotQ8(x, data[n*g.K:(n+1)*g.K]) * scales[n]
+				} else {
+					ng := g.K / w.Group
+					y[m*g.N+n] = dotQ4(x, data[n*g.K/2:(n+1)*g.K/2], scales[n*ng:(n+1)*ng], w.Group, &levels)
+				}
+			}
+		}
+	})
+}
+
+// wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock
+// rows of W at a time and multiplying them with the serial SGEMM.
+func wgemm(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
+	blocks := (g.N + wblock - 1) / wblock
+	parallelFor(blocks, g.M*wblock*g.K/16, func(lo, hi int) {
+		buf := make([]float32, wblock*g.K)
+		for blk := lo; blk < hi; blk++ {
+			n0 := blk * wblock
+			rows := min(wblock, g.N-n0)
+			for r := range rows {
+				dequantRow(buf[r*g.K:(r+1)*g.K], w, n0+r, g.K)
+			}
+			serialSgemm(blas.NoTrans, blas.Trans, g.M, rows, g.K, 1, xs, g.K, buf[:rows*g.K], g.K, 0, y[n0:], g.N)
+		}
+	})
+}
+
+// dequantRow sets dst (K values) to row n of W dequantized.
+func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
+	data, scales := i8(w.Data), f32(w.Scales)
+	if w.Format == kernels.WInt8 {
+		s := scales[n]
+		for i, c := range data[n*k : (n+1)*k] {
+			dst[i] = float32(c) * s
+		}
+		return
+	}
+	levels := w.Format.Levels()
+	ng := k / w.Group
+	for i, c := range data[n*k/2 : (n+1)*k/2] {
+		s := scales[n*ng+2*i/w.Group]
+		dst[2*i] = levels[uint8(c)&15] * s
+		dst[2*i+1] = levels[uint8(c)>>4] * s
+	}
+}
+
+// permuteQ4 reorders x in place, chunk of 32 by chunk of 32, into the 16
+// values at even positions followed by the 16 at odd ones: the order in
+// which DotQ4 meets the low and high nibbles of 16 bytes.
+func permuteQ4(x []float32) {
+	var t [32]float32
+	for c := 0; c+32 <= len(x); c += 32 {
+		for i := range 16 {
+			t[i], t[16+i] = x[c+2*i], x[c+2*i+1]
+		}
+		copy(x[c:c+32], t[:])
+	}
+}
+
+// dotQ8 is Σ x[p]·w[p] over int8 codes.
+func dotQ8(x []float32, w []int8) float32 {
+	w = w[:len(x)]
+	var s float32
+	k16 := 0
+	if qgemm.Available {
+		k16 = len(x) &^ 15
+		if k16 > 0 {
+			s = qgemm.DotQ8(&x[0], &w[0], k16)
+		}
+	}
+	for p := k16; p < len(x); p++ {
+		s += x[p] * float32(w[p])
+	}
+	return s
+}
+
+// dotQ4 is Σ over groups of scale·Σ x'·levels[code] for 4-bit codes, x
+// permuted by permuteQ4.
+func dotQ4(x []float32, w []int8, scales []float32, group int, levels *[16]float32) float32 {
+	if qgemm.Available {
+		_, _ = w[len(x)/2-1], scales[len(x)/group-1]
+		return qgemm.DotQ4(&x[0], &w[0], len(x), &scales[0], group, levels)
+	}
+	var total float32
+	for g := 0; g < len(x)/group; g++ {
+		var part float32
+		for c := g * group; c < (g+1)*group; c += 32 {
+			for i := range 16 {
+				b := uint8(w[c/2+i])
+				part += x[c+i]*levels[b&15] + x[c+16+i]*levels[b>>4]
+			}
+		}
+		total += part * scales[g]
+	}
+	return total
+}
