@@ -82,9 +82,10 @@ semantics, the goldens' reference) with its seeded synthetic weights (seed
     random ids with an all-ones attention mask (which, as in Hugging Face's
     sdpa path, the model drops outside torch.compile); seq/s is batch over
     seconds per op. dtype=mixed is float32 weights with the attention core
-    (q·kᵀ, softmax, ·v) in float16 (GPUs only). The check recomputes the
-    first and last sequence of the batch in float64 from the same (rounded)
-    weights: rel-err over their last_hidden_state and pooler_output;
+    (q·kᵀ, softmax, ·v) in float16 (GPUs only); dtype=int8 (CPUs only) is
+    below. The check recomputes the first and last sequence of the batch
+    in float64 from the same (rounded) weights: rel-err over their
+    last_hidden_state and pooler_output;
   * BenchmarkBERTTrain: one AdamW step (lr 1e-4, weight decay 0.01 on the
     parameters of dim >= 2) per op of a 6-layer BertForMaskedLM on a fixed
     batch with 15% of the positions masked, set_to_none zero_grad, forward
@@ -180,11 +181,59 @@ dtypes f32, tf32, f16 and bf16 over batches 1, 4, 8, …, 512 on GPUs; batch
     testdata/golden/resnet.safetensors against torchvision's float64
     logits, held to bench_test's resnetTolerance (RESNET_TOLERANCE).
 
+dtype=int8 is INT8 post-training quantization (symmetric int8, the
+narrow range [-127, 127], zero points 0 on zbench's side), run by torch's
+quantized engine on CPUs, the first of fbgemm, x86, onednn (Debian's torch
+1.13 is built without fbgemm) and qnnpack that torch has (the config line
+"int8-engine:"), and by torch._int_mm on CUDA:
+
+  * BenchmarkMatMul dtype=int8 (1024 and 4096 on CPUs, 4096 and 8192 on
+    GPUs, 256 on either with --short) is bench_test's benchQMatMul: int8 a
+    [n, n] times the transpose of int8 b [n, n] (nn.Linear's weight
+    layout) with exact int32 sums and a float32 rescale epilogue (a per
+    tensor, b per output channel: its rows, scale max|b[r]|/127), out
+    float32, of a and b uniform in [-1, 1). GFLOP/s counts 2n³ integer
+    operations; GB/s the int8 operands and the float32 output. On CPUs
+    the op is torch.ops.quantized.linear_dynamic (what a dynamic
+    quantized Linear runs; torch 1.13 has no static int8 linear with
+    float output) over b quantized per channel (quantize_per_channel)
+    and prepacked for the engine (linear_prepack) outside the timer: each
+    call quantizes float32 a per tensor (a pass for its min and max, one
+    to round it to uint8 with a zero point), runs the int8 GEMM with
+    int32 sums and rescales them into float32 (the zero point's
+    correction and the scales a·b per column), into a newly allocated
+    output (the op has no out= form). a's quantization, O(n²) against the
+    GEMM's O(n³), is the peer's extra work: zbench's op takes a already
+    in int8. a gets 8 bits where the CPU has VNNI, else torch's 7-bit
+    reduce_range, which keeps the uint8·int8 pair sums of VPMADDUBSW
+    from saturating int16 ("int8-reduce-range:"). On CUDA a (zbench's
+    static scale 1/127) and b (per row) are quantized outside the timer
+    and the op is torch._int_mm(qa, qbᵀ) (cuBLASLt, int32 out; torch >=
+    2.1, without which the case is skipped) into a preallocated int32
+    buffer, then torch.mul by the per-column scale sa·sb into the float32
+    output: the epilogue is a second kernel. rel-err: 256 sampled entries
+    against the float64 product of the unquantized inputs, held to
+    TOLERANCE's 1e-2 (bench_test's int8MatMulErr);
+  * BenchmarkBERT dtype=int8 (CPUs only: dynamic quantization has no
+    CUDA kernels; the f32 cases' batches and lengths) is the f32 model
+    after torch.ao.quantization.quantize_dynamic(model, {nn.Linear},
+    dtype=torch.qint8) on the engine above, eager (--compile too): every
+    Linear, the six of each encoder layer and the pooler's, holds int8
+    weights with one scale per tensor and quantizes its input per tensor
+    in each call (7-bit: the dynamic Linear always asks for
+    reduce_range), float32 out; the embeddings, layer norms and the
+    attention core stay float32. zbench's int8 BERT differs: static W8A8,
+    weights per output channel, input scales calibrated ahead, the pooler
+    in float. Timed and checked as the f32 cases: rel-err against the
+    float64 model of the unquantized weights, held to MODEL_TOLERANCE's
+    5e-2.
+
 On GPUs (--device cuda), as on the Go side:
 
   * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
     tensors with TF32 matmuls allowed, for that case only: every other case,
-    f32 included, runs with TF32 off) and f16 and bf16 at 4096 and 8192;
+    f32 included, runs with TF32 off) and f16, bf16 and int8 at 4096 and
+    8192;
   * BenchmarkKernels names end in /cache=hot or /cache=cold: cold writes
     zeros over an L2-sized buffer and synchronises before every timed call,
     outside the timer, and times each call (op and synchronize) on its own.
@@ -223,17 +272,34 @@ PKG = "github.com/zbench/zbench/bench_test"
 HIDDEN, HEADS, HEAD_D, FFN, LN_EPS = 768, 12, 64, 3072, 1e-12
 
 # tf32 is float32 storage with TF32 tensor-core matmuls (BenchmarkMatMul on
-# GPUs only).
-DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}
+# GPUs only); int8 is the int8 operands of BenchmarkMatMul's W8A8 product
+# (its output is float32) and BenchmarkBERT's int8 linear layers.
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32,
+          "int8": torch.int8}
 
 # Largest rel-err accepted per dtype: kernels.Tolerance; tf32 (10-bit
-# mantissas in) gets f16's, as in bench_test.
-TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3}
+# mantissas in) gets f16's, as in bench_test; int8 is bench_test's
+# int8MatMulErr, for the W8A8 product against the float32 product of the
+# unquantized inputs (per-tensor int8 of uniform values errs by about 0.4%
+# per element, 0.6% in a product).
+TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3, "int8": 1e-2}
 
 # Largest rel-err accepted for a whole model's outputs (BenchmarkBERT,
 # BenchmarkBERTTrain): five times the single ops' for the 16-bit dtypes;
-# mixed (float16 attention core) gets f16's.
-MODEL_TOLERANCE = {"f32": 2e-5, "f16": 1e-2, "bf16": 8e-2, "mixed": 1e-2}
+# mixed (float16 attention core) gets f16's; int8 (BERT's linear layers
+# quantized, against the float64 model of the unquantized weights) five
+# times the int8 matmul's.
+MODEL_TOLERANCE = {"f32": 2e-5, "f16": 1e-2, "bf16": 8e-2, "mixed": 1e-2, "int8": 5e-2}
+
+# The int8 scheme's largest magnitude (kernels.QMax): symmetric, the narrow
+# range [-127, 127], zero points 0.
+QMAX = 127
+
+# The quantized engines of the CPU int8 cases, the first this torch has
+# (torch.backends.quantized.supported_engines): fbgemm (x86), x86 (torch
+# 2's fbgemm-or-oneDNN), onednn (Debian's torch 1.13 is built without
+# fbgemm), qnnpack (ARM).
+INT8_ENGINES = ("fbgemm", "x86", "onednn", "qnnpack")
 
 # Exit status of a run the environment check refuses (see Env).
 EXIT_REFUSED = 3
@@ -905,18 +971,22 @@ def upcast_op(x_in, out, f32_op, inputs_f32, out_f32):
 
 def matmul_cases(short, gpu):
     """bench_test's matmulCases: GPUs add the tensor-core sizes, tf32 at
-    4096 and f16 and bf16 at 4096 and 8192 (bf16 at 4096 with -short)."""
+    4096 and f16, bf16 and int8 at 4096 and 8192 (bf16 at 4096 with
+    -short); CPUs add int8 at 1024 and 4096; -short has int8 at 256 on
+    every device."""
     if short:
-        cs = [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip")]
+        cs = [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip"), ("int8", 256, "resident")]
         if gpu:
             cs.append(("bf16", 4096, "resident"))
         return cs
     cs = [("f32", n, "resident") for n in (256, 512, 1024, 2048, 4096)]
     cs += [("f32", 1024, "roundtrip"), ("f32", 4096, "roundtrip"), ("f16", 1024, "resident"), ("bf16", 1024, "resident")]
+    if not gpu:
+        cs += [("int8", 1024, "resident"), ("int8", 4096, "resident")]
     if gpu:
         cs.append(("tf32", 4096, "resident"))
         for n in (4096, 8192):
-            cs += [("f16", n, "resident"), ("bf16", n, "resident")]
+            cs += [("f16", n, "resident"), ("bf16", n, "resident"), ("int8", n, "resident")]
     return cs
 
 
@@ -1004,6 +1074,130 @@ def matmul_setup(ctx, dt, n, transfer):
 
     size = torch.finfo(dtype).bits // 8
     return Work(op, check, flops=2.0 * n * n * n, nbytes=3.0 * n * n * size)
+
+
+def cpu_has_vnni():
+    """Whether the CPU has x86's VNNI (VPDPBUSD: uint8·int8 products summed
+    straight into int32), /proc/cpuinfo's avx512_vnni or avx_vnni."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return "avx512_vnni" in flags or "avx_vnni" in flags
+    except OSError:
+        pass
+    return False
+
+
+def int8_engine():
+    """The quantized engine of the CPU int8 cases: the first of
+    INT8_ENGINES this torch has, or None."""
+    have = torch.backends.quantized.supported_engines
+    return next((e for e in INT8_ENGINES if e in have), None)
+
+
+def use_int8_engine():
+    """Selects int8_engine() for the quantized ops (their weights are
+    packed for it); NotImplementedError (the SKIP line) without one."""
+    engine = int8_engine()
+    if engine is None:
+        raise NotImplementedError(f"torch {torch.__version__} has no quantized engine "
+                                  f"(supported: {', '.join(torch.backends.quantized.supported_engines)})")
+    torch.backends.quantized.engine = engine
+    return engine
+
+
+def int8_reduce_range(engine):
+    """reduce_range of the int8 matmul's linear_dynamic: 7-bit activations,
+    which torch's dynamic quantized Linear always asks for, so that on x86
+    without VNNI the uint8·int8 pairs that VPMADDUBSW sums into int16 cannot
+    saturate; off (8 bits, as zbench's int8) where the CPU has VNNI, and for
+    qnnpack, which ignores it."""
+    return engine != "qnnpack" and not cpu_has_vnni()
+
+
+def int8_config_lines(ctx):
+    """The config lines of the int8 cases: int8-engine (the quantized
+    engine on CPUs, torch._int_mm on CUDA) and, on CPUs,
+    int8-reduce-range."""
+    if ctx.cuda:
+        if hasattr(torch, "_int_mm"):
+            return ["int8-engine: torch._int_mm"]
+        return [f"int8-engine: none (torch {torch.__version__} has no torch._int_mm)"]
+    engine = int8_engine()
+    if engine is None:
+        return ["int8-engine: none (no quantized engine)"]
+    return [f"int8-engine: {engine}", f"int8-reduce-range: {str(int8_reduce_range(engine)).lower()}"]
+
+
+def qmatmul_setup(ctx, n):
+    """BenchmarkMatMul dtype=int8: the W8A8 product of bench_test's
+    benchQMatMul, out = (qa·qbᵀ)·(sa·sb) in float32, of a [n, n] and b
+    [n, n] uniform in [-1, 1), b quantized per output channel (its rows,
+    scale max|b[r]|/127). On CPUs torch.ops.quantized.linear_dynamic with
+    the per-channel weights prepacked by linear_prepack (what a dynamic
+    quantized Linear runs); on CUDA torch._int_mm and the rescale."""
+    dev = ctx.device
+    a, b = uniform(1, (n, n), torch.float32, dev), uniform(2, (n, n), torch.float32, dev)
+    sb = b.abs().amax(1) / QMAX
+    sb = torch.where(sb == 0, torch.ones_like(sb), sb)  # a row of zeros: scale 1
+    box = [None]
+    if ctx.cuda:
+        if not hasattr(torch, "_int_mm"):
+            raise NotImplementedError(f"torch {torch.__version__} has no torch._int_mm (int8 GEMM, torch >= 2.1)")
+        # a per tensor with zbench's static scale 1/127 (|a| < 1), b per
+        # row; both round half to even and clamp to the narrow range.
+        sa = torch.full((1,), 1.0 / QMAX, dtype=torch.float32, device=dev)
+        qa = torch.round(a / sa).clamp_(-QMAX, QMAX).to(torch.int8)
+        qb = torch.round(b / sb[:, None]).clamp_(-QMAX, QMAX).to(torch.int8)
+        bt = qb.t()  # [k, n], column-major: cuBLASLt's int8 layout, no copy
+        scale = sa * sb  # [n]: the epilogue's AScale·BScale per column
+        if ctx.alloc or ctx.compile:
+            f = ctx.wrap(lambda x, y, s: torch._int_mm(x, y) * s)
+            if ctx.alloc:
+                op = lambda: box.__setitem__(0, f(qa, bt, scale))
+            else:
+                out = torch.empty(n, n, dtype=torch.float32, device=dev)
+                op = lambda: box.__setitem__(0, out.copy_(f(qa, bt, scale)))
+        else:
+            acc = torch.empty(n, n, dtype=torch.int32, device=dev)
+            out = torch.empty(n, n, dtype=torch.float32, device=dev)
+
+            def op():
+                torch._int_mm(qa, bt, out=acc)
+                box[0] = torch.mul(acc, scale, out=out)
+
+            try:
+                op()
+            except (TypeError, RuntimeError):  # no _int_mm.out: the int32 sums are allocated
+                def op():
+                    box[0] = torch.mul(torch._int_mm(qa, bt), scale, out=out)
+
+                op()
+    else:
+        engine = use_int8_engine()
+        qb = torch.quantize_per_channel(b, sb.double(), torch.zeros(n, dtype=torch.long), 0, torch.qint8)
+        packed = torch.ops.quantized.linear_prepack(qb, None)
+        rr = int8_reduce_range(engine)
+        dyn = torch.ops.quantized.linear_dynamic
+        # No out= form: the float32 output is allocated in every call.
+        op = lambda: box.__setitem__(0, dyn(a, packed, rr))
+
+    def check():
+        # 256 random entries against the float64 product of the
+        # unquantized inputs: out[i, j] = a[i, :]·b[j, :].
+        rng = np.random.default_rng(3)
+        i = torch.from_numpy(rng.integers(0, n, 256))
+        j = torch.from_numpy(rng.integers(0, n, 256))
+        ad = a.detach().cpu()[i, :].double()
+        bd = b.detach().cpu()[j, :].double()
+        want = (ad * bd).sum(dim=1)
+        got = box[0].detach()[i.to(dev), j.to(dev)]
+        return rel_err(got, want)
+
+    # int8 a and b read, the float32 output written (benchQMatMul's bytes).
+    return Work(op, check, flops=2.0 * n * n * n, nbytes=6.0 * n * n)
 
 
 # ---------------------------------------------------------------- kernels
@@ -1227,10 +1421,12 @@ def bert_weights(kind):
 
 
 def bert_cases(short, gpu):
-    """BenchmarkBERT's (dtype, batch, seq): f32 on CPUs; every dtype on
+    """BenchmarkBERT's (dtype, batch, seq): f32 and int8 on CPUs (int8 is
+    dynamic quantization, which runs on CPUs only); every float dtype on
     GPUs."""
     if not gpu:
-        return [("f32", 1, 128)] if short else [("f32", 1, 128), ("f32", 8, 128), ("f32", 1, 384)]
+        points = [(1, 128)] if short else [(1, 128), (8, 128), (1, 384)]
+        return [(dt, b, s) for dt in ("f32", "int8") for b, s in points]
     if short:
         return [("f32", 1, 128), ("f16", 8, 128)]
     return [(dt, b, s) for dt in ("f32", "f16", "bf16", "mixed") for b in (1, 8, 32) for s in (128, 384)]
@@ -1260,11 +1456,14 @@ def free_device_memory(ctx):
 
 
 def bert_setup(ctx, dt, batch, seq):
-    """BERT-base inference of [batch, seq] random ids."""
+    """BERT-base inference of [batch, seq] random ids; dtype=int8 is the
+    float32 model under quantize_dynamic (nn.Linear to qint8)."""
     need_f16(ctx, dt)
+    if dt == "int8" and ctx.cuda:
+        raise NotImplementedError("dynamic quantization (quantize_dynamic) runs on CPUs only")
     cfg = bert_ref.BertConfig.from_dict(BERT_BASE)
     dev = ctx.device
-    wdtype = torch.float32 if dt == "mixed" else DTYPES[dt]
+    wdtype = torch.float32 if dt in ("mixed", "int8") else DTYPES[dt]
     model = bert_ref.BertModel(cfg, sdpa=ctx.has_sdpa, attn_dtype=torch.float16 if dt == "mixed" else None)
     model.load_state_dict(bert_weights("base"))
     model.to(device=dev, dtype=wdtype).eval()
@@ -1272,7 +1471,13 @@ def bert_setup(ctx, dt, batch, seq):
     ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(dev)
     mask = torch.ones_like(ids)
     types = torch.zeros_like(ids)
-    fwd = ctx.wrap(lambda a, m, t: model(a, m, t))
+    if dt == "int8":
+        # Eager mode quantization, eager under --compile too.
+        use_int8_engine()
+        model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        fwd = model
+    else:
+        fwd = ctx.wrap(lambda a, m, t: model(a, m, t))
     box = [None]
 
     def op():
@@ -1282,7 +1487,10 @@ def bert_setup(ctx, dt, batch, seq):
     def check():
         rows = sorted({0, batch - 1})
         ref = bert_ref.BertModel(cfg)
-        ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+        if dt == "int8":  # the unquantized weights
+            ref.load_state_dict(bert_weights("base"))
+        else:
+            ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
         ref.to(device=dev, dtype=torch.float64).eval()
         with torch.no_grad():
             h, p = ref(ids[rows], mask[rows], types[rows])
@@ -1886,6 +2094,9 @@ def benchmarks(ctx, short):
     out = []
     for dt, n, transfer in matmul_cases(short, ctx.cuda):
         name = f"BenchmarkMatMul/dev={ctx.dev}/dtype={dt}/m={n}/n={n}/k={n}/transfer={transfer}"
+        if dt == "int8":
+            out.append(Bench(name, dt, lambda n=n: qmatmul_setup(ctx, n)))
+            continue
         out.append(Bench(name, dt, lambda dt=dt, n=n, transfer=transfer: matmul_setup(ctx, dt, n, transfer),
                          tf32=dt == "tf32"))
     # cache=hot and cache=cold on devices that can flush their caches, no
@@ -2027,6 +2238,8 @@ def main(argv=None):
             print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
     print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
     print("resnet-memory-format: " + ctx.resnet_format)
+    for line in int8_config_lines(ctx):
+        print(line)
     if ctx.cuda:
         print("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
     if args.llama == "hf":

@@ -5,7 +5,9 @@ cores, says why and how to fix it, and runs on OpenBLAS; its Llama
 benchmarks run the reference on the tiny shape within tolerance, and --llama
 hf asks for transformers where it is missing; its ResNet benchmark runs
 torchvision's ResNet-50 with zbench's FLOP and byte counts, within
-tolerance.
+tolerance; its int8 cases (the W8A8 matmul, BERT-base under dynamic
+quantization) run on the CPU's quantized engine with zbench's counts,
+within int8's tolerances.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -209,6 +211,36 @@ class GuardTest(unittest.TestCase):
         self.assertAlmostEqual(units["GFLOP/s"] * ns / 8.178368512e9, 1, delta=1e-3, msg=row)
         self.assertAlmostEqual(units["GB/s"] * ns / (4 * 25610152 + 4 * 3 * 224 * 224), 1, delta=1e-3, msg=row)
         self.assertLess(units["rel-err"], 1e-5, row)  # the golden's f32_rel_err: 3.8e-7 (tolerance 1e-4)
+
+    # The int8 cases (--short): the W8A8 matmul at 256 and BERT-base under
+    # dynamic quantization, batch 1, seq 128, one timed op each.
+
+    def test_int8(self):
+        r = self.peer("--short", "--benchtime", "1x", "--threads", "2", "--min-threads", "2",
+                      "--bench", "(MatMul|BERT)$/dev=cpu/dtype=int8", libdir=self.openblas)
+        self.assertRuns(r)
+        c = config(r.stdout)
+        self.assertIn(c.get("int8-engine"), ("fbgemm", "x86", "onednn", "qnnpack"), r.stdout)
+        self.assertIn(c.get("int8-reduce-range"), ("true", "false"), r.stdout)
+        rows = [l.split() for l in r.stdout.splitlines() if l.startswith("Benchmark")]
+        self.assertEqual([row[0] for row in rows],
+                         ["BenchmarkMatMul/dev=cpu/dtype=int8/m=256/n=256/k=256/transfer=resident-2",
+                          "BenchmarkBERT/dev=cpu/dtype=int8/batch=1/seq=128-2"], r.stdout)
+        mm, bert = ({row[i + 1]: float(row[i]) for i in range(2, len(row) - 1, 2)} for row in rows)
+        self.assertEqual(sorted(mm), sorted(["ns/op", "GFLOP/s", "GB/s", "rel-err"]), rows[0])
+        # bench_test's benchQMatMul: 2n³ operations; int8 a and b read,
+        # the float32 output written.
+        self.assertAlmostEqual(mm["GFLOP/s"] * mm["ns/op"] / (2 * 256 ** 3), 1, delta=1e-3, msg=rows[0])
+        self.assertAlmostEqual(mm["GB/s"] * mm["ns/op"] / (6 * 256 ** 2), 1, delta=1e-3, msg=rows[0])
+        # 8-bit a (or 7-bit with reduce_range) and per-channel b against the
+        # unquantized product: about 0.55% (0.9%), under int8's 1e-2; not
+        # the exactness of a float product.
+        self.assertLess(mm["rel-err"], 1e-2, rows[0])
+        self.assertGreater(mm["rel-err"], 1e-3, rows[0])
+        self.assertEqual(sorted(bert), sorted(["ns/op", "seq/s", "rel-err"]), rows[1])
+        self.assertAlmostEqual(bert["seq/s"] * bert["ns/op"] / 1e9, 1, delta=1e-3, msg=rows[1])  # batch 1
+        self.assertLess(bert["rel-err"], 5e-2, rows[1])
+        self.assertGreater(bert["rel-err"], 1e-3, rows[1])
 
     def test_hf_llama_needs_transformers(self):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2", "--llama", "hf", libdir=self.openblas)
