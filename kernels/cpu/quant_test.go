@@ -85,3 +85,27 @@ func TestQuantizeRescalePathsAgree(t *testing.T) {
 		require.Equal(t, wantR, gotR, "n=%d: rescale", n)
 	}
 }
+
+// BenchmarkDotI8 times the int32 sums of QMatMul alone (one goroutine) at
+// BERT's projection [128×768]·[768×768] and feed-forward
+// [128×768]·[768×3072], and at 1024³.
+func BenchmarkDotI8(b *testing.B) {
+	for _, s := range [][3]int{{128, 768, 768}, {128, 3072, 768}, {1024, 1024, 1024}} {
+		m, n, k := s[0], s[1], s[2]
+		b.Run(fmt.Sprintf("m=%d/n=%d/k=%d", m, n, k), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			a, w := make([]int8, m*k), make([]int8, n*k)
+			for i := range a {
+				a[i] = int8(rng.IntN(255) - 127)
+			}
+			for i := range w {
+				w[i] = int8(rng.IntN(255) - 127)
+			}
+			acc := make([]int32, m*n)
+			for b.Loop() {
+				dotI8(acc, a, w, m, n, k)
+			}
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+		})
+	}
+}
