@@ -109,6 +109,7 @@ func dryOps(t *testing.T, b *Backend) {
 	require.NoError(t, b.AdamW(p, a(f32, 3, 7), a(f32, 3, 7), a(f32, 3, 7),
 		kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3}))
 	dryVision(t, b)
+	dryQuant(t, b)
 }
 
 // ptxParams maps each kernel of a PTX image to its parameter types
@@ -195,6 +196,7 @@ func TestLaunchSignatures(t *testing.T) {
 				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32",
 				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32"}
 			must = append(must, visionMust(cc[0])...)
+			must = append(must, quantMust(cc[0])...)
 			switch cc[0] {
 			case 8:
 				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")
