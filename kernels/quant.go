@@ -40,7 +40,8 @@ type Quant interface {
 	// in float32, each scale F32 [1] (shared) or per row ([M] for
 	// AScale, [N] for BScale), Bias optional F32 [N]; out F32, F16 or
 	// BF16 receives y rounded once, and out I8 receives y requantized
-	// with OutScale (F32 [1]) as Quantize does. K may be any size.
+	// with OutScale (F32 [1]) as Quantize does. K may be any size up to
+	// QMatMulMaxK.
 	QMatMul(out, a, b *Tensor, p QMatMulParams) error
 }
 
@@ -51,6 +52,10 @@ type QMatMulParams struct {
 	Act            Activation // optional epilogue
 	OutScale       *Tensor    // F32 [1]; required exactly when out is I8
 }
+
+// QMatMulMaxK is the longest reduction QMatMul takes: K·128² < 2³¹, so
+// that no sum of int8 products can leave int32.
+const QMatMulMaxK = (1<<31 - 1) / (128 * 128)
 
 // QMax is the largest magnitude of the symmetric int8 scheme: values are
 // clamped to [−QMax, QMax].
@@ -152,6 +157,7 @@ func CheckQMatMul(op string, be Backend, out, a, b *Tensor, p QMatMulParams) (QM
 	want := append(Shape{}, as[:len(as)-1]...)
 	want = append(want, g.N)
 	c.That(bs[1] == g.K, ErrShape, "b has shape %v, want [N %d] (a's K)", bs, g.K).
+		That(g.K <= QMatMulMaxK, ErrShape, "K is %d, more than %d (an int32 sum of int8 products could overflow)", g.K, QMatMulMaxK).
 		That(outs.Equal(want), ErrShape, "out has shape %v, want %v", outs, want)
 	if err := c.Err(); err != nil {
 		return QMatMulDims{}, err

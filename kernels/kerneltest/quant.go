@@ -314,6 +314,9 @@ func quantErrors(e *env) {
 	e.requireOpErr(qo.QMatMul(out, x, b, ok), kernels.ErrDType, "QMatMul", "a")
 	e.requireOpErr(qo.QMatMul(out, a, b6, ok), kernels.ErrShape, "QMatMul", "b has shape")
 	e.requireOpErr(qo.QMatMul(e.Output(f32, 4, 5), a, b, ok), kernels.ErrShape, "QMatMul", "out has shape")
+	long := kernels.QMatMulMaxK + 1
+	e.requireOpErr(qo.QMatMul(e.Output(kernels.I32, 1, 1), e.int8s("along", make([]int8, long), 1, long), e.int8s("blong", make([]int8, long), 1, long),
+		kernels.QMatMulParams{}), kernels.ErrShape, "QMatMul", "overflow")
 	e.requireOpErr(qo.QMatMul(out, a, b, kernels.QMatMulParams{AScale: s1}), kernels.ErrValue, "QMatMul", "BScale")
 	e.requireOpErr(qo.QMatMul(out, a, b, kernels.QMatMulParams{AScale: s1, BScale: e.Output(f32, 5)}), kernels.ErrShape, "QMatMul", "BScale")
 	e.requireOpErr(qo.QMatMul(out, a, b, kernels.QMatMulParams{AScale: s1, BScale: sb, OutScale: s1}), kernels.ErrValue, "QMatMul", "OutScale")
