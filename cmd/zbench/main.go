@@ -13,6 +13,7 @@
 //	calibrate  A/A runs: false-verdict rate and the smallest change detectable
 //	report     write an HTML and markdown report with plots from benchmark files
 //	infer      run a model on inputs from a safetensors file, write its outputs
+//	quantize   quantize a model to int8 by calibration, write its checkpoint and report
 //	generate   generate text with a Llama-family model, with its speed figures
 //	tokenize   encode text to token ids or decode ids with a Llama-family tokenizer
 //
@@ -90,6 +91,7 @@ var commands = []command{
 	{"calibrate", "A/A runs: false-verdict rate and the smallest change detectable", runCalibrate},
 	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
+	{"quantize", "quantize a model to int8 by calibration, write its checkpoint and a per-layer report", runQuantize},
 	{"generate", "generate text with a Llama-family model, with its speed figures", runGenerate},
 	{"finetune", "train a LoRA adapter on a Llama-family model from Alpaca or tokenized data", runFinetune},
 	{"merge", "fold a LoRA adapter into its base checkpoint", runMerge},

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/quant"
 )
 
 // ErrConfig marks a config.json that is malformed or asks for something
@@ -27,6 +28,9 @@ type Config struct {
 	MaxPositionEmbeddings int     `json:"max_position_embeddings"`
 	TypeVocabSize         int     `json:"type_vocab_size"`
 	LayerNormEps          float64 `json:"layer_norm_eps"`
+	// Quant is the scheme of a quantized checkpoint (config.json's
+	// quantization_config, see Load), "" for a float one.
+	Quant quant.Scheme `json:"-"`
 }
 
 // Base is bert-base-uncased: 12 layers of width 768, 110M parameters.
@@ -139,6 +143,11 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		}
 		if err := json.Unmarshal(v, dst); err != nil {
 			return Config{}, fmt.Errorf("bert: %s: %s = %s: %v: %w", name, key, v, err, ErrConfig)
+		}
+	}
+	if v, ok := raw["quantization_config"]; ok && string(v) != "null" {
+		if err := c.parseQuantization(name, v); err != nil {
+			return Config{}, err
 		}
 	}
 	if err := c.Validate(); err != nil {

@@ -87,6 +87,20 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 		return nil, fmt.Errorf("bert: %v: %w", prec, kernels.ErrDType)
 	}
 	s := nn.NewTensorSet(be)
+	if cfg.Quant != "" {
+		if _, ok := be.(kernels.Quant); !ok {
+			return nil, fmt.Errorf("bert: the checkpoint is quantized (%s) and the %s backend has no int8 ops (kernels.Quant): %w",
+				cfg.Quant, be.Name(), kernels.ErrUnsupported)
+		}
+		if err := loadQuantized(s, cfg, src, prec.DType()); err != nil {
+			return nil, errors.Join(err, s.Free())
+		}
+		w := wire(cfg, s.Get)
+		if err := wireQuantized(cfg, &w, s.Get); err != nil {
+			return nil, errors.Join(err, s.Free())
+		}
+		return &Model{Config: cfg, Precision: prec, be: be, params: s, w: w}, nil
+	}
 	if err := nn.LoadParams(s, src, cfg.Params(true, false), prec.DType()); err != nil {
 		return nil, errors.Join(err, s.Free())
 	}

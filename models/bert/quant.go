@@ -57,18 +57,10 @@ type Calibration struct {
 	NewObserver func() quant.Observer
 }
 
-// LinearReport is the quantization error of one linear layer: of its
-// weight (against the float weight) and of its input (quantize-dequantize
-// of the last calibration batch's values with the calibrated scale).
-type LinearReport struct {
-	Name                  string // Hugging Face name without ".weight", e.g. encoder.layer.0.attention.self.query
-	WeightMSE, WeightSQNR float64
-	InputAmax             float32 // the observer's clipping point
-	InputMSE, InputSQNR   float64
-	// Bytes is the size of the int8 weight and its scales; FloatBytes
-	// that of the weight in float32 and float16.
-	Bytes, F32Bytes, F16Bytes int64
-}
+// LinearReport is the report of one linear layer that Quantize returns:
+// the weight's error and sizes, and the error of its input quantized with
+// the calibrated static scale.
+type LinearReport = quant.LinearReport
 
 // Quantized reports whether the encoder's linear layers run in int8.
 func (m *Model) Quantized() bool { return len(m.w.layers) > 0 && m.w.layers[0].q.q != nil }
@@ -82,8 +74,7 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
-	qo, ok := m.be.(kernels.Quant)
-	if !ok {
+	if _, ok := m.be.(kernels.Quant); !ok {
 		return nil, fmt.Errorf("bert: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
 	}
 	if len(cal.Batches) == 0 || cal.NewObserver == nil {
@@ -93,16 +84,20 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 	if err != nil {
 		return nil, err
 	}
+	for i := range amax { // all checked before anything is quantized
+		for s, a := range amax[i] {
+			if !(a > 0) || math.IsInf(float64(a), 0) {
+				return nil, fmt.Errorf("bert: layer %d: %s: calibrated amax %v, want a positive finite value: %w",
+					i, siteLinears[s][0], a, ErrInput)
+			}
+		}
+	}
 	var reports []LinearReport
 	for i := range m.w.layers {
 		l := &m.w.layers[i]
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
 		for s := range numSites {
 			a := amax[i][s]
-			if !(a > 0) || math.IsInf(float64(a), 0) {
-				return nil, fmt.Errorf("bert: layer %d: %s: calibrated amax %v, want a positive finite value: %w",
-					i, siteLinears[s][0], a, ErrInput)
-			}
 			scale := quant.Scale(a)
 			fq, err := quant.FakeQuantize(last[i][s], []float32{scale})
 			if err != nil {
@@ -114,7 +109,7 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 			}
 			for j, lin := range lins[s] {
 				name := layerParam(i, siteLinears[s][j])
-				r, err := m.quantizeLinear(qo, lin, scale, name)
+				r, err := m.quantizeLinear(lin, scale, name)
 				if err != nil {
 					return nil, err
 				}
@@ -123,6 +118,7 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 			}
 		}
 	}
+	m.Config.Quant = quant.W8A8
 	return reports, nil
 }
 
@@ -175,23 +171,23 @@ func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][nu
 // quantizeLinear quantizes lin's weight per output channel on the device
 // and its bias to float32, reading its input with the static scale
 // inScale, and reports the weight's error.
-func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale float32, name string) (LinearReport, error) {
-	r := LinearReport{Name: name}
+func (m *Model) quantizeLinear(lin *linear, inScale float32, name string) (LinearReport, error) {
 	shape := lin.w.Shape()
 	out, in := shape[0], shape[1]
 	q := &qlinear{}
 	var err error
 	if q.inScale, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{inScale}, 1); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
+		return LinearReport{}, fmt.Errorf("bert: %w", err)
 	}
 	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, out, in); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
+		return LinearReport{}, fmt.Errorf("bert: %w", err)
 	}
 	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
+		return LinearReport{}, fmt.Errorf("bert: %w", err)
 	}
-	if err := qo.Quantize(q.w, q.wScale, lin.w, true); err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
+	r, err := quant.QuantizeWeight(m.be, q.w, q.wScale, lin.w, name)
+	if err != nil {
+		return r, fmt.Errorf("bert: %w", err)
 	}
 	bias, err := kernels.ToFloat32(lin.b)
 	if err != nil {
@@ -200,30 +196,6 @@ func (m *Model) quantizeLinear(qo kernels.Quant, lin *linear, inScale float32, n
 	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, out); err != nil {
 		return r, fmt.Errorf("bert: %w", err)
 	}
-	// The report compares what the device computed with the float weight.
-	w, err := kernels.ToFloat32(lin.w)
-	if err != nil {
-		return r, err
-	}
-	deq, err := m.be.Alloc(kernels.F32, out, in)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	err = qo.Dequantize(deq, q.w, q.wScale)
-	var wd []float32
-	if err == nil {
-		wd, err = kernels.ToFloat32(deq)
-	}
-	if err = errors.Join(err, m.be.Free(deq)); err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	werr, err := quant.Measure(w, wd)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	r.WeightMSE, r.WeightSQNR = werr.MSE, werr.SQNR
-	r.Bytes = q.w.Bytes() + q.wScale.Bytes()
-	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
 	// The float weight and bias are not read again.
 	if err := errors.Join(m.params.Release(lin.w), m.params.Release(lin.b)); err != nil {
 		return r, fmt.Errorf("bert: %s: %w", name, err)

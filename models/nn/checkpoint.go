@@ -176,6 +176,30 @@ func (c *Checkpoint) Values(p Param) ([]float32, error) {
 	return v, nil
 }
 
+// Int8Values is Values for a parameter stored as int8 (a quantized
+// checkpoint's weight): the tensor must have p's shape and dtype I8, and
+// its values are returned widened, exactly, to float32.
+func (c *Checkpoint) Int8Values(p Param) ([]float32, error) {
+	t, f, err := c.find(p.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Equal(t.Shape, p.Shape) {
+		return nil, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
+			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
+	}
+	if t.DType != "I8" {
+		return nil, c.names.errorf("%s: tensor %q has dtype %s; the quantized checkpoint's weights must be I8: %w",
+			fileName(f), t.Name, t.DType, ErrWeights)
+	}
+	v, err := t.Float32()
+	if err != nil {
+		return nil, c.names.errorf("%s: %w", fileName(f), err)
+	}
+	c.used[t.Name] = true
+	return v, nil
+}
+
 // CheckUnused returns an error naming the first tensor, in the order of
 // the files and then of the names, that no Values call read and that the
 // Names do not let stay unread: a tensor the config has no place for (a

@@ -1,7 +1,9 @@
 // Package quant is the host side of INT8 post-training quantization:
 // calibration observers that pick the clipping point (amax) of an
 // activation from a stream of batches, per-channel and per-tensor weight
-// quantization, and the error metrics that say what quantization cost.
+// quantization, and the error metrics that say what quantization cost;
+// and what every quantized model shares: QuantizeWeight, a linear layer's
+// weight quantized on its device, and LinearReport, the per-layer report.
 //
 // The scheme is the kernels package's (kernels/quant.go): symmetric, the
 // narrow range [−127, 127], zero point 0, scale = amax/127, and a value x
