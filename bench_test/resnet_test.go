@@ -361,6 +361,8 @@ func resnetBenchPrecisions(dev kernels.Backend) []resnetPrecision {
 // FLOP/s, peak-B the device memory in use at the high-water mark. rel-err
 // is the logits of the same model on the golden case resnet50_224 against
 // torchvision's float64 output. On GPUs the whole pass is a captured graph.
+// dtype=int8 is the W8A8 static model (benchResNetInt8) on devices that run
+// it.
 func BenchmarkResNet(b *testing.B) {
 	cases, err := loadResNetCases()
 	if err != nil {
@@ -396,6 +398,9 @@ func BenchmarkResNet(b *testing.B) {
 				}
 			}
 		}
+		if runsInt8(dev) {
+			benchResNetInt8(b, dev, golden)
+		}
 	}
 }
 
@@ -412,6 +417,9 @@ func resnetBench(b *testing.B, m *resnet.Model, batch int, verify func() (float6
 	}
 	run := captured(b, dev, f.Run)
 	dt := m.Options.Precision.DType()
+	if m.Quantized() {
+		dt = kernels.I8
+	}
 	work := zbench.Workload{
 		FLOPs:    m.Config.FLOPs(batch, size, size),
 		Bytes:    float64(m.WeightBytes()) + float64(batch*3*size*size*4),

@@ -65,28 +65,8 @@ func CheckConv2D(op string, be Backend, out, x, w *Tensor, p ConvParams) (ConvDi
 	if err := c.Err(); err != nil {
 		return ConvDims{}, err
 	}
-	g := p.Dims(xs, ws)
-	for i := range 2 {
-		c.That(g.Stride[i] > 0, ErrValue, "stride %v, want positive values", p.Stride).
-			That(g.Dilation[i] > 0, ErrValue, "dilation %v, want positive values", p.Dilation).
-			That(g.Pad[i] >= 0, ErrValue, "padding %v, want no negative value", p.Pad)
-	}
-	c.That(g.Groups > 0, ErrValue, "groups %d, want a positive count", p.Groups)
-	if err := c.Err(); err != nil {
-		return ConvDims{}, err
-	}
-	c.That(g.Ci%g.Groups == 0 && g.Co%g.Groups == 0, ErrShape,
-		"%d groups do not divide the %d input and %d output channels", g.Groups, g.Ci, g.Co).
-		That(ws[3]*g.Groups == g.Ci, ErrShape, "w has shape %v: %d input channels per group, want %d/%d = %d",
-			ws, ws[3], g.Ci, g.Groups, g.Ci/g.Groups).
-		That(g.Kh > 0 && g.Kw > 0 && g.Co > 0, ErrShape, "w has shape %v, want no empty dimension", ws)
-	if err := c.Err(); err != nil {
-		return ConvDims{}, err
-	}
-	c.That(g.Ho > 0 && g.Wo > 0, ErrShape, "x %v is smaller than the %d×%d window (dilation %v, padding %v)",
-		xs, g.Kh, g.Kw, g.Dilation, g.Pad).
-		Shape("out", out, g.N, g.Ho, g.Wo, g.Co).
-		That(!sameStorage(out, x), ErrValue, "out is x's storage, want a separate tensor").
+	g := checkConvGeometry(c, out, xs, ws, p)
+	c.That(!sameStorage(out, x), ErrValue, "out is x's storage, want a separate tensor").
 		That(!sameStorage(out, w), ErrValue, "out is w's storage, want a separate tensor")
 	if p.Bias != nil {
 		c.SameDType("bias", p.Bias, "x", x).Shape("bias", p.Bias, g.Co)
@@ -99,6 +79,36 @@ func CheckConv2D(op string, be Backend, out, x, w *Tensor, p ConvParams) (ConvDi
 		return ConvDims{}, err
 	}
 	return g, nil
+}
+
+// checkConvGeometry validates the geometry of a convolution of x by w
+// (shapes xs and ws, both 4-D) under p, for Conv2D and QConv2D: strides
+// and dilations positive, padding not negative, groups positive and
+// dividing Ci and Co, w's channels per group, a window that fits, and
+// out [N, Ho, Wo, Co]. It returns the geometry, valid when c has no error.
+func checkConvGeometry(c *Checker, out *Tensor, xs, ws Shape, p ConvParams) ConvDims {
+	g := p.Dims(xs, ws)
+	for i := range 2 {
+		c.That(g.Stride[i] > 0, ErrValue, "stride %v, want positive values", p.Stride).
+			That(g.Dilation[i] > 0, ErrValue, "dilation %v, want positive values", p.Dilation).
+			That(g.Pad[i] >= 0, ErrValue, "padding %v, want no negative value", p.Pad)
+	}
+	c.That(g.Groups > 0, ErrValue, "groups %d, want a positive count", p.Groups)
+	if c.Err() != nil {
+		return g
+	}
+	c.That(g.Ci%g.Groups == 0 && g.Co%g.Groups == 0, ErrShape,
+		"%d groups do not divide the %d input and %d output channels", g.Groups, g.Ci, g.Co).
+		That(ws[3]*g.Groups == g.Ci, ErrShape, "w has shape %v: %d input channels per group, want %d/%d = %d",
+			ws, ws[3], g.Ci, g.Groups, g.Ci/g.Groups).
+		That(g.Kh > 0 && g.Kw > 0 && g.Co > 0, ErrShape, "w has shape %v, want no empty dimension", ws)
+	if c.Err() != nil {
+		return g
+	}
+	c.That(g.Ho > 0 && g.Wo > 0, ErrShape, "x %v is smaller than the %d×%d window (dilation %v, padding %v)",
+		xs, g.Kh, g.Kw, g.Dilation, g.Pad).
+		Shape("out", out, g.N, g.Ho, g.Wo, g.Co)
+	return g
 }
 
 // PoolDims is the geometry of a valid MaxPool2D call: x [N, H, W, C] and

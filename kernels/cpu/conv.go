@@ -152,16 +152,25 @@ func (b *Backend) pointwise(out, x, w *kernels.Tensor, g kernels.ConvDims, p ker
 
 // packPatch writes into dst (K = Kh·Kw·Ci/G values) the receptive field
 // of output pixel r (n, i, j in row-major order) for group gr: Kh·Kw runs
-// of the group's channels, zeros where the window leaves the image.
-func packPatch(dst, x []float32, g kernels.ConvDims, r, gr int) {
+// of the group's channels, zeros where the window leaves the image. With
+// one group and no dilation, a window row inside the image is one run of
+// Kw·Ci values in x, copied at once (the stem's 3-channel runs).
+func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr int) {
 	cg := g.Ci / g.Groups
 	j := r % g.Wo
 	i := (r / g.Wo) % g.Ho
 	n := r / (g.Wo * g.Ho)
 	y0, x0 := i*g.Stride[0]-g.Pad[0], j*g.Stride[1]-g.Pad[1]
+	rowRun := g.Groups == 1 && g.Dilation[1] == 1 && x0 >= 0 && x0+g.Kw <= g.W
 	k := 0
 	for kh := range g.Kh {
 		y := y0 + kh*g.Dilation[0]
+		if rowRun && y >= 0 && y < g.H {
+			at := ((n*g.H+y)*g.W + x0) * g.Ci
+			copy(dst[k:k+g.Kw*cg], x[at:at+g.Kw*cg])
+			k += g.Kw * cg
+			continue
+		}
 		for kw := range g.Kw {
 			xx := x0 + kw*g.Dilation[1]
 			run := dst[k : k+cg]
@@ -177,7 +186,7 @@ func packPatch(dst, x []float32, g kernels.ConvDims, r, gr int) {
 }
 
 // MaxPool2D takes each window's largest value, a NaN if the window holds
-// one, in parallel over output rows.
+// one (Go's max propagates NaN), in parallel over output rows.
 func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
 	g, err := kernels.CheckMaxPool2D("cpu: MaxPool2D", b, out, x, p)
 	if err != nil {
@@ -209,9 +218,7 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 						}
 						src := xv[((n*g.H+y)*g.W+xx)*C:][:C]
 						for c, v := range src {
-							if d := dst[c]; d == d && (v > d || v != v) { // NaN wins and stays, as in torch
-								dst[c] = v
-							}
+							dst[c] = max(dst[c], v) // branch-free; a NaN wins and stays, as in torch
 						}
 					}
 				}

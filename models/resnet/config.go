@@ -5,7 +5,9 @@
 // convolutions at load (or kept as its own op, to check the folding), and
 // bias, residual add and ReLU fused into each convolution's epilogue.
 // Images are NCHW float32 at the interface and NHWC on the device (see
-// kernels.Vision).
+// kernels.Vision). Model.Quantize turns a loaded model into W8A8 static
+// int8 (kernels.QuantConv and kernels.Quant), calibrated on batches of
+// images through the float model.
 package resnet
 
 import (

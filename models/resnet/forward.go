@@ -11,7 +11,8 @@ import (
 // Forward is one input geometry's pass: the activation buffers, planned
 // once so that a buffer is reused as soon as its value is dead (a block
 // without projection writes its output over its input, which is also the
-// residual), and the list of ops that Run queues.
+// residual), and the list of ops that Run queues. The pass of a quantized
+// model (see Model.Quantize) is the same plan with int8 convolutions.
 type Forward struct {
 	m        *Model
 	N, H, W  int
@@ -21,40 +22,47 @@ type Forward struct {
 	steps    []func() error
 	stageEnd [4]int             // steps through stage s+1
 	stageOut [4]*kernels.Tensor // its output, NHWC
+	// observe, when set (calibration), is called with the input of each
+	// int8 site (see sites) before its layers read it.
+	observe func(site string, x *kernels.Tensor) error
 }
 
-// planner hands out activation buffers by shape, reusing released ones.
+// planner hands out activation buffers by dtype and shape, reusing
+// released ones.
 type planner struct {
 	a    *nn.Allocator
-	dt   kernels.DType
 	free map[string][]*kernels.Tensor
 }
 
-func (p *planner) get(shape ...int) *kernels.Tensor {
-	key := fmt.Sprint(shape)
+func (p *planner) get(dt kernels.DType, shape ...int) *kernels.Tensor {
+	key := fmt.Sprint(dt, shape)
 	if l := p.free[key]; len(l) > 0 {
 		p.free[key] = l[:len(l)-1]
 		return l[len(l)-1]
 	}
-	return p.a.Tensor(p.dt, shape...)
+	return p.a.Tensor(dt, shape...)
 }
 
 func (p *planner) put(t *kernels.Tensor) {
 	if t == nil {
 		return
 	}
-	key := fmt.Sprint([]int(t.Shape()))
+	key := fmt.Sprint(t.DType(), []int(t.Shape()))
 	p.free[key] = append(p.free[key], t)
 }
 
 // NewForward plans a pass over batch images of h×w pixels (each at least
 // MinSize).
-func (m *Model) NewForward(batch, h, w int) (*Forward, error) {
+func (m *Model) NewForward(batch, h, w int) (*Forward, error) { return m.newForward(batch, h, w, nil) }
+
+// newForward is NewForward with an observer of the int8 sites' inputs
+// (nil for none).
+func (m *Model) newForward(batch, h, w int, observe func(site string, x *kernels.Tensor) error) (*Forward, error) {
 	if batch < 1 || h < MinSize || w < MinSize {
 		return nil, fmt.Errorf("resnet: input [%d 3 %d %d]: want a batch of at least 1 and images of at least %d×%d",
 			batch, h, w, MinSize, MinSize)
 	}
-	f := &Forward{m: m, N: batch, H: h, W: w, set: nn.NewTensorSet(m.be)}
+	f := &Forward{m: m, N: batch, H: h, W: w, set: nn.NewTensorSet(m.be), observe: observe}
 	if err := f.plan(); err != nil {
 		return nil, errors.Join(err, f.set.Free())
 	}
@@ -65,7 +73,7 @@ func (f *Forward) plan() error {
 	m, N := f.m, f.N
 	dt := m.Options.Precision.DType()
 	a := &nn.Allocator{Set: f.set}
-	p := &planner{a: a, dt: dt, free: map[string][]*kernels.Tensor{}}
+	p := &planner{a: a, free: map[string][]*kernels.Tensor{}}
 	f.pixels = a.Tensor(kernels.F32, N, 3, f.H*f.W, 1)
 	nhwc := a.Tensor(kernels.F32, N, f.H*f.W, 3, 1)
 	if err := a.Err(); err != nil {
@@ -73,21 +81,26 @@ func (f *Forward) plan() error {
 	}
 	f.do(func() error { return m.be.SwapAxes(nhwc, f.pixels) })
 	x := a.View(nhwc, N, f.H, f.W, 3)
-	if dt != kernels.F32 {
-		cast := p.get(N, f.H, f.W, 3)
+	stem := m.layers["conv1"]
+	f.see("conv1", x)
+	switch {
+	case stem.q != nil:
+		x = f.quantize(p, x, stem.q.inScale)
+	case dt != kernels.F32:
+		cast := p.get(dt, N, f.H, f.W, 3)
 		in := x
 		f.do(func() error { return m.be.Cast(cast, in) })
 		x = cast
 	}
 	// Stem: 7×7/2 convolution, BatchNorm, ReLU, 3×3/2 max pool.
-	x = f.conv(p, x, m.layers["conv1"], nil, kernels.ActReLU)
+	x = f.conv(p, x, stem, nil, kernels.ActReLU, nil)
 	if err := a.Err(); err != nil {
 		return err
 	}
 	sh := x.Shape()
-	pooled := p.get(N, poolOut(sh[1]), poolOut(sh[2]), sh[3])
-	stem := x
-	f.do(func() error { return m.vis.MaxPool2D(pooled, stem, stemPool) })
+	pooled := p.get(dt, N, poolOut(sh[1]), poolOut(sh[2]), sh[3])
+	stemOut := x
+	f.do(func() error { return m.vis.MaxPool2D(pooled, stemOut, stemPool) })
 	p.put(x)
 	x = pooled
 	for s, st := range m.Config.arch().stages {
@@ -105,28 +118,75 @@ func (f *Forward) plan() error {
 	}
 	in := x
 	f.do(func() error { return m.vis.GlobalAvgPool(feat, in) })
+	f.see("fc", feat)
+	if q := m.fcQ; q != nil {
+		fq := f.quantize(p, feat, q.inScale)
+		if err := a.Err(); err != nil {
+			return err
+		}
+		f.do(func() error {
+			return m.qo.QMatMul(f.logits, fq, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b})
+		})
+		return a.Err()
+	}
 	f.do(func() error {
 		return m.be.MatMul(f.logits, feat, m.fcW, kernels.MatMulParams{TransB: true, Bias: m.fcB, TF32: m.Options.TF32})
 	})
 	return a.Err()
 }
 
+// see plans the observation of x, the input of site, when the pass
+// calibrates.
+func (f *Forward) see(site string, x *kernels.Tensor) {
+	if f.observe != nil && x != nil {
+		f.do(func() error { return f.observe(site, x) })
+	}
+}
+
+// quantize plans x's quantization with a static scale into a new int8
+// buffer, which it returns. x stays live. One scale quantizes every value
+// alike, so an image [N, H, W, C] is quantized as N·H rows of W·C values,
+// not N·H·W rows of its channels (the stem's three).
+func (f *Forward) quantize(p *planner, x, scale *kernels.Tensor) *kernels.Tensor {
+	if x == nil {
+		return nil
+	}
+	q := p.get(kernels.I8, x.Shape()...)
+	if q == nil {
+		return nil
+	}
+	xr, qr := x, q
+	if s := x.Shape(); len(s) == 4 {
+		xr, qr = p.a.View(x, s[0]*s[1], s[2]*s[3]), p.a.View(q, s[0]*s[1], s[2]*s[3])
+	}
+	qo := f.m.qo
+	f.do(func() error { return qo.Quantize(qr, scale, xr, false) })
+	return q
+}
+
 // do appends an op to the pass.
 func (f *Forward) do(op func() error) { f.steps = append(f.steps, op) }
 
 // conv plans one convolution of x with its BatchNorm, the residual (may
-// be nil) and act, into a new buffer, which it returns. x stays live.
-func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernels.Tensor, act kernels.Activation) *kernels.Tensor {
+// be nil) and act, into a new buffer, which it returns. x stays live. An
+// int8 layer reads x in int8 and writes int8 requantized with the input
+// scale of next, the layer its output feeds, when next is given (and
+// int8), else the model's dtype.
+func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernels.Tensor, act kernels.Activation, next *layer) *kernels.Tensor {
 	if x == nil {
 		return nil
 	}
+	if l.q != nil {
+		return f.qconv(p, x, l, residual, act, next)
+	}
 	s, cv := x.Shape(), l.spec
 	ho, wo := cv.out(s[1], s[2])
+	dt := f.m.Options.Precision.DType()
 	var out *kernels.Tensor
 	if residual != nil {
 		out = residual // the epilogue adds it in place
 	} else {
-		out = p.get(s[0], ho, wo, cv.co)
+		out = p.get(dt, s[0], ho, wo, cv.co)
 	}
 	if out == nil {
 		return nil
@@ -138,7 +198,7 @@ func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernel
 		f.do(func() error { return vis.Conv2D(out, x, l.w, cp) })
 		return out
 	}
-	raw := p.get(s[0], ho, wo, cv.co)
+	raw := p.get(dt, s[0], ho, wo, cv.co)
 	if raw == nil {
 		return nil
 	}
@@ -149,24 +209,66 @@ func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernel
 	return out
 }
 
+// qconv is conv of an int8 layer: QConv2D of x (int8) into int8 for
+// next, or into the model's dtype with the residual added in place.
+func (f *Forward) qconv(p *planner, x *kernels.Tensor, l *layer, residual *kernels.Tensor, act kernels.Activation, next *layer) *kernels.Tensor {
+	s, cv := x.Shape(), l.spec
+	ho, wo := cv.out(s[1], s[2])
+	cp := kernels.QConvParams{Stride: [2]int{cv.stride, cv.stride}, Pad: [2]int{cv.pad, cv.pad}, Groups: cv.grp,
+		XScale: l.q.inScale, WScale: l.q.wScale, Bias: l.q.b, Residual: residual, Act: act}
+	var out *kernels.Tensor
+	switch {
+	case residual != nil:
+		out = residual // the epilogue adds it in place
+	case next != nil && next.q != nil:
+		out = p.get(kernels.I8, s[0], ho, wo, cv.co)
+		cp.OutScale = next.q.inScale
+	default:
+		out = p.get(f.m.Options.Precision.DType(), s[0], ho, wo, cv.co)
+	}
+	if out == nil {
+		return nil
+	}
+	qc := f.m.qc
+	f.do(func() error { return qc.QConv2D(out, x, l.q.w, cp) })
+	return out
+}
+
 // block plans one residual block over x and returns its output buffer:
-// the projection's when the block has one, else x itself.
+// the projection's when the block has one, else x itself. In an int8
+// model, x (the block's output before, in the model's dtype) is quantized
+// once for the first convolution and the projection, the convolutions
+// inside the block pass int8 on, and the last adds the float shortcut.
 func (f *Forward) block(p *planner, x *kernels.Tensor, b block) *kernels.Tensor {
 	m := f.m
-	t := x
-	for _, cv := range b.convs[:len(b.convs)-1] {
-		next := f.conv(p, t, m.layers[cv.conv], nil, kernels.ActReLU)
-		if t != x {
+	first := m.layers[b.convs[0].conv]
+	f.see(b.convs[0].conv, x)
+	in := x // what the first convolution and the projection read
+	if first.q != nil {
+		in = f.quantize(p, x, first.q.inScale)
+	}
+	t := in
+	for i, cv := range b.convs[:len(b.convs)-1] {
+		if i > 0 {
+			f.see(cv.conv, t)
+		}
+		next := f.conv(p, t, m.layers[cv.conv], nil, kernels.ActReLU, m.layers[b.convs[i+1].conv])
+		if t != in {
 			p.put(t)
 		}
 		t = next
 	}
 	identity := x
 	if b.down != nil {
-		identity = f.conv(p, x, m.layers[b.down.conv], nil, kernels.ActNone)
+		identity = f.conv(p, in, m.layers[b.down.conv], nil, kernels.ActNone, nil)
 		p.put(x)
 	}
-	out := f.conv(p, t, m.layers[b.convs[len(b.convs)-1].conv], identity, kernels.ActReLU)
+	if in != x {
+		p.put(in)
+	}
+	last := b.convs[len(b.convs)-1].conv
+	f.see(last, t)
+	out := f.conv(p, t, m.layers[last], identity, kernels.ActReLU, nil)
 	p.put(t)
 	return out
 }

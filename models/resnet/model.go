@@ -29,11 +29,13 @@ type Options struct {
 
 // layer is one convolution on the device: weights [Co, Kh, Kw, Ci/G]
 // with the folded BatchNorm's bias [Co], or, unfolded, the raw weights
-// and the BatchNorm as a 1×1 depthwise scale [C, 1, 1, 1] and shift [C].
+// and the BatchNorm as a 1×1 depthwise scale [C, 1, 1, 1] and shift [C];
+// or, once the model is quantized, only its int8 form q.
 type layer struct {
 	spec         conv
 	w, b         *kernels.Tensor
 	scale, shift *kernels.Tensor
+	q            *qlayer
 }
 
 // Model is a loaded network on a device.
@@ -46,6 +48,10 @@ type Model struct {
 	layers  map[string]*layer // by convolution name
 	fcW     *kernels.Tensor   // [classes, features]
 	fcB     *kernels.Tensor
+	// The int8 ops and classifier of a quantized model (see Quantize).
+	qo  kernels.Quant
+	qc  kernels.QuantConv
+	fcQ *qlayer
 }
 
 // Load reads cfg's parameters from src (a checkpoint, or Synthetic) and
@@ -185,19 +191,10 @@ func (m *Model) Backend() kernels.Backend { return m.be }
 // Close frees the model's weights.
 func (m *Model) Close() error { return m.params.Free() }
 
-// WeightBytes is the size of the weights on the device.
-func (m *Model) WeightBytes() int64 {
-	dt := m.Options.Precision.DType()
-	var n int64
-	for _, l := range m.layers {
-		for _, t := range []*kernels.Tensor{l.w, l.b, l.scale, l.shift} {
-			if t != nil {
-				n += int64(t.Len()) * int64(dt.Size())
-			}
-		}
-	}
-	return n + int64(m.fcW.Len()+m.fcB.Len())*int64(dt.Size())
-}
+// WeightBytes is the size of the weights on the device: in the model's
+// dtype, or once quantized the int8 weights with their scales and float32
+// biases.
+func (m *Model) WeightBytes() int64 { return m.params.Bytes() }
 
 // FLOPs is the arithmetic of one forward pass over batch images of
 // h×w: two per multiply-add of every convolution and of the classifier

@@ -32,7 +32,9 @@ func Quantize(dst *int8, src *float32, n int, s float32) {
 }
 
 // DotQ8 is the assembly kernel, absent here; it panics.
-func DotQ8(x *float32, w *int8, k int) float32 { panic("qgemm: no assembly kernel on this architecture") }
+func DotQ8(x *float32, w *int8, k int) float32 {
+	panic("qgemm: no assembly kernel on this architecture")
+}
 
 // DotQ4 is the assembly kernel, absent here; it panics.
 func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32 {

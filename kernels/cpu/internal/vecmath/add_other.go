@@ -1,0 +1,6 @@
+//go:build !amd64 || purego
+
+package vecmath
+
+// Add is the assembly addition, absent here; it panics.
+func Add(dst, a, b []float32) { panic("vecmath: no assembly on this architecture") }

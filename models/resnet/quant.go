@@ -1,0 +1,253 @@
+package resnet
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/quant"
+)
+
+// INT8 post-training quantization of a ResNet: W8A8 static. Every
+// convolution (the stem's included) and the classifier keep their weights
+// in int8 with one scale per output channel, taken after BatchNorm is
+// folded into the convolutions, and quantize their inputs with one scale
+// per tensor fixed by calibration; the products run in int8 with exact
+// int32 sums (kernels.QuantConv, and kernels.Quant's QMatMul for fc),
+// rescaled and biased in float32. Inside a residual block the first
+// convolutions pass their output on in int8, requantized in their
+// epilogue with the next convolution's input scale; the last adds the
+// shortcut in the model's dtype, in which the blocks' outputs (the
+// shortcuts), the stem's output, max pooling and global average pooling
+// stay. A block's output is quantized once for the next block's first
+// convolution and projection, which read the same tensor and share one
+// scale; so are the images for the stem and the pooled features for fc.
+
+// qlayer is a convolution or the classifier in int8: w ([Co, Kh, Kw,
+// Ci/G] or [classes, features]) with a scale per output channel
+// (wScale [Co]), the static scale of its input (inScale [1], one tensor per
+// site), and the bias (the folded BatchNorm's for a convolution) in
+// float32.
+type qlayer struct {
+	w, wScale, inScale, b *kernels.Tensor
+}
+
+// Calibration is what Model.Quantize calibrates the inputs' scales with.
+type Calibration struct {
+	// Batches are run through the float model, each NCHW float32
+	// [Batch, 3, Height, Width] as Forward.SetPixels takes it
+	// (normalised as the model was trained).
+	Batches              [][]float32
+	Batch, Height, Width int
+	// NewObserver returns a fresh observer; one is made per site, the
+	// input that one or two layers read (a block's first convolution
+	// and its projection share theirs).
+	NewObserver func() quant.Observer
+}
+
+// LayerReport is the report of one layer that Quantize returns: of a
+// convolution, whose weight [Co, Kh·Kw·Ci/G] is a linear layer's over its
+// input's patches, or of fc. Name is torchvision's module name (conv1,
+// layer1.0.conv2, layer1.0.downsample.0, fc); the weight is the float one
+// it replaced, BatchNorm folded in, and the input fields are those of the
+// layer's site.
+type LayerReport = quant.LinearReport
+
+// Quantized reports whether the model runs in int8.
+func (m *Model) Quantized() bool { return m.fcQ != nil }
+
+// sites maps each layer (torchvision's module name, "fc" for the
+// classifier) to its site: the layer whose input it reads, which is
+// itself but for a projection, which reads its block's input with the
+// block's first convolution.
+func (a arch) sites() map[string]string {
+	s := map[string]string{a.stem.conv: a.stem.conv, "fc": "fc"}
+	for _, st := range a.stages {
+		for _, b := range st {
+			for _, cv := range b.convs {
+				s[cv.conv] = cv.conv
+			}
+			if b.down != nil {
+				s[b.down.conv] = b.convs[0].conv
+			}
+		}
+	}
+	return s
+}
+
+// Quantize converts the model to W8A8 static int8 (see above): it runs
+// the calibration batches through the float model, observing the input of
+// every convolution and of the classifier, then quantizes the weights per
+// output channel on the device and releases the float weights. It returns
+// the per-layer report in torchvision's state_dict order, fc last. The
+// model must fold its BatchNorms (not Options.Unfolded) and its backend
+// implement kernels.Quant and kernels.QuantConv. After an error the model
+// may be partly converted: close it.
+func (m *Model) Quantize(cal Calibration) ([]LayerReport, error) {
+	switch {
+	case m.Quantized():
+		return nil, fmt.Errorf("resnet: %s is already quantized: %w", m.Config.Name, kernels.ErrValue)
+	case m.Options.Unfolded:
+		return nil, fmt.Errorf("resnet: %s keeps its BatchNorms unfolded; int8 quantizes the folded convolutions: %w",
+			m.Config.Name, kernels.ErrUnsupported)
+	}
+	qo, ok := m.be.(kernels.Quant)
+	if !ok {
+		return nil, fmt.Errorf("resnet: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	qc, ok := m.be.(kernels.QuantConv)
+	if !ok {
+		return nil, fmt.Errorf("resnet: the %s backend has no int8 convolution (kernels.QuantConv): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	if len(cal.Batches) == 0 || cal.NewObserver == nil {
+		return nil, fmt.Errorf("resnet: calibration needs batches and an observer: %w", kernels.ErrValue)
+	}
+	a := m.Config.arch()
+	sites := a.sites()
+	amax, last, err := m.calibrate(cal)
+	if err != nil {
+		return nil, err
+	}
+	// Each site's scale, and the error of its input, once.
+	scales := map[string]*kernels.Tensor{}
+	inErr := map[string]quant.Errors{}
+	layers := []string{}
+	for _, cv := range a.convs() {
+		layers = append(layers, cv.conv)
+	}
+	layers = append(layers, "fc")
+	for _, name := range layers {
+		site := sites[name]
+		if scales[site] != nil {
+			continue
+		}
+		am := amax[site]
+		if !(am > 0) || math.IsInf(float64(am), 0) {
+			return nil, fmt.Errorf("resnet: input of %s: calibrated amax %v, want a positive finite value: %w", site, am, kernels.ErrValue)
+		}
+		s := quant.Scale(am)
+		fq, err := quant.FakeQuantize(last[site], []float32{s})
+		if err != nil {
+			return nil, fmt.Errorf("resnet: input of %s: %w", site, err)
+		}
+		if inErr[site], err = quant.Measure(last[site], fq); err != nil {
+			return nil, fmt.Errorf("resnet: input of %s: %w", site, err)
+		}
+		if scales[site], err = m.params.Upload(site+".input_scale", kernels.F32, []float32{s}, 1); err != nil {
+			return nil, fmt.Errorf("resnet: %w", err)
+		}
+	}
+	m.qo, m.qc = qo, qc
+	var reports []LayerReport
+	for _, name := range layers {
+		w, b := m.fcW, m.fcB
+		l := m.layers[name] // nil for fc
+		if l != nil {
+			w, b = l.w, l.b
+		}
+		site := sites[name]
+		q, r, err := m.quantizeWeight(name, w, b, scales[site])
+		if err != nil {
+			return nil, err
+		}
+		if l != nil {
+			l.w, l.b, l.q = nil, nil, q
+		} else {
+			m.fcW, m.fcB, m.fcQ = nil, nil, q
+		}
+		r.InputAmax, r.InputMSE, r.InputSQNR = amax[site], inErr[site].MSE, inErr[site].SQNR
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+// calibrate runs the batches through the float model and returns each
+// site's amax and its values in the last batch.
+func (m *Model) calibrate(cal Calibration) (amax map[string]float32, last map[string][]float32, err error) {
+	obs := map[string]quant.Observer{}
+	last = map[string][]float32{}
+	observe := func(site string, x *kernels.Tensor) error {
+		v, err := kernels.ToFloat32(x)
+		if err != nil {
+			return err
+		}
+		o := obs[site]
+		if o == nil {
+			o = cal.NewObserver()
+			obs[site] = o
+		}
+		last[site] = v
+		if err := o.Observe(v); err != nil {
+			return fmt.Errorf("calibration of the input of %s: %w", site, err)
+		}
+		return nil
+	}
+	f, err := m.newForward(cal.Batch, cal.Height, cal.Width, observe)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	for b, px := range cal.Batches {
+		if want := cal.Batch * 3 * cal.Height * cal.Width; len(px) != want {
+			return nil, nil, fmt.Errorf("resnet: calibration batch %d has %d values, want [%d 3 %d %d] = %d: %w",
+				b, len(px), cal.Batch, cal.Height, cal.Width, want, kernels.ErrShape)
+		}
+		if err := f.SetPixels(px); err != nil {
+			return nil, nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
+		}
+		if err := f.Run(); err != nil {
+			return nil, nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
+		}
+	}
+	amax = map[string]float32{}
+	for site, o := range obs {
+		if amax[site], err = o.Amax(); err != nil {
+			return nil, nil, fmt.Errorf("resnet: input of %s: %w", site, err)
+		}
+	}
+	return amax, last, nil
+}
+
+// quantizeWeight quantizes a layer's float weight w (its first dimension
+// the output channels) per output channel on the device and its bias b to
+// float32, reading its input with the static scale inScale; it reports
+// the weight's error and releases w and b.
+func (m *Model) quantizeWeight(name string, w, b, inScale *kernels.Tensor) (*qlayer, LayerReport, error) {
+	shape := w.Shape()
+	co := shape[0]
+	k := shape.Len() / co
+	q := &qlayer{inScale: inScale}
+	var err error
+	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, shape...); err != nil {
+		return nil, LayerReport{}, fmt.Errorf("resnet: %w", err)
+	}
+	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, co); err != nil {
+		return nil, LayerReport{}, fmt.Errorf("resnet: %w", err)
+	}
+	// Per output channel: the rows of the [Co, K] views.
+	wk, err := w.Reshape(co, k)
+	if err != nil {
+		return nil, LayerReport{}, fmt.Errorf("resnet: %s.weight: %w", name, err)
+	}
+	qk, err := q.w.Reshape(co, k)
+	if err != nil {
+		return nil, LayerReport{}, fmt.Errorf("resnet: %s.weight: %w", name, err)
+	}
+	r, err := quant.QuantizeWeight(m.be, qk, q.wScale, wk, name)
+	if err != nil {
+		return nil, r, fmt.Errorf("resnet: %w", err)
+	}
+	bias, err := kernels.ToFloat32(b)
+	if err != nil {
+		return nil, r, fmt.Errorf("resnet: %s bias: %w", name, err)
+	}
+	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, co); err != nil {
+		return nil, r, fmt.Errorf("resnet: %w", err)
+	}
+	// The float weight and bias are not read again.
+	if err := errors.Join(m.params.Release(w), m.params.Release(b)); err != nil {
+		return nil, r, fmt.Errorf("resnet: %s: %w", name, err)
+	}
+	return q, r, nil
+}
