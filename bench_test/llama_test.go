@@ -3,7 +3,9 @@ package bench_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 	"github.com/zbench/zbench/zbench/compare"
@@ -161,6 +164,301 @@ func TestLlamaGolden(t *testing.T) {
 	}
 }
 
+// The bounds of the int8 model's logits (W8A8 dynamic, llama.Model.
+// Quantize) against the float64 reference. Measured on the CPU (float32
+// around the int8 products): 8.5e-3 to 1.0e-2 on the 2-layer cases, and
+// 1.26e-1 on TinyLlama-1.1B's 22 layers of synthetic weights, whose error
+// grows with depth as bfloat16's does, three times as large
+// (compare.DeepModels has the figures). GPUs' float16 around the
+// products adds about 1e-3.
+const llamaInt8Tolerance = 2.5e-2
+
+// deepInt8Tolerance is TinyLlama-1.1B's int8 bound, the one zbench
+// compare's accuracy gate applies to its rows.
+var deepInt8Tolerance = compare.BenchTolerance("BenchmarkLlamaDecode/model=tinyllama", "int8")
+
+// llamaInt8Tol is the int8 bound of the named golden case.
+func llamaInt8Tol(golden string) float64 {
+	if golden == "tinyllama" {
+		return deepInt8Tolerance
+	}
+	return llamaInt8Tolerance
+}
+
+// quantDecoders are the devices that run decoder-only models in int8.
+func quantDecoders() []kernels.Backend {
+	var out []kernels.Backend
+	for _, d := range decoders() {
+		if _, ok := d.(kernels.Quant); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// llamaInt8Precision is the precision around an int8 model's products on
+// dev: float32 on CPUs, float16 on GPUs.
+func llamaInt8Precision(dev kernels.Backend) nn.Precision {
+	if dev.Info().Kind == kernels.GPU {
+		return nn.F16
+	}
+	return nn.F32
+}
+
+// int8Llama loads cfg's weights from src on dev in llamaInt8Precision
+// and quantizes the model.
+func int8Llama(dev kernels.Backend, cfg llama.Config, src nn.Source) (*llama.Model, []quant.LinearReport, error) {
+	m, err := llama.Load(dev, cfg, src, llamaInt8Precision(dev))
+	if err != nil {
+		return nil, nil, err
+	}
+	rep, err := m.Quantize()
+	if err != nil {
+		return nil, nil, errors.Join(err, m.Close())
+	}
+	return m, rep, nil
+}
+
+// TestLlamaInt8Golden quantizes every logits case's model to W8A8 int8
+// with dynamic per-token activation scales on every device that has
+// kernels.Quant (TinyLlama-1.1B not in -short mode) and holds its logits
+// to llamaInt8Tol of the float64 reference; the per-module report
+// must show every weight quantized with a bounded error, in about half
+// float16's memory.
+func TestLlamaInt8Golden(t *testing.T) {
+	cases, err := loadLlamaCases()
+	require.NoError(t, err)
+	for _, dev := range quantDecoders() {
+		models := map[string]*llama.Model{} // one quantized model per config and weights
+		parent := t
+		for _, c := range cases {
+			if c.Name == "tinyllama" && testing.Short() {
+				continue
+			}
+			cfg, src, err := c.source()
+			require.NoError(t, err)
+			t.Run(fmt.Sprintf("dev=%s/%s", dev.Name(), c.Name), func(t *testing.T) {
+				key := fmt.Sprintf("%s/%s/%d", c.Config, c.Weights, c.Seed)
+				m := models[key]
+				if m == nil {
+					var rep []quant.LinearReport
+					m, rep, err = int8Llama(dev, cfg, src)
+					require.NoError(t, err)
+					parent.Cleanup(func() { assert.NoError(parent, m.Close()) })
+					models[key] = m
+					require.Len(t, rep, 7*cfg.NumHiddenLayers, "one report per linear module")
+					lo, hi := math.Inf(1), math.Inf(-1)
+					var bytes, f16 int64
+					for _, r := range rep {
+						assert.Greater(t, r.WeightSQNR, 40.0, "%s: weight SQNR", r.Name)
+						assert.Less(t, float64(r.Bytes), 0.6*float64(r.F16Bytes), "%s: int8 bytes (with the scales) against float16's", r.Name)
+						lo, hi = min(lo, r.WeightSQNR), max(hi, r.WeightSQNR)
+						bytes, f16 = bytes+r.Bytes, f16+r.F16Bytes
+					}
+					t.Logf("%d linear modules: weight SQNR %.1f to %.1f dB, %.4g MB in int8 with the scales against %.4g MB in float16",
+						len(rep), lo, hi, float64(bytes)/1e6, float64(f16)/1e6)
+				}
+				require.True(t, m.Quantized())
+				logits, err := m.Forward(c.In, c.Batch, c.Seq)
+				require.NoError(t, err)
+				rel := c.relErr(logits, cfg.VocabSize)
+				t.Logf("rel-err logits %.3g", rel)
+				assert.LessOrEqual(t, rel, llamaInt8Tol(c.Name))
+			})
+		}
+	}
+}
+
+// llamaGeneration is the greedy generation golden: prompts and the
+// reference's new tokens, and the logits each step of prompt 0 chose
+// from.
+type llamaGeneration struct {
+	prompts [][]int
+	ids     [][]int
+	logits0 []float32 // [new tokens, V]
+}
+
+func loadLlamaGeneration() (*llamaGeneration, error) {
+	f, err := safetensors.Open(llamaGenerateGolden)
+	if err != nil {
+		return nil, err
+	}
+	g := &llamaGeneration{}
+	ints := func(name string) ([]int, error) {
+		v, _, err := int32s(f, name)
+		out := make([]int, len(v))
+		for i, x := range v {
+			out[i] = int(x)
+		}
+		return out, err
+	}
+	for i := 0; ; i++ {
+		if _, err := f.Tensor(fmt.Sprintf("prompt%d/prompt_ids", i)); err != nil {
+			break
+		}
+		p, err := ints(fmt.Sprintf("prompt%d/prompt_ids", i))
+		if err != nil {
+			return nil, err
+		}
+		ids, err := ints(fmt.Sprintf("prompt%d/ids", i))
+		if err != nil {
+			return nil, err
+		}
+		g.prompts, g.ids = append(g.prompts, p), append(g.ids, ids)
+	}
+	if len(g.prompts) == 0 {
+		return nil, fmt.Errorf("%s: no prompts", llamaGenerateGolden)
+	}
+	if g.logits0, err = float32s(f, "prompt0/logits"); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// greedyTokens generates n new tokens per prompt greedily, the prompts
+// batched in one session.
+func greedyTokens(m *llama.Model, prompts [][]int, n int) ([][]int, error) {
+	maxLen := 0
+	for _, p := range prompts {
+		maxLen = max(maxLen, len(p)+n)
+	}
+	s, err := m.NewSession(len(prompts), maxLen)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.Generate(prompts, llama.GenerateOptions{MaxNewTokens: n}, nil)
+	if err = errors.Join(err, s.Close()); err != nil {
+		return nil, err
+	}
+	return g.Tokens, nil
+}
+
+// agreement counts the tokens of got equal to want's at the same place,
+// and the length of their common prefix.
+func agreement(got, want []int) (same, prefix int) {
+	prefix = -1
+	for i := range min(len(got), len(want)) {
+		if got[i] == want[i] {
+			same++
+		} else if prefix < 0 {
+			prefix = i
+		}
+	}
+	if prefix < 0 {
+		prefix = min(len(got), len(want))
+	}
+	return same, prefix
+}
+
+// Bounds of the int8 model's greedy generation on the tiny checkpoint.
+// A token chosen differently changes the context of every later one, so
+// free-running agreement is its common prefix with the float model's;
+// choices from the reference's own contexts (teacher forcing) are
+// independent of each other. Measured on the CPU: common prefixes of
+// 24, 24 and 18 of the 24 new tokens of the 3 prompts (the float model
+// matches the reference's 72), and 71 of 72 teacher-forced choices the
+// reference's, the other a near tie (the two tokens 0.0016 apart in the
+// float model's logits, whose standard deviation is 0.23, under the
+// int8 logits' 1% error). The synthetic weights' logits are flat, and
+// ties close, so the bounds leave room for other devices' rounding.
+const (
+	// llamaInt8GreedyPrefix is the least common prefix of the int8 and
+	// float models' 24 new tokens, per prompt.
+	llamaInt8GreedyPrefix = 8
+	// llamaInt8ForcedAgreement is the least share of next tokens the
+	// int8 model chooses as the reference does from the reference's
+	// contexts.
+	llamaInt8ForcedAgreement = 0.9
+)
+
+// std is the standard deviation of v.
+func std(v []float32) float64 {
+	var s, s2 float64
+	for _, x := range v {
+		s, s2 = s+float64(x), s2+float64(x)*float64(x)
+	}
+	n := float64(len(v))
+	return math.Sqrt(max(s2/n-(s/n)*(s/n), 0))
+}
+
+// TestLlamaInt8Generate compares the greedy generation of the int8 tiny
+// checkpoint with the float model's and the float64 reference's, on
+// every device with kernels.Quant: free-running (the tokens each model
+// chooses after its own) and teacher-forced (the next token after each
+// prefix of the reference's sequence, with the logits of prompt 0's steps
+// against the reference's).
+func TestLlamaInt8Generate(t *testing.T) {
+	gen, err := loadLlamaGeneration()
+	require.NoError(t, err)
+	cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
+	require.NoError(t, err)
+	src, err := llama.OpenCheckpoint([]string{filepath.Join(llamaTinyDir, "model.safetensors")})
+	require.NoError(t, err)
+	n := len(gen.ids[0])
+	for _, dev := range quantDecoders() {
+		t.Run("dev="+dev.Name(), func(t *testing.T) {
+			fm, err := llama.Load(dev, cfg, src, llamaInt8Precision(dev))
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, fm.Close()) }()
+			float, err := greedyTokens(fm, gen.prompts, n)
+			require.NoError(t, err)
+			qm, _, err := int8Llama(dev, cfg, src)
+			require.NoError(t, err)
+			defer func() { assert.NoError(t, qm.Close()) }()
+			q, err := greedyTokens(qm, gen.prompts, n)
+			require.NoError(t, err)
+			var sameFloat, sameRef, total int
+			for i := range gen.prompts {
+				sf, prefix := agreement(q[i], float[i])
+				sr, _ := agreement(q[i], gen.ids[i])
+				fr, _ := agreement(float[i], gen.ids[i])
+				t.Logf("prompt %d: int8 tokens equal to the float model's %d/%d (common prefix %d), to the reference's %d/%d; float's to the reference's %d/%d",
+					i, sf, n, prefix, sr, n, fr, n)
+				assert.GreaterOrEqual(t, prefix, llamaInt8GreedyPrefix, "prompt %d: common prefix of the int8 and float tokens", i)
+				sameFloat, sameRef, total = sameFloat+sf, sameRef+sr, total+n
+			}
+			t.Logf("free-running: int8 tokens equal to the float model's %d/%d, to the reference's %d/%d", sameFloat, total, sameRef, total)
+
+			// Teacher forcing: every prefix of each reference sequence at
+			// once, as one full forward per prompt.
+			forced, all := 0, 0
+			for i, p := range gen.prompts {
+				seq := append(append([]int(nil), p...), gen.ids[i]...)
+				ids := make([]int32, len(seq))
+				for j, id := range seq {
+					ids[j] = int32(id)
+				}
+				logits, err := qm.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+				require.NoError(t, err)
+				floatLogits, err := fm.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+				require.NoError(t, err)
+				V := cfg.VocabSize
+				var steps []float32
+				for j := range n {
+					at := (len(p) - 1 + j) * V
+					row := logits[at:][:V]
+					steps = append(steps, row...)
+					all++
+					if got, want := kernels.IndexOfMax(row), gen.ids[i][j]; got == want {
+						forced++
+					} else {
+						fl := floatLogits[at:][:V]
+						t.Logf("prompt %d step %d: int8 chose %d, the reference %d, which the float model's logits put %.3g above it (their std %.3g)",
+							i, j, got, want, fl[want]-fl[got], std(fl))
+					}
+				}
+				if i == 0 {
+					rel, _ := kernels.RelErr(widen(steps), widen(gen.logits0))
+					t.Logf("prompt 0: rel-err of the int8 logits of the %d steps against the reference's %.3g", n, rel)
+					assert.LessOrEqual(t, rel, llamaInt8Tolerance)
+				}
+			}
+			t.Logf("teacher-forced: int8 next tokens equal to the reference's %d/%d", forced, all)
+			assert.GreaterOrEqual(t, float64(forced), llamaInt8ForcedAgreement*float64(all))
+		})
+	}
+}
+
 // llamaBenchModel is a benchmark's model: TinyLlama-1.1B's shape with
 // synthetic weights, or in -short mode the tiny checkpoint of the
 // goldens, loaded from its files.
@@ -200,9 +498,102 @@ func llamaDTypes(dev kernels.Backend, cpu ...nn.Precision) []nn.Precision {
 	return cpu
 }
 
-// forEachLlama loads the benchmark model once per device and precision
-// and runs body for it, closing the model afterwards.
-func forEachLlama(b *testing.B, cpu []nn.Precision, body func(m *llama.Model, lm llamaBenchModel, verify func() (float64, error))) {
+// llamaInt8Points says where a Llama benchmark has dtype=int8 points (the
+// model of int8Llama), on the devices with kernels.Quant.
+type llamaInt8Points int
+
+const (
+	noInt8       llamaInt8Points = iota
+	int8Full                     // not in -short mode
+	int8AndShort                 // in -short mode too, at its one shape
+)
+
+// llamaVariant is a model a Llama benchmark runs: a float precision, or
+// int8 around the products and that precision around them.
+type llamaVariant struct {
+	p    nn.Precision
+	int8 bool
+}
+
+// llamaVariants are the models a Llama benchmark runs on dev: the float
+// precisions of llamaDTypes, then int8 where points says so.
+func llamaVariants(dev kernels.Backend, points llamaInt8Points, cpu ...nn.Precision) []llamaVariant {
+	var out []llamaVariant
+	for _, p := range llamaDTypes(dev, cpu...) {
+		out = append(out, llamaVariant{p: p})
+	}
+	if _, ok := dev.(kernels.Quant); ok && (points == int8AndShort || (points == int8Full && !testing.Short())) {
+		out = append(out, llamaVariant{p: llamaInt8Precision(dev), int8: true})
+	}
+	return out
+}
+
+// llamaBench is one model of a Llama benchmark on one device, loaded
+// (and quantized, for int8) by the first of its sub-benchmarks that runs,
+// so that a -bench pattern selecting others loads nothing.
+type llamaBench struct {
+	dev    kernels.Backend
+	lm     llamaBenchModel
+	v      llamaVariant
+	golden *llamaCase
+	m      *llama.Model
+}
+
+// dtype is the model's dtype, in benchmark names and for the roofline:
+// int8, or its precision's.
+func (l *llamaBench) dtype() kernels.DType {
+	if l.v.int8 {
+		return kernels.I8
+	}
+	return l.v.p.DType()
+}
+
+// model returns the model, loading it on first use.
+func (l *llamaBench) model(b *testing.B) *llama.Model {
+	b.Helper()
+	if l.m == nil {
+		m, err := l.lm.load(l.dev, l.v.p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.v.int8 {
+			if _, err := m.Quantize(); err != nil {
+				b.Fatal(errors.Join(err, m.Close()))
+			}
+		}
+		l.m = m
+	}
+	return l.m
+}
+
+// verify returns the rel-err of the model's logits on the golden case.
+func (l *llamaBench) verify() (float64, error) {
+	logits, err := l.m.Forward(l.golden.In, l.golden.Batch, l.golden.Seq)
+	if err != nil {
+		return 0, err
+	}
+	return l.golden.relErr(logits, l.m.Config.VocabSize), nil
+}
+
+// tolerance is the rel-err the model's logits must reach.
+func (l *llamaBench) tolerance() float64 {
+	switch {
+	case l.v.int8:
+		return llamaInt8Tol(l.lm.golden)
+	case l.v.p == nn.BF16 && l.lm.golden == "tinyllama":
+		return deepBF16Tolerance
+	}
+	for _, pr := range llamaPrecisions {
+		if pr.p == l.v.p {
+			return pr.tol
+		}
+	}
+	return 0
+}
+
+// forEachLlama runs body for the benchmark model of every device and
+// variant, closing the model afterwards if a sub-benchmark loaded it.
+func forEachLlama(b *testing.B, cpu []nn.Precision, int8 llamaInt8Points, body func(l *llamaBench)) {
 	lm := llamaBenchModels()
 	cases, err := loadLlamaCases()
 	if err != nil {
@@ -218,37 +609,16 @@ func forEachLlama(b *testing.B, cpu []nn.Precision, body func(m *llama.Model, lm
 		b.Fatalf("%s: no case %q", llamaGolden, lm.golden)
 	}
 	for _, dev := range decoders() {
-		for _, p := range llamaDTypes(dev, cpu...) {
-			m, err := lm.load(dev, p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			verify := func() (float64, error) {
-				logits, err := m.Forward(golden.In, golden.Batch, golden.Seq)
-				if err != nil {
-					return 0, err
+		for _, v := range llamaVariants(dev, int8, cpu...) {
+			l := &llamaBench{dev: dev, lm: lm, v: v, golden: golden}
+			body(l)
+			if l.m != nil {
+				if err := l.m.Close(); err != nil {
+					b.Fatal(err)
 				}
-				return golden.relErr(logits, m.Config.VocabSize), nil
-			}
-			body(m, lm, verify)
-			if err := m.Close(); err != nil {
-				b.Fatal(err)
 			}
 		}
 	}
-}
-
-// llamaTolerance is the rel-err a benchmark model's logits must reach.
-func llamaTolerance(p nn.Precision, lm llamaBenchModel) float64 {
-	if p == nn.BF16 && lm.golden == "tinyllama" {
-		return deepBF16Tolerance
-	}
-	for _, pr := range llamaPrecisions {
-		if pr.p == p {
-			return pr.tol
-		}
-	}
-	return 0
 }
 
 // prompts returns batch seeded prompts of n token ids.
@@ -279,24 +649,29 @@ func llamaShapes(dev kernels.Backend, gpu, cpu [][2]int) [][2]int {
 // an empty KV cache, with the logits of each prompt's last token: one op,
 // batch·seq tokens (tok/s), %peak against the compute roofline. rel-err is
 // the model's logits on the golden input against the PyTorch reference.
+// dtype=int8 is the model of int8Llama (W8A8 with dynamic per-token
+// activation scales) on the devices with kernels.Quant, at the same
+// shapes, not in -short mode; its rel-err is against the same reference:
+// the accuracy int8 costs.
 func BenchmarkLlamaPrefill(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32}, func(m *llama.Model, lm llamaBenchModel, verify func() (float64, error)) {
-		dev := m.Backend()
+	forEachLlama(b, []nn.Precision{nn.F32}, int8Full, func(l *llamaBench) {
+		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{1, 512}, {8, 512}, {32, 512}}, [][2]int{{1, 128}}) {
 			batch, seq := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), m.Precision, lm.name, batch, seq), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), l.dtype(), l.lm.name, batch, seq), func(b *testing.B) {
+				m := l.model(b)
 				sess, err := m.NewSession(batch, seq)
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer sess.Close()
 				prompts := llamaPrompts(uint64(batch*100000+seq), batch, seq, m.Config.VocabSize)
-				dt := m.Precision.DType()
-				w := m.Config.PrefillWork(batch, seq, dt.Size())
+				dt := l.dtype()
+				w := m.PrefillWork(batch, seq)
 				zbench.Measure(b, zbench.Bench{
 					Dev: dev, Op: func() error { return sess.Prefill(prompts) },
 					Work:   zbench.Workload{FLOPs: w.FLOPs, Bytes: w.Bytes, DType: dt, Items: float64(batch * seq), ItemUnit: "tok/s"},
-					Verify: verify, MaxRelErr: llamaTolerance(m.Precision, lm),
+					Verify: l.verify, MaxRelErr: l.tolerance(),
 				})
 			})
 		}
@@ -307,14 +682,17 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // caches hold ctx tokens (the cache is rewound to ctx after each op, so
 // every op decodes at the same context): batch tokens per op (tok/s), and
 // %peak against the memory roofline, since a step reads every weight and
-// the whole cache once.
+// the whole cache once. dtype=int8 is the model of int8Llama on the
+// devices with kernels.Quant, at the same shapes (the one point of -short
+// mode included), its bytes the int8 weights with their scales.
 func BenchmarkLlamaDecode(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32, nn.BF16}, func(m *llama.Model, lm llamaBenchModel, verify func() (float64, error)) {
-		dev := m.Backend()
+	forEachLlama(b, []nn.Precision{nn.F32, nn.BF16}, int8AndShort, func(l *llamaBench) {
+		dev := l.dev
 		gpu := [][2]int{{1, 128}, {1, 512}, {1, 2048}, {8, 128}, {8, 512}, {8, 2048}, {32, 128}, {32, 512}, {32, 2048}}
 		for _, s := range llamaShapes(dev, gpu, [][2]int{{1, 128}}) {
 			batch, ctx := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/ctx=%d", dev.Name(), m.Precision, lm.name, batch, ctx), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/ctx=%d", dev.Name(), l.dtype(), l.lm.name, batch, ctx), func(b *testing.B) {
+				m := l.model(b)
 				sess, err := m.NewSession(batch, ctx+1)
 				if err != nil {
 					b.Fatal(err)
@@ -327,8 +705,8 @@ func BenchmarkLlamaDecode(b *testing.B) {
 				for i := range next {
 					next[i] = 3 + i
 				}
-				dt := m.Precision.DType()
-				w := m.Config.DecodeWork(batch, ctx, dt.Size())
+				dt := l.dtype()
+				w := m.DecodeWork(batch, ctx)
 				zbench.Measure(b, zbench.Bench{
 					Dev: dev,
 					Op: func() error {
@@ -338,7 +716,7 @@ func BenchmarkLlamaDecode(b *testing.B) {
 						return sess.Decode(next)
 					},
 					Work:   zbench.Workload{FLOPs: w.FLOPs, Bytes: w.Bytes, DType: dt, Items: float64(batch), ItemUnit: "tok/s"},
-					Verify: verify, MaxRelErr: llamaTolerance(m.Precision, lm),
+					Verify: l.verify, MaxRelErr: l.tolerance(),
 				})
 			})
 		}
@@ -350,11 +728,12 @@ func BenchmarkLlamaDecode(b *testing.B) {
 // device and read back, as a user of generate sees it. It reports the
 // time to first token (ttft-ms) and the decode rate after it (tok/s).
 func BenchmarkLlamaGenerate(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32}, func(m *llama.Model, lm llamaBenchModel, verify func() (float64, error)) {
-		dev := m.Backend()
+	forEachLlama(b, []nn.Precision{nn.F32}, noInt8, func(l *llamaBench) {
+		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{128, 100}}, [][2]int{{32, 16}}) {
 			prompt, newTokens := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/prompt=%d/new=%d", dev.Name(), m.Precision, lm.name, prompt, newTokens), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/prompt=%d/new=%d", dev.Name(), l.dtype(), l.lm.name, prompt, newTokens), func(b *testing.B) {
+				m := l.model(b)
 				sess, err := m.NewSession(1, prompt+newTokens)
 				if err != nil {
 					b.Fatal(err)
@@ -384,7 +763,7 @@ func BenchmarkLlamaGenerate(b *testing.B) {
 						steps += len(g.Steps)
 						return nil
 					},
-					Work: w, Verify: verify, MaxRelErr: llamaTolerance(m.Precision, lm),
+					Work: w, Verify: l.verify, MaxRelErr: l.tolerance(),
 				})
 				// The warm-up call is counted too: the means are over
 				// every call.

@@ -32,20 +32,44 @@ type layerBufs struct {
 	gate, up, act      *kernels.Tensor // [N, I]
 }
 
-// projector applies decoder layer i's linear module (q_proj … down_proj,
-// weight w [out, in]) to in, into out, adding to out's value when
-// residual is set.
-type projector func(i int, module string, out, in, w *kernels.Tensor, residual bool) error
+// linear is a decoder layer's linear module (q_proj … down_proj): its
+// float weight w [out, in] (torch.nn.Linear's layout), or once the model
+// is quantized (Model.Quantize) its int8 weight q [out, in] and one scale
+// per output channel, F32 [out], with w released (nil).
+type linear struct {
+	w, q, scale *kernels.Tensor
+}
 
-// frozen is the projector of inference: the weight alone.
-func frozen(be kernels.Backend) projector {
+// projector applies decoder layer i's linear module lin (q_proj …
+// down_proj) to in, into out, adding to out's value when residual is set.
+// shared is set when in is the input of the previous call, unchanged
+// since (k_proj's and v_proj's after q_proj, up_proj's after gate_proj):
+// an int8 projector quantizes each input once.
+type projector func(i int, module string, out, in *kernels.Tensor, lin linear, residual, shared bool) error
+
+// frozen is the projector of inference: the float weight alone, or for
+// a module in int8 the int8 product over q, the step's int8 buffers (nil
+// when the model has no int8 module).
+func frozen(be kernels.Backend, q *int8Bufs) projector {
 	lin := kernels.MatMulParams{TransB: true}
 	res := kernels.MatMulParams{TransB: true, Beta: 1}
-	return func(_ int, _ string, out, in, w *kernels.Tensor, residual bool) error {
-		if residual {
-			return be.MatMul(out, in, w, res)
+	if q != nil {
+		q.cur = nil
+	}
+	return func(_ int, module string, out, in *kernels.Tensor, l linear, residual, shared bool) error {
+		if l.q != nil {
+			if q == nil {
+				return fmt.Errorf("%s is int8 and the step has no int8 buffers: %w", module, kernels.ErrValue)
+			}
+			return q.project(be, out, in, l, residual, shared)
 		}
-		return be.MatMul(out, in, w, lin)
+		if q != nil {
+			q.cur = nil
+		}
+		if residual {
+			return be.MatMul(out, in, l.w, res)
+		}
+		return be.MatMul(out, in, l.w, lin)
 	}
 }
 
@@ -60,20 +84,20 @@ func (m *Model) layerForward(i int, b *layerBufs, pos *kernels.Tensor, proj proj
 		run  func() error
 	}{
 		{"input_layernorm", func() error { return be.RMSNorm(b.h1, b.x, l.attnNorm, eps) }},
-		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, l.q, false) }},
-		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, l.k, false) }},
-		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, l.v, false) }},
+		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, l.q, false, false) }},
+		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, l.k, false, true) }},
+		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, l.v, false, true) }},
 		{"rope q", func() error { return dec.RoPE(b.q, pos, m.invFreq) }},
 		{"rope k", func() error { return dec.RoPE(b.k, pos, m.invFreq) }},
 		{"attention", attend},
 		{"residual", func() error { return copyInto(be, b.x2, b.x) }},
-		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, l.o, true) }},
+		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, l.o, true, false) }},
 		{"post_attention_layernorm", func() error { return be.RMSNorm(b.h2, b.x2, l.mlpNorm, eps) }},
-		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, l.gate, false) }},
-		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, l.up, false) }},
+		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, l.gate, false, false) }},
+		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, l.up, false, true) }},
 		{"silu·up", func() error { return dec.SwiGLU(b.act, b.gate, b.up) }},
 		{"residual", func() error { return copyInto(be, b.out, b.x2) }},
-		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, l.down, true) }},
+		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, l.down, true, false) }},
 	}
 	for _, op := range ops {
 		if err := op.run(); err != nil {

@@ -5,7 +5,9 @@
 // not, F32, F16 or BF16) with Hugging Face's names, seeded synthetic
 // weights of any config, prefill of a batch of prompts into a KV cache,
 // KV-cached decode, full-sequence logits with left or right padding, and
-// generation with greedy or sampled decoding.
+// generation with greedy or sampled decoding, in floating point or with
+// the decoder layers' linear modules in int8 (Model.Quantize: W8A8 with
+// dynamic per-token activation scales).
 //
 // Semantics are Hugging Face's LlamaForCausalLM: RMSNorm before attention
 // and MLP, rotary embeddings in the rotate-half layout (with linear and
@@ -26,8 +28,23 @@ import (
 // layer is one decoder layer's parameters; linear weights are [out, in]
 // as in torch.nn.Linear.
 type layer struct {
-	attnNorm, q, k, v, o    *kernels.Tensor
-	mlpNorm, gate, up, down *kernels.Tensor
+	attnNorm, mlpNorm          *kernels.Tensor
+	q, k, v, o, gate, up, down linear
+}
+
+// module is one of a layer's linear modules and its name under
+// model.layers.N.
+type module struct {
+	name string
+	lin  *linear
+}
+
+// modules returns l's linear modules in the checkpoint's order.
+func (l *layer) modules() []module {
+	return []module{
+		{"self_attn.q_proj", &l.q}, {"self_attn.k_proj", &l.k}, {"self_attn.v_proj", &l.v}, {"self_attn.o_proj", &l.o},
+		{"mlp.gate_proj", &l.gate}, {"mlp.up_proj", &l.up}, {"mlp.down_proj", &l.down},
+	}
 }
 
 // weights are the model's parameters by role.
@@ -44,12 +61,13 @@ func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
 	}
 	for i := range cfg.NumHiddenLayers {
 		l := func(rest string) *kernels.Tensor { return get(layerParam(i, rest)) }
+		lin := func(rest string) linear { return linear{w: l(rest + ".weight")} }
 		w.layers = append(w.layers, layer{
 			attnNorm: l("input_layernorm.weight"),
-			q:        l("self_attn.q_proj.weight"), k: l("self_attn.k_proj.weight"),
-			v: l("self_attn.v_proj.weight"), o: l("self_attn.o_proj.weight"),
+			q:        lin("self_attn.q_proj"), k: lin("self_attn.k_proj"),
+			v: lin("self_attn.v_proj"), o: lin("self_attn.o_proj"),
 			mlpNorm: l("post_attention_layernorm.weight"),
-			gate:    l("mlp.gate_proj.weight"), up: l("mlp.up_proj.weight"), down: l("mlp.down_proj.weight"),
+			gate:    lin("mlp.gate_proj"), up: lin("mlp.up_proj"), down: lin("mlp.down_proj"),
 		})
 	}
 	return w
@@ -64,6 +82,7 @@ type Model struct {
 	params    *nn.TensorSet
 	w         weights
 	invFreq   *kernels.Tensor
+	int8      int // linear modules in int8 (Quantize)
 }
 
 // Load uploads the weights of cfg from src to be in precision prec (F32,
@@ -99,7 +118,6 @@ func (m *Model) Backend() kernels.Backend { return m.be }
 func (m *Model) Close() error { return m.params.Free() }
 
 // WeightBytes is the size of the weights on the device: what a decode
-// step reads at least once.
-func (m *Model) WeightBytes() int64 {
-	return m.Config.CountParams() * int64(m.Precision.DType().Size())
-}
+// step reads at least once (for a quantized model, the int8 weights with
+// their scales and the float tensors left).
+func (m *Model) WeightBytes() int64 { return m.params.Bytes() - m.invFreq.Bytes() }

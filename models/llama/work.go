@@ -14,37 +14,73 @@ func (c Config) layerMACs() float64 {
 	return 2*H*float64(c.QDim()) + 2*H*float64(c.KVDim()) + 3*H*I
 }
 
+// layerChannels is the output channels of one layer's linear modules:
+// the scales of its int8 weights.
+func (c Config) layerChannels() float64 {
+	return float64(c.QDim() + 2*c.KVDim() + 2*c.HiddenSize + 2*c.IntermediateSize)
+}
+
 // linearBytes is the size of the weights a step reads in full: every
 // layer's projections, MLP and norms, the final norm and lm_head (one row
-// of the embedding table per token is counted separately).
-func (c Config) linearBytes(dtSize int) float64 {
-	H := float64(c.HiddenSize)
-	perLayer := c.layerMACs() + 2*H
-	return float64(dtSize) * (float64(c.NumHiddenLayers)*perLayer + H + float64(c.VocabSize)*H)
+// of the embedding table per token is counted separately), in a dtype of
+// dtSize bytes, or with the projections and MLP in int8 (one byte a
+// weight and a float32 scale per output channel).
+func (c Config) linearBytes(dtSize int, int8 bool) float64 {
+	H, dt := float64(c.HiddenSize), float64(dtSize)
+	linears := dt * c.layerMACs()
+	if int8 {
+		linears = c.layerMACs() + 4*c.layerChannels()
+	}
+	perLayer := linears + dt*2*H
+	return float64(c.NumHiddenLayers)*perLayer + dt*(H+float64(c.VocabSize)*H)
 }
 
 // PrefillWork is a prefill of batch prompts of seq tokens into an empty
 // cache, with the logits of each prompt's last token, in a dtype of
 // dtSize bytes.
 func (c Config) PrefillWork(batch, seq, dtSize int) Work {
+	return c.prefillWork(batch, seq, dtSize, false)
+}
+
+// PrefillWork is Config.PrefillWork for the model: in its dtype, with the
+// linear modules' weights in int8 once it is quantized.
+func (m *Model) PrefillWork(batch, seq int) Work {
+	return m.Config.prefillWork(batch, seq, m.Precision.DType().Size(), m.Quantized())
+}
+
+// prefillWork is PrefillWork with the decoder layers' linear weights in
+// int8 or not.
+func (c Config) prefillWork(batch, seq, dtSize int, int8 bool) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, S := float64(batch), float64(seq)
 	// q·kᵀ and p·v over the causal triangle: S(S+1)/2 pairs per head.
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * S * (S + 1) / 2
 	flops := L*(B*S*2*c.layerMACs()+B*attn) + B*2*H*V
 	cache := 2 * L * B * S * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize) + B*S*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, int8) + B*S*H*float64(dtSize) + cache}
 }
 
 // DecodeWork is one decode step of batch sequences whose caches hold ctx
 // tokens: the new token attends to ctx+1 keys.
 func (c Config) DecodeWork(batch, ctx, dtSize int) Work {
+	return c.decodeWork(batch, ctx, dtSize, false)
+}
+
+// DecodeWork is Config.DecodeWork for the model: in its dtype, with the
+// linear modules' weights in int8 once it is quantized.
+func (m *Model) DecodeWork(batch, ctx int) Work {
+	return m.Config.decodeWork(batch, ctx, m.Precision.DType().Size(), m.Quantized())
+}
+
+// decodeWork is DecodeWork with the decoder layers' linear weights in
+// int8 or not.
+func (c Config) decodeWork(batch, ctx, dtSize int, int8 bool) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, K := float64(batch), float64(ctx+1)
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * K
 	flops := L*B*(2*c.layerMACs()+attn) + B*2*H*V
 	cache := 2 * L * B * K * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize) + B*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, int8) + B*H*float64(dtSize) + cache}
 }
 
 // LoRAStepWork is one LoRA training step over batch sequences of seq
@@ -69,5 +105,5 @@ func (c Config) LoRAStepWork(batch, seq, dtSize, rank int, targets []string, che
 	if checkpoint {
 		flops += layers
 	}
-	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize)}
+	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize, false)}
 }

@@ -151,8 +151,15 @@ func DefaultTolerance(dtype string) float64 {
 // are 2.2e-2 and 3.2e-2 off the float64 reference on 32×32 inputs
 // (zbench's ResNet-152: 2.1e-2 in bf16, 3.1e-3 in f16), while ResNet-50
 // (7.1e-3 at 224×224) and the shallower ones meet the kernels' tolerances.
+// TinyLlama in int8 (W8A8 with dynamic per-token activation scales,
+// llama.Model.Quantize) is 1.3e-1 off on its synthetic weights, past
+// int8's 1e-1: its error is about three times bfloat16's at every depth
+// of the same weights (3.3e-2 against 1.1e-2 after one layer, 1.3e-1
+// against 4.0e-2 after 22), most of it the per-token rounding of inputs
+// 2048 and 5632 channels wide (the int8 weights alone: 4.3e-2), while
+// the 2-layer goldens stay within 1e-2.
 var DeepModels = map[string]map[string]float64{
-	"model=tinyllama": {"bf16": 8e-2},
+	"model=tinyllama": {"bf16": 8e-2, "int8": 1.5e-1},
 	"model=resnet101": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
 	"model=resnet152": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
 }

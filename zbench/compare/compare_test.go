@@ -74,6 +74,8 @@ func TestBenchTolerance(t *testing.T) {
 	}{
 		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tinyllama/batch=1/ctx=128-2", "bf16", 8e-2},
 		{"BenchmarkLlamaDecode/dev=cpu/dtype=f32/model=tinyllama/batch=1/ctx=128-2", "f32", 2e-5},
+		{"BenchmarkLlamaDecode/dev=cpu/dtype=int8/model=tinyllama/batch=1/ctx=128-2", "int8", 1.5e-1},
+		{"BenchmarkLlamaPrefill/dev=cpu/dtype=int8/model=tiny/batch=1/seq=128-2", "int8", 0.1},
 		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tiny/batch=1/ctx=128-2", "bf16", 1.6e-2},
 		{"BenchmarkBERT/dev=cpu/dtype=bf16/batch=1/seq=128", "bf16", 1.6e-2},
 		{"BenchmarkX/model=tinyllamas/dtype=bf16", "bf16", 1.6e-2},

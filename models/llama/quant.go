@@ -1,0 +1,141 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
+)
+
+// INT8 inference of the decoder layers: W8A8 with dynamic per-token
+// activation scales (SmoothQuant's W8A8 without the smoothing,
+// compressed-tensors' "w8a8 dynamic"). Every linear module of every
+// decoder layer (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+// down_proj) keeps its weight in int8 with one scale per output channel.
+// Its input is quantized as it comes, one scale per token (row), with no
+// calibration: q, k and v share one quantized copy of their input, gate
+// and up another. The products run in int8 with exact int32 sums
+// (kernels.Quant), rescaled by the token's and the channel's scales in
+// float32 and stored in the model's dtype. The embeddings, the norms,
+// rotary embeddings, attention with its KV cache and lm_head stay in
+// floating point, in the model's precision.
+
+// Quantized reports whether the model's decoder layers run their linear
+// modules in int8.
+func (m *Model) Quantized() bool { return m.int8 > 0 }
+
+// Quantize converts the linear modules of every decoder layer to int8
+// weights with one scale per output channel, computed on the device from
+// the float weights (kernels.Quant's Quantize with dynamic per-row
+// scales), and releases the float weights. The forward passes (prefill,
+// decode, Forward) then quantize each module's input per token as they
+// run. It returns the report of every module in the checkpoint's order
+// (the weight's error and sizes; the input fields are zero, as nothing is
+// calibrated). The model's backend must implement kernels.Quant; sessions
+// opened before must be opened again.
+//
+// After an error the modules converted so far stay in int8 and the others
+// in floating point: the model still runs, and Quantize may not be called
+// again.
+func (m *Model) Quantize() ([]quant.LinearReport, error) {
+	if m.Quantized() {
+		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
+	}
+	if _, ok := m.be.(kernels.Quant); !ok {
+		return nil, fmt.Errorf("llama: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	var reports []quant.LinearReport
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			r, err := m.quantizeLinear(mod.lin, layerParam(i, mod.name))
+			if err != nil {
+				return nil, err
+			}
+			reports = append(reports, r)
+		}
+	}
+	return reports, nil
+}
+
+// quantizeLinear converts lin, named name (without ".weight"), to int8
+// on the device, releases its float weight and reports its error.
+func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, error) {
+	shape := lin.w.Shape()
+	q, err := m.params.Alloc(name+".weight", kernels.I8, shape[0], shape[1])
+	if err != nil {
+		return quant.LinearReport{}, fmt.Errorf("llama: %w", err)
+	}
+	scale, err := m.params.Alloc(name+".weight_scale", kernels.F32, shape[0])
+	if err != nil {
+		return quant.LinearReport{}, errors.Join(fmt.Errorf("llama: %w", err), m.params.Release(q))
+	}
+	r, err := quant.QuantizeWeight(m.be, q, scale, lin.w, name)
+	if err != nil { // the module stays in floating point
+		return r, errors.Join(fmt.Errorf("llama: %w", err), m.params.Release(q), m.params.Release(scale))
+	}
+	// The float weight is not read again.
+	if err := m.params.Release(lin.w); err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	*lin = linear{q: q, scale: scale}
+	m.int8++
+	return r, nil
+}
+
+// int8Bufs are the buffers of a step's int8 modules over N rows: each
+// module input quantized per token (I8 [N, width], one per input width:
+// hidden, attention and intermediate), the tokens' scales (F32 [N]), and
+// the product a residual is added to ([N, H] in the model's dtype).
+type int8Bufs struct {
+	xq    map[int]*kernels.Tensor
+	scale *kernels.Tensor
+	sum   *kernels.Tensor
+	// cur is the last int8 module's input, quantized: one of xq, or nil
+	// before the first and after a module in floating point.
+	cur *kernels.Tensor
+}
+
+// allocInt8 allocates the int8 buffers of steps of n rows of the model's
+// inputs.
+func allocInt8(a *nn.Allocator, c Config, dt kernels.DType, n int) *int8Bufs {
+	q := &int8Bufs{xq: map[int]*kernels.Tensor{}, scale: a.Tensor(kernels.F32, n), sum: a.Tensor(dt, n, c.HiddenSize)}
+	for _, w := range []int{c.HiddenSize, c.QDim(), c.IntermediateSize} {
+		if q.xq[w] == nil {
+			q.xq[w] = a.Tensor(kernels.I8, n, w)
+		}
+	}
+	return q
+}
+
+// project is the projector of an int8 module: its input quantized per
+// token (kernels.Quant's Quantize, dynamic) unless shared with the
+// previous module, then out = xq·Wqᵀ rescaled by the tokens' and the
+// output channels' scales (QMatMul), through q.sum and an Add when a
+// residual is added.
+func (q *int8Bufs) project(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual, shared bool) error {
+	qo := be.(kernels.Quant) // the model has int8 modules only on such a backend
+	width := in.Shape().Last()
+	if !shared || q.cur == nil || q.cur.Shape().Last() != width {
+		q.cur = q.xq[width]
+		if q.cur == nil {
+			return fmt.Errorf("no int8 buffer for an input of shape %v: %w", in.Shape(), kernels.ErrShape)
+		}
+		if err := qo.Quantize(q.cur, q.scale, in, true); err != nil {
+			q.cur = nil
+			return fmt.Errorf("quantizing the input: %w", err)
+		}
+	}
+	dst := out
+	if residual {
+		dst = q.sum
+	}
+	if err := qo.QMatMul(dst, q.cur, lin.q, kernels.QMatMulParams{AScale: q.scale, BScale: lin.scale}); err != nil {
+		return err
+	}
+	if residual {
+		return be.Add(out, out, q.sum)
+	}
+	return nil
+}
