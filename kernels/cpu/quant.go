@@ -41,6 +41,16 @@ func quantizeRow(dst []int8, src []float32, s float32) {
 // rowScale is the dynamic scale of a row: max |x| / QMax, 1 for a row of
 // zeros, NaN when the row holds a NaN.
 func rowScale(row []float32) float32 {
+	if qgemm.Available && len(row) > 0 {
+		amax := qgemm.AbsMax(&row[0], len(row))
+		switch {
+		case amax != amax:
+			return amax
+		case amax == 0:
+			return 1
+		}
+		return amax / kernels.QMax
+	}
 	var amax float32
 	for _, v := range row {
 		if v != v {
@@ -134,13 +144,22 @@ func (b *Backend) QMatMul(out, a, bt *kernels.Tensor, p kernels.QMatMulParams) e
 }
 
 // dotI8 sets acc [m, n] to the int32 dot products of the rows of a
-// [m, k] with the rows of b [n, k].
+// [m, k] with the rows of b [n, k]. Below 4 rows (decode) each weight is
+// read once, its correction summed beside the products (Dot1x4S); from 4
+// rows on, the corrections are summed once per call and the 4×4 tiles
+// share them.
 func dotI8(acc []int32, a, b []int8, m, n, k int) {
 	n4 := 0
 	if qgemm.Available {
 		n4 = n &^ 3
 		var corr [4]int32
 		for j := 0; j < n4; j += 4 {
+			if m < 4 {
+				for i := range m {
+					qgemm.Dot1x4S(&a[i*k], &b[j*k], k, k, &acc[i*n+j])
+				}
+				continue
+			}
 			for c := range corr {
 				corr[c] = 128 * qgemm.Sum(&b[(j+c)*k], k)
 			}

@@ -24,7 +24,7 @@ func TestDotI8PathsAgree(t *testing.T) {
 		m, n, k int
 		fill    func() int8
 	}{
-		{1, 4, 4, nil}, {4, 4, 64, nil}, {5, 7, 68, nil}, {3, 5, 1, nil}, {6, 9, 37, nil}, {4, 4, 127, nil}, {9, 13, 132, nil}, {4, 8, 1020, nil}, {13, 17, 776, nil},
+		{1, 4, 4, nil}, {2, 8, 200, nil}, {3, 12, 4096, func() int8 { return -128 }}, {4, 4, 64, nil}, {5, 7, 68, nil}, {3, 5, 1, nil}, {6, 9, 37, nil}, {4, 4, 127, nil}, {9, 13, 132, nil}, {4, 8, 1020, nil}, {13, 17, 776, nil},
 		{6, 6, 4096, func() int8 { return -128 }},
 		{5, 9, 2048, func() int8 { return 127 }},
 	}
@@ -51,8 +51,8 @@ func TestDotI8PathsAgree(t *testing.T) {
 	}
 }
 
-// TestQuantizeRescalePathsAgree checks the assembly Quantize and Rescale
-// against the Go loops bit for bit, at every tail length, on ties, NaN,
+// TestQuantizeRescalePathsAgree checks the assembly Quantize, Rescale and
+// AbsMax (the dynamic scale) against the Go loops bit for bit, at every tail length, on ties, NaN,
 // infinities and values beyond the clamp.
 func TestQuantizeRescalePathsAgree(t *testing.T) {
 	if !qgemm.Available {
@@ -77,20 +77,28 @@ func TestQuantizeRescalePathsAgree(t *testing.T) {
 		gotR, wantR := make([]float32, n), make([]float32, n)
 		quantizeRow(gotQ, src, 1)
 		rescale(gotR, acc, 3e-5, cs, bias)
+		gotS := rowScale(src)
 		qgemm.Available = false
 		quantizeRow(wantQ, src, 1)
 		rescale(wantR, acc, 3e-5, cs, bias)
+		wantS := rowScale(src)
 		qgemm.Available = true
+		if wantS != wantS {
+			require.True(t, gotS != gotS, "n=%d: rowScale of a row with a NaN: %v", n, gotS)
+		} else {
+			require.Equal(t, wantS, gotS, "n=%d: rowScale", n)
+		}
 		require.Equal(t, wantQ, gotQ, "n=%d: quantize %v", n, src)
 		require.Equal(t, wantR, gotR, "n=%d: rescale", n)
 	}
 }
 
 // BenchmarkDotI8 times the int32 sums of QMatMul alone (one goroutine) at
-// BERT's projection [128×768]·[768×768] and feed-forward
-// [128×768]·[768×3072], and at 1024³.
+// TinyLlama's decode [1×2048]·[2048×5632], BERT's projection
+// [128×768]·[768×768] and feed-forward [128×768]·[768×3072], and at
+// 1024³.
 func BenchmarkDotI8(b *testing.B) {
-	for _, s := range [][3]int{{128, 768, 768}, {128, 3072, 768}, {1024, 1024, 1024}} {
+	for _, s := range [][3]int{{1, 5632, 2048}, {128, 768, 768}, {128, 3072, 768}, {1024, 1024, 1024}} {
 		m, n, k := s[0], s[1], s[2]
 		b.Run(fmt.Sprintf("m=%d/n=%d/k=%d", m, n, k), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 2))

@@ -64,3 +64,15 @@ func DotQ8(x *float32, w *int8, k int) float32
 //
 //go:noescape
 func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32
+
+// Dot1x4S is Dot1x4 computing its own corrections: 128·Σb of each row of
+// b accumulates beside the products from the same loads, so that a single
+// row of a (decode) reads each weight once instead of twice.
+//
+//go:noescape
+func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32)
+
+// AbsMax returns max |x[i]| for i < n, or NaN when x holds a NaN.
+//
+//go:noescape
+func AbsMax(x *float32, n int) float32

@@ -407,3 +407,128 @@ d4done:
 	MOVSS   X0, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32)
+TEXT ·Dot1x4S(SB), NOSPLIT, $0-40
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ ldb+16(FP), R9
+	MOVQ k+24(FP), CX
+	MOVQ out+32(FP), DX
+	LEAQ (R9)(R9*2), R11
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z16
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+sloop:
+	CMPQ     CX, $64
+	JL       stail
+	VPXORD   (SI), Z16, Z17
+	VMOVDQU8 (DI), Z21
+	VMOVDQU8 (DI)(R9*1), Z22
+	VMOVDQU8 (DI)(R9*2), Z23
+	VMOVDQU8 (DI)(R11*1), Z24
+	VPDPBUSD Z21, Z17, Z0
+	VPDPBUSD Z22, Z17, Z1
+	VPDPBUSD Z23, Z17, Z2
+	VPDPBUSD Z24, Z17, Z3
+	VPDPBUSD Z21, Z16, Z4
+	VPDPBUSD Z22, Z16, Z5
+	VPDPBUSD Z23, Z16, Z6
+	VPDPBUSD Z24, Z16, Z7
+	ADDQ     $64, SI
+	ADDQ     $64, DI
+	SUBQ     $64, CX
+	JMP      sloop
+
+stail:
+	TESTQ CX, CX
+	JZ    sreduce
+	MOVQ  $1, AX
+	SHLQ  CX, AX
+	DECQ  AX
+	KMOVQ AX, K1
+	VMOVDQU8.Z (SI), K1, Z17
+	VPXORD     Z17, Z16, Z17
+	VMOVDQU8.Z (DI), K1, Z21
+	VMOVDQU8.Z (DI)(R9*1), K1, Z22
+	VMOVDQU8.Z (DI)(R9*2), K1, Z23
+	VMOVDQU8.Z (DI)(R11*1), K1, Z24
+	VPDPBUSD   Z21, Z17, Z0
+	VPDPBUSD   Z22, Z17, Z1
+	VPDPBUSD   Z23, Z17, Z2
+	VPDPBUSD   Z24, Z17, Z3
+	VPDPBUSD   Z21, Z16, Z4
+	VPDPBUSD   Z22, Z16, Z5
+	VPDPBUSD   Z23, Z16, Z6
+	VPDPBUSD   Z24, Z16, Z7
+
+sreduce:
+	// The corrections 128·Σb are the sums of Z4–Z7: subtract lane by lane.
+	VPSUBD Z4, Z0, Z0
+	VPSUBD Z5, Z1, Z1
+	VPSUBD Z6, Z2, Z2
+	VPSUBD Z7, Z3, Z3
+	VPXORD Z26, Z26, Z26
+	HSUM4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, (DX))
+	VZEROUPPER
+	RET
+
+// func AbsMax(x *float32, n int) float32
+TEXT ·AbsMax(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z16
+	VPXORD       Z0, Z0, Z0
+	KXORW        K3, K3, K3
+
+aloop:
+	CMPQ    CX, $16
+	JL      atail
+	VANDPS  (SI), Z16, Z1
+	VCMPPS  $3, Z1, Z1, K2 // unordered: NaN
+	KORW    K2, K3, K3
+	VMAXPS  Z1, Z0, Z0
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     aloop
+
+atail:
+	TESTQ       CX, CX
+	JZ          adone
+	MOVQ        $1, AX
+	SHLQ        CX, AX
+	DECQ        AX
+	KMOVW       AX, K1
+	VMOVUPS.Z   (SI), K1, Z1
+	VANDPS      Z16, Z1, Z1
+	VCMPPS      $3, Z1, Z1, K2
+	KORW        K2, K3, K3
+	VMAXPS      Z1, Z0, Z0
+
+adone:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXPS        X1, X0, X0
+	KORTESTW      K3, K3
+	JZ            aret
+	MOVL          $0x7fc00000, AX // a NaN was seen
+	VMOVD         AX, X0
+
+aret:
+	MOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET

@@ -40,3 +40,11 @@ func DotQ8(x *float32, w *int8, k int) float32 {
 func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
 }
+
+// Dot1x4S is the assembly kernel, absent here; it panics.
+func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
+// AbsMax is the assembly kernel, absent here; it panics.
+func AbsMax(x *float32, n int) float32 { panic("qgemm: no assembly kernel on this architecture") }
