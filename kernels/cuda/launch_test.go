@@ -110,6 +110,7 @@ func dryOps(t *testing.T, b *Backend) {
 		kernels.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 3}))
 	dryVision(t, b)
 	dryQuant(t, b)
+	dryQuantConv(t, b)
 	dryWeightQuant(t, b)
 }
 
@@ -198,6 +199,7 @@ func TestLaunchSignatures(t *testing.T) {
 				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32"}
 			must = append(must, visionMust(cc[0])...)
 			must = append(must, quantMust(cc[0])...)
+			must = append(must, quantConvMust(cc[0])...)
 			must = append(must, weightQuantMust(cc[0])...)
 			switch cc[0] {
 			case 8:

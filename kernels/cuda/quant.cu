@@ -22,14 +22,22 @@
 //  QMatMul, all with the signature
 //    (T* c, const int8_t* a, const int8_t* b, const float* ascale,
 //     const float* bscale, const float* bias, const float* out_scale,
-//     int M, int N, int K, int a_per_row, int b_per_row, int act)
+//     const T* residual, int M, int N, int K, int ldc, int a_per_row,
+//     int b_per_row, int act)
 //  for T = f32, f16, bf16, int8, i32 (the out dtype): a [M, K] times bᵀ,
-//  b [N, K] (nn.Linear's weight), summed exactly in int32, into c [M, N]:
-//    i32:   c = acc (the scales, bias and out_scale are not read);
-//    float: c = act(float(acc)·(ascale[m]·bscale[n]) + bias[n]) in float32,
-//           rounded once to T; bias may be NULL;
-//    int8:  that value requantized with out_scale[0] as quantize_T does.
+//  b [N, K] (nn.Linear's weight), summed exactly in int32, into the first
+//  N columns of c [M, ldc] (ldc ≥ N; QMatMul passes ldc = N):
+//    i32:   c = acc (the scales, bias, out_scale and residual are not read);
+//    float: c = act(float(acc)·(ascale[m]·bscale[n]) + bias[n] + residual[m, n])
+//           in float32, each operation rounded in turn from the left, then
+//           rounded once to T; bias and residual may be NULL; residual,
+//           [M, ldc] like c, may be c itself (each element is read before
+//           it is written, by the same thread);
+//    int8:  that value without a residual (NULL) requantized with
+//           out_scale[0] as quantize_T does.
 //  M, N ≥ 1 (a grid with no blocks must not be launched), any K ≥ 0.
+//  QConv2D (qconv.go) launches them on blocks of its output, one group's
+//  channels of a slab of pixels (ldc = Co), with its residual.
 //  Rows are read in 16-byte chunks when K % 16 == 0 and a, b are 16-byte
 //  aligned, in 4-byte chunks when K % 4 == 0 and they are 4-byte aligned,
 //  and otherwise in 4-byte chunks assembled from single bytes.
@@ -219,21 +227,32 @@ __device__ void dequantize_impl(T* __restrict__ out, const int8_t* __restrict__ 
 // ---------------------------------------------------------------------------
 // The QMatMul epilogue.
 
-// Epi is the epilogue's arguments, as the kernels receive them.
+// Epi is the epilogue's arguments, as the kernels receive them; residual
+// is the kernel's const T* (NULL for none), of c's layout.
 struct Epi {
     const float* ascale;
     const float* bscale;
     const float* bias;
     const float* out_scale;
+    const void* residual;
     int a_per_row, b_per_row, act;
 };
 
-// value returns act(float(acc)·(sa·sb) + bias) in float32, each operation
-// rounded as written (no contraction into an FMA); no bias when !has_bias.
-__device__ __forceinline__ float value(int acc, float sa, float sb, float bv, bool has_bias, int act) {
+// value returns act(float(acc)·(sa·sb) + bias + res) in float32, each
+// operation rounded as written (no contraction into an FMA); no bias when
+// !has_bias, no residual when !has_res.
+__device__ __forceinline__ float value(int acc, float sa, float sb, float bv, bool has_bias, float res, bool has_res,
+                                       int act) {
     float v = __fmul_rn((float)acc, __fmul_rn(sa, sb));
     if (has_bias) v = __fadd_rn(v, bv);
+    if (has_res) v = __fadd_rn(v, res);
     return act_apply(v, act);
+}
+
+// res_ptr is the residual's element at offset off (c's offset of the same
+// element), or NULL without a residual.
+template <typename T> __device__ __forceinline__ const T* res_ptr(const Epi& ep, long long off) {
+    return ep.residual != nullptr ? static_cast<const T*>(ep.residual) + off : nullptr;
 }
 
 // Cols holds the per-column epilogue values of up to 4 consecutive
@@ -252,14 +271,27 @@ struct Cols {
 
 // Out stores epilogue results of out dtype T: put4 the sums of columns
 // col..col+3 of one row at p, the first n of them (n ≥ 4: all; vectorised
-// when vec, p then aligned to 4·sizeof(T)), with those columns' values
-// cl; put1 one sum with its column's scale sb and bias bv.
+// when vec, p and rp then aligned to 4·sizeof(T)), with those columns'
+// values cl and the residual at rp (NULL: none; it may be p, and is read
+// first); put1 one sum with its column's scale sb, bias bv and residual rp.
+// The int8 and int32 outs take no residual.
 template <typename T> struct Out {
-    __device__ static __forceinline__ void put4(T* p, const int (&acc)[4], int n, bool vec, float sa, const Cols& cl,
-                                                const Epi& ep, float) {
+    __device__ static __forceinline__ void put4(T* p, const T* rp, const int (&acc)[4], int n, bool vec, float sa,
+                                                const Cols& cl, const Epi& ep, float) {
+        float r[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (rp != nullptr) {
+            if (vec) {
+                ld4(rp, r);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (e < n) r[e] = to_f32(rp[e]);
+            }
+        }
         float v[4];
 #pragma unroll
-        for (int e = 0; e < 4; e++) v[e] = value(acc[e], sa, cl.sb[e], cl.bv[e], ep.bias != nullptr, ep.act);
+        for (int e = 0; e < 4; e++)
+            v[e] = value(acc[e], sa, cl.sb[e], cl.bv[e], ep.bias != nullptr, r[e], rp != nullptr, ep.act);
         if (vec) {
             st4(p, v);
         } else {
@@ -268,17 +300,19 @@ template <typename T> struct Out {
                 if (e < n) p[e] = from_f32<T>(v[e]);
         }
     }
-    __device__ static __forceinline__ void put1(T* p, int acc, float sa, float sb, float bv, const Epi& ep, float) {
-        *p = from_f32<T>(value(acc, sa, sb, bv, ep.bias != nullptr, ep.act));
+    __device__ static __forceinline__ void put1(T* p, const T* rp, int acc, float sa, float sb, float bv, const Epi& ep,
+                                                float) {
+        const float r = rp != nullptr ? to_f32(*rp) : 0.0f;
+        *p = from_f32<T>(value(acc, sa, sb, bv, ep.bias != nullptr, r, rp != nullptr, ep.act));
     }
 };
 template <> struct Out<int8_t> {
-    __device__ static __forceinline__ void put4(int8_t* p, const int (&acc)[4], int n, bool vec, float sa,
-                                                const Cols& cl, const Epi& ep, float os) {
+    __device__ static __forceinline__ void put4(int8_t* p, const int8_t*, const int (&acc)[4], int n, bool vec,
+                                                float sa, const Cols& cl, const Epi& ep, float os) {
         int v[4];
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            v[e] = quantize_value(value(acc[e], sa, cl.sb[e], cl.bv[e], ep.bias != nullptr, ep.act), os);
+            v[e] = quantize_value(value(acc[e], sa, cl.sb[e], cl.bv[e], ep.bias != nullptr, 0.0f, false, ep.act), os);
         if (vec) {
             *reinterpret_cast<unsigned*>(p) = pack4(v[0], v[1], v[2], v[3]);
         } else {
@@ -287,14 +321,14 @@ template <> struct Out<int8_t> {
                 if (e < n) p[e] = (int8_t)v[e];
         }
     }
-    __device__ static __forceinline__ void put1(int8_t* p, int acc, float sa, float sb, float bv, const Epi& ep,
-                                                float os) {
-        *p = (int8_t)quantize_value(value(acc, sa, sb, bv, ep.bias != nullptr, ep.act), os);
+    __device__ static __forceinline__ void put1(int8_t* p, const int8_t*, int acc, float sa, float sb, float bv,
+                                                const Epi& ep, float os) {
+        *p = (int8_t)quantize_value(value(acc, sa, sb, bv, ep.bias != nullptr, 0.0f, false, ep.act), os);
     }
 };
 template <> struct Out<int> {
-    __device__ static __forceinline__ void put4(int* p, const int (&acc)[4], int n, bool vec, float, const Cols&,
-                                                const Epi&, float) {
+    __device__ static __forceinline__ void put4(int* p, const int*, const int (&acc)[4], int n, bool vec, float,
+                                                const Cols&, const Epi&, float) {
         if (vec) {
             *reinterpret_cast<int4*>(p) = make_int4(acc[0], acc[1], acc[2], acc[3]);
         } else {
@@ -303,7 +337,9 @@ template <> struct Out<int> {
                 if (e < n) p[e] = acc[e];
         }
     }
-    __device__ static __forceinline__ void put1(int* p, int acc, float, float, float, const Epi&, float) { *p = acc; }
+    __device__ static __forceinline__ void put1(int* p, const int*, int acc, float, float, float, const Epi&, float) {
+        *p = acc;
+    }
 };
 
 // row_scale is ascale of row m (0 without scales: the i32 out).
@@ -425,11 +461,12 @@ __device__ __forceinline__ void stage_mma(unsigned sA, unsigned sB, int wm0, int
 // columns (2t, 2t+1) of n-tile j. In each of PASSES passes, BM/PASSES rows
 // are staged as int32 in shared memory S (pitch LDS), then stored
 // row-coalesced: thread tid takes columns 4(tid%32)..+3 of staged rows
-// tid/32, tid/32 + NTHREADS/32, ... The caller has ended every read of the
-// pipeline's shared memory with a barrier.
+// tid/32, tid/32 + NTHREADS/32, ... Row m of c (and of the residual)
+// starts ldc elements after row m−1. The caller has ended every read of
+// the pipeline's shared memory with a barrier.
 template <typename T, int NTHREADS, int WM, int WN, int MT, int NT, int PASSES>
 __device__ __forceinline__ void store_tile(T* c, int* S, const int (&acc)[MT][NT][4], int bm, int bn, int M,
-                                           int N, const Epi& ep) {
+                                           int N, int ldc, const Epi& ep) {
     constexpr int ROWS = BM / PASSES, WROWS = BM / WM, WCOLS = BN / WN;
     static_assert(WROWS == MT * 16 && WCOLS == NT * 8 && WM * WN * 32 == NTHREADS, "warp layout");
     static_assert(ROWS % WROWS == 0, "a warp's rows are staged in one pass");
@@ -440,7 +477,10 @@ __device__ __forceinline__ void store_tile(T* c, int* S, const int (&acc)[MT][NT
     Cols cl;
     cl.load(ep, col, N);
     const float os = out_scale(ep);
-    const bool vec = N % 4 == 0 && aligned_to(c, 4 * sizeof(T)) && col + 3 < N;
+    // col is a multiple of 4: with ldc one too, every row's four columns
+    // are as aligned as c and the residual.
+    const bool vec = ldc % 4 == 0 && aligned_to(c, 4 * sizeof(T)) &&
+                     (ep.residual == nullptr || aligned_to(ep.residual, 4 * sizeof(T))) && col + 3 < N;
 #pragma unroll
     for (int pass = 0; pass < PASSES; pass++) {
         if (wm0 / ROWS == pass) {
@@ -462,7 +502,8 @@ __device__ __forceinline__ void store_tile(T* c, int* S, const int (&acc)[MT][NT
                 if (row >= M) break;
                 const int4 s = *reinterpret_cast<const int4*>(&S[r * LDS + scol]);
                 const int v[4] = {s.x, s.y, s.z, s.w};
-                Out<T>::put4(c + (long long)row * N + col, v, N - col, vec, row_scale(ep, row), cl, ep, os);
+                const long long off = (long long)row * ldc + col;
+                Out<T>::put4(c + off, res_ptr<T>(ep, off), v, N - col, vec, row_scale(ep, row), cl, ep, os);
             }
         }
         if (PASSES > 1) __syncthreads(); // S is rewritten by the next pass
@@ -525,7 +566,7 @@ struct AsyncLoader {
 // tc_gemm is qmatmul_tc_T: 4 warps of 64x64, a 4-stage cp.async pipeline.
 template <typename T>
 __device__ __forceinline__ void tc_gemm(T* c, const int8_t* __restrict__ a, const int8_t* __restrict__ b,
-                                        const Epi& ep, int M, int N, int K) {
+                                        const Epi& ep, int M, int N, int K, int ldc) {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(16) unsigned char qk_tc_smem[];
     constexpr int S = TC_STAGES;
@@ -575,7 +616,7 @@ __device__ __forceinline__ void tc_gemm(T* c, const int8_t* __restrict__ a, cons
     }
     cp_async_wait<0>(); // only empty groups remain
     __syncthreads();    // every warp is done with the pipeline's shared memory
-    store_tile<T, TC_THREADS, 2, 2, 4, 8, 1>(c, reinterpret_cast<int*>(qk_tc_smem), acc, bm, bn, M, N, ep);
+    store_tile<T, TC_THREADS, 2, 2, 4, 8, 1>(c, reinterpret_cast<int*>(qk_tc_smem), acc, bm, bn, M, N, ldc, ep);
 #else
     __trap();
 #endif
@@ -702,7 +743,7 @@ __device__ __forceinline__ void mma_main(const int8_t* __restrict__ a, const int
 // tiles); the epilogue stages 64 rows at a time.
 template <typename T>
 __device__ __forceinline__ void mma_gemm(T* c, const int8_t* __restrict__ a, const int8_t* __restrict__ b,
-                                         const Epi& ep, int M, int N, int K) {
+                                         const Epi& ep, int M, int N, int K, int ldc) {
     extern __shared__ __align__(16) unsigned char qk_mma_smem[];
     int tm, tn;
     tile_coords(tm, tn);
@@ -724,7 +765,7 @@ __device__ __forceinline__ void mma_gemm(T* c, const int8_t* __restrict__ a, con
     default: mma_main<LOAD_B4>(a, b, M, N, K, bm, bn, qk_mma_smem, wm0, wn0, acc); break;
     }
     // mma_main ends with a barrier (or read no shared memory).
-    store_tile<T, MMA_THREADS, 2, 4, 4, 4, 2>(c, reinterpret_cast<int*>(qk_mma_smem), acc, bm, bn, M, N, ep);
+    store_tile<T, MMA_THREADS, 2, 4, 4, 4, 2>(c, reinterpret_cast<int*>(qk_mma_smem), acc, bm, bn, M, N, ldc, ep);
 }
 
 // ---------------------------------------------------------------------------
@@ -781,7 +822,7 @@ __device__ __forceinline__ void gemv_dot(const int8_t* __restrict__ a, const int
 // (no grid-stride loop: nothing stays live across the epilogue's calls).
 template <typename T>
 __device__ __forceinline__ void gemv(T* c, const int8_t* __restrict__ a, const int8_t* __restrict__ b, const Epi& ep,
-                                     int M, int N, int K) {
+                                     int M, int N, int K, int ldc) {
     const int lane = threadIdx.x & 31;
     const long long n = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return; // whole warps
@@ -803,7 +844,8 @@ __device__ __forceinline__ void gemv(T* c, const int8_t* __restrict__ a, const i
     if (lane < M) {
         const float sb = ep.bscale != nullptr ? ep.bscale[ep.b_per_row ? n : 0] : 0.0f;
         const float bv = ep.bias != nullptr ? ep.bias[n] : 0.0f;
-        Out<T>::put1(c + (long long)lane * N + n, mine, row_scale(ep, lane), sb, bv, ep, out_scale(ep));
+        const long long off = (long long)lane * ldc + n;
+        Out<T>::put1(c + off, res_ptr<T>(ep, off), mine, row_scale(ep, lane), sb, bv, ep, out_scale(ep));
     }
 }
 
@@ -826,11 +868,12 @@ QUANT_DEFINE(f32, float)
 QUANT_DEFINE(f16, __half)
 QUANT_DEFINE(bf16, __nv_bfloat16)
 
+// The residual may be c: neither is __restrict__.
 #define QMM_PARAMS(T)                                                                                          \
     T *c, const int8_t *__restrict__ a, const int8_t *__restrict__ b, const float *__restrict__ ascale,        \
         const float *__restrict__ bscale, const float *__restrict__ bias, const float *__restrict__ out_scale, \
-        int M, int N, int K, int a_per_row, int b_per_row, int act
-#define QMM_EPI {ascale, bscale, bias, out_scale, a_per_row, b_per_row, act}
+        const T *residual, int M, int N, int K, int ldc, int a_per_row, int b_per_row, int act
+#define QMM_EPI {ascale, bscale, bias, out_scale, residual, a_per_row, b_per_row, act}
 
 // qmatmul_tc_T: grid (ceil(N/128), ceil(M/128)), block 128, dynamic smem
 // 81920 bytes; sm_80+, K % 16 == 0, a and b 16-byte aligned.
@@ -839,13 +882,13 @@ QUANT_DEFINE(bf16, __nv_bfloat16)
 // qmatmul_gemv_T: M ≤ 8; grid ceil(N/8), block 256; every target.
 #define QMM_DEFINE(SUF, T)                                                                             \
     extern "C" __global__ void __launch_bounds__(qk::TC_THREADS) qmatmul_tc_##SUF(QMM_PARAMS(T)) {     \
-        qk::tc_gemm<T>(c, a, b, qk::Epi QMM_EPI, M, N, K);                                             \
+        qk::tc_gemm<T>(c, a, b, qk::Epi QMM_EPI, M, N, K, ldc);                                        \
     }                                                                                                  \
     extern "C" __global__ void __launch_bounds__(qk::MMA_THREADS) qmatmul_mma_##SUF(QMM_PARAMS(T)) {   \
-        qk::mma_gemm<T>(c, a, b, qk::Epi QMM_EPI, M, N, K);                                            \
+        qk::mma_gemm<T>(c, a, b, qk::Epi QMM_EPI, M, N, K, ldc);                                       \
     }                                                                                                  \
     extern "C" __global__ void __launch_bounds__(qk::GEMV_THREADS) qmatmul_gemv_##SUF(QMM_PARAMS(T)) { \
-        qk::gemv<T>(c, a, b, qk::Epi QMM_EPI, M, N, K);                                                \
+        qk::gemv<T>(c, a, b, qk::Epi QMM_EPI, M, N, K, ldc);                                           \
     }
 
 QMM_DEFINE(f32, float)

@@ -87,22 +87,44 @@ func (b *Backend) QMatMul(out, a, w *kernels.Tensor, p kernels.QMatMulParams) er
 		return fmt.Errorf("cuda: QMatMul: a [%d %d] times b [%d %d] is over the 2³¹ the kernels index: %w",
 			d.M, d.K, d.N, d.K, kernels.ErrUnsupported)
 	}
-	pa, pw := ptrOf(a), ptrOf(w)
+	return wrap("QMatMul", b.launchQMM(qmmLaunch{
+		dt: out.DType(), c: ptrOf(out), a: ptrOf(a), b: ptrOf(w),
+		aScale: ptrOf(p.AScale), bScale: ptrOf(p.BScale), bias: ptrOf(p.Bias), outScale: ptrOf(p.OutScale),
+		m: d.M, n: d.N, k: d.K, ldc: d.N, aRowScale: d.ARowScale, bRowScale: d.BRowScale, act: p.Act,
+	}))
+}
+
+// qmmLaunch is one launch of the QMatMul kernels: the first n columns of c
+// [m, ldc] (out dtype dt) from a [m, k] times bᵀ, b [n, k], with the
+// epilogue's operands (0 for an absent one) and a residual res of c's
+// layout, which may be c. QMatMul's own calls have ldc = n and no
+// residual; QConv2D's write one group's channels of a slab of pixels.
+type qmmLaunch struct {
+	dt                                           kernels.DType
+	c, a, b, aScale, bScale, bias, outScale, res devptr
+	m, n, k, ldc                                 int
+	aRowScale, bRowScale                         bool
+	act                                          kernels.Activation
+}
+
+// launchQMM queues l on the kernel chooseQMatMul picks. The caller has
+// checked that m, n, k and ldc are within qmmMaxDim.
+func (b *Backend) launchQMM(l qmmLaunch) error {
+	d := kernels.QMatMulDims{M: l.m, N: l.n, K: l.k, ARowScale: l.aRowScale, BRowScale: l.bRowScale}
 	name := "qmatmul_mma_"
 	grid, blk, smem := dim3{x: ceilDiv(d.N, qmmTile), y: ceilDiv(d.M, qmmTile)}, dim3{x: qmmMMAThreads}, qmmMMASmem
-	switch b.chooseQMatMul(d, pa, pw) {
+	switch b.chooseQMatMul(d, l.a, l.b) {
 	case qmmGEMV:
 		name, grid, blk, smem = "qmatmul_gemv_", dim3{x: ceilDiv(d.N, qmmGEMVThreads/32)}, dim3{x: qmmGEMVThreads}, 0
 	case qmmTC:
 		name, blk, smem = "qmatmul_tc_", dim3{x: qmmTCThreads}, qmmTCSmem
 	}
 	if grid.y > maxGridY {
-		return fmt.Errorf("cuda: QMatMul: M = %d is over the %d rows one launch takes: %w",
-			d.M, qmmTile*maxGridY, kernels.ErrUnsupported)
+		return fmt.Errorf("%d rows (M) are over the %d one launch takes: %w", d.M, qmmTile*maxGridY, kernels.ErrUnsupported)
 	}
-	return wrap("QMatMul", b.launch(name+out.DType().String(), grid, blk, smem,
-		ptrOf(out), pa, pw, ptrOf(p.AScale), ptrOf(p.BScale), ptrOf(p.Bias), ptrOf(p.OutScale),
-		int32(d.M), int32(d.N), int32(d.K), int32(boolInt(d.ARowScale)), int32(boolInt(d.BRowScale)), int32(p.Act)))
+	return b.launch(name+l.dt.String(), grid, blk, smem,
+		l.c, l.a, l.b, l.aScale, l.bScale, l.bias, l.outScale, l.res,
+		int32(d.M), int32(d.N), int32(d.K), int32(l.ldc), int32(boolInt(d.ARowScale)), int32(boolInt(d.BRowScale)), int32(l.act))
 }
 
 // quantLaunch returns the grid and block of quantize_T and dequantize_T

@@ -145,22 +145,23 @@ func TestQMatMulPaths(t *testing.T) {
 						assert.Equal(t, dim3{256, 1, 1}, r.block)
 						assert.Equal(t, qmmMMASmem, r.smem)
 					}
-					require.Len(t, r.args, 13)
-					assert.Equal(t, []any{int32(m), int32(c.n), int32(c.k)}, r.args[7:10], "M, N, K")
+					require.Len(t, r.args, 15)
+					assert.Equal(t, []any{int32(m), int32(c.n), int32(c.k), int32(c.n)}, r.args[8:12], "M, N, K, ldc = N")
+					assert.Equal(t, devptr(0), r.args[7], "no residual")
 					var ascale, bscale, bias, outScale = r.args[3], r.args[4], r.args[5], r.args[6]
 					switch dt {
 					case kernels.I32:
 						assert.Equal(t, []any{devptr(0), devptr(0), devptr(0), devptr(0)}, []any{ascale, bscale, bias, outScale})
-						assert.Equal(t, []any{int32(0), int32(0), int32(0)}, r.args[10:], "no per-row scales, no activation")
+						assert.Equal(t, []any{int32(0), int32(0), int32(0)}, r.args[12:], "no per-row scales, no activation")
 					case kernels.I8:
 						assert.NotZero(t, ascale)
 						assert.NotZero(t, outScale)
 						assert.Equal(t, devptr(0), bias)
-						assert.Equal(t, []any{int32(0), int32(1), int32(kernels.ActNone)}, r.args[10:], "per-tensor AScale, per-channel BScale")
+						assert.Equal(t, []any{int32(0), int32(1), int32(kernels.ActNone)}, r.args[12:], "per-tensor AScale, per-channel BScale")
 					default: // AScale [M] is per row unless M is 1
 						assert.NotZero(t, bias)
 						assert.Equal(t, devptr(0), outScale)
-						assert.Equal(t, []any{int32(boolInt(m > 1)), int32(1), int32(kernels.ActGELU)}, r.args[10:], "per-row scales, GELU")
+						assert.Equal(t, []any{int32(boolInt(m > 1)), int32(1), int32(kernels.ActGELU)}, r.args[12:], "per-row scales, GELU")
 					}
 				})
 			}

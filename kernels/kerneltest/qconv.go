@@ -10,14 +10,12 @@ import (
 
 func init() { suites = append(suites, qconvTests()) }
 
-// quantConv returns the backend's QuantConv ops, or skips the test on a
-// backend that has not adopted the group yet.
+// quantConv returns the backend's QuantConv ops, failing the test on a
+// backend without them: every backend implements the group.
 func (e *env) quantConv() kernels.QuantConv {
 	e.Helper()
 	q, ok := e.b.(kernels.QuantConv)
-	if !ok {
-		e.Skipf("the %s backend does not implement kernels.QuantConv", e.b.Name())
-	}
+	require.Truef(e, ok, "the %s backend does not implement kernels.QuantConv", e.b.Name())
 	return q
 }
 
