@@ -146,8 +146,8 @@ func (b *Backend) QMatMul(out, a, bt *kernels.Tensor, p kernels.QMatMulParams) e
 // dotI8 sets acc [m, n] to the int32 dot products of the rows of a
 // [m, k] with the rows of b [n, k]. Below 4 rows (decode) each weight is
 // read once, its correction summed beside the products (Dot1x4S); from 4
-// rows on, the corrections are summed once per call and the 4×4 tiles
-// share them.
+// rows on, the corrections are summed once per block of 4 columns and
+// the 4×4 tiles share them (Dot1x4S takes the rows left over).
 func dotI8(acc []int32, a, b []int8, m, n, k int) {
 	n4 := 0
 	if qgemm.Available {
@@ -168,7 +168,7 @@ func dotI8(acc []int32, a, b []int8, m, n, k int) {
 				qgemm.Dot4x4(&a[i*k], k, &b[j*k], k, k, &acc[i*n+j], n, &corr[0])
 			}
 			for ; i < m; i++ {
-				qgemm.Dot1x4(&a[i*k], &b[j*k], k, k, &acc[i*n+j], &corr[0])
+				qgemm.Dot1x4S(&a[i*k], &b[j*k], k, k, &acc[i*n+j])
 			}
 		}
 	}

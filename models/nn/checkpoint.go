@@ -156,30 +156,20 @@ func (c *Checkpoint) Shape(param string) ([]int, error) {
 // Values implements Source: the tensor of the first of p's candidate names
 // found, which must have p's shape and a floating-point dtype.
 func (c *Checkpoint) Values(p Param) ([]float32, error) {
-	t, f, err := c.find(p.Name)
-	if err != nil {
-		return nil, err
-	}
-	if !slices.Equal(t.Shape, p.Shape) {
-		return nil, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
-			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
-	}
-	if !floatDTypes[t.DType] {
-		return nil, c.names.errorf("%s: tensor %q has dtype %s; weights must be floating point: %w",
-			fileName(f), t.Name, t.DType, ErrWeights)
-	}
-	v, err := t.Float32()
-	if err != nil {
-		return nil, c.names.errorf("%s: %w", fileName(f), err)
-	}
-	c.used[t.Name] = true
-	return v, nil
+	return c.values(p, func(dt string) bool { return floatDTypes[dt] }, "weights must be floating point")
 }
 
 // Int8Values is Values for a parameter stored as int8 (a quantized
 // checkpoint's weight): the tensor must have p's shape and dtype I8, and
 // its values are returned widened, exactly, to float32.
 func (c *Checkpoint) Int8Values(p Param) ([]float32, error) {
+	return c.values(p, func(dt string) bool { return dt == "I8" }, "the quantized checkpoint's weights must be I8")
+}
+
+// values reads p's tensor widened to float32, requiring p's shape and a
+// dtype that ok accepts (want says which, in the error), and marks it
+// used.
+func (c *Checkpoint) values(p Param, ok func(dtype string) bool, want string) ([]float32, error) {
 	t, f, err := c.find(p.Name)
 	if err != nil {
 		return nil, err
@@ -188,9 +178,8 @@ func (c *Checkpoint) Int8Values(p Param) ([]float32, error) {
 		return nil, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
 			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
 	}
-	if t.DType != "I8" {
-		return nil, c.names.errorf("%s: tensor %q has dtype %s; the quantized checkpoint's weights must be I8: %w",
-			fileName(f), t.Name, t.DType, ErrWeights)
+	if !ok(t.DType) {
+		return nil, c.names.errorf("%s: tensor %q has dtype %s; %s: %w", fileName(f), t.Name, t.DType, want, ErrWeights)
 	}
 	v, err := t.Float32()
 	if err != nil {

@@ -26,11 +26,6 @@ var Available = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VN
 //go:noescape
 func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr *int32)
 
-// Dot1x4 is Dot4x4 for one row of a: out[j] for j < 4.
-//
-//go:noescape
-func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32)
-
 // Sum returns Σ b[p] for p < k, k positive.
 //
 //go:noescape
@@ -65,9 +60,11 @@ func DotQ8(x *float32, w *int8, k int) float32
 //go:noescape
 func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32
 
-// Dot1x4S is Dot1x4 computing its own corrections: 128·Σb of each row of
-// b accumulates beside the products from the same loads, so that a single
-// row of a (decode) reads each weight once instead of twice.
+// Dot1x4S sets out[j] = Σ_p a[p]·b[j·ldb + p] for j < 4 and p < k: one
+// row of a against 4 rows of b, the exact int32 dot products. It computes
+// its own corrections, 128·Σb of each row of b accumulating beside the
+// products from the same loads, so that a single row of a (decode) reads
+// each weight once.
 //
 //go:noescape
 func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32)

@@ -118,59 +118,6 @@ reduce4:
 	VZEROUPPER
 	RET
 
-// func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32)
-TEXT ·Dot1x4(SB), NOSPLIT, $0-48
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ ldb+16(FP), R9
-	MOVQ k+24(FP), CX
-	MOVQ out+32(FP), DX
-	MOVQ corr+40(FP), BX
-	LEAQ (R9)(R9*2), R11
-	MOVL $0x80808080, AX
-	VPBROADCASTD AX, Z16
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-loop1:
-	CMPQ CX, $64
-	JL   tail1
-	VPXORD   (SI), Z16, Z17
-	VPDPBUSD (DI), Z17, Z0
-	VPDPBUSD (DI)(R9*1), Z17, Z1
-	VPDPBUSD (DI)(R9*2), Z17, Z2
-	VPDPBUSD (DI)(R11*1), Z17, Z3
-	ADDQ $64, SI
-	ADDQ $64, DI
-	SUBQ $64, CX
-	JMP  loop1
-
-tail1:
-	TESTQ CX, CX
-	JZ    reduce1
-	MOVQ  $1, AX
-	SHLQ  CX, AX
-	DECQ  AX
-	KMOVQ AX, K1
-	VMOVDQU8.Z (SI), K1, Z17
-	VPXORD     Z17, Z16, Z17
-	VMOVDQU8.Z (DI), K1, Z21
-	VMOVDQU8.Z (DI)(R9*1), K1, Z22
-	VMOVDQU8.Z (DI)(R9*2), K1, Z23
-	VMOVDQU8.Z (DI)(R11*1), K1, Z24
-	VPDPBUSD   Z21, Z17, Z0
-	VPDPBUSD   Z22, Z17, Z1
-	VPDPBUSD   Z23, Z17, Z2
-	VPDPBUSD   Z24, Z17, Z3
-
-reduce1:
-	VMOVDQU32 (BX), X26
-	HSUM4(Z0, Z1, Z2, Z3, Y0, Y1, Y2, Y3, X0, X1, (DX))
-	VZEROUPPER
-	RET
-
 // func Sum(b *int8, k int) int32
 TEXT ·Sum(SB), NOSPLIT, $0-20
 	MOVQ b+0(FP), DI

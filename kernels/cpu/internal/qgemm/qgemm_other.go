@@ -13,11 +13,6 @@ func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr
 	panic("qgemm: no assembly kernel on this architecture")
 }
 
-// Dot1x4 is the assembly kernel, absent here; it panics.
-func Dot1x4(a *int8, b *int8, ldb int, k int, out *int32, corr *int32) {
-	panic("qgemm: no assembly kernel on this architecture")
-}
-
 // Sum is the assembly kernel, absent here; it panics.
 func Sum(b *int8, k int) int32 { panic("qgemm: no assembly kernel on this architecture") }
 
