@@ -8,6 +8,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/zbench"
+	"github.com/zbench/zbench/zbench/compare"
 )
 
 type matmulCase struct {
@@ -149,15 +150,9 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 			}
 			return sampledMatMulErr(got, xv, transpose(wv, decodeN, decodeK), 1, decodeN, decodeK, 256), nil
 		},
-		MaxRelErr: map[kernels.WeightFormat]float64{0: kernels.Tolerance(kernels.F32), kernels.WInt8: int8MatMulErr,
-			kernels.WInt4: int4MatMulErr, kernels.WNF4: int4MatMulErr}[f],
+		MaxRelErr: compare.DefaultTolerance(weightDType(f)),
 	})
 }
-
-// int4MatMulErr bounds the 4-bit formats' rel-err against the float32
-// product: 16 levels per group leave about 10% of a uniform weight's
-// signal as noise, 5% in a long dot product's relative L2 error.
-const int4MatMulErr = 1.5e-1
 
 // int8sToFloat widens int8 values to float32 for upload as I8.
 func int8sToFloat(v []int8) []float32 {

@@ -123,13 +123,24 @@ func (o Options) withDefaults() (Options, error) {
 
 // DTypes are the /dtype values of the benchmarks, the keys that
 // Options.Tolerance may have.
-var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2"}
+var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2", "w8a16", "w4a16", "nf4"}
+
+// weightOnly are the tolerances of the weight-only quantized dtypes
+// (float activations, weights dequantized inside the product): int8
+// weights take int8's; 4-bit ones (16 levels per group: int4 per 128
+// values, NF4 per 64) leave about a tenth of a uniform weight's signal as
+// noise, 5–9% in a long dot product's relative error.
+var weightOnly = map[string]float64{"w8a16": kernels.Tolerance(kernels.I8), "w4a16": 1.5e-1, "nf4": 1.5e-1}
 
 // DefaultTolerance is the rel-err accepted for a benchmark of the named
 // dtype: kernels.Tolerance of the dtype the results are stored in. TF32
-// (10-bit mantissas in) and mixed precision (16-bit attention) take f16's;
-// an unknown or empty dtype takes f32's, the strictest.
+// (10-bit mantissas in) and mixed precision (16-bit attention) take f16's,
+// the weight-only formats weightOnly's; an unknown or empty dtype takes
+// f32's, the strictest.
 func DefaultTolerance(dtype string) float64 {
+	if tol, ok := weightOnly[dtype]; ok {
+		return tol
+	}
 	switch dtype {
 	case "tf32", "mixed":
 		return kernels.Tolerance(kernels.F16)
