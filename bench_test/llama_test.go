@@ -513,11 +513,20 @@ const (
 type llamaVariant struct {
 	p    nn.Precision
 	int8 bool
+	// wo, when set, is a weight-only format (Model.QuantizeWeights) with
+	// p around the products.
+	wo kernels.WeightFormat
 }
 
 // llamaVariants are the models a Llama benchmark runs on dev: the float
-// precisions of llamaDTypes, then int8 where points says so.
-func llamaVariants(dev kernels.Backend, points llamaInt8Points, cpu ...nn.Precision) []llamaVariant {
+// precisions of llamaDTypes, then int8 where points says so, then with
+// weightOnly the weight-only int8 model (w8a16: f32 around the products;
+// not in -short mode) on devices with kernels.WeightQuant. The 4-bit
+// formats are not run on TinyLlama: on its uniform synthetic weights
+// their error compounds over 22 layers to 0.64 (int4, groups of 128) and
+// 0.80 (NF4) of the logits' norm, past any meaningful bound (2 layers:
+// 0.13 and 0.16); their GEMV is BenchmarkMatMul's.
+func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool, cpu ...nn.Precision) []llamaVariant {
 	var out []llamaVariant
 	for _, p := range llamaDTypes(dev, cpu...) {
 		out = append(out, llamaVariant{p: p})
@@ -525,12 +534,15 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, cpu ...nn.Precis
 	if _, ok := dev.(kernels.Quant); ok && (points == int8AndShort || (points == int8Full && !testing.Short())) {
 		out = append(out, llamaVariant{p: llamaInt8Precision(dev), int8: true})
 	}
+	if _, ok := dev.(kernels.WeightQuant); ok && weightOnly && !testing.Short() {
+		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8})
+	}
 	return out
 }
 
 // llamaBench is one model of a Llama benchmark on one device, loaded
-// (and quantized, for int8) by the first of its sub-benchmarks that runs,
-// so that a -bench pattern selecting others loads nothing.
+// (and quantized, for int8 and w8a16) by the first of its sub-benchmarks
+// that runs, so that a -bench pattern selecting others loads nothing.
 type llamaBench struct {
 	dev    kernels.Backend
 	lm     llamaBenchModel
@@ -548,6 +560,15 @@ func (l *llamaBench) dtype() kernels.DType {
 	return l.v.p.DType()
 }
 
+// dtypeName is the model's dtype in benchmark names: dtype's, or the
+// weight-only format's (w8a16, w4a16, nf4).
+func (l *llamaBench) dtypeName() string {
+	if l.v.wo != 0 {
+		return weightDType(l.v.wo)
+	}
+	return l.dtype().String()
+}
+
 // model returns the model, loading it on first use.
 func (l *llamaBench) model(b *testing.B) *llama.Model {
 	b.Helper()
@@ -558,6 +579,11 @@ func (l *llamaBench) model(b *testing.B) *llama.Model {
 		}
 		if l.v.int8 {
 			if _, err := m.Quantize(); err != nil {
+				b.Fatal(errors.Join(err, m.Close()))
+			}
+		}
+		if l.v.wo != 0 {
+			if _, err := m.QuantizeWeights(l.v.wo, weightGroups[l.v.wo]); err != nil {
 				b.Fatal(errors.Join(err, m.Close()))
 			}
 		}
@@ -578,6 +604,8 @@ func (l *llamaBench) verify() (float64, error) {
 // tolerance is the rel-err the model's logits must reach.
 func (l *llamaBench) tolerance() float64 {
 	switch {
+	case l.v.wo != 0:
+		return compare.BenchTolerance("model="+l.lm.golden, l.dtypeName())
 	case l.v.int8:
 		return llamaInt8Tol(l.lm.golden)
 	case l.v.p == nn.BF16 && l.lm.golden == "tinyllama":
@@ -593,7 +621,7 @@ func (l *llamaBench) tolerance() float64 {
 
 // forEachLlama runs body for the benchmark model of every device and
 // variant, closing the model afterwards if a sub-benchmark loaded it.
-func forEachLlama(b *testing.B, cpu []nn.Precision, int8 llamaInt8Points, body func(l *llamaBench)) {
+func forEachLlama(b *testing.B, cpu []nn.Precision, int8 llamaInt8Points, weightOnly bool, body func(l *llamaBench)) {
 	lm := llamaBenchModels()
 	cases, err := loadLlamaCases()
 	if err != nil {
@@ -609,7 +637,7 @@ func forEachLlama(b *testing.B, cpu []nn.Precision, int8 llamaInt8Points, body f
 		b.Fatalf("%s: no case %q", llamaGolden, lm.golden)
 	}
 	for _, dev := range decoders() {
-		for _, v := range llamaVariants(dev, int8, cpu...) {
+		for _, v := range llamaVariants(dev, int8, weightOnly, cpu...) {
 			l := &llamaBench{dev: dev, lm: lm, v: v, golden: golden}
 			body(l)
 			if l.m != nil {
@@ -654,11 +682,11 @@ func llamaShapes(dev kernels.Backend, gpu, cpu [][2]int) [][2]int {
 // shapes, not in -short mode; its rel-err is against the same reference:
 // the accuracy int8 costs.
 func BenchmarkLlamaPrefill(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32}, int8Full, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32}, int8Full, false, func(l *llamaBench) {
 		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{1, 512}, {8, 512}, {32, 512}}, [][2]int{{1, 128}}) {
 			batch, seq := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), l.dtype(), l.lm.name, batch, seq), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/seq=%d", dev.Name(), l.dtypeName(), l.lm.name, batch, seq), func(b *testing.B) {
 				m := l.model(b)
 				sess, err := m.NewSession(batch, seq)
 				if err != nil {
@@ -684,14 +712,17 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // %peak against the memory roofline, since a step reads every weight and
 // the whole cache once. dtype=int8 is the model of int8Llama on the
 // devices with kernels.Quant, at the same shapes (the one point of -short
-// mode included), its bytes the int8 weights with their scales.
+// mode included), its bytes the int8 weights with their scales;
+// dtype=w8a16 the weight-only int8 model (Model.QuantizeWeights, f32
+// activations) on the devices with kernels.WeightQuant, not in -short
+// mode.
 func BenchmarkLlamaDecode(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32, nn.BF16}, int8AndShort, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev
 		gpu := [][2]int{{1, 128}, {1, 512}, {1, 2048}, {8, 128}, {8, 512}, {8, 2048}, {32, 128}, {32, 512}, {32, 2048}}
 		for _, s := range llamaShapes(dev, gpu, [][2]int{{1, 128}}) {
 			batch, ctx := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/ctx=%d", dev.Name(), l.dtype(), l.lm.name, batch, ctx), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/ctx=%d", dev.Name(), l.dtypeName(), l.lm.name, batch, ctx), func(b *testing.B) {
 				m := l.model(b)
 				sess, err := m.NewSession(batch, ctx+1)
 				if err != nil {
@@ -728,11 +759,11 @@ func BenchmarkLlamaDecode(b *testing.B) {
 // device and read back, as a user of generate sees it. It reports the
 // time to first token (ttft-ms) and the decode rate after it (tok/s).
 func BenchmarkLlamaGenerate(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32}, noInt8, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32}, noInt8, false, func(l *llamaBench) {
 		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{128, 100}}, [][2]int{{32, 16}}) {
 			prompt, newTokens := s[0], s[1]
-			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/prompt=%d/new=%d", dev.Name(), l.dtype(), l.lm.name, prompt, newTokens), func(b *testing.B) {
+			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/prompt=%d/new=%d", dev.Name(), l.dtypeName(), l.lm.name, prompt, newTokens), func(b *testing.B) {
 				m := l.model(b)
 				sess, err := m.NewSession(1, prompt+newTokens)
 				if err != nil {

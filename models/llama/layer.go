@@ -38,6 +38,9 @@ type layerBufs struct {
 // per output channel, F32 [out], with w released (nil).
 type linear struct {
 	w, q, scale *kernels.Tensor
+	// wo is the module's weight-only quantized weight once the model is
+	// quantized so (Model.QuantizeWeights), with w released.
+	wo *kernels.QWeight
 }
 
 // projector applies decoder layer i's linear module lin (q_proj …
@@ -57,6 +60,12 @@ func frozen(be kernels.Backend, q *int8Bufs) projector {
 		q.cur = nil
 	}
 	return func(_ int, module string, out, in *kernels.Tensor, l linear, residual, shared bool) error {
+		if l.wo != nil {
+			if q == nil {
+				return fmt.Errorf("%s is quantized and the step has no buffers for it: %w", module, kernels.ErrValue)
+			}
+			return q.projectWeightOnly(be, out, in, l, residual)
+		}
 		if l.q != nil {
 			if q == nil {
 				return fmt.Errorf("%s is int8 and the step has no int8 buffers: %w", module, kernels.ErrValue)

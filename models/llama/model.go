@@ -82,7 +82,10 @@ type Model struct {
 	params    *nn.TensorSet
 	w         weights
 	invFreq   *kernels.Tensor
-	int8      int // linear modules in int8 (Quantize)
+	int8      int // linear modules quantized (Quantize, QuantizeWeights)
+	// weightBits is the width of a quantized module's weight codes: 8
+	// (Quantize, or QuantizeWeights in int8) or 4; 0 while none is.
+	weightBits int
 }
 
 // Load uploads the weights of cfg from src to be in precision prec (F32,

@@ -81,6 +81,86 @@ func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, er
 	}
 	*lin = linear{q: q, scale: scale}
 	m.int8++
+	m.weightBits = 8
+	return r, nil
+}
+
+// QuantizeWeights converts every linear module of every decoder layer to
+// weight-only quantization in format f (kernels.WeightQuant: int8 per
+// output channel, int4 per group, NF4 per block; group, the values per
+// scale along the input, is ignored for int8), quantized on the host by
+// quant.QuantizeWeightOnly, for the memory-bound decode: the activations
+// stay in the model's dtype and each weight is dequantized inside the
+// product. The float weights are released. It returns one report per
+// module (the weight's error and bytes). The backend must implement
+// kernels.WeightQuant; a model quantized either way is not quantized
+// again.
+func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.LinearReport, error) {
+	if m.Quantized() {
+		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
+	}
+	if _, ok := m.be.(kernels.WeightQuant); !ok {
+		return nil, fmt.Errorf("llama: the %s backend has no weight-only quantized ops (kernels.WeightQuant): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	var reports []quant.LinearReport
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			r, err := m.quantizeWeightOnly(mod.lin, layerParam(i, mod.name), f, group)
+			if err != nil {
+				return nil, err
+			}
+			reports = append(reports, r)
+		}
+	}
+	return reports, nil
+}
+
+// quantizeWeightOnly converts lin, named name, to format f, releases its
+// float weight and reports its error.
+func (m *Model) quantizeWeightOnly(lin *linear, name string, f kernels.WeightFormat, group int) (quant.LinearReport, error) {
+	r := quant.LinearReport{Name: name}
+	shape := lin.w.Shape()
+	out, in := shape[0], shape[1]
+	w, err := kernels.ToFloat32(lin.w)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	data, scales, err := quant.QuantizeWeightOnly(f, w, out, in, group)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	deq, err := quant.DequantizeWeightOnly(f, data, scales, out, in, group)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	e, err := quant.Measure(w, deq)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	codes := make([]float32, len(data))
+	for i, c := range data {
+		codes[i] = float32(c)
+	}
+	qw := &kernels.QWeight{Format: f, Group: group}
+	if qw.Data, err = m.params.Upload(name+".weight", kernels.I8, codes, out, len(data)/out); err != nil {
+		return r, fmt.Errorf("llama: %w", err)
+	}
+	scaleShape := []int{out}
+	if f != kernels.WInt8 {
+		scaleShape = append(scaleShape, len(scales)/out)
+	}
+	if qw.Scales, err = m.params.Upload(name+".weight_scale", kernels.F32, scales, scaleShape...); err != nil {
+		return r, errors.Join(fmt.Errorf("llama: %w", err), m.params.Release(qw.Data))
+	}
+	if err := m.params.Release(lin.w); err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	*lin = linear{wo: qw}
+	m.int8++
+	m.weightBits = f.Bits()
+	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
+	r.Bytes = qw.Data.Bytes() + qw.Scales.Bytes()
+	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
 	return r, nil
 }
 
@@ -107,6 +187,24 @@ func allocInt8(a *nn.Allocator, c Config, dt kernels.DType, n int) *int8Bufs {
 		}
 	}
 	return q
+}
+
+// projectWeightOnly sets out = in·Wᵀ (adding out's value when residual)
+// for a weight-only quantized module: WMatMul, through q.sum and an Add
+// when a residual is added.
+func (q *int8Bufs) projectWeightOnly(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual bool) error {
+	q.cur = nil // the int8 input cache is not this product's
+	dst := out
+	if residual {
+		dst = q.sum
+	}
+	if err := be.(kernels.WeightQuant).WMatMul(dst, in, *lin.wo, nil); err != nil {
+		return err
+	}
+	if residual {
+		return be.Add(out, out, q.sum)
+	}
+	return nil
 }
 
 // project is the projector of an int8 module: its input quantized per

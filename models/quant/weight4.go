@@ -87,3 +87,27 @@ func nearestNF4(v float32) uint8 {
 	}
 	return best
 }
+
+// DequantizeWeightOnly is the inverse of QuantizeWeightOnly: the float
+// matrix [n, k] its data and scales stand for (kernels.WeightQuant's
+// W[n, k] = level(code)·scale), for reports of the weight's error.
+func DequantizeWeightOnly(f kernels.WeightFormat, data []int8, scales []float32, n, k, group int) ([]float32, error) {
+	out := make([]float32, n*k)
+	if f == kernels.WInt8 {
+		return out, Dequantize(out, data, scales)
+	}
+	if group <= 0 || k%group != 0 || len(data) != n*k/2 || len(scales) != n*k/group {
+		return nil, fmt.Errorf("quant: DequantizeWeightOnly: %d bytes and %d scales for [%d, %d] in groups of %d: %w",
+			len(data), len(scales), n, k, group, kernels.ErrShape)
+	}
+	levels := f.Levels()
+	for p := range out {
+		b := uint8(data[p/2])
+		code := b & 15
+		if p%2 == 1 {
+			code = b >> 4
+		}
+		out[p] = levels[code] * scales[p/group]
+	}
+	return out, nil
+}

@@ -12,21 +12,6 @@ import (
 	"github.com/zbench/zbench/models/quant"
 )
 
-// dequant4 widens packed 4-bit data with its group scales.
-func dequant4(f kernels.WeightFormat, data []int8, scales []float32, n, k, group int) []float32 {
-	levels := f.Levels()
-	out := make([]float32, n*k)
-	for p := range out {
-		b := uint8(data[p/2])
-		code := b & 15
-		if p%2 == 1 {
-			code = b >> 4
-		}
-		out[p] = levels[code] * scales[p/group]
-	}
-	return out
-}
-
 // TestQuantizeWeightOnly4 checks the 4-bit formats on Gaussian weights:
 // every value within half a step of its group's grid (int4) or of its
 // nearest level (nf4), zero and each group's largest magnitude kept, and
@@ -51,7 +36,8 @@ func TestQuantizeWeightOnly4(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, data, n*k/2)
 			require.Len(t, scales, n*k/c.group)
-			got := dequant4(c.f, data, scales, n, k, c.group)
+			got, err := quant.DequantizeWeightOnly(c.f, data, scales, n, k, c.group)
+			require.NoError(t, err)
 			assert.Zero(t, got[0], "zero stays zero")
 			for g := range scales {
 				var amax, gmax float32
