@@ -372,8 +372,19 @@ func createAtomic(path string) (*atomicFile, error) {
 
 // commit writes the tensors and metadata and moves the file into place.
 func (a *atomicFile) commit(ts []safetensors.Tensor, meta map[string]string) error {
+	return a.commitWith(func(w io.Writer) error { return safetensors.Write(w, ts, meta) })
+}
+
+// commitBytes writes data and moves the file into place.
+func (a *atomicFile) commitBytes(data []byte) error {
+	return a.commitWith(func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+// commitWith writes the file's contents with write and moves the file
+// into place.
+func (a *atomicFile) commitWith(write func(io.Writer) error) error {
 	w := bufio.NewWriter(a.tmp)
-	err := safetensors.Write(w, ts, meta)
+	err := write(w)
 	if err == nil {
 		err = w.Flush()
 	}

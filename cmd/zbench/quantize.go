@@ -358,33 +358,13 @@ func writeQuantized(dir string, m *bert.Model, cfgPath string, rep quantizeRepor
 		name string
 		data []byte
 	}{{checkpoint.ConfigName, append(cfgJSON, '\n')}, {"quantization-report.json", append(repJSON, '\n')}, {"quantization-report.txt", []byte(txt.String())}} {
-		if err := writeFileAtomic(filepath.Join(dir, f.name), f.data); err != nil {
+		a, err := createAtomic(filepath.Join(dir, f.name))
+		if err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed
-// into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("output %s: %w", path, err)
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("output %s: %w", path, err)
+		if err := a.commitBytes(f.data); err != nil {
+			return err
+		}
 	}
 	return nil
 }

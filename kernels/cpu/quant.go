@@ -132,12 +132,12 @@ func (b *Backend) QMatMul(out, a, bt *kernels.Tensor, p kernels.QMatMulParams) e
 	blocks := (g.N + qcols - 1) / qcols
 	parallelFor(blocks, g.M*qcols*g.K/16, func(lo, hi int) {
 		acc := make([]int32, g.M*qcols)
-		y := make([]float32, qcols)
+		y, cs, bias := make([]float32, qcols), make([]float32, qcols), make([]float32, qcols)
 		for blk := lo; blk < hi; blk++ {
 			n0 := blk * qcols
 			w := min(qcols, g.N-n0)
 			dotI8(acc[:g.M*w], av, bv[n0*g.K:(n0+w)*g.K], g.M, w, g.K)
-			qepilogue(out, acc, y[:w], g, p, n0)
+			qepilogue(out, acc, y[:w], cs[:w], bias[:w], g, p, n0)
 		}
 	})
 	return nil
@@ -200,8 +200,9 @@ func dotRow(a, b []int8) int32 {
 // qepilogue writes the columns [n0, n0+len(y)) of every row of out from
 // the int32 sums acc [M, len(y)]: the raw sums for an I32 out, else the
 // rescaled, biased and activated values (computed in y) rounded to out's
-// dtype or requantized.
-func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulDims, p kernels.QMatMulParams, n0 int) {
+// dtype or requantized. cs and bias, of y's length, are the worker's
+// buffers for the block's column scales and bias.
+func qepilogue(out *kernels.Tensor, acc []int32, y, cs, bias []float32, g kernels.QMatMulDims, p kernels.QMatMulParams, n0 int) {
 	w := len(y)
 	if out.DType() == kernels.I32 {
 		o := i32(out)
@@ -212,7 +213,6 @@ func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulD
 	}
 	sa, sb := f32(p.AScale), f32(p.BScale)
 	// The column scales and bias of the block, broadcast where shared.
-	cs, bias := make([]float32, w), make([]float32, w)
 	if g.BRowScale {
 		copy(cs, sb[n0:])
 	} else {
@@ -222,6 +222,8 @@ func qepilogue(out *kernels.Tensor, acc []int32, y []float32, g kernels.QMatMulD
 	}
 	if p.Bias != nil {
 		copy(bias, f32(p.Bias)[n0:])
+	} else {
+		clear(bias)
 	}
 	for m := range g.M {
 		am := sa[0]
