@@ -29,6 +29,9 @@ type goldenCase struct {
 	QuantMax          int       `json:"quant_max"`
 	Axis              *int      `json:"axis"`
 	ReciprocalDiffers int       `json:"reciprocal_differs"`
+	Bins              int       `json:"bins"`
+	Range             float64   `json:"range"`
+	Bin               int       `json:"bin"`
 }
 
 // golden is the opened golden file and its cases by name.
@@ -85,6 +88,63 @@ func (g golden) i32(t *testing.T, name string) []int32 {
 	v, err := ten.Int32()
 	require.NoError(t, err)
 	return v
+}
+
+// i64 reads an I64 tensor whose values fit in int32 (the safetensors
+// package decodes integers to int32, checking the range).
+func (g golden) i64(t *testing.T, name string) []int64 {
+	t.Helper()
+	ten, err := g.f.Tensor(name)
+	require.NoError(t, err)
+	require.Equal(t, "I64", ten.DType, name)
+	v, err := ten.Int32()
+	require.NoError(t, err)
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
+	}
+	return out
+}
+
+// TestGoldenHistogramSearch checks the entropy and mse observers against
+// the reference's own histogram and its searches (pytorch-quantization's
+// _compute_amax_entropy and _compute_amax_mse over the documented
+// Histogram), streaming the batches: the range and every bin count
+// exactly, then the amax bit for bit. The reference keeps only cases whose
+// chosen threshold beats every other candidate by a relative margin above
+// 1e-9 (in the file, 8e-5 at the least) in KL divergence or squared error,
+// far above the float64 rounding in which the two sums may differ, so the
+// same bin must win here; the amax, an edge or centre of that bin (or
+// Amax, where that is smaller), is then the same float32.
+func TestGoldenHistogramSearch(t *testing.T) {
+	g := openGolden(t)
+	for _, op := range []string{"entropy", "mse"} {
+		names := g.names(op)
+		require.Len(t, names, 3, op)
+		for _, name := range names {
+			t.Run(name, func(t *testing.T) {
+				c := g.cases[name]
+				o, err := quant.New(op, quant.Options{Bins: c.Bins})
+				require.NoError(t, err)
+				for b := range c.Batches {
+					x, _ := g.f32(t, fmt.Sprintf("%s/batch%d", name, b))
+					require.NoError(t, o.Observe(x))
+				}
+				h := o.(interface{ Histogram() *quant.Histogram }).Histogram()
+				require.Equal(t, c.Bins, h.Bins())
+				require.Equal(t, c.Range, h.Range())
+				require.Equal(t, g.i64(t, name+"/counts"), h.Counts())
+
+				want, _ := g.f32(t, name+"/out")
+				require.Len(t, want, 1)
+				got, err := o.Amax()
+				require.NoError(t, err)
+				assert.Equal(t, math.Float32bits(want[0]), math.Float32bits(got), "reference %v, ours %v", want[0], got)
+				t.Logf("bin %d of %d, range %v: amax %v (reference %v, %.3g bins off; largest |x| %v)",
+					c.Bin, c.Bins, c.Range, got, want[0], (float64(got)-float64(want[0]))/h.Width(), h.Amax())
+			})
+		}
+	}
 }
 
 // TestGoldenPercentile checks the percentile observer against
