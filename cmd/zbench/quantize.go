@@ -334,7 +334,7 @@ func writeQuantized(dir string, m *bert.Model, cfgPath string, rep quantizeRepor
 		}
 		raw["model_type"], raw["architectures"] = json.RawMessage(`"bert"`), json.RawMessage(`["BertModel"]`)
 	}
-	qc, err := json.Marshal(quant.NewConfig(quant.Scheme(rep.Scheme), rep.Method, bert.QuantIgnored()))
+	qc, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.Scheme(rep.Scheme), Method: rep.Method, Ignore: bert.QuantIgnored()}))
 	if err != nil {
 		return err
 	}

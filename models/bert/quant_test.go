@@ -41,7 +41,7 @@ func writeQuantized(t *testing.T, tensors []safetensors.Tensor, edit func(map[st
 	require.NoError(t, err)
 	var cfg map[string]any
 	require.NoError(t, json.Unmarshal(data, &cfg))
-	qc, err := json.Marshal(quant.NewConfig(quant.W8A8, "absmax", bert.QuantIgnored()))
+	qc, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.W8A8, Method: "absmax", Ignore: bert.QuantIgnored()}))
 	require.NoError(t, err)
 	var qm map[string]any
 	require.NoError(t, json.Unmarshal(qc, &qm))
@@ -129,12 +129,13 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 		tensor func(*safetensors.Tensor) bool
 		want   string
 	}{
-		{name: "format", edit: func(c map[string]any) { c["quantization_config"].(map[string]any)["format"] = "pack-quantized" }, want: "format"},
+		{name: "format", edit: func(c map[string]any) { c["quantization_config"].(map[string]any)["format"] = "pack-quantized" }, want: "input_activations = set, want null in pack-quantized"},
 		{name: "ignore", edit: func(c map[string]any) { c["quantization_config"].(map[string]any)["ignore"] = []string{"lm_head"} }, want: "ignores"},
 		{name: "dynamic", edit: func(c map[string]any) {
 			g := c["quantization_config"].(map[string]any)["config_groups"].(map[string]any)["group_0"].(map[string]any)
-			g["input_activations"].(map[string]any)["dynamic"] = true
-		}, want: "input_activations.dynamic"},
+			in := g["input_activations"].(map[string]any)
+			in["dynamic"], in["strategy"] = true, "token"
+		}, want: "w8a8 with dynamic input scales"},
 		{name: "float weight", tensor: func(x *safetensors.Tensor) bool {
 			if x.Name == q+".weight" {
 				x.DType, x.Data = "F32", make([]byte, 4*len(x.Data))

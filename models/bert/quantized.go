@@ -42,15 +42,19 @@ func (c Config) quantizedLinears() []string {
 // accepting only what Load runs: W8A8 with the pooler, and nothing else,
 // left in floating point.
 func (c *Config) parseQuantization(name string, raw []byte) error {
-	s, ignore, err := quant.ParseConfig(name, raw)
+	s, err := quant.ParseConfig(name, raw)
 	if err != nil {
 		return fmt.Errorf("bert: %w", err)
 	}
-	if strings.Join(ignore, ",") != strings.Join(quantIgnored, ",") {
-		return fmt.Errorf("bert: %s: quantization_config ignores %q; this model quantizes every encoder linear and leaves exactly %q in floating point: %w",
-			name, ignore, quantIgnored, ErrConfig)
+	if s.Scheme != quant.W8A8 || s.Dynamic {
+		return fmt.Errorf("bert: %s: quantization_config is %s%s; BERT runs w8a8 with static input scales: %w",
+			name, s.Scheme, map[bool]string{true: " with dynamic input scales"}[s.Dynamic], ErrConfig)
 	}
-	c.Quant = s
+	if strings.Join(s.Ignore, ",") != strings.Join(quantIgnored, ",") {
+		return fmt.Errorf("bert: %s: quantization_config ignores %q; this model quantizes every encoder linear and leaves exactly %q in floating point: %w",
+			name, s.Ignore, quantIgnored, ErrConfig)
+	}
+	c.Quant = s.Scheme
 	return nil
 }
 
@@ -149,8 +153,8 @@ func wireQuantized(cfg Config, w *weights, get func(string) *kernels.Tensor) err
 
 // QuantizedTensors returns the tensors of a quantized model's checkpoint
 // in the compressed-tensors layout (see Load), the float parameters in
-// their device dtype; quant.NewConfig(quant.W8A8, method, …) with
-// QuantIgnored is its config's quantization_config.
+// their device dtype; quant.NewConfig(quant.Spec{Scheme: quant.W8A8, Method: method, Ignore: QuantIgnored()})
+// is its config's quantization_config.
 func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	if !m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is not quantized: %w", ErrInput)

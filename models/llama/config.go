@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+
+	"github.com/zbench/zbench/models/quant"
 )
 
 // ErrConfig marks a config.json that is malformed or asks for something
@@ -43,6 +45,9 @@ type Config struct {
 	BOSTokenID            int
 	EOSTokenIDs           []int // eos_token_id, an int or a list in config.json
 	TorchDType            string
+	// Quant is the quantization_config of a quantized checkpoint (see
+	// quantized.go), nil for a float one.
+	Quant *quant.Spec `json:"-"`
 }
 
 // TinyLlama is TinyLlama-1.1B (TinyLlama/TinyLlama-1.1B-Chat-v1.0):
@@ -193,7 +198,6 @@ var refused = map[string]any{
 	"mlp_bias":              false,
 	"partial_rotary_factor": 1.0,
 	"sliding_window":        nil,
-	"quantization_config":   nil,
 }
 
 // ParseConfig parses a Hugging Face config.json; name (the file's path)
@@ -274,6 +278,13 @@ func parseRaw(raw map[string]json.RawMessage) (Config, error) {
 	} else if c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
 		return Config{}, fmt.Errorf("hidden_size %d is not a multiple of num_attention_heads %d and head_dim is absent: %w",
 			c.HiddenSize, c.NumAttentionHeads, ErrConfig)
+	}
+	if v, ok := raw["quantization_config"]; ok && string(v) != "null" {
+		q, err := parseQuantization(v)
+		if err != nil {
+			return Config{}, err
+		}
+		c.Quant = q
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, err

@@ -81,7 +81,7 @@ func TestParseConfig(t *testing.T) {
 		{name: "gelu", json: `{"hidden_act": "gelu"}`, err: `hidden_act = "gelu" is not supported (only silu)`},
 		{name: "mistral", json: `{"model_type": "mistral"}`, err: `model_type = "mistral"`},
 		{name: "sliding window", json: `{"sliding_window": 4096}`, err: "sliding_window = 4096 is not supported (only null)"},
-		{name: "quantized", json: `{"quantization_config": {"bits": 4}}`, err: "quantization_config"},
+		{name: "quantized", json: `{"quantization_config": {"bits": 4}}`, err: "quantization_config: quant_method"},
 		{name: "bad type", json: `{"hidden_size": "big"}`, err: `hidden_size = "big"`},
 		{name: "gqa mismatch", json: `{"num_attention_heads": 32, "num_key_value_heads": 5}`, err: "not a multiple of num_key_value_heads 5"},
 		{name: "odd head dim", json: `{"hidden_size": 60, "num_attention_heads": 4}`, err: "head_dim = 15, want even"},

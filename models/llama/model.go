@@ -90,7 +90,8 @@ type Model struct {
 
 // Load uploads the weights of cfg from src to be in precision prec (F32,
 // F16 or BF16: weights and activations in that dtype, with float32
-// arithmetic inside the kernels).
+// arithmetic inside the kernels). A quantized config (Config.Quant) reads
+// its checkpoint's quantized modules as they are stored (quantized.go).
 func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
@@ -104,14 +105,25 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 			be.Name(), kernels.ErrUnsupported)
 	}
 	s := nn.NewTensorSet(be)
-	if err := nn.LoadParams(s, src, cfg.Params(), prec.DType()); err != nil {
+	var lins map[string]linear
+	var err error
+	if cfg.Quant != nil {
+		lins, err = loadQuantized(be, s, cfg, src, prec.DType())
+	} else {
+		err = nn.LoadParams(s, src, cfg.Params(), prec.DType())
+	}
+	if err != nil {
 		return nil, errors.Join(err, s.Free())
 	}
 	inv, err := s.Upload("inv_freq", kernels.F32, cfg.InvFreq(), cfg.HeadDim/2)
 	if err != nil {
 		return nil, errors.Join(err, s.Free())
 	}
-	return &Model{Config: cfg, Precision: prec, be: be, dec: dec, params: s, w: wire(cfg, s.Get), invFreq: inv}, nil
+	m := &Model{Config: cfg, Precision: prec, be: be, dec: dec, params: s, w: wire(cfg, s.Get), invFreq: inv}
+	if lins != nil {
+		m.setQuantized(lins)
+	}
+	return m, nil
 }
 
 // Backend is the device the model lives on.

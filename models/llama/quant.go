@@ -34,7 +34,8 @@ func (m *Model) Quantized() bool { return m.int8 > 0 }
 // run. It returns the report of every module in the checkpoint's order
 // (the weight's error and sizes; the input fields are zero, as nothing is
 // calibrated). The model's backend must implement kernels.Quant; sessions
-// opened before must be opened again.
+// opened before must be opened again. Config.Quant then records the
+// scheme (w8a8, dynamic), which QuantizedTensors writes.
 //
 // After an error the modules converted so far stay in int8 and the others
 // in floating point: the model still runs, and Quantize may not be called
@@ -56,6 +57,7 @@ func (m *Model) Quantize() ([]quant.LinearReport, error) {
 			reports = append(reports, r)
 		}
 	}
+	m.Config.Quant = &quant.Spec{Scheme: quant.W8A8, Dynamic: true, Ignore: QuantIgnored()}
 	return reports, nil
 }
 
@@ -94,7 +96,8 @@ func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, er
 // product. The float weights are released. It returns one report per
 // module (the weight's error and bytes). The backend must implement
 // kernels.WeightQuant; a model quantized either way is not quantized
-// again.
+// again. Config.Quant then records the scheme (w8a16, w4a16; NF4 has
+// none in compressed-tensors and leaves it nil).
 func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
@@ -111,6 +114,12 @@ func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.Line
 			}
 			reports = append(reports, r)
 		}
+	}
+	switch f {
+	case kernels.WInt8:
+		m.Config.Quant = &quant.Spec{Scheme: quant.W8A16, Ignore: QuantIgnored()}
+	case kernels.WInt4:
+		m.Config.Quant = &quant.Spec{Scheme: quant.W4A16, Group: group, Ignore: QuantIgnored()}
 	}
 	return reports, nil
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/zbench/zbench/models/safetensors"
 )
@@ -164,6 +165,25 @@ func (c *Checkpoint) Values(p Param) ([]float32, error) {
 // its values are returned widened, exactly, to float32.
 func (c *Checkpoint) Int8Values(p Param) ([]float32, error) {
 	return c.values(p, func(dt string) bool { return dt == "I8" }, "the quantized checkpoint's weights must be I8")
+}
+
+// Tensor returns p's tensor as stored, for a quantized checkpoint's packed
+// codes and index tensors: it must have p's shape and one of dtypes
+// (safetensors names, "I32", "I64", ...). It is marked used.
+func (c *Checkpoint) Tensor(p Param, dtypes ...string) (safetensors.Tensor, error) {
+	t, f, err := c.find(p.Name)
+	if err != nil {
+		return t, err
+	}
+	if !slices.Equal(t.Shape, p.Shape) {
+		return t, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
+			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
+	}
+	if !slices.Contains(dtypes, t.DType) {
+		return t, c.names.errorf("%s: tensor %q has dtype %s, want %s: %w", fileName(f), t.Name, t.DType, strings.Join(dtypes, " or "), ErrWeights)
+	}
+	c.used[t.Name] = true
+	return t, nil
 }
 
 // values reads p's tensor widened to float32, requiring p's shape and a

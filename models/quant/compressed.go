@@ -15,14 +15,26 @@ type Scheme string
 // Schemes.
 const (
 	// W8A8 is int8 weights, one scale per output channel, and int8
-	// inputs with one static scale per tensor from calibration: each
-	// quantized Linear X stores X.weight (I8 [out, in]), X.weight_scale
-	// (F32 [out, 1]) and X.input_scale (F32 [1]).
+	// inputs, symmetric per tensor: with one static scale from
+	// calibration (compressed-tensors' "int-quantized" format: each
+	// quantized Linear X stores X.weight I8 [out, in], X.weight_scale F32
+	// [out, 1] and X.input_scale F32 [1]), or dynamic, one scale per
+	// token computed as the model runs (no input_scale).
 	W8A8 Scheme = "w8a8"
+	// W8A16 is weight-only int8, one scale per output channel, the
+	// inputs in floating point ("pack-quantized": X.weight_packed I32
+	// [out, in/4], four codes per word as code+128 from the low byte up,
+	// X.weight_scale [out, 1] and X.weight_shape [2] = [out, in]).
+	W8A16 Scheme = "w8a16"
+	// W4A16 is weight-only int4, one scale per group of values along the
+	// input ("pack-quantized": X.weight_packed I32 [out, in/8], eight
+	// codes per word as code+8 from the low nibble up, X.weight_scale
+	// [out, in/group] and X.weight_shape).
+	W4A16 Scheme = "w4a16"
 )
 
 // Schemes lists the schemes checkpoints are written and read in.
-func Schemes() []string { return []string{string(W8A8)} }
+func Schemes() []string { return []string{string(W8A8), string(W8A16), string(W4A16)} }
 
 // ParseScheme parses a --scheme value.
 func ParseScheme(s string) (Scheme, error) {
@@ -30,6 +42,33 @@ func ParseScheme(s string) (Scheme, error) {
 		return "", fmt.Errorf("quant: unknown scheme %q (want one of %s): %w", s, strings.Join(Schemes(), ", "), kernels.ErrValue)
 	}
 	return Scheme(s), nil
+}
+
+// WeightOnly reports whether s quantizes the weights alone, and their
+// format.
+func (s Scheme) WeightOnly() (kernels.WeightFormat, bool) {
+	switch s {
+	case W8A16:
+		return kernels.WInt8, true
+	case W4A16:
+		return kernels.WInt4, true
+	}
+	return 0, false
+}
+
+// Spec is a quantized checkpoint's recipe: what its config.json's
+// quantization_config says (NewConfig writes it, ParseConfig reads it).
+type Spec struct {
+	Scheme Scheme
+	// Dynamic is W8A8's per-token input scales, computed at run time.
+	Dynamic bool
+	// Group is W4A16's values per scale along the input.
+	Group int
+	// Method names the calibration observer of W8A8's static input
+	// scales (written as the observer, not read back).
+	Method string
+	// Ignore lists the Linear modules left in floating point.
+	Ignore []string
 }
 
 // args is one "weights" or "input_activations" entry of a compressed-tensors
@@ -64,75 +103,153 @@ type Config struct {
 	KVCacheScheme      *json.RawMessage `json:"kv_cache_scheme"`
 }
 
-// NewConfig returns the quantization_config of scheme s, the calibration
-// method named in the input activations' observer, the modules named in
-// ignore left in floating point.
-func NewConfig(s Scheme, method string, ignore []string) Config {
+// Compressed-tensors' formats.
+const (
+	formatInt    = "int-quantized"
+	formatPacked = "pack-quantized"
+)
+
+// NewConfig returns the quantization_config of s.
+func NewConfig(s Spec) Config {
+	g := group{Targets: []string{"Linear"}}
+	format := formatInt
+	switch s.Scheme {
+	case W8A8:
+		g.Weights = &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "channel", Observer: "minmax"}
+		g.InputActivations = &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "tensor", Observer: s.Method}
+		if s.Dynamic {
+			g.InputActivations = &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "token", Dynamic: true}
+		}
+	case W8A16:
+		format = formatPacked
+		g.Weights = &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "channel", Observer: "minmax"}
+	case W4A16:
+		format = formatPacked
+		size := s.Group
+		g.Weights = &args{NumBits: 4, Type: "int", Symmetric: true, Strategy: "group", GroupSize: &size, Observer: "minmax"}
+	}
 	return Config{
 		QuantMethod:        "compressed-tensors",
-		Format:             "int-quantized",
+		Format:             format,
 		QuantizationStatus: "compressed",
-		ConfigGroups: map[string]group{"group_0": {
-			Targets:          []string{"Linear"},
-			Weights:          &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "channel", Observer: "minmax"},
-			InputActivations: &args{NumBits: 8, Type: "int", Symmetric: true, Strategy: "tensor", Observer: method},
-		}},
-		Ignore: append([]string{}, ignore...),
+		ConfigGroups:       map[string]group{"group_0": g},
+		Ignore:             append([]string{}, s.Ignore...),
 	}
 }
 
 // ParseConfig reads a quantization_config (raw JSON, the value of that key
-// of config.json; name is the file, for errors) and returns its scheme
-// and ignored modules. Anything but what NewConfig writes for a scheme is
-// an error naming the field: a checkpoint quantized some other way is not
-// run under a wrong scheme.
-func ParseConfig(name string, raw json.RawMessage) (Scheme, []string, error) {
+// of config.json; name is the file, for errors, or "" when the caller
+// names it) and returns its recipe
+// (Method left empty). Anything but what NewConfig writes for some Spec is
+// an error naming the field: a checkpoint quantized some other way
+// (asymmetric, activation-ordered, another bit width) is not run under a
+// wrong scheme.
+func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
+	prefix := "quantization_config"
+	if name != "" {
+		prefix = name + ": " + prefix
+	}
 	var c Config
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return "", nil, fmt.Errorf("%s: quantization_config: %v: %w", name, err, kernels.ErrValue)
+		return Spec{}, fmt.Errorf("%s: %v: %w", prefix, err, kernels.ErrValue)
 	}
 	bad := func(field string, got any, want string) error {
-		return fmt.Errorf("%s: quantization_config: %s = %v, want %s: %w", name, field, got, want, kernels.ErrValue)
+		return fmt.Errorf("%s: %s = %v, want %s: %w", prefix, field, got, want, kernels.ErrValue)
 	}
 	switch {
 	case c.QuantMethod != "compressed-tensors":
-		return "", nil, bad("quant_method", c.QuantMethod, "compressed-tensors")
-	case c.Format != "int-quantized":
-		return "", nil, bad("format", c.Format, "int-quantized")
+		return Spec{}, bad("quant_method", c.QuantMethod, "compressed-tensors")
+	case c.Format != formatInt && c.Format != formatPacked:
+		return Spec{}, bad("format", c.Format, formatInt+" or "+formatPacked)
 	case c.QuantizationStatus != "compressed":
-		return "", nil, bad("quantization_status", c.QuantizationStatus, "compressed")
+		return Spec{}, bad("quantization_status", c.QuantizationStatus, "compressed")
 	case len(c.ConfigGroups) != 1:
-		return "", nil, bad("config_groups", len(c.ConfigGroups), "one group")
+		return Spec{}, bad("config_groups", len(c.ConfigGroups), "one group")
 	}
 	for gname, g := range c.ConfigGroups {
-		field := "config_groups." + gname
-		if !slices.Equal(g.Targets, []string{"Linear"}) {
-			return "", nil, bad(field+".targets", g.Targets, `["Linear"]`)
+		s, err := parseGroup(c.Format, "config_groups."+gname, g, bad)
+		if err != nil {
+			return Spec{}, err
 		}
-		if g.OutputActivations != nil {
-			return "", nil, bad(field+".output_activations", "set", "null")
-		}
-		for _, a := range []struct {
-			field    string
-			a        *args
-			strategy string
-		}{{".weights", g.Weights, "channel"}, {".input_activations", g.InputActivations, "tensor"}} {
-			f := field + a.field
-			switch {
-			case a.a == nil:
-				return "", nil, bad(f, "null", "int8 "+a.strategy)
-			case a.a.NumBits != 8 || a.a.Type != "int":
-				return "", nil, bad(f, fmt.Sprintf("%d-bit %s", a.a.NumBits, a.a.Type), "8-bit int")
-			case !a.a.Symmetric:
-				return "", nil, bad(f+".symmetric", false, "true")
-			case a.a.Strategy != a.strategy:
-				return "", nil, bad(f+".strategy", a.a.Strategy, a.strategy)
-			case a.a.Dynamic:
-				return "", nil, bad(f+".dynamic", true, "false")
-			case a.a.GroupSize != nil:
-				return "", nil, bad(f+".group_size", *a.a.GroupSize, "null")
-			}
-		}
+		s.Ignore = c.Ignore
+		return s, nil
 	}
-	return W8A8, c.Ignore, nil
+	panic("unreachable")
+}
+
+// parseGroup reads the one config group g of a config in format; field
+// names it in errors, made by bad.
+func parseGroup(format, field string, g group, bad func(field string, got any, want string) error) (Spec, error) {
+	if !slices.Equal(g.Targets, []string{"Linear"}) {
+		return Spec{}, bad(field+".targets", g.Targets, `["Linear"]`)
+	}
+	if g.OutputActivations != nil {
+		return Spec{}, bad(field+".output_activations", "set", "null")
+	}
+	w, in := g.Weights, g.InputActivations
+	f := field + ".weights"
+	switch {
+	case w == nil:
+		return Spec{}, bad(f, "null", "int weights")
+	case w.Type != "int":
+		return Spec{}, bad(f+".type", w.Type, "int")
+	case !w.Symmetric:
+		return Spec{}, bad(f+".symmetric", false, "true")
+	case w.Dynamic:
+		return Spec{}, bad(f+".dynamic", true, "false")
+	case w.Actorder != nil:
+		return Spec{}, bad(f+".actorder", *w.Actorder, "null")
+	}
+	var s Spec
+	switch {
+	case in != nil && format == formatInt:
+		s.Scheme = W8A8
+	case in == nil && format == formatPacked && w.NumBits == 8:
+		s.Scheme = W8A16
+	case in == nil && format == formatPacked && w.NumBits == 4:
+		s.Scheme = W4A16
+	case in == nil && format == formatPacked:
+		return Spec{}, bad(f+".num_bits", w.NumBits, "8 or 4")
+	case in == nil:
+		return Spec{}, bad(field+".input_activations", "null", "int8 inputs in "+formatInt+"; weight-only int8 or int4 in "+formatPacked)
+	default:
+		return Spec{}, bad(field+".input_activations", "set", "null in "+formatPacked)
+	}
+	wantBits, wantStrategy := 8, "channel"
+	if s.Scheme == W4A16 {
+		wantBits, wantStrategy = 4, "group"
+	}
+	switch {
+	case w.NumBits != wantBits:
+		return Spec{}, bad(f+".num_bits", w.NumBits, fmt.Sprint(wantBits))
+	case w.Strategy != wantStrategy:
+		return Spec{}, bad(f+".strategy", w.Strategy, wantStrategy)
+	case wantStrategy == "group" && (w.GroupSize == nil || *w.GroupSize <= 0):
+		return Spec{}, bad(f+".group_size", w.GroupSize, "a positive group size")
+	case wantStrategy == "channel" && w.GroupSize != nil:
+		return Spec{}, bad(f+".group_size", *w.GroupSize, "null")
+	}
+	if w.GroupSize != nil {
+		s.Group = *w.GroupSize
+	}
+	if s.Scheme != W8A8 {
+		return s, nil
+	}
+	f = field + ".input_activations"
+	switch {
+	case in.NumBits != 8 || in.Type != "int":
+		return Spec{}, bad(f, fmt.Sprintf("%d-bit %s", in.NumBits, in.Type), "8-bit int")
+	case !in.Symmetric:
+		return Spec{}, bad(f+".symmetric", false, "true")
+	case in.GroupSize != nil:
+		return Spec{}, bad(f+".group_size", *in.GroupSize, "null")
+	case in.Actorder != nil:
+		return Spec{}, bad(f+".actorder", *in.Actorder, "null")
+	case in.Dynamic && in.Strategy != "token":
+		return Spec{}, bad(f+".strategy", in.Strategy, "token for dynamic inputs")
+	case !in.Dynamic && in.Strategy != "tensor":
+		return Spec{}, bad(f+".strategy", in.Strategy, "tensor for static inputs")
+	}
+	s.Dynamic = in.Dynamic
+	return s, nil
 }

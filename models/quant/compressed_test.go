@@ -11,14 +11,38 @@ import (
 )
 
 func TestConfigRoundTrip(t *testing.T) {
-	data, err := json.Marshal(quant.NewConfig(quant.W8A8, "percentile", []string{"pooler.dense"}))
-	require.NoError(t, err)
-	s, ignore, err := quant.ParseConfig("config.json", data)
-	require.NoError(t, err)
-	require.Equal(t, quant.W8A8, s)
-	require.Equal(t, []string{"pooler.dense"}, ignore)
-	require.JSONEq(t, `{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
-		string(mustField(t, data, "config_groups", "group_0", "weights")))
+	cases := []struct {
+		name    string
+		spec    quant.Spec
+		format  string
+		weights string
+		inputs  string
+	}{
+		{"w8a8 static", quant.Spec{Scheme: quant.W8A8, Method: "percentile", Ignore: []string{"pooler.dense"}}, "int-quantized",
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor","dynamic":false,"group_size":null,"observer":"percentile","actorder":null}`},
+		{"w8a8 dynamic", quant.Spec{Scheme: quant.W8A8, Dynamic: true, Ignore: []string{"lm_head"}}, "int-quantized",
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"token","dynamic":true,"group_size":null,"actorder":null}`},
+		{"w8a16", quant.Spec{Scheme: quant.W8A16, Ignore: []string{"lm_head"}}, "pack-quantized",
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`, `null`},
+		{"w4a16", quant.Spec{Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}, "pack-quantized",
+			`{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","dynamic":false,"group_size":128,"observer":"minmax","actorder":null}`, `null`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			data, err := json.Marshal(quant.NewConfig(c.spec))
+			require.NoError(t, err)
+			s, err := quant.ParseConfig("config.json", data)
+			require.NoError(t, err)
+			want := c.spec
+			want.Method = ""
+			require.Equal(t, want, s)
+			require.JSONEq(t, `"`+c.format+`"`, string(mustField(t, data, "format")))
+			require.JSONEq(t, c.weights, string(mustField(t, data, "config_groups", "group_0", "weights")))
+			require.JSONEq(t, c.inputs, string(mustField(t, data, "config_groups", "group_0", "input_activations")))
+		})
+	}
 }
 
 // mustField returns the raw JSON at path in the object data.
@@ -40,43 +64,62 @@ func TestParseConfigErrors(t *testing.T) {
 		{"format", `{"quant_method":"compressed-tensors","format":"float-quantized"}`, "format = float-quantized"},
 		{"status", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"frozen"}`, "quantization_status"},
 		{"groups", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{}}`, "config_groups"},
-		{"4-bit", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
-			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.weights = 4-bit int"},
-		{"token", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
-			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"token","dynamic":true}}}}`, "input_activations.strategy = token"},
+		{"4-bit w8a8", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.weights.num_bits = 4"},
+		{"static token", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"token"}}}}`, "input_activations.strategy = token"},
+		{"dynamic tensor", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor","dynamic":true}}}}`, "input_activations.strategy = tensor"},
 		{"asymmetric", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
 			"weights":{"num_bits":8,"type":"int","symmetric":false,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "weights.symmetric"},
+		{"weight-only unpacked", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"}}}}`, "input_activations = null"},
+		{"packed with inputs", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "input_activations = set"},
+		{"int4 per channel", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"channel"}}}}`, "weights.strategy = channel"},
+		{"int4 no group", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"group"}}}}`, "weights.group_size"},
+		{"actorder", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","group_size":128,"actorder":"group"}}}}`, "weights.actorder = group"},
+		{"3-bit", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":3,"type":"int","symmetric":true,"strategy":"group","group_size":128}}}}`, "weights.num_bits = 3"},
+		{"float", `{"quant_method":"compressed-tensors","format":"pack-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":4,"type":"float","symmetric":true,"strategy":"group","group_size":16}}}}`, "weights.type = float"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := quant.ParseConfig("config.json", []byte(c.json))
+			_, err := quant.ParseConfig("config.json", []byte(c.json))
 			require.ErrorIs(t, err, kernels.ErrValue)
 			require.Contains(t, err.Error(), c.want)
 			require.Contains(t, err.Error(), "config.json")
 		})
 	}
-	_, err := quant.ParseScheme("w4a16")
+	_, err := quant.ParseScheme("nf4")
 	require.ErrorIs(t, err, kernels.ErrValue)
 }
 
 // FuzzParseConfig checks that no input panics and that whatever parses is
 // what NewConfig writes for its scheme.
 func FuzzParseConfig(f *testing.F) {
-	good, err := json.Marshal(quant.NewConfig(quant.W8A8, "entropy", []string{"pooler.dense"}))
-	require.NoError(f, err)
-	f.Add(good)
+	for _, s := range []quant.Spec{{Scheme: quant.W8A8, Method: "entropy", Ignore: []string{"pooler.dense"}},
+		{Scheme: quant.W8A8, Dynamic: true}, {Scheme: quant.W8A16}, {Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}} {
+		good, err := json.Marshal(quant.NewConfig(s))
+		require.NoError(f, err)
+		f.Add(good)
+	}
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`{"quant_method":"compressed-tensors","config_groups":{"a":{"weights":null}}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, ignore, err := quant.ParseConfig("fuzz.json", data)
+		s, err := quant.ParseConfig("fuzz.json", data)
 		if err != nil {
 			require.ErrorIs(t, err, kernels.ErrValue)
 			return
 		}
-		again, err := json.Marshal(quant.NewConfig(s, "", ignore))
+		again, err := json.Marshal(quant.NewConfig(s))
 		require.NoError(t, err)
-		s2, _, err := quant.ParseConfig("again.json", again)
+		s2, err := quant.ParseConfig("again.json", again)
 		require.NoError(t, err)
 		require.Equal(t, s, s2)
 	})

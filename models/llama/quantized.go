@@ -1,0 +1,298 @@
+package llama
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
+	"github.com/zbench/zbench/models/safetensors"
+)
+
+// Quantized checkpoints, in the compressed-tensors layout that vLLM and
+// llm-compressor read and write. A config.json with a quantization_config
+// (quant.ParseConfig sets Config.Quant) has every linear module of every
+// decoder layer (q_proj … down_proj) stored per its scheme, with the
+// embeddings, norms and lm_head in floating point:
+//
+//   - w8a8, dynamic per-token inputs ("int-quantized"): X.weight I8 [out,
+//     in] and X.weight_scale [out, 1], run as Model.Quantize's modules;
+//   - w8a16 and w4a16 ("pack-quantized"): X.weight_packed I32 [out, in/4]
+//     or [out, in/8], X.weight_scale [out, 1] or [out, in/group] and
+//     X.weight_shape [2], run as Model.QuantizeWeights' modules. The codes
+//     are packed from the low bits up, each offset to unsigned (code+128,
+//     code+8), which for int4 is kernels.WInt4's own byte layout.
+//
+// Scales may be stored in any float dtype; they are held in float32.
+// Load reads such a checkpoint and Model.QuantizedTensors writes one.
+
+// quantIgnored are the Linear modules a quantized Llama keeps in floating
+// point: its quantization_config's "ignore".
+var quantIgnored = []string{"lm_head"}
+
+// QuantIgnored returns the ignore list of a quantized Llama's
+// quantization_config.
+func QuantIgnored() []string { return slices.Clone(quantIgnored) }
+
+// parseQuantization reads config.json's quantization_config, accepting
+// what Load runs: w8a8 with dynamic per-token inputs, w8a16, or w4a16 in
+// groups of a multiple of 32, with lm_head (and nothing else) left in
+// floating point.
+func parseQuantization(raw json.RawMessage) (*quant.Spec, error) {
+	s, err := quant.ParseConfig("", raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, ErrConfig)
+	}
+	switch {
+	case s.Scheme == quant.W8A8 && !s.Dynamic:
+		return nil, fmt.Errorf("quantization_config: w8a8 with static input scales is not supported (Llama runs w8a8 with dynamic per-token input scales): %w", ErrConfig)
+	case s.Scheme == quant.W4A16 && s.Group%32 != 0:
+		return nil, fmt.Errorf("quantization_config: w4a16 group_size %d is not supported (want a multiple of 32): %w", s.Group, ErrConfig)
+	}
+	for _, n := range s.Ignore {
+		if n != "lm_head" && n != "re:.*lm_head" {
+			return nil, fmt.Errorf("quantization_config: ignore lists %q; this model quantizes every decoder layer's linear modules and only lm_head may stay in floating point: %w", n, ErrConfig)
+		}
+	}
+	if len(s.Ignore) == 0 {
+		return nil, fmt.Errorf("quantization_config: ignore is empty, so lm_head would be quantized; this model keeps lm_head in floating point: %w", ErrConfig)
+	}
+	return &s, nil
+}
+
+// moduleNames are the names (without ".weight") of the linear modules of
+// every decoder layer, in the checkpoint's order.
+func (c Config) moduleNames() []string {
+	var l layer
+	var names []string
+	for i := range c.NumHiddenLayers {
+		for _, mod := range l.modules() {
+			names = append(names, layerParam(i, mod.name))
+		}
+	}
+	return names
+}
+
+// floatParams are the parameters a quantized checkpoint keeps in floating
+// point, and the shapes of the quantized modules' weights by module name.
+func (c Config) floatParams() ([]nn.Param, map[string][]int) {
+	shapes := map[string][]int{}
+	for _, p := range c.Params() {
+		shapes[p.Name] = p.Shape
+	}
+	mods := map[string][]int{}
+	for _, n := range c.moduleNames() {
+		mods[n] = shapes[n+".weight"]
+	}
+	var float []nn.Param
+	for _, p := range c.Params() {
+		if _, ok := mods[p.Name[:max(0, len(p.Name)-len(".weight"))]]; !ok {
+			float = append(float, p)
+		}
+	}
+	return float, mods
+}
+
+// loadQuantized uploads a quantized checkpoint into s: the float
+// parameters in dt, and each module's codes and scales, returned as the
+// module's linear by name.
+func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Source, dt kernels.DType) (map[string]linear, error) {
+	spec := cfg.Quant
+	ck, ok := src.(*nn.Checkpoint)
+	if !ok {
+		return nil, fmt.Errorf("llama: the config is quantized (%s): its weights must come from its checkpoint: %w", spec.Scheme, ErrInput)
+	}
+	format, weightOnly := spec.Scheme.WeightOnly()
+	if _, ok := be.(kernels.Quant); !weightOnly && !ok {
+		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no int8 ops (kernels.Quant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	}
+	if _, ok := be.(kernels.WeightQuant); weightOnly && !ok {
+		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no weight-only quantized ops (kernels.WeightQuant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	}
+	float, mods := cfg.floatParams()
+	for _, p := range float {
+		v, err := ck.Values(p)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.Upload(p.Name, dt, v, p.Shape...); err != nil {
+			return nil, err
+		}
+	}
+	lins := map[string]linear{}
+	for _, n := range cfg.moduleNames() {
+		out, in := mods[n][0], mods[n][1]
+		var lin linear
+		var err error
+		if weightOnly {
+			lin, err = loadWeightOnly(s, ck, n, format, spec.Group, out, in)
+		} else {
+			lin, err = loadInt8(s, ck, n, out, in)
+		}
+		if err != nil {
+			return nil, err
+		}
+		lins[n] = lin
+	}
+	return lins, ck.CheckUnused()
+}
+
+// loadScales reads module n's weight_scale of shape, checked finite and
+// positive, into s as F32 of shape up.
+func loadScales(s *nn.TensorSet, ck *nn.Checkpoint, n string, shape []int, up ...int) (*kernels.Tensor, error) {
+	v, err := ck.Values(nn.Param{Name: n + ".weight_scale", Shape: shape})
+	if err != nil {
+		return nil, err
+	}
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || x <= 0 {
+			return nil, fmt.Errorf("llama: %s.weight_scale[%d] = %v, want a finite positive scale: %w", n, i, x, nn.ErrWeights)
+		}
+	}
+	return s.Upload(n+".weight_scale", kernels.F32, v, up...)
+}
+
+// loadInt8 reads w8a8 module n [out, in].
+func loadInt8(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear, error) {
+	w, err := ck.Int8Values(nn.Param{Name: n + ".weight", Shape: []int{out, in}})
+	if err != nil {
+		return linear{}, err
+	}
+	q, err := s.Upload(n+".weight", kernels.I8, w, out, in)
+	if err != nil {
+		return linear{}, err
+	}
+	scale, err := loadScales(s, ck, n, []int{out, 1}, out)
+	return linear{q: q, scale: scale}, err
+}
+
+// loadWeightOnly reads the packed module n [out, in] in format f.
+func loadWeightOnly(s *nn.TensorSet, ck *nn.Checkpoint, n string, f kernels.WeightFormat, group, out, in int) (linear, error) {
+	perWord := 32 / f.Bits()
+	if in%perWord != 0 || f == kernels.WInt4 && in%group != 0 {
+		return linear{}, fmt.Errorf("llama: %s: in_features %d is not a multiple of the group (%d) and of the %d codes of a packed word: %w",
+			n, in, group, perWord, nn.ErrWeights)
+	}
+	shape, err := ck.Tensor(nn.Param{Name: n + ".weight_shape", Shape: []int{2}}, "I32", "I64")
+	if err != nil {
+		return linear{}, err
+	}
+	if got, err := shape.Int32(); err != nil || !slices.Equal(got, []int32{int32(out), int32(in)}) {
+		return linear{}, fmt.Errorf("llama: %s.weight_shape is %v, the config wants [%d %d]: %w", n, got, out, in, errors.Join(nn.ErrWeights, err))
+	}
+	packed, err := ck.Tensor(nn.Param{Name: n + ".weight_packed", Shape: []int{out, in / perWord}}, "I32")
+	if err != nil {
+		return linear{}, err
+	}
+	codes := make([]float32, len(packed.Data))
+	for i, b := range packed.Data {
+		if f == kernels.WInt8 {
+			b ^= 0x80 // code+128 → code
+		}
+		codes[i] = float32(int8(b))
+	}
+	qw := &kernels.QWeight{Format: f}
+	if qw.Data, err = s.Upload(n+".weight", kernels.I8, codes, out, len(codes)/out); err != nil {
+		return linear{}, err
+	}
+	scaleShape, up := []int{out, 1}, []int{out}
+	if f == kernels.WInt4 {
+		qw.Group = group
+		scaleShape, up = []int{out, in / group}, []int{out, in / group}
+	}
+	qw.Scales, err = loadScales(s, ck, n, scaleShape, up...)
+	return linear{wo: qw}, err
+}
+
+// setQuantized gives the model's modules the linears of a quantized
+// checkpoint.
+func (m *Model) setQuantized(lins map[string]linear) {
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			*mod.lin = lins[layerParam(i, mod.name)]
+			m.int8++
+		}
+	}
+	m.weightBits = 8
+	if f, ok := m.Config.Quant.Scheme.WeightOnly(); ok {
+		m.weightBits = f.Bits()
+	}
+}
+
+// QuantizedTensors returns the tensors of a quantized model's checkpoint
+// in the compressed-tensors layout above (the float parameters in their
+// device dtype); quant.NewConfig(*m.Config.Quant) is its config's
+// quantization_config. A model quantized to NF4, which compressed-tensors
+// has no format for, has none.
+func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
+	if !m.Quantized() {
+		return nil, fmt.Errorf("llama: the model is not quantized: %w", ErrInput)
+	}
+	if m.Config.Quant == nil {
+		return nil, fmt.Errorf("llama: the model's weight format has no compressed-tensors layout (NF4): %w", kernels.ErrUnsupported)
+	}
+	var out []safetensors.Tensor
+	add := func(name string, t *kernels.Tensor, shape ...int) ([]byte, error) {
+		dt, err := safetensors.DTypeName(t.DType())
+		if err != nil {
+			return nil, fmt.Errorf("llama: %s: %w", name, err)
+		}
+		buf := make([]byte, t.Bytes())
+		if err := m.be.Download(buf, t); err != nil {
+			return nil, fmt.Errorf("llama: %s: %w", name, err)
+		}
+		if shape == nil {
+			shape = t.Shape()
+		}
+		out = append(out, safetensors.Tensor{Name: name, DType: dt, Shape: shape, Data: buf})
+		return buf, nil
+	}
+	float, _ := m.Config.floatParams()
+	for _, p := range float {
+		if _, err := add(p.Name, m.params.Get(p.Name)); err != nil {
+			return nil, err
+		}
+	}
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			n, lin := layerParam(i, mod.name), mod.lin
+			if lin.wo == nil {
+				if _, err := add(n+".weight", lin.q); err != nil {
+					return nil, err
+				}
+				if _, err := add(n+".weight_scale", lin.scale, lin.scale.Shape()[0], 1); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			qw := lin.wo
+			rows := qw.Data.Shape()[0]
+			cols := qw.Data.Shape()[1] * 8 / qw.Format.Bits()
+			buf, err := add(n+".weight_packed", qw.Data, rows, qw.Data.Shape()[1]/4)
+			if err != nil {
+				return nil, err
+			}
+			out[len(out)-1].DType = "I32"
+			if qw.Format == kernels.WInt8 {
+				for j := range buf {
+					buf[j] ^= 0x80
+				}
+			}
+			scaleShape := qw.Scales.Shape()
+			if len(scaleShape) == 1 {
+				scaleShape = []int{scaleShape[0], 1}
+			}
+			if _, err := add(n+".weight_scale", qw.Scales, scaleShape...); err != nil {
+				return nil, err
+			}
+			shape := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(rows)), uint64(cols))
+			out = append(out, safetensors.Tensor{Name: n + ".weight_shape", DType: "I64", Shape: []int{2}, Data: shape})
+		}
+	}
+	return out, nil
+}
