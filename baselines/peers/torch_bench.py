@@ -153,9 +153,10 @@ BenchmarkResNet is ResNet-50 inference on 224×224 images, one op a batch:
 torchvision's resnet50 with the seeded synthetic weights (seed 20261201) of
 testdata/reference/resnet.py (imported on first use: it needs torchvision;
 without it the benchmarks are skipped), model.eval() under
-torch.inference_mode, on seeded random pixels. Batches 1 and 8 on CPUs;
-dtypes f32, tf32, f16 and bf16 over batches 1, 4, 8, …, 512 on GPUs; batch
-1 in f32 with --short. As a PyTorch user runs a conv net:
+torch.inference_mode, on seeded random pixels. Batches 1 and 8 in f32
+and int8 (below) on CPUs; dtypes f32, tf32, f16 and bf16 over batches 1,
+4, 8, …, 512 on GPUs (int8 there is skipped); batch 1 in f32 with --short.
+As a PyTorch user runs a conv net:
 
   * on GPUs in the channels_last memory format (NHWC, what cuDNN's tensor
     core convolutions want; the CPU keeps torch's default, contiguous
@@ -226,7 +227,38 @@ quantized engine on CPUs, the first of fbgemm, x86, onednn (Debian's torch
     weights per output channel, input scales calibrated ahead, the pooler
     in float. Timed and checked as the f32 cases: rel-err against the
     float64 model of the unquantized weights, held to MODEL_TOLERANCE's
-    5e-2.
+    5e-2;
+  * BenchmarkResNet dtype=int8 (CPUs only: the quantized convolutions
+    have no CUDA kernels, and the GPU's int8 points are skipped; batches
+    1 and 8, not run with --short) is FX graph mode static post-training
+    quantization of the f32 model (torch.ao.quantization.quantize_fx):
+    prepare_fx with get_default_qconfig_mapping(engine) for the engine
+    above and torch's default backend_config, which fuses conv-bn-relu
+    (BatchNorm folded into the convolution, as zbench folds it) in eval
+    mode; calibration as bench_test's (resnetCalibration), 8 batches of
+    one N(0, 1) 224×224 image each from torch generators seeded 9000 to
+    9007 (the distribution and seeds of zbench's, not its values: Go draws
+    them from its own PCG), apart from the timed and the golden inputs,
+    but with torch's default observers of the engine's qconfig where
+    zbench takes the 99.99 percentile of a histogram: HistogramObserver
+    (its L2-error range search) for activations, per-tensor uint8 with a
+    zero point (7-bit, reduce_range, under fbgemm's and x86's qconfig
+    whatever int8-reduce-range says: that line is the matmul's; 8-bit
+    under onednn's and qnnpack's), and weights symmetric int8 per output
+    channel with PerChannelMinMaxObserver (per tensor under qnnpack's);
+    then convert_fx, the model made and calibrated once for both
+    batches. Every convolution and the fc run in int8, and so do the
+    residual additions (quantized.add_relu), max and average pooling, the
+    image quantized on entry and the logits dequantized to float32 on
+    exit; zbench's W8A8 (symmetric int8 activations too) adds the
+    shortcut in float. Eager (--compile too), in the memory format
+    above. GFLOP/s counts the f32 model's FLOPs; GB/s the int8 weights,
+    one float32 scale per output channel and the float32 biases
+    (models/resnet's WeightBytes of its int8 model; torch keeps its
+    scales in float64 beside int64 zero points) and the float32 input.
+    rel-err: the int8 model's logits on the golden case resnet50_224
+    against torchvision's float64 logits, as for f32, held to bench_test's
+    resnetInt8Tolerance of that case, 3e-2 (RESNET_TOLERANCE).
 
 On GPUs (--device cuda), as on the Go side:
 
@@ -1951,19 +1983,29 @@ RESNET_FLOPS_PER_IMAGE = 8.178368512e9
 # model is 3.8e-7 off the float64 reference on resnet50_224), else
 # compare.BenchTolerance, whose DeepModels leave resnet50 at the kernels'
 # tolerances (tf32 takes f16's).
-RESNET_TOLERANCE = {"f32": 1e-4, "tf32": 2e-3, "f16": 2e-3, "bf16": 1.6e-2}
+# int8 is bench_test's resnetInt8Tolerance of resnet50_224 (zbench's W8A8
+# model measures 1.5e-2 to 1.6e-2 there).
+RESNET_TOLERANCE = {"f32": 1e-4, "tf32": 2e-3, "f16": 2e-3, "bf16": 1.6e-2, "int8": 3e-2}
+# bench_test's calibration of its int8 ResNets (resnetCalibBatches,
+# resnetCalibSeed): this many batches of N(0, 1) images of the benchmark's
+# size, one image each (benchResNetInt8 calibrates on single images), the
+# i-th from a generator seeded RESNET_CALIB_SEED + i, apart from the
+# benchmark's inputs (uniform, seeded with the batch size) and the golden's.
+RESNET_CALIB_BATCHES, RESNET_CALIB_SEED = 8, 9000
 
 _resnet = {}
 
 
 def resnet_cases(short, gpu):
     """BenchmarkResNet's (dtype, batch), in bench_test's order
-    (resnetBenchPrecisions, resnetBatches)."""
+    (resnetBenchPrecisions, resnetBatches, then benchResNetInt8's int8 at
+    the same batches; int8 is skipped on GPUs). --short runs f32 at batch
+    1 alone (bench_test's -short adds int8 at batch 1)."""
     if short:
         return [("f32", 1)]
     if not gpu:
-        return [("f32", 1), ("f32", 8)]
-    return [(dt, b) for dt in ("f32", "tf32", "f16", "bf16") for b in (1, 4, 8, 16, 32, 64, 128, 256, 512)]
+        return [(dt, b) for dt in ("f32", "int8") for b in (1, 8)]
+    return [(dt, b) for dt in ("f32", "tf32", "f16", "bf16", "int8") for b in (1, 4, 8, 16, 32, 64, 128, 256, 512)]
 
 
 def resnet_memory_format(ctx):
@@ -2041,6 +2083,81 @@ def resnet_setup(ctx, dt, batch):
         return rel_err(got, base["logits"])
 
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values() if t.is_floating_point())
+    return Work(op, check, flops=base["flops"] * batch, nbytes=weights + batch * 3 * size * size * 4,
+                rates=[(batch, "img/s")], peak=True)
+
+
+def resnet_int8_model(ctx):
+    """The FX graph mode static int8 model of resnet_base()'s float32 one,
+    in the memory format of --resnet-memory-format, and its weight bytes,
+    made once: prepare_fx with get_default_qconfig_mapping of the int8
+    engine (fusing conv-bn-relu), calibrated on RESNET_CALIB_BATCHES
+    N(0, 1) images, convert_fx."""
+    if "int8" not in _resnet:
+        try:
+            from torch.ao.quantization import get_default_qconfig_mapping
+            from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+        except ImportError as e:
+            raise NotImplementedError(f"torch {torch.__version__} has no FX graph mode quantization "
+                                      f"with QConfigMapping (torch >= 1.13): {e}")
+        engine = use_int8_engine()
+        base = resnet_base()
+        fmt = resnet_memory_format(ctx)
+        model = copy.deepcopy(base["model"]).to(memory_format=fmt).eval()
+        shape = (1, 3, RESNET_SIZE, RESNET_SIZE)
+        example = torch.zeros(shape).contiguous(memory_format=fmt)
+        prepared = prepare_fx(model, get_default_qconfig_mapping(engine), (example,))
+        with torch.no_grad():
+            for i in range(RESNET_CALIB_BATCHES):
+                g = torch.Generator().manual_seed(RESNET_CALIB_SEED + i)
+                prepared(torch.randn(shape, generator=g).contiguous(memory_format=fmt))
+        qmodel = convert_fx(prepared).eval()
+        # What zbench's WeightBytes counts of its int8 model: the int8
+        # weights, a float32 scale per output channel (per tensor: one)
+        # and the float32 biases.
+        nbytes = 0
+        for m in qmodel.modules():
+            if not callable(getattr(m, "weight", None)):
+                continue
+            w = m.weight()
+            if not isinstance(w, torch.Tensor) or not w.is_quantized:
+                continue
+            per_channel = w.qscheme() in (torch.per_channel_affine, torch.per_channel_symmetric)
+            scales = w.q_per_channel_scales().numel() if per_channel else 1
+            bias = m.bias() if callable(getattr(m, "bias", None)) else None
+            nbytes += w.numel() * w.element_size() + 4 * scales + (4 * bias.numel() if bias is not None else 0)
+        _resnet["int8"] = (qmodel, nbytes)
+    return _resnet["int8"]
+
+
+def resnet_int8_setup(ctx, batch):
+    """BenchmarkResNet dtype=int8: ResNet-50 inference of [batch, 3, 224,
+    224] seeded random pixels (uniform in [-1, 1), float32 in and out)
+    through the FX graph mode static int8 model (resnet_int8_model), eager
+    (--compile too). CPUs only."""
+    if ctx.cuda:
+        raise NotImplementedError("FX graph mode static quantization (prepare_fx, convert_fx) runs on CPUs only: "
+                                  "its quantized convolutions have no CUDA kernels")
+    base = resnet_base()
+    model, weights = resnet_int8_model(ctx)
+    fmt = resnet_memory_format(ctx)
+    size = RESNET_SIZE
+    x = uniform(batch, (batch, 3, size, size), torch.float32, ctx.device).contiguous(memory_format=fmt)
+    grad_off = getattr(torch, "inference_mode", torch.no_grad)
+
+    def op():
+        with grad_off():
+            model(x)
+
+    def check():
+        # The int8 model's logits on the golden case against torchvision's
+        # float64 ones, as the f32 point's (its float32 model is 3.8e-7
+        # from them: also the error against the float32 reference).
+        px = base["pixels"].to(torch.float32).contiguous(memory_format=fmt)
+        with grad_off():
+            got = model(px)
+        return rel_err(got, base["logits"])
+
     return Work(op, check, flops=base["flops"] * batch, nbytes=weights + batch * 3 * size * size * 4,
                 rates=[(batch, "img/s")], peak=True)
 
@@ -2147,6 +2264,9 @@ def benchmarks(ctx, short):
                          tol=MODEL_TOLERANCE[dt]))
     for dt, batch in resnet_cases(short, ctx.cuda):
         name = f"BenchmarkResNet/dev={ctx.dev}/model={RESNET_MODEL}/dtype={dt}/batch={batch}"
+        if dt == "int8":
+            out.append(Bench(name, dt, lambda b=batch: resnet_int8_setup(ctx, b), tol=RESNET_TOLERANCE[dt]))
+            continue
         out.append(Bench(name, dt, lambda dt=dt, b=batch: resnet_setup(ctx, dt, b),
                          tf32=dt == "tf32", tol=RESNET_TOLERANCE[dt]))
     return out
