@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/zbench/zbench/kernels"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -19,75 +22,111 @@ import (
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-const quantizeSynopsis = "--model bert --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] --calib IN.safetensors|synthetic [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8] [--device cpu|cuda] --out DIR"
+const quantizeSynopsis = "--model bert|llama --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
 
 const quantizeDoc = `
-Quantize converts a model to int8 by post-training quantization and writes
-the quantized checkpoint with a per-layer report of what it cost.
+Quantize converts a model to int8 (or int4) by post-training quantization
+and writes the quantized checkpoint with a per-layer report of what it
+cost.
 
---scheme w8a8 (the one scheme so far) keeps every linear layer of BERT's
-encoder in int8: weights symmetric per output channel, inputs symmetric per
-tensor with a static scale that calibration fixes. The embeddings, layer
-norms, attention core and pooler stay in floating point.
+--model bert takes --scheme w8a8: every linear layer of BERT's encoder in
+int8, weights symmetric per output channel, inputs symmetric per tensor
+with a static scale that calibration fixes. The embeddings, layer norms,
+attention core and pooler stay in floating point. Calibration runs
+--batches batches of --batch sequences through the float model and
+observes each linear layer's input with --method: absmax (the largest
+|x|), percentile (the --percentile of |x|, exactly as torch.quantile),
+percentile-hist (the same from a --bins histogram, within one bin),
+entropy (TensorRT's KL-divergence calibration) or mse (the clipping with
+the least squared error). --calib (required) synthetic draws random token
+ids of --seq tokens (seeded); a file holds input_ids [n, seq] (and
+optionally attention_mask and token_type_ids) as for 'zbench infer', taken
+--batch rows at a time.
 
-Calibration runs --batches batches of --batch sequences through the float
-model and observes each linear layer's input with --method: absmax (the
-largest |x|), percentile (the --percentile of |x|, exactly as torch.quantile),
-percentile-hist (the same from a --bins histogram, within one bin), entropy
-(TensorRT's KL-divergence calibration) or mse (the clipping with the least
-squared error). --calib synthetic draws random token ids of --seq tokens
-(seeded); a file holds input_ids [n, seq] (and optionally attention_mask
-and token_type_ids) as for 'zbench infer', taken --batch rows at a time.
+--model llama quantizes the linear modules of every decoder layer, with
+no calibration: --scheme w8a8 (int8 weights per output channel, inputs
+quantized per token as the model runs), w8a16 (weight-only int8 per
+output channel) or w4a16 (weight-only int4 in groups of --group values).
+The embeddings, norms and lm_head stay in floating point (--dtype: auto is
+the config's torch_dtype). --calib (default synthetic: --seq seeded ids)
+gives only the evaluation batch (input_ids, and attention_mask, as for
+'zbench infer'). The checkpoint's tokenizer and generation files are
+copied beside the quantized one, which 'zbench generate' and 'zbench
+infer' load.
 
 --weights synthetic (or synthetic:SEED) is the seeded synthetic weights of
-the config (BERT-base without --config), which the benchmarks use.
+the config (BERT-base, or TinyLlama-1.1B, without --config), which the
+benchmarks use.
 
 DIR receives model.safetensors and config.json in the compressed-tensors
-layout that vLLM and llm-compressor read (each quantized Linear X as
-X.weight I8, X.weight_scale F32 [out, 1], X.input_scale F32 [1] and X.bias,
-and config.json's quantization_config), which 'zbench infer' loads, and
-quantization-report.txt and .json: per layer the weight's and the input's
-mean squared error and SQNR after quantize-dequantize, the input's clipping
-point and the bytes against float32 and float16; for the model, the
-relative error of last_hidden_state and pooler_output against the float
-model on one evaluation batch (the calibration's first, or a separate
-synthetic batch).`
+layout that vLLM and llm-compressor read: for w8a8 each quantized Linear X
+as X.weight I8, X.weight_scale F32 [out, 1] and, for static inputs,
+X.input_scale F32 [1] ("int-quantized"); for w8a16 and w4a16 X.weight_packed
+I32 (codes packed from the low bits up), X.weight_scale and X.weight_shape
+("pack-quantized"); and config.json's quantization_config. Beside them,
+quantization-report.txt and .json: per layer the weight's (and for static
+w8a8 the input's) mean squared error and SQNR after quantize-dequantize,
+the input's clipping point and the bytes against float32 and float16; for
+the model, the relative error of its outputs (BERT's last_hidden_state and
+pooler_output, Llama's logits) against the float model on one evaluation
+batch (the calibration's first, or a separate synthetic batch).`
 
 // quantizeReport is quantization-report.json.
 type quantizeReport struct {
 	Model       string               `json:"model"`
 	Scheme      string               `json:"scheme"`
-	Method      string               `json:"method"`
+	Group       int                  `json:"group,omitempty"`
+	Method      string               `json:"method,omitempty"`
 	Percentile  float64              `json:"percentile,omitempty"`
 	Batches     int                  `json:"batches"`
 	Batch       int                  `json:"batch"`
 	Seq         int                  `json:"seq"`
 	Device      string               `json:"device"`
+	DType       string               `json:"dtype"`
 	Weights     string               `json:"weights"`
 	Layers      []quant.LinearReport `json:"layers"`
-	Int8Bytes   int64                `json:"int8_bytes"`
+	QuantBytes  int64                `json:"quantized_bytes"`
 	F32Bytes    int64                `json:"f32_bytes"`
 	F16Bytes    int64                `json:"f16_bytes"`
-	HiddenErr   float64              `json:"last_hidden_state_rel_err"`
-	PooledErr   float64              `json:"pooler_output_rel_err"`
-	CalibTime   string               `json:"calibration_time"`
+	Outputs     []outputError        `json:"outputs"`
+	Time        string               `json:"quantize_time"`
 	Calibration string               `json:"calibration"`
 }
+
+// outputError is a model output's error against the float model.
+type outputError struct {
+	Name   string  `json:"name"`
+	RelErr float64 `json:"rel_err"`
+}
+
+// quantizeJob is a parsed quantize command line.
+type quantizeJob struct {
+	weights, config, calib, method, dtype, out string
+	opt                                        quant.Options
+	batches, batch, seq, group                 int
+	scheme                                     quant.Scheme
+	dev                                        kernels.Backend
+}
+
+// quantizeModels are the models --model takes.
+var quantizeModels = []string{"bert", "llama"}
 
 func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("quantize", quantizeSynopsis, quantizeDoc, stderr)
 	var (
-		model      = fs.String("model", "", "the model: bert (required)")
+		model      = fs.String("model", "", "the model: "+strings.Join(quantizeModels, " or ")+" (required)")
 		weights    = fs.String("weights", "", "the checkpoint `path` (a Hugging Face directory or safetensors file), or synthetic[:SEED] (required)")
-		config     = fs.String("config", "", "the model's Hugging Face config.json `file` (default: the checkpoint's; BERT-base for synthetic weights)")
-		calib      = fs.String("calib", "", "the calibration inputs: a safetensors `file` with input_ids, or synthetic (required)")
+		config     = fs.String("config", "", "the model's Hugging Face config.json `file` (default: the checkpoint's; BERT-base or TinyLlama for synthetic weights)")
+		calib      = fs.String("calib", "", "the calibration (bert, required) or evaluation (llama, default synthetic) inputs: a safetensors `file` with input_ids, or synthetic")
 		batches    = fs.Int("batches", quant.DefaultBatches, "calibration batches")
 		batch      = fs.Int("batch", 1, "sequences per calibration batch")
-		seq        = fs.Int("seq", 128, "tokens per synthetic calibration sequence")
-		method     = fs.String("method", "percentile", "the calibration method: "+strings.Join(quant.Methods(), ", "))
+		seq        = fs.Int("seq", 128, "tokens per synthetic sequence")
+		method     = fs.String("method", "percentile", "the calibration method (bert): "+strings.Join(quant.Methods(), ", "))
 		percentile = fs.Float64("percentile", 0, "the percentile of |x| for the percentile methods (default 99.99)")
 		bins       = fs.Int("bins", 0, "histogram bins of percentile-hist, entropy and mse (default 2048)")
-		scheme     = fs.String("scheme", string(quant.W8A8), "the quantization scheme: "+strings.Join(quant.Schemes(), ", "))
+		scheme     = fs.String("scheme", string(quant.W8A8), "the quantization scheme: "+strings.Join(quant.Schemes(), ", ")+" (bert: w8a8)")
+		group      = fs.Int("group", 128, "values per scale along the input for w4a16")
+		dtype      = fs.String("dtype", "auto", "llama's precision of what stays in floating point: auto (the config's torch_dtype), f32, f16 or bf16")
 		device     = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
 		out        = fs.String("out", "", "the `directory` to write the quantized checkpoint and report to (required)")
 	)
@@ -95,7 +134,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	var missing []string
-	for _, f := range []struct{ name, val string }{{"model", *model}, {"weights", *weights}, {"calib", *calib}, {"out", *out}} {
+	for _, f := range []struct{ name, val string }{{"model", *model}, {"weights", *weights}, {"out", *out}} {
 		if f.val == "" {
 			missing = append(missing, "--"+f.name)
 		}
@@ -103,81 +142,149 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	switch {
 	case len(missing) > 0:
 		return usageErrorf("missing required flag %s (see 'zbench quantize -h')", strings.Join(missing, ", "))
-	case *model != "bert":
-		return usageErrorf("unknown --model %q (want bert)", *model)
+	case !slices.Contains(quantizeModels, *model):
+		return usageErrorf("unknown --model %q (want %s)", *model, strings.Join(quantizeModels, " or "))
+	case *model == "bert" && *calib == "":
+		return usageErrorf("--model bert needs --calib (a file or synthetic) to calibrate its input scales")
 	case *batches < 1 || *batch < 1 || *seq < 1:
 		return usageErrorf("--batches %d, --batch %d, --seq %d: want each at least 1", *batches, *batch, *seq)
+	case !slices.Contains(llamaDTypes, *dtype):
+		return usageErrorf("unknown --dtype %q (want %s)", *dtype, strings.Join(llamaDTypes, ", "))
 	}
 	sch, err := quant.ParseScheme(*scheme)
 	if err != nil {
 		return usageErrorf("--scheme: %v", err)
 	}
+	if *model == "bert" && sch != quant.W8A8 {
+		return usageErrorf("--scheme %s: bert is quantized in w8a8 with static input scales", sch)
+	}
+	if sch == quant.W4A16 && (*group <= 0 || *group%32 != 0) {
+		return usageErrorf("--group %d: want a positive multiple of 32", *group)
+	}
 	opt := quant.Options{Percentile: *percentile, Bins: *bins}
 	if _, err := quant.New(*method, opt); err != nil {
 		return usageErrorf("--method %s: %v", *method, err)
 	}
-
-	cfg, src, cfgPath, err := quantizeSource(*weights, *config)
-	if err != nil {
-		return err
-	}
-	cal, eval, err := calibrationBatches(cfg, *calib, *batches, *batch, *seq)
-	if err != nil {
-		return err
-	}
-	cal.NewObserver = func() quant.Observer {
-		o, _ := quant.New(*method, opt) // checked above
-		return o
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return fmt.Errorf("--out: %w", err)
+	if *calib == "" {
+		*calib = "synthetic"
 	}
 	dev, err := openDevice(*device)
 	if err != nil {
 		return err
 	}
-	m, err := bert.Load(dev, cfg, src, nn.F32)
+	job := quantizeJob{weights: *weights, config: *config, calib: *calib, method: *method, dtype: *dtype, out: *out,
+		opt: opt, batches: *batches, batch: *batch, seq: *seq, group: *group, scheme: sch, dev: dev}
+	var rep quantizeReport
+	if *model == "bert" {
+		rep, err = quantizeBERT(job)
+	} else {
+		rep, err = quantizeLlama(job)
+	}
 	if err != nil {
-		return fmt.Errorf("loading weights: %w", err)
+		return err
+	}
+	return printQuantizeReport(stdout, rep, *out)
+}
+
+// quantizeBERT calibrates and quantizes a BERT model and writes it.
+func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
+	cfg, src, cfgPath, err := quantizeSource(j.weights, j.config)
+	if err != nil {
+		return rep, err
+	}
+	cal, eval, err := calibrationBatches(cfg, j.calib, j.batches, j.batch, j.seq)
+	if err != nil {
+		return rep, err
+	}
+	cal.NewObserver = func() quant.Observer {
+		o, _ := quant.New(j.method, j.opt) // checked by the caller
+		return o
+	}
+	if err := os.MkdirAll(j.out, 0o755); err != nil {
+		return rep, fmt.Errorf("--out: %w", err)
+	}
+	m, err := bert.Load(j.dev, cfg, src, nn.F32)
+	if err != nil {
+		return rep, fmt.Errorf("loading weights: %w", err)
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
 	refH, refP, err := bertOutputs(m, eval)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	start := time.Now()
 	layers, err := m.Quantize(cal)
 	if err != nil {
-		return err
+		return rep, err
 	}
 	elapsed := time.Since(start)
 	gotH, gotP, err := bertOutputs(m, eval)
 	if err != nil {
-		return err
+		return rep, err
 	}
-	rep := quantizeReport{Model: *model, Scheme: string(sch), Method: *method, Batches: len(cal.Batches), Batch: cal.Batch, Seq: cal.Seq,
-		Device: dev.Name() + " (" + dev.Info().Name + ")", Weights: *weights, Layers: layers, CalibTime: round(elapsed).String(), Calibration: *calib}
-	if strings.HasPrefix(*method, "percentile") {
-		rep.Percentile = quant.DefaultPercentile
-		if *percentile != 0 {
-			rep.Percentile = *percentile
+	rep = newQuantizeReport(j, "bert", layers, elapsed, "f32")
+	rep.Method, rep.Batches, rep.Batch, rep.Seq = j.method, len(cal.Batches), cal.Batch, cal.Seq
+	if strings.HasPrefix(j.method, "percentile") {
+		rep.Percentile = cmp.Or(j.opt.Percentile, quant.DefaultPercentile)
+	}
+	for _, o := range []struct {
+		name     string
+		ref, got []float32
+	}{{"last_hidden_state", refH, gotH}, {"pooler_output", refP, gotP}} {
+		rel, err := quant.RelL2(o.ref, o.got)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", o.name, err)
 		}
+		rep.Outputs = append(rep.Outputs, outputError{o.name, rel})
 	}
+	tensors, err := m.QuantizedTensors()
+	if err != nil {
+		return rep, err
+	}
+	raw := map[string]json.RawMessage{}
+	if cfgPath == "" {
+		data, err := json.Marshal(m.Config)
+		if err != nil {
+			return rep, err
+		}
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return rep, err
+		}
+		raw["model_type"], raw["architectures"] = json.RawMessage(`"bert"`), json.RawMessage(`["BertModel"]`)
+	} else if raw, err = readConfigJSON(cfgPath); err != nil {
+		return rep, err
+	}
+	qc, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.W8A8, Method: j.method, Ignore: bert.QuantIgnored()}))
+	if err != nil {
+		return rep, err
+	}
+	raw["quantization_config"] = qc
+	return rep, writeQuantized(j.out, tensors, raw, rep)
+}
+
+// newQuantizeReport starts the report of a model quantized by j.
+func newQuantizeReport(j quantizeJob, model string, layers []quant.LinearReport, elapsed time.Duration, dtype string) quantizeReport {
+	rep := quantizeReport{Model: model, Scheme: string(j.scheme), Device: j.dev.Name() + " (" + j.dev.Info().Name + ")", DType: dtype,
+		Weights: j.weights, Layers: layers, Time: round(elapsed).String(), Calibration: j.calib}
 	for _, l := range layers {
-		rep.Int8Bytes += l.Bytes
+		rep.QuantBytes += l.Bytes
 		rep.F32Bytes += l.F32Bytes
 		rep.F16Bytes += l.F16Bytes
 	}
-	if rep.HiddenErr, err = quant.RelL2(refH, gotH); err != nil {
-		return fmt.Errorf("last_hidden_state: %w", err)
+	return rep
+}
+
+// readConfigJSON reads a config.json as a map of its keys.
+func readConfigJSON(path string) (map[string]json.RawMessage, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
-	if rep.PooledErr, err = quant.RelL2(refP, gotP); err != nil {
-		return fmt.Errorf("pooler_output: %w", err)
+	raw := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	if err := writeQuantized(*out, m, cfgPath, rep); err != nil {
-		return err
-	}
-	return printQuantizeReport(stdout, rep, *out)
+	return raw, nil
 }
 
 // quantizeSource resolves --weights and --config: the config, the
@@ -302,43 +409,14 @@ func bertOutputs(m *bert.Model, b bertBatch) (hidden, pooled []float32, err erro
 	return hidden, pooled, err
 }
 
-// writeQuantized writes the checkpoint, config.json (cfgPath's with a
-// quantization_config, or the model's config) and both reports into dir,
-// each file atomically.
-func writeQuantized(dir string, m *bert.Model, cfgPath string, rep quantizeReport) error {
-	tensors, err := m.QuantizedTensors()
-	if err != nil {
-		return err
-	}
+// writeQuantized writes the checkpoint's tensors, its config.json (raw's
+// keys) and both reports into dir, each file atomically.
+func writeQuantized(dir string, tensors []safetensors.Tensor, raw map[string]json.RawMessage, rep quantizeReport) error {
 	ckpt, err := createAtomic(filepath.Join(dir, checkpoint.WeightsName))
 	if err != nil {
 		return err
 	}
 	defer ckpt.abort()
-	raw := map[string]json.RawMessage{}
-	if cfgPath != "" {
-		data, err := os.ReadFile(cfgPath)
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		if err := json.Unmarshal(data, &raw); err != nil {
-			return fmt.Errorf("config %s: %w", cfgPath, err)
-		}
-	} else {
-		data, err := json.Marshal(m.Config)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(data, &raw); err != nil {
-			return err
-		}
-		raw["model_type"], raw["architectures"] = json.RawMessage(`"bert"`), json.RawMessage(`["BertModel"]`)
-	}
-	qc, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.Scheme(rep.Scheme), Method: rep.Method, Ignore: bert.QuantIgnored()}))
-	if err != nil {
-		return err
-	}
-	raw["quantization_config"] = qc
 	cfgJSON, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
 		return err
@@ -351,7 +429,11 @@ func writeQuantized(dir string, m *bert.Model, cfgPath string, rep quantizeRepor
 	if err := printQuantizeReport(&txt, rep, dir); err != nil {
 		return err
 	}
-	if err := ckpt.commit(tensors, map[string]string{"format": "pt", "quantization": "compressed-tensors int-quantized " + rep.Scheme}); err != nil {
+	format := map[quant.Scheme]string{quant.W8A8: "int-quantized"}[quant.Scheme(rep.Scheme)]
+	if format == "" {
+		format = "pack-quantized"
+	}
+	if err := ckpt.commit(tensors, map[string]string{"format": "pt", "quantization": "compressed-tensors " + format + " " + rep.Scheme}); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -371,21 +453,42 @@ func writeQuantized(dir string, m *bert.Model, cfgPath string, rep quantizeRepor
 
 // printQuantizeReport writes the per-layer table and the totals.
 func printQuantizeReport(w io.Writer, rep quantizeReport, dir string) error {
-	fmt.Fprintf(w, "model      %s, %s, calibrated by %s over %d batches of %d×%d (%s) in %s on %s\n",
-		rep.Model, rep.Scheme, rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Calibration, rep.CalibTime, rep.Device)
+	how := "weights only"
+	if rep.Method != "" {
+		how = fmt.Sprintf("calibrated by %s over %d batches of %d×%d (%s)", rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Calibration)
+	} else if rep.Scheme == string(quant.W8A8) {
+		how = "inputs quantized per token as the model runs"
+	}
+	if rep.Group > 0 {
+		how = fmt.Sprintf("groups of %d, %s", rep.Group, how)
+	}
+	fmt.Fprintf(w, "model      %s, %s, %s, in %s on %s, the rest in %s\n", rep.Model, rep.Scheme, how, rep.Time, rep.Device, rep.DType)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "layer\tweight MSE\tweight SQNR dB\tinput amax\tinput MSE\tinput SQNR dB\tint8 bytes\tf32 bytes\t")
+	if rep.Method != "" {
+		fmt.Fprintln(tw, "layer\tweight MSE\tweight SQNR dB\tinput amax\tinput MSE\tinput SQNR dB\tbytes\tf32 bytes\t")
+	} else {
+		fmt.Fprintln(tw, "layer\tweight MSE\tweight SQNR dB\tbytes\tf32 bytes\t")
+	}
 	for _, l := range rep.Layers {
-		fmt.Fprintf(tw, "%s\t%.3g\t%.1f\t%.4g\t%.3g\t%.1f\t%d\t%d\t\n",
-			strings.TrimPrefix(l.Name, "encoder."), l.WeightMSE, l.WeightSQNR, l.InputAmax, l.InputMSE, l.InputSQNR, l.Bytes, l.F32Bytes)
+		name := strings.TrimPrefix(strings.TrimPrefix(l.Name, "encoder."), "model.")
+		if rep.Method != "" {
+			fmt.Fprintf(tw, "%s\t%.3g\t%.1f\t%.4g\t%.3g\t%.1f\t%d\t%d\t\n",
+				name, l.WeightMSE, l.WeightSQNR, l.InputAmax, l.InputMSE, l.InputSQNR, l.Bytes, l.F32Bytes)
+		} else {
+			fmt.Fprintf(tw, "%s\t%.3g\t%.1f\t%d\t%d\t\n", name, l.WeightMSE, l.WeightSQNR, l.Bytes, l.F32Bytes)
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "weights    %d linear layers: %s int8 with scales, against %s in float32 (%.2f× smaller) and %s in float16 (%.2f×)\n",
-		len(rep.Layers), mib(rep.Int8Bytes), mib(rep.F32Bytes), float64(rep.F32Bytes)/float64(rep.Int8Bytes),
-		mib(rep.F16Bytes), float64(rep.F16Bytes)/float64(rep.Int8Bytes))
-	fmt.Fprintf(w, "accuracy   against the float model: last_hidden_state rel-err %.3g, pooler_output rel-err %.3g\n", rep.HiddenErr, rep.PooledErr)
+	fmt.Fprintf(w, "weights    %d linear layers: %s quantized with scales, against %s in float32 (%.2f× smaller) and %s in float16 (%.2f×)\n",
+		len(rep.Layers), mib(rep.QuantBytes), mib(rep.F32Bytes), float64(rep.F32Bytes)/float64(rep.QuantBytes),
+		mib(rep.F16Bytes), float64(rep.F16Bytes)/float64(rep.QuantBytes))
+	var errs []string
+	for _, o := range rep.Outputs {
+		errs = append(errs, fmt.Sprintf("%s rel-err %.3g", o.Name, o.RelErr))
+	}
+	fmt.Fprintf(w, "accuracy   against the float model: %s\n", strings.Join(errs, ", "))
 	fmt.Fprintf(w, "written    %s: %s, %s, quantization-report.txt, quantization-report.json\n", dir, checkpoint.WeightsName, checkpoint.ConfigName)
 	return nil
 }

@@ -35,8 +35,10 @@ func TestQuantizeTiny(t *testing.T) {
 	assert.Equal(t, "w8a8", rep.Scheme)
 	assert.Equal(t, 1, rep.Batches, "3 rows in batches of 3")
 	assert.NotEmpty(t, rep.Layers)
-	assert.Less(t, rep.HiddenErr, 5e-2)
-	assert.Less(t, rep.Int8Bytes, rep.F16Bytes)
+	require.Len(t, rep.Outputs, 2)
+	assert.Equal(t, "last_hidden_state", rep.Outputs[0].Name)
+	assert.Less(t, rep.Outputs[0].RelErr, 5e-2)
+	assert.Less(t, rep.QuantBytes, rep.F16Bytes)
 	txt, err := os.ReadFile(filepath.Join(dir, "quantization-report.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, out, string(txt))
@@ -95,12 +97,12 @@ func TestQuantizeErrors(t *testing.T) {
 		usage bool
 		want  string
 	}{
-		{"missing", []string{"quantize", "--model", "bert"}, true, "--weights, --calib, --out"},
+		{"missing", []string{"quantize", "--model", "bert"}, true, "--weights, --out"},
 		{"model", append(append([]string{}, base...), "--model", "gpt2", "--out", dir), true, `unknown --model "gpt2"`},
 		{"method", append(append([]string{}, base...), "--method", "kl", "--out", dir), true, "unknown calibration method"},
 		{"percentile", append(append([]string{}, base...), "--percentile", "101", "--out", dir), true, "percentile"},
 		{"bins for absmax", append(append([]string{}, base...), "--method", "absmax", "--bins", "512", "--out", dir), true, "bin count"},
-		{"scheme", append(append([]string{}, base...), "--scheme", "w4a16", "--out", dir), true, "unknown scheme"},
+		{"scheme", append(append([]string{}, base...), "--scheme", "nf4", "--out", dir), true, "unknown scheme"},
 		{"seq", append(append([]string{}, base...), "--seq", "4096", "--out", dir), true, "max_position_embeddings"},
 		{"calib file", append(append([]string{}, base[:len(base)-4]...), "--calib", filepath.Join(dir, "none.safetensors"), "--out", dir), false, "--calib"},
 		{"already quantized", []string{"quantize", "--model", "bert", "--weights", quantized, "--calib", "synthetic", "--seq", "8", "--out", dir}, false, "already quantized"},

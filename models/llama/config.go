@@ -335,3 +335,36 @@ func LoadConfig(path string) (Config, error) {
 	}
 	return ParseConfig(path, data)
 }
+
+// JSON returns c as a Hugging Face config.json of LlamaForCausalLM (which
+// ParseConfig reads back as c), with its quantization_config when c.Quant
+// is set.
+func (c Config) JSON() ([]byte, error) {
+	m := map[string]any{
+		"architectures": []string{"LlamaForCausalLM"}, "model_type": "llama", "hidden_act": "silu",
+		"vocab_size": c.VocabSize, "hidden_size": c.HiddenSize, "intermediate_size": c.IntermediateSize,
+		"num_hidden_layers": c.NumHiddenLayers, "num_attention_heads": c.NumAttentionHeads,
+		"num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim, "rms_norm_eps": c.RMSNormEps,
+		"rope_theta": c.RopeTheta, "max_position_embeddings": c.MaxPositionEmbeddings,
+		"tie_word_embeddings": c.TieWordEmbeddings, "bos_token_id": c.BOSTokenID, "eos_token_id": c.EOSTokenIDs,
+		"attention_bias": false, "mlp_bias": false,
+	}
+	if len(c.EOSTokenIDs) == 1 {
+		m["eos_token_id"] = c.EOSTokenIDs[0]
+	}
+	if c.TorchDType != "" {
+		m["torch_dtype"] = c.TorchDType
+	}
+	if r := c.RopeScaling; r != nil {
+		rs := map[string]any{"rope_type": r.Type, "factor": r.Factor}
+		if r.Type == "llama3" {
+			rs["low_freq_factor"], rs["high_freq_factor"] = r.LowFreqFactor, r.HighFreqFactor
+			rs["original_max_position_embeddings"] = r.OriginalMaxPositionEmbeddings
+		}
+		m["rope_scaling"] = rs
+	}
+	if c.Quant != nil {
+		m["quantization_config"] = quant.NewConfig(*c.Quant)
+	}
+	return json.MarshalIndent(m, "", "  ")
+}

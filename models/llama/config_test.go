@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/models/quant"
 )
 
 // tinyLlamaJSON is TinyLlama-1.1B-Chat-v1.0's config.json as published.
@@ -159,4 +161,21 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("InvFreq has %d values, want %d", len(c.InvFreq()), n)
 		}
 	})
+}
+
+// TestConfigJSON checks that JSON writes a config.json ParseConfig reads
+// back unchanged.
+func TestConfigJSON(t *testing.T) {
+	q := TinyLlama()
+	q.Quant = &quant.Spec{Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}
+	lin := testConfig()
+	lin.RopeScaling = &RopeScaling{Type: "linear", Factor: 2}
+	lin.EOSTokenIDs = []int{2, 7}
+	for _, c := range []Config{TinyLlama(), testConfig(), q, lin} {
+		data, err := c.JSON()
+		require.NoError(t, err)
+		back, err := ParseConfig("config.json", data)
+		require.NoError(t, err)
+		require.Equal(t, c, back)
+	}
 }

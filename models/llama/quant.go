@@ -105,6 +105,14 @@ func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.Line
 	if _, ok := m.be.(kernels.WeightQuant); !ok {
 		return nil, fmt.Errorf("llama: the %s backend has no weight-only quantized ops (kernels.WeightQuant): %w", m.be.Name(), kernels.ErrUnsupported)
 	}
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			if in := mod.lin.w.Shape()[1]; f != kernels.WInt8 && (group <= 0 || group%32 != 0 || in%group != 0) {
+				return nil, fmt.Errorf("llama: %s: %d inputs do not divide into groups of %d (want a positive multiple of 32 that divides every module's inputs): %w",
+					layerParam(i, mod.name), in, group, kernels.ErrShape)
+			}
+		}
+	}
 	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		for _, mod := range m.w.layers[i].modules() {
