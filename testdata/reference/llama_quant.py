@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""Independent PyTorch reference for zbench's quantized Llama checkpoints
+(models/llama/quantized.go): tiny Llamas quantized as llm-compressor
+quantizes them and stored in compressed-tensors' layouts as vLLM reads
+them, with the logits they must give.
+
+The quantization follows compressed-tensors (neuralmagic/compressed-tensors
+0.12: quantization/utils/helpers.py calculate_qparams and calculate_range,
+quantization/lifecycle/forward.py _quantize, compressors/quantized_
+compressors/{naive_quantized,pack_quantized}.py), written anew here, not
+zbench's own rule (which is amax/127 in [-127, 127]):
+
+  symmetric minmax weights, in the model's dtype as llm-compressor computes
+  them: q_min, q_max = -2^(b-1), 2^(b-1) - 1 (int8 [-128, 127], int4
+  [-8, 7]); amax = max|w| over the output channel (int8) or over each
+  group of 32 inputs (int4); scale = amax / ((q_max - q_min) / 2), that is
+  amax/127.5 or amax/7.5, computed and stored in the model's dtype
+  (clamped below by float32's eps); code = round(clamp(w / scale, q_min,
+  q_max)), the division in the model's dtype, rounding half to even. The
+  most negative code (-128, -8) occurs wherever a row's (group's) amax is
+  a negative weight and w/scale reaches -127.5 (-7.5): asserted present.
+
+Schemes (one checkpoint each; every linear module of every decoder layer,
+q_proj ... down_proj, quantized; embed_tokens, the norms and lm_head in the
+model's dtype; quantization_config "ignore": ["lm_head"]):
+
+  w8a8   "int-quantized", weights int8 channel, input_activations int8
+         token dynamic; model dtype bfloat16: X.weight I8 [out, in],
+         X.weight_scale BF16 [out, 1], no input_scale
+  w8a16  "pack-quantized", weights int8 channel; model dtype float16:
+         X.weight_packed I32 [out, in/4] (four codes a word, each code+128,
+         from the low byte up: pack_to_int32), X.weight_scale F16 [out, 1],
+         X.weight_shape I64 [2] = [out, in] (torch.tensor(weight.shape))
+  w4a16  "pack-quantized", weights int4 group 32; model dtype float32:
+         X.weight_packed I32 [out, in/8] (eight codes a word, each code+8,
+         from the low nibble up), X.weight_scale F32 [out, in/32],
+         X.weight_shape I64 [2]
+
+Files written (under testdata/golden/llama-quant):
+
+  <scheme>/config.json        an HF LlamaConfig (vocab 97, hidden 64,
+                              intermediate 96, 2 layers, 8 heads of 8, 2 KV
+                              heads, llama3 rope scaling, untied, torch_dtype
+                              the model's dtype) with the quantization_config
+                              llm-compressor writes for the scheme
+  <scheme>/model.safetensors  the checkpoint (synthetic seed 21, the
+                              generator of llama.py, rounded to the model's
+                              dtype before quantizing), metadata
+                              {"format": "pt"}
+  logits.safetensors          "input_ids" I32 [10] (random in [3, 97), see
+                              below); "<scheme>/logits" F32 [10, 97], the
+                              logits of every position; metadata "<scheme>"
+                              = JSON {"dir", "scheme", "format",
+                              "torch_dtype", "scale_dtype", "weight_bits",
+                              "group_size", "min_code", "max_code",
+                              "min_code_count" (of "codes"), "seed", "ids",
+                              "quant_rel_err" (‖these logits − the
+                              unquantized model's‖/‖…‖, both float64: how
+                              much quantizing changed them), and for w8a8
+                              "inputs", "closest_tie", "float32_deviation"
+                              (below)}, plus "reference", "script", "format"
+
+Expected logits are computed in float64 (llama.py's LlamaForCausalLM) from
+the checkpoint as stored: the float tensors widened exactly, each quantized
+module's weight dequantized exactly (code · scale). For w8a8 each quantized
+module's input is also fake-quantized per token (row) as zbench's int8
+kernels quantize it (kernels.Quant; the scale is that of vLLM's dynamic
+per-token int8 kernel too): s = max|x_row| / 127 (1 for a zero row),
+x -> clamp(round(x / s), -127, 127) · s, rounding half to even, in float64.
+Weight-only schemes run the float inputs against the dequantized weights.
+
+A float32 run rounds an input x/s the other way when x/s lies closer to a
+rounding midpoint than float32's error in it, and one such code moves the
+logits by about 1e-3 relative. The input ids are therefore the first of 64
+candidate sequences (torch.randint with llama.py's case_generator of
+"llama-quant/<k>") whose w8a8 inputs all lie TIE_MARGIN = 2e-4 code units
+or more from a midpoint ("closest_tie"), asserted more than twice the
+largest difference of any x/s between a float32 and a float64 run of the
+same model here ("float32_deviation", about 7e-5).
+
+Deterministic: fixed seeds, one thread. Requires torch (1.13 tested, CPU)
+and numpy; takes about two seconds. Run from anywhere:
+
+  /usr/bin/python3 testdata/reference/llama_quant.py            # write the goldens
+  /usr/bin/python3 testdata/reference/llama_quant.py --check    # verify they are current
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+
+import golden_files
+import safetensors_file
+from bert import Tensors, compact
+from llama import LlamaConfig, LlamaForCausalLM, case_generator, synthetic_
+from safetensors_file import entry, serialize
+
+SCRIPT = "testdata/reference/llama_quant.py"
+FORMAT = "zbench-golden/1: tensors input_ids, <scheme>/logits; metadata <scheme> = JSON params"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DIR = "testdata/golden/llama-quant"
+SEED = 21
+N_IDS = 10
+# The ids: the first of CANDIDATES random sequences whose w8a8 inputs lie
+# TIE_MARGIN code units or more from a rounding midpoint (choose_ids).
+CANDIDATES = 64
+TIE_MARGIN = 2e-4
+
+# safetensors_file.py predates int8 tensors: I8's rank in the reference
+# implementation's Dtype enum (after U8), and its encoding.
+safetensors_file.ST_RANK.setdefault("I8", 5)
+safetensors_file.ENCODINGS.setdefault(torch.int8, ("I8", "i1"))
+
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "head_dim": 8,
+    "hidden_act": "silu",
+    "hidden_size": 64,
+    "initializer_range": 0.02,
+    "intermediate_size": 96,
+    "max_position_embeddings": 64,
+    "mlp_bias": False,
+    "model_type": "llama",
+    "num_attention_heads": 8,
+    "num_hidden_layers": 2,
+    "num_key_value_heads": 2,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"factor": 4.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                     "original_max_position_embeddings": 16, "rope_type": "llama3"},
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "transformers_version": "4.46.0",
+    "use_cache": True,
+    "vocab_size": 97,
+}
+
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+# scheme: (format, weight bits, group size or None for per channel,
+# dynamic per-token int8 inputs, the model's dtype)
+SCHEMES = {
+    "w8a8": ("int-quantized", 8, None, True, torch.bfloat16),
+    "w8a16": ("pack-quantized", 8, None, False, torch.float16),
+    "w4a16": ("pack-quantized", 4, 32, False, torch.float32),
+}
+
+MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+
+
+def quant_args(bits, strategy, group, dynamic=False, observer="minmax"):
+    """A QuantizationArgs as llm-compressor dumps it into config.json."""
+    return {"actorder": None, "block_structure": None, "dynamic": dynamic, "group_size": group,
+            "num_bits": bits, "observer": observer, "observer_kwargs": {}, "strategy": strategy,
+            "symmetric": True, "type": "int"}
+
+
+def quantization_config(fmt, bits, group, act):
+    weights = quant_args(bits, "group" if group else "channel", group)
+    inputs = quant_args(8, "token", None, dynamic=True, observer=None) if act else None
+    return {
+        "config_groups": {"group_0": {"format": fmt, "input_activations": inputs, "output_activations": None,
+                                      "targets": ["Linear"], "weights": weights}},
+        "format": fmt,
+        "global_compression_ratio": None,
+        "ignore": ["lm_head"],
+        "kv_cache_scheme": None,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "sparsity_config": {},
+    }
+
+
+# ---------------------------------------------------------------------------
+# compressed-tensors' quantization, packing and unpacking
+
+
+def quantize_weight(w, bits, group):
+    """Codes (int8 [out, in]) and scales ([out, in/group] or [out, 1], in
+    w's dtype) of w (the model's dtype), symmetric minmax as
+    compressed-tensors computes them, in w's dtype."""
+    out, inp = w.shape
+    g = group or inp
+    q_min, q_max = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    wg = w.reshape(out, inp // g, g)
+    lo = torch.minimum(wg.amin(-1), torch.zeros((), dtype=w.dtype))
+    hi = torch.maximum(wg.amax(-1), torch.zeros((), dtype=w.dtype))
+    amax = torch.maximum(lo.abs(), hi.abs())
+    scale = amax / (float(q_max - q_min) / 2)
+    # torch 1.13 has no CPU clamp or round for float16: both are exact in
+    # float32 (the eps bound never binds here; the clamped values and the
+    # integers are float16's), so they run there, the division in w's dtype.
+    assert (scale.float() > torch.finfo(torch.float32).eps).all()
+    scale = scale.float().clamp(min=torch.finfo(torch.float32).eps).to(w.dtype)
+    v = (wg / scale[..., None]).float()
+    codes = torch.round(torch.clamp(v, q_min, q_max)).to(torch.int8).reshape(out, inp)
+    return codes, scale
+
+
+def pack_int32(codes, bits):
+    """pack_to_int32: codes (int8 [rows, cols], cols a multiple of 32/bits)
+    offset to unsigned and packed from the low bits of each int32 up."""
+    u = (codes.numpy().astype(np.int64) + (1 << (bits - 1))).astype(np.uint32)
+    per = 32 // bits
+    rows, cols = u.shape
+    assert cols % per == 0
+    u = u.reshape(rows, cols // per, per)
+    words = np.zeros((rows, cols // per), dtype=np.uint32)
+    for i in range(per):
+        words |= u[:, :, i] << np.uint32(bits * i)
+    return torch.from_numpy(words.view(np.int32))
+
+
+def unpack_int32(words, bits, cols):
+    """unpack_from_int32, element by element: the inverse of pack_int32."""
+    w = words.numpy().view(np.uint32)
+    per = 32 // bits
+    out = np.empty((w.shape[0], cols), dtype=np.int64)
+    for c in range(cols):
+        out[:, c] = (w[:, c // per] >> np.uint32(bits * (c % per))) & ((1 << bits) - 1)
+    return torch.from_numpy(out - (1 << (bits - 1))).to(torch.int8)
+
+
+def fake_quant_tokens(x):
+    """x (float [..., K]) quantized per row to int8 as zbench's kernels do
+    (with the scale of vLLM's dynamic per-token kernel), and back, in x's
+    dtype; also x/s, the values rounded, in float64."""
+    amax = x.abs().amax(-1, keepdim=True)
+    s = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+    v = x / s
+    return torch.clamp(torch.round(v), -127, 127) * s, v.double()
+
+
+def closest_tie(vs):
+    """The smallest distance of any of the values vs from a rounding
+    midpoint, in code units."""
+    return min(float(((v - v.floor()) - 0.5).abs().min()) for v in vs)
+
+
+# ---------------------------------------------------------------------------
+# Goldens
+
+
+def float_weights():
+    """The synthetic float32 state dict (HF names) of CONFIG."""
+    cfg = LlamaConfig.from_dict(CONFIG)
+    return synthetic_(LlamaForCausalLM(cfg), SEED).state_dict()
+
+
+def quantized_names():
+    return [f"model.layers.{i}.{m}" for i in range(CONFIG["num_hidden_layers"]) for m in MODULES]
+
+
+def checkpoint(name, sd):
+    """Scheme name's checkpoint from the float weights sd: its tensors (for
+    serialize), the state dict it stands for (float64: the float tensors
+    as stored, the quantized weights dequantized) and its codes' range."""
+    fmt, bits, group, _, dtype = SCHEMES[name]
+    quantized = quantized_names()
+    tensors, state, codes_all = {}, {}, []
+    for n, w in sd.items():
+        w = w.to(dtype)
+        mod = n[:-len(".weight")]
+        if mod not in quantized:
+            tensors[n] = entry(n, w)
+            state[n] = w.double()
+            continue
+        codes, scale = quantize_weight(w, bits, group)
+        codes_all.append(codes.flatten())
+        out, inp = codes.shape
+        if group is None:
+            assert scale.shape == (out, 1)
+        if fmt == "int-quantized":
+            tensors[n] = entry(n, codes)
+        else:
+            packed = pack_int32(codes, bits)
+            assert packed.shape == (out, inp * bits // 32)
+            assert torch.equal(unpack_int32(packed, bits, inp), codes), n
+            tensors[mod + ".weight_packed"] = entry(mod + ".weight_packed", packed)
+            tensors[mod + ".weight_shape"] = entry(mod + ".weight_shape", torch.tensor(w.shape))
+        tensors[mod + ".weight_scale"] = entry(mod + ".weight_scale", scale)
+        g = group or inp
+        deq = codes.double().reshape(out, inp // g, g) * scale.double()[..., None]
+        state[n] = deq.reshape(out, inp)
+    codes_all = torch.cat(codes_all)
+    lo = int(codes_all.min())
+    assert lo == -(1 << (bits - 1)), (name, lo)  # the full range is exercised
+    stats = {"min_code": lo, "max_code": int(codes_all.max()), "min_code_count": int((codes_all == lo).sum()),
+             "codes": int(codes_all.numel())}
+    return tensors, state, stats
+
+
+@torch.no_grad()
+def forward(state, ids, act, dtype=torch.float64):
+    """The logits [N, V] of the model of state on ids, in dtype, each
+    quantized module's input fake-quantized per token when act; and the
+    values x/s those inputs rounded."""
+    model = LlamaForCausalLM(LlamaConfig.from_dict(CONFIG)).to(dtype)
+    model.load_state_dict({n: w.to(dtype) for n, w in state.items()})
+    vs = []
+    if act:
+        def pre_hook(_module, args):
+            xq, v = fake_quant_tokens(args[0])
+            vs.append(v)
+            return (xq,) + args[1:]
+        for mod in quantized_names():
+            model.get_submodule(mod).register_forward_pre_hook(pre_hook)
+    return model(ids[None])[0], vs
+
+
+def choose_ids(state):
+    """The input ids: the first of the candidate sequences whose w8a8 inputs
+    (state is w8a8's) all lie at least TIE_MARGIN code units from a rounding
+    midpoint, so that a float32 run rounds them as float64 does. Returns
+    the ids, the candidate's index, its closest tie and the largest
+    difference of x/s between float32 and float64 runs of this model."""
+    V = CONFIG["vocab_size"]
+    for k in range(CANDIDATES):
+        ids = torch.randint(3, V, (N_IDS,), generator=case_generator(f"llama-quant/{k}"))
+        _, v64 = forward(state, ids, True)
+        tie = closest_tie(v64)
+        if tie < TIE_MARGIN:
+            continue
+        _, v32 = forward(state, ids, True, torch.float32)
+        dev = max(float((a - b).abs().max()) for a, b in zip(v64, v32))
+        assert tie > 2 * dev, (k, tie, dev)
+        return ids, k, tie, dev
+    raise AssertionError(f"no candidate of {CANDIDATES} has its w8a8 inputs {TIE_MARGIN} from a tie")
+
+
+def build():
+    """{repo-relative path: bytes} of every file this script writes."""
+    torch.manual_seed(SEED)
+    torch.set_num_threads(1)
+    files = {}
+    sd = float_weights()
+    ckpts = {name: checkpoint(name, sd) for name in SCHEMES}
+    ids, k, tie, dev = choose_ids(ckpts["w8a8"][1])
+    t = Tensors({"reference": f"torch {torch.__version__}", "script": SCRIPT, "format": FORMAT})
+    t.put("input_ids", ids.to(torch.int32))
+    for name, (tensors, state, stats) in ckpts.items():
+        fmt, bits, group, act, dtype = SCHEMES[name]
+        d = f"{DIR}/{name}"
+        conf = dict(CONFIG, torch_dtype=DTYPE_NAMES[dtype],
+                    quantization_config=quantization_config(fmt, bits, group, act))
+        files[d + "/config.json"] = (json.dumps(conf, indent=2, sort_keys=True) + "\n").encode()
+        files[d + "/model.safetensors"] = serialize(tensors, {"format": "pt"})
+
+        logits, vs = forward(state, ids, act)
+        float_logits, _ = forward({n: w.to(dtype).double() for n, w in sd.items()}, ids, False)
+        qerr = float((logits - float_logits).norm() / float_logits.norm())
+        meta = dict(stats, dir=d, scheme=name, format=fmt, torch_dtype=DTYPE_NAMES[dtype],
+                    scale_dtype=safetensors_file.ENCODINGS[dtype][0], weight_bits=bits, group_size=group,
+                    seed=SEED, ids=f"candidate {k}", quant_rel_err=float(f"{qerr:.3g}"))
+        if act:
+            assert len(vs) == len(quantized_names()) and closest_tie(vs) == tie
+            meta["inputs"] = "int8 per token, amax/127, [-127, 127], ties to even"
+            meta["closest_tie"] = float(f"{tie:.3g}")
+            meta["float32_deviation"] = float(f"{dev:.3g}")
+        t.put(f"{name}/logits", logits)
+        t.meta[name] = compact(meta)
+    files[DIR + "/logits.safetensors"] = t.serialize()
+    return files
+
+
+def main():
+    return golden_files.main(__doc__, build, REPO, SCRIPT)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
