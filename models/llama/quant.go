@@ -154,12 +154,12 @@ func (m *Model) quantizeWeightOnly(lin *linear, name string, f kernels.WeightFor
 	if err != nil {
 		return r, fmt.Errorf("llama: %s: %w", name, err)
 	}
-	codes := make([]float32, len(data))
+	codes := make([]byte, len(data))
 	for i, c := range data {
-		codes[i] = float32(c)
+		codes[i] = byte(c)
 	}
 	qw := &kernels.QWeight{Format: f, Group: group}
-	if qw.Data, err = m.params.Upload(name+".weight", kernels.I8, codes, out, len(data)/out); err != nil {
+	if qw.Data, err = m.params.UploadBytes(name+".weight", kernels.I8, codes, out, len(data)/out); err != nil {
 		return r, fmt.Errorf("llama: %w", err)
 	}
 	scaleShape := []int{out}

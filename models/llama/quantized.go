@@ -116,11 +116,7 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 	}
 	float, mods := cfg.floatParams()
 	for _, p := range float {
-		v, err := ck.Values(p)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := s.Upload(p.Name, dt, v, p.Shape...); err != nil {
+		if err := nn.LoadParam(s, ck, p, dt); err != nil {
 			return nil, err
 		}
 	}
@@ -159,11 +155,11 @@ func loadScales(s *nn.TensorSet, ck *nn.Checkpoint, n string, shape []int, up ..
 
 // loadInt8 reads w8a8 module n [out, in].
 func loadInt8(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear, error) {
-	w, err := ck.Int8Values(nn.Param{Name: n + ".weight", Shape: []int{out, in}})
+	w, err := ck.Tensor(nn.Param{Name: n + ".weight", Shape: []int{out, in}}, "I8")
 	if err != nil {
 		return linear{}, err
 	}
-	q, err := s.Upload(n+".weight", kernels.I8, w, out, in)
+	q, err := s.UploadBytes(n+".weight", kernels.I8, w.Data, out, in)
 	if err != nil {
 		return linear{}, err
 	}
@@ -189,15 +185,15 @@ func loadWeightOnly(s *nn.TensorSet, ck *nn.Checkpoint, n string, f kernels.Weig
 	if err != nil {
 		return linear{}, err
 	}
-	codes := make([]float32, len(packed.Data))
-	for i, b := range packed.Data {
-		if f == kernels.WInt8 {
-			b ^= 0x80 // code+128 → code
+	codes := packed.Data // kernels.WInt4's bytes as they are
+	if f == kernels.WInt8 {
+		codes = make([]byte, len(packed.Data))
+		for i, b := range packed.Data {
+			codes[i] = b ^ 0x80 // code+128 → code
 		}
-		codes[i] = float32(int8(b))
 	}
 	qw := &kernels.QWeight{Format: f}
-	if qw.Data, err = s.Upload(n+".weight", kernels.I8, codes, out, len(codes)/out); err != nil {
+	if qw.Data, err = s.UploadBytes(n+".weight", kernels.I8, codes, out, len(codes)/out); err != nil {
 		return linear{}, err
 	}
 	scaleShape, up := []int{out, 1}, []int{out}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/safetensors"
 )
 
 // TensorSet is a set of device tensors freed together, the named ones
@@ -51,6 +52,20 @@ func (s *TensorSet) Alloc(name string, dt kernels.DType, shape ...int) (*kernels
 func (s *TensorSet) Upload(name string, dt kernels.DType, vals []float32, shape ...int) (*kernels.Tensor, error) {
 	t, err := kernels.FromFloat32(s.be, dt, vals, shape...)
 	return s.add(name, t, err)
+}
+
+// UploadBytes allocates a tensor of dtype dt holding data: its elements'
+// little-endian bytes as the device stores them (a checkpoint's int8 codes
+// as they are), remembered by name if name is not "".
+func (s *TensorSet) UploadBytes(name string, dt kernels.DType, data []byte, shape ...int) (*kernels.Tensor, error) {
+	t, err := s.Alloc(name, dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.be.Upload(t, data); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), s.Release(t))
+	}
+	return t, nil
 }
 
 // Ints allocates an I32 tensor holding vals, remembered by name if name is
@@ -145,11 +160,7 @@ func (a *Allocator) Err() error { return a.err }
 // that no parameter read is then an error (see Checkpoint.CheckUnused).
 func LoadParams(s *TensorSet, src Source, ps []Param, dt kernels.DType) error {
 	for _, p := range ps {
-		v, err := src.Values(p)
-		if err != nil {
-			return err
-		}
-		if _, err := s.Upload(p.Name, dt, v, p.Shape...); err != nil {
+		if err := LoadParam(s, src, p, dt); err != nil {
 			return err
 		}
 	}
@@ -157,4 +168,28 @@ func LoadParams(s *TensorSet, src Source, ps []Param, dt kernels.DType) error {
 		return c.CheckUnused()
 	}
 	return nil
+}
+
+// LoadParam uploads parameter p from src into s in dtype dt, remembered by
+// its name: a checkpoint's tensor stored in dt as its bytes are, any other
+// through float32.
+func LoadParam(s *TensorSet, src Source, p Param, dt kernels.DType) error {
+	if c, ok := src.(*Checkpoint); ok {
+		if name, err := safetensors.DTypeName(dt); err == nil {
+			if stored, err := c.DType(p.Name); err == nil && stored == name {
+				t, err := c.Tensor(p, name)
+				if err != nil {
+					return err
+				}
+				_, err = s.UploadBytes(p.Name, dt, t.Data, p.Shape...)
+				return err
+			}
+		}
+	}
+	v, err := src.Values(p)
+	if err != nil {
+		return err
+	}
+	_, err = s.Upload(p.Name, dt, v, p.Shape...)
+	return err
 }
