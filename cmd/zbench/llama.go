@@ -26,16 +26,18 @@ var llamaDTypes = []string{"auto", "f32", "f16", "bf16"}
 // absent or unknown).
 func llamaPrecision(dtype string, cfg llama.Config) (nn.Precision, error) {
 	if dtype == "auto" {
-		switch cfg.TorchDType {
-		case "float16":
-			return nn.F16, nil
-		case "bfloat16":
-			return nn.BF16, nil
+		for p, name := range torchDTypes {
+			if name == cfg.TorchDType {
+				return p, nil
+			}
 		}
 		return nn.F32, nil
 	}
 	return nn.ParsePrecision(dtype)
 }
+
+// torchDTypes are config.json's torch_dtype of the precisions.
+var torchDTypes = map[nn.Precision]string{nn.F32: "float32", nn.F16: "float16", nn.BF16: "bfloat16"}
 
 // loadLlama loads the checkpoint files on dev in dtype.
 func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llama.Model, error) {

@@ -98,6 +98,11 @@ func TestQuantizeLlamaW4A16(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &rep))
 	assert.Equal(t, 32, rep.Group)
+	var cfg map[string]any
+	data, err = os.ReadFile(filepath.Join(dir, "config.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &cfg))
+	assert.Equal(t, "float32", cfg["torch_dtype"], "the dtype the float tensors are written in")
 	assert.Less(t, rep.QuantBytes*5, rep.F32Bytes, "4-bit codes and a scale per 32")
 	t.Logf("logits rel-err %.3g", rep.Outputs[0].RelErr)
 	assert.Less(t, rep.Outputs[0].RelErr, 0.15)
