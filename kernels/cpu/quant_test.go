@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/qgemm"
 )
 
@@ -114,6 +115,50 @@ func BenchmarkDotI8(b *testing.B) {
 				dotI8(acc, a, w, m, n, k)
 			}
 			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GOP/s")
+		})
+	}
+}
+
+// TestDequantPathsAgree checks the assembly dequantization of weight-only
+// rows (WMatMul's prefill path) against the Go loops bit for bit, in each
+// format, at K with and without a tail of 16.
+func TestDequantPathsAgree(t *testing.T) {
+	if !qgemm.Available {
+		t.Skip("no AVX-512 VNNI on this CPU (or -tags purego): the Go loops are the only path")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	be := New()
+	for _, c := range []struct {
+		f        kernels.WeightFormat
+		k, group int
+	}{{kernels.WInt8, 200, 0}, {kernels.WInt8, 64, 0}, {kernels.WInt4, 256, 32}, {kernels.WInt4, 384, 128}, {kernels.WNF4, 128, 64}} {
+		t.Run(fmt.Sprintf("%v/k=%d", c.f, c.k), func(t *testing.T) {
+			const n = 3
+			bytes := n * c.k * c.f.Bits() / 8
+			codes := make([]float32, bytes)
+			for i := range codes {
+				codes[i] = float32(rng.IntN(256) - 128)
+			}
+			scales := make([]float32, n)
+			if c.f != kernels.WInt8 {
+				scales = make([]float32, n*c.k/c.group)
+			}
+			for i := range scales {
+				scales[i] = float32(rng.Float64())
+			}
+			data, err := kernels.FromFloat32(be, kernels.I8, codes, n, bytes/n)
+			require.NoError(t, err)
+			sc, err := kernels.FromFloat32(be, kernels.F32, scales, len(scales))
+			require.NoError(t, err)
+			w := kernels.QWeight{Format: c.f, Data: data, Scales: sc, Group: c.group}
+			got, want := make([]float32, c.k), make([]float32, c.k)
+			for row := range n {
+				dequantRow(got, w, row, c.k)
+				qgemm.Available = false
+				dequantRow(want, w, row, c.k)
+				qgemm.Available = true
+				require.Equal(t, want, got, "row %d", row)
+			}
 		})
 	}
 }

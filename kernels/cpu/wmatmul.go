@@ -77,8 +77,15 @@ func wgemv(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock
-// rows of W at a time and multiplying them with the serial SGEMM.
+// rows of W at a time and multiplying them with the serial SGEMM. The
+// 4-bit formats are dequantized in DotQ4's order (permuteQ4), and x's rows
+// permuted alike, which leaves every dot product's terms the same.
 func wgemm(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
+	if w.Format != kernels.WInt8 {
+		for m := range g.M {
+			permuteQ4(xs[m*g.K : (m+1)*g.K])
+		}
+	}
 	blocks := (g.N + wblock - 1) / wblock
 	parallelFor(blocks, g.M*wblock*g.K/16, func(lo, hi int) {
 		buf := make([]float32, wblock*g.K)
@@ -93,22 +100,36 @@ func wgemm(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
 	})
 }
 
-// dequantRow sets dst (K values) to row n of W dequantized.
+// dequantRow sets dst (K values) to row n of W dequantized, the 4-bit
+// formats in DotQ4's order (see wgemm).
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	data, scales := i8(w.Data), f32(w.Scales)
 	if w.Format == kernels.WInt8 {
-		s := scales[n]
-		for i, c := range data[n*k : (n+1)*k] {
-			dst[i] = float32(c) * s
+		s, row := scales[n], data[n*k:(n+1)*k]
+		k16 := 0
+		if qgemm.Available {
+			if k16 = k &^ 15; k16 > 0 {
+				qgemm.DequantQ8(&dst[0], &row[0], k16, s)
+			}
+		}
+		for i := k16; i < k; i++ {
+			dst[i] = float32(row[i]) * s
 		}
 		return
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group
-	for i, c := range data[n*k/2 : (n+1)*k/2] {
-		s := scales[n*ng+2*i/w.Group]
-		dst[2*i] = levels[uint8(c)&15] * s
-		dst[2*i+1] = levels[uint8(c)>>4] * s
+	row, rs := data[n*k/2:(n+1)*k/2], scales[n*ng:(n+1)*ng]
+	if qgemm.Available {
+		qgemm.DequantQ4(&dst[0], &row[0], k, &rs[0], w.Group, &levels)
+		return
+	}
+	for c := 0; c < k; c += 32 {
+		s := rs[c/w.Group]
+		for i, b := range row[c/2 : c/2+16] {
+			dst[c+i] = levels[uint8(b)&15] * s
+			dst[c+16+i] = levels[uint8(b)>>4] * s
+		}
 	}
 }
 

@@ -73,3 +73,17 @@ func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32)
 //
 //go:noescape
 func AbsMax(x *float32, n int) float32
+
+// DequantQ8 sets dst[p] = float32(w[p])·s for p < k, k a non-negative
+// multiple of 16.
+//
+//go:noescape
+func DequantQ8(dst *float32, w *int8, k int, s float32)
+
+// DequantQ4 sets dst to k values (a multiple of group, itself a multiple
+// of 32) of 4-bit codes packed two per byte of w (low nibble first),
+// levels[code]·scales[g], in DotQ4's order: per chunk of 32 the 16 values
+// of the low nibbles (the even positions), then the 16 of the high ones.
+//
+//go:noescape
+func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels *[16]float32)

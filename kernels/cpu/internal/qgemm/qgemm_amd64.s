@@ -479,3 +479,67 @@ aret:
 	MOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func DequantQ8(dst *float32, w *int8, k int, s float32)
+TEXT ·DequantQ8(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), DI
+	MOVQ         w+8(FP), SI
+	MOVQ         k+16(FP), CX
+	VBROADCASTSS s+24(FP), Z6
+
+q8loop:
+	CMPQ      CX, $16
+	JL        q8done
+	VPMOVSXBD (SI), Z1
+	VCVTDQ2PS Z1, Z1
+	VMULPS    Z6, Z1, Z1
+	VMOVUPS   Z1, (DI)
+	ADDQ      $16, SI
+	ADDQ      $64, DI
+	SUBQ      $16, CX
+	JMP       q8loop
+
+q8done:
+	VZEROUPPER
+	RET
+
+// func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels *[16]float32)
+TEXT ·DequantQ4(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), DI
+	MOVQ         w+8(FP), SI
+	MOVQ         k+16(FP), CX
+	MOVQ         scales+24(FP), R8
+	MOVQ         group+32(FP), R9
+	MOVQ         levels+40(FP), R10
+	VMOVUPS      (R10), Z30
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z31
+
+q4group:
+	TESTQ        CX, CX
+	JZ           q4done
+	VBROADCASTSS (R8), Z6
+	MOVQ         R9, DX
+
+q4chunk:
+	VPMOVZXBD (SI), Z1
+	VPANDD    Z31, Z1, Z2
+	VPSRLD    $4, Z1, Z3
+	VPERMPS   Z30, Z2, Z2
+	VPERMPS   Z30, Z3, Z3
+	VMULPS    Z6, Z2, Z2
+	VMULPS    Z6, Z3, Z3
+	VMOVUPS   Z2, (DI)
+	VMOVUPS   Z3, 64(DI)
+	ADDQ      $16, SI
+	ADDQ      $128, DI
+	SUBQ      $32, DX
+	SUBQ      $32, CX
+	TESTQ     DX, DX
+	JNZ       q4chunk
+	ADDQ      $4, R8
+	JMP       q4group
+
+q4done:
+	VZEROUPPER
+	RET

@@ -43,3 +43,13 @@ func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32) {
 
 // AbsMax is the assembly kernel, absent here; it panics.
 func AbsMax(x *float32, n int) float32 { panic("qgemm: no assembly kernel on this architecture") }
+
+// DequantQ8 is the assembly kernel, absent here; it panics.
+func DequantQ8(dst *float32, w *int8, k int, s float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
+// DequantQ4 is the assembly kernel, absent here; it panics.
+func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
