@@ -67,9 +67,26 @@ type Spec struct {
 	// Method names the calibration observer of W8A8's static input
 	// scales (written as the observer, not read back).
 	Method string
-	// Ignore lists the Linear modules left in floating point.
+	// Ignore lists the modules left in floating point.
 	Ignore []string
+	// Targets are the classes of the modules quantized, compressed-tensors'
+	// "targets": nil (or empty) for ["Linear"], the linear layers of a
+	// transformer; a convolutional network's are ["Conv2d", "Linear"]
+	// (ConvTargets). ParseConfig accepts these two and returns nil for
+	// the first.
+	Targets []string
 }
+
+// linearTargets and convTargets are the targets NewConfig writes and
+// ParseConfig reads.
+var (
+	linearTargets = []string{"Linear"}
+	convTargets   = []string{"Conv2d", "Linear"}
+)
+
+// ConvTargets returns the Targets of a convolutional network quantized
+// whole: every Conv2d and Linear module.
+func ConvTargets() []string { return slices.Clone(convTargets) }
 
 // args is one "weights" or "input_activations" entry of a compressed-tensors
 // config group.
@@ -111,7 +128,10 @@ const (
 
 // NewConfig returns the quantization_config of s.
 func NewConfig(s Spec) Config {
-	g := group{Targets: []string{"Linear"}}
+	g := group{Targets: slices.Clone(linearTargets)}
+	if len(s.Targets) > 0 {
+		g.Targets = slices.Clone(s.Targets)
+	}
 	format := formatInt
 	switch s.Scheme {
 	case W8A8:
@@ -139,11 +159,11 @@ func NewConfig(s Spec) Config {
 
 // ParseConfig reads a quantization_config (raw JSON, the value of that key
 // of config.json; name is the file, for errors, or "" when the caller
-// names it) and returns its recipe
-// (Method left empty). Anything but what NewConfig writes for some Spec is
-// an error naming the field: a checkpoint quantized some other way
-// (asymmetric, activation-ordered, another bit width) is not run under a
-// wrong scheme.
+// names it) and returns its recipe (Method left empty; Ignore nil when
+// empty, Targets nil when ["Linear"]). Anything but what NewConfig writes
+// for some Spec is an error naming the field: a checkpoint quantized some
+// other way (asymmetric, activation-ordered, another bit width) is not run
+// under a wrong scheme.
 func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
 	prefix := "quantization_config"
 	if name != "" {
@@ -171,7 +191,9 @@ func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
 		if err != nil {
 			return Spec{}, err
 		}
-		s.Ignore = c.Ignore
+		if len(c.Ignore) > 0 { // none, absent or [], is nil
+			s.Ignore = c.Ignore
+		}
 		return s, nil
 	}
 	panic("unreachable")
@@ -180,8 +202,13 @@ func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
 // parseGroup reads the one config group g of a config in format; field
 // names it in errors, made by bad.
 func parseGroup(format, field string, g group, bad func(field string, got any, want string) error) (Spec, error) {
-	if !slices.Equal(g.Targets, []string{"Linear"}) {
-		return Spec{}, bad(field+".targets", g.Targets, `["Linear"]`)
+	var targets []string
+	switch {
+	case slices.Equal(g.Targets, linearTargets):
+	case slices.Equal(g.Targets, convTargets):
+		targets = slices.Clone(convTargets)
+	default:
+		return Spec{}, bad(field+".targets", g.Targets, `["Linear"] or ["Conv2d", "Linear"]`)
 	}
 	if g.OutputActivations != nil {
 		return Spec{}, bad(field+".output_activations", "set", "null")
@@ -200,7 +227,7 @@ func parseGroup(format, field string, g group, bad func(field string, got any, w
 	case w.Actorder != nil:
 		return Spec{}, bad(f+".actorder", *w.Actorder, "null")
 	}
-	var s Spec
+	s := Spec{Targets: targets}
 	switch {
 	case in != nil && format == formatInt:
 		s.Scheme = W8A8

@@ -17,17 +17,22 @@ func TestConfigRoundTrip(t *testing.T) {
 		format  string
 		weights string
 		inputs  string
+		targets string // "" for ["Linear"]
 	}{
 		{"w8a8 static", quant.Spec{Scheme: quant.W8A8, Method: "percentile", Ignore: []string{"pooler.dense"}}, "int-quantized",
 			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
-			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor","dynamic":false,"group_size":null,"observer":"percentile","actorder":null}`},
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor","dynamic":false,"group_size":null,"observer":"percentile","actorder":null}`, ""},
 		{"w8a8 dynamic", quant.Spec{Scheme: quant.W8A8, Dynamic: true, Ignore: []string{"lm_head"}}, "int-quantized",
 			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
-			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"token","dynamic":true,"group_size":null,"actorder":null}`},
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"token","dynamic":true,"group_size":null,"actorder":null}`, ""},
+		{"w8a8 static conv", quant.Spec{Scheme: quant.W8A8, Method: "entropy", Targets: quant.ConvTargets()}, "int-quantized",
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor","dynamic":false,"group_size":null,"observer":"entropy","actorder":null}`,
+			`["Conv2d","Linear"]`},
 		{"w8a16", quant.Spec{Scheme: quant.W8A16, Ignore: []string{"lm_head"}}, "pack-quantized",
-			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`, `null`},
+			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`, `null`, ""},
 		{"w4a16", quant.Spec{Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}, "pack-quantized",
-			`{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","dynamic":false,"group_size":128,"observer":"minmax","actorder":null}`, `null`},
+			`{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","dynamic":false,"group_size":128,"observer":"minmax","actorder":null}`, `null`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -41,8 +46,29 @@ func TestConfigRoundTrip(t *testing.T) {
 			require.JSONEq(t, `"`+c.format+`"`, string(mustField(t, data, "format")))
 			require.JSONEq(t, c.weights, string(mustField(t, data, "config_groups", "group_0", "weights")))
 			require.JSONEq(t, c.inputs, string(mustField(t, data, "config_groups", "group_0", "input_activations")))
+			targets := c.targets
+			if targets == "" {
+				targets = `["Linear"]`
+			}
+			require.JSONEq(t, targets, string(mustField(t, data, "config_groups", "group_0", "targets")))
 		})
 	}
+}
+
+// TestConfigTargets checks that ["Linear"], the default, reads back as
+// nil however it was asked for, and that ConvTargets is a copy.
+func TestConfigTargets(t *testing.T) {
+	for _, targets := range [][]string{nil, {}, {"Linear"}} {
+		data, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.W8A8, Targets: targets}))
+		require.NoError(t, err)
+		require.JSONEq(t, `["Linear"]`, string(mustField(t, data, "config_groups", "group_0", "targets")))
+		s, err := quant.ParseConfig("config.json", data)
+		require.NoError(t, err)
+		require.Nil(t, s.Targets, "%q", targets)
+	}
+	c := quant.ConvTargets()
+	c[0] = "Embedding"
+	require.Equal(t, []string{"Conv2d", "Linear"}, quant.ConvTargets())
 }
 
 // mustField returns the raw JSON at path in the object data.
@@ -64,6 +90,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"format", `{"quant_method":"compressed-tensors","format":"float-quantized"}`, "format = float-quantized"},
 		{"status", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"frozen"}`, "quantization_status"},
 		{"groups", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{}}`, "config_groups"},
+		{"conv only", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Conv2d"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.targets = [Conv2d]"},
+		{"targets order", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear","Conv2d"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.targets = [Linear Conv2d]"},
+		{"no targets", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.targets = []"},
 		{"4-bit w8a8", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
 			"weights":{"num_bits":4,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`, "g.weights.num_bits = 4"},
 		{"static token", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
@@ -103,12 +135,16 @@ func TestParseConfigErrors(t *testing.T) {
 // what NewConfig writes for its scheme.
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []quant.Spec{{Scheme: quant.W8A8, Method: "entropy", Ignore: []string{"pooler.dense"}},
+		{Scheme: quant.W8A8, Method: "absmax", Targets: quant.ConvTargets()},
 		{Scheme: quant.W8A8, Dynamic: true}, {Scheme: quant.W8A16}, {Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}} {
 		good, err := json.Marshal(quant.NewConfig(s))
 		require.NoError(f, err)
 		f.Add(good)
 	}
 	f.Add([]byte(`{}`))
+	// No "ignore": NewConfig writes [], which must read back as none.
+	f.Add([]byte(`{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"":{"targets":["Linear"],
+		"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"int","symmetric":true,"strategy":"tensor"}}}}`))
 	f.Add([]byte(`{"quant_method":"compressed-tensors","config_groups":{"a":{"weights":null}}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, data []byte) {

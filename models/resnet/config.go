@@ -7,7 +7,8 @@
 // Images are NCHW float32 at the interface and NHWC on the device (see
 // kernels.Vision). Model.Quantize turns a loaded model into W8A8 static
 // int8 (kernels.QuantConv and kernels.Quant), calibrated on batches of
-// images through the float model.
+// images through the float model; Model.QuantizedTensors writes it as a
+// compressed-tensors checkpoint, which Load reads back.
 package resnet
 
 import (

@@ -61,6 +61,13 @@ type Model struct {
 // model's dtype. A checkpoint tensor that no parameter reads (but
 // num_batches_tracked) is an error, as is a statistic that makes the
 // BatchNorm undefined.
+//
+// A quantized checkpoint (IsQuantized; see Model.QuantizedTensors) loads
+// as the quantized model it was written from: int8 weights with their
+// scales and float32 biases, activations in opts.Precision (under the
+// Options it was quantized with, its logits are bit for bit that model's).
+// It needs a backend with kernels.Quant and kernels.QuantConv, and not
+// opts.Unfolded.
 func Load(be kernels.Backend, cfg Config, src nn.Source, opts Options) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -78,7 +85,13 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, opts Options) (*Model, 
 		return nil, fmt.Errorf("resnet: the %s backend has no convolution ops (kernels.Vision): %w", be.Name(), kernels.ErrUnsupported)
 	}
 	m := &Model{Config: cfg, Options: opts, be: be, vis: vis, params: nn.NewTensorSet(be), layers: map[string]*layer{}}
-	if err := m.load(src); err != nil {
+	var err error
+	if ck, ok := src.(*nn.Checkpoint); ok && IsQuantized(ck) {
+		err = m.loadQuantized(ck)
+	} else {
+		err = m.load(src)
+	}
+	if err != nil {
 		return nil, errors.Join(err, m.params.Free())
 	}
 	return m, nil

@@ -172,7 +172,9 @@ func OpenCheckpoint(paths ...string) (*nn.Checkpoint, error) { return nn.OpenChe
 
 // FromCheckpoint returns the named member of the family with the number
 // of classes of the checkpoint's fc.weight (1000 for ImageNet, 10 for a
-// CIFAR-10 head).
+// CIFAR-10 head), float or, in a quantized checkpoint, int8 of the same
+// shape; Load then finds any tensor of another depth or width missing or
+// unused.
 func FromCheckpoint(name string, ck *nn.Checkpoint) (Config, error) {
 	cfg, err := ByName(name)
 	if err != nil {
