@@ -96,8 +96,7 @@ func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, er
 // product. The float weights are released. It returns one report per
 // module (the weight's error and bytes). The backend must implement
 // kernels.WeightQuant; a model quantized either way is not quantized
-// again. Config.Quant then records the scheme (w8a16, w4a16; NF4 has
-// none in compressed-tensors and leaves it nil).
+// again. Config.Quant then records the scheme (w8a16, w4a16, nf4).
 func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
@@ -128,6 +127,8 @@ func (m *Model) QuantizeWeights(f kernels.WeightFormat, group int) ([]quant.Line
 		m.Config.Quant = &quant.Spec{Scheme: quant.W8A16, Ignore: QuantIgnored()}
 	case kernels.WInt4:
 		m.Config.Quant = &quant.Spec{Scheme: quant.W4A16, Group: group, Ignore: QuantIgnored()}
+	case kernels.WNF4:
+		m.Config.Quant = &quant.Spec{Scheme: quant.NF4, Group: group, Ignore: QuantIgnored()}
 	}
 	return reports, nil
 }

@@ -28,6 +28,11 @@ import (
 //     are packed from the low bits up, each offset to unsigned (code+128,
 //     code+8), which for int4 is kernels.WInt4's own byte layout.
 //
+//   - nf4: bitsandbytes' layout (quant.NF4), which Hugging Face
+//     transformers writes: X.weight U8 (high nibble first),
+//     X.weight.absmax, X.weight.quant_map and the quant_state JSON, run
+//     as Model.QuantizeWeights' NF4 modules.
+//
 // Scales may be stored in any float dtype; they are held in float32.
 // Load reads such a checkpoint and Model.QuantizedTensors writes one.
 
@@ -40,9 +45,9 @@ var quantIgnored = []string{"lm_head"}
 func QuantIgnored() []string { return slices.Clone(quantIgnored) }
 
 // parseQuantization reads config.json's quantization_config, accepting
-// what Load runs: w8a8 with dynamic per-token inputs, w8a16, or w4a16 in
-// groups of a multiple of 32, with lm_head (and nothing else) left in
-// floating point.
+// what Load runs: w8a8 with dynamic per-token inputs, w8a16, w4a16 in
+// groups of a multiple of 32, or bitsandbytes' nf4, with lm_head (and
+// nothing else) left in floating point.
 func parseQuantization(raw json.RawMessage) (*quant.Spec, error) {
 	s, err := quant.ParseConfig("", raw)
 	if err != nil {
@@ -59,7 +64,7 @@ func parseQuantization(raw json.RawMessage) (*quant.Spec, error) {
 			return nil, fmt.Errorf("quantization_config: ignore lists %q; this model quantizes every decoder layer's linear modules and only lm_head may stay in floating point: %w", n, ErrConfig)
 		}
 	}
-	if len(s.Ignore) == 0 {
+	if len(s.Ignore) == 0 && s.Scheme != quant.NF4 { // bitsandbytes leaves lm_head out by default
 		return nil, fmt.Errorf("quantization_config: ignore is empty, so lm_head would be quantized; this model keeps lm_head in floating point: %w", ErrConfig)
 	}
 	return &s, nil
@@ -125,9 +130,12 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 		out, in := mods[n][0], mods[n][1]
 		var lin linear
 		var err error
-		if weightOnly {
+		switch {
+		case spec.Scheme == quant.NF4:
+			lin, err = loadNF4(s, ck, n, out, in)
+		case weightOnly:
 			lin, err = loadWeightOnly(s, ck, n, format, spec.Group, out, in)
-		} else {
+		default:
 			lin, err = loadInt8(s, ck, n, out, in)
 		}
 		if err != nil {
@@ -141,16 +149,62 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 // loadScales reads module n's weight_scale of shape, checked finite and
 // positive, into s as F32 of shape up.
 func loadScales(s *nn.TensorSet, ck *nn.Checkpoint, n string, shape []int, up ...int) (*kernels.Tensor, error) {
-	v, err := ck.Values(nn.Param{Name: n + ".weight_scale", Shape: shape})
+	return loadScaleTensor(s, ck, n+".weight_scale", n+".weight_scale", false, shape, up...)
+}
+
+// loadScaleTensor reads the scales stored as name, of shape, checked
+// finite and positive (or zero, when zero is set), into s as F32 of shape
+// up, named as.
+func loadScaleTensor(s *nn.TensorSet, ck *nn.Checkpoint, name, as string, zero bool, shape []int, up ...int) (*kernels.Tensor, error) {
+	v, err := ck.Values(nn.Param{Name: name, Shape: shape})
 	if err != nil {
 		return nil, err
 	}
 	for i, x := range v {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || x <= 0 {
-			return nil, fmt.Errorf("llama: %s.weight_scale[%d] = %v, want a finite positive scale: %w", n, i, x, nn.ErrWeights)
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) || x < 0 || x == 0 && !zero {
+			return nil, fmt.Errorf("llama: %s[%d] = %v, want a finite positive scale: %w", name, i, x, nn.ErrWeights)
 		}
 	}
-	return s.Upload(n+".weight_scale", kernels.F32, v, up...)
+	return s.Upload(as, kernels.F32, v, up...)
+}
+
+// loadNF4 reads module n [out, in] of a bitsandbytes NF4 checkpoint
+// (quant.NF4).
+func loadNF4(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear, error) {
+	w := n + ".weight"
+	stName := w + ".quant_state.bitsandbytes__nf4"
+	stShape, err := ck.Shape(stName)
+	if err != nil {
+		return linear{}, err
+	}
+	st, err := ck.Tensor(nn.Param{Name: stName, Shape: stShape}, "U8")
+	if err != nil {
+		return linear{}, err
+	}
+	state, err := quant.ParseBNBQuantState(stName, st.Data, out, in)
+	if err != nil {
+		return linear{}, fmt.Errorf("llama: %w: %w", err, nn.ErrWeights)
+	}
+	qmap, err := ck.Values(nn.Param{Name: w + ".quant_map", Shape: []int{16}})
+	if err != nil {
+		return linear{}, err
+	}
+	for i, v := range qmap {
+		if math.Abs(float64(v-kernels.NF4Levels[i])) > 1e-6 {
+			return linear{}, fmt.Errorf("llama: %s.quant_map[%d] = %v, NF4's level is %v: %w", w, i, v, kernels.NF4Levels[i], nn.ErrWeights)
+		}
+	}
+	codes, err := ck.Tensor(nn.Param{Name: w, Shape: []int{out * in / 2, 1}}, "U8")
+	if err != nil {
+		return linear{}, err
+	}
+	qw := &kernels.QWeight{Format: kernels.WNF4, Group: state.BlockSize}
+	if qw.Data, err = s.UploadBytes(w, kernels.I8, quant.SwapNibbles(codes.Data), out, in/2); err != nil {
+		return linear{}, err
+	}
+	groups := in / state.BlockSize
+	qw.Scales, err = loadScaleTensor(s, ck, w+".absmax", n+".weight_scale", true, []int{out * groups}, out, groups)
+	return linear{wo: qw}, err
 }
 
 // loadInt8 reads w8a8 module n [out, in].
@@ -223,14 +277,11 @@ func (m *Model) setQuantized(lins map[string]linear) {
 // QuantizedTensors returns the tensors of a quantized model's checkpoint
 // in the compressed-tensors layout above (the float parameters in their
 // device dtype); quant.NewConfig(*m.Config.Quant) is its config's
-// quantization_config. A model quantized to NF4, which compressed-tensors
-// has no format for, has none.
+// quantization_config (bitsandbytes' for NF4, whose tensors are in its
+// layout: quant.NF4).
 func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	if !m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is not quantized: %w", ErrInput)
-	}
-	if m.Config.Quant == nil {
-		return nil, fmt.Errorf("llama: the model's weight format has no compressed-tensors layout (NF4): %w", kernels.ErrUnsupported)
 	}
 	var out []safetensors.Tensor
 	add := func(name string, t *kernels.Tensor, shape ...int) ([]byte, error) {
@@ -267,6 +318,12 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 				continue
 			}
 			qw := lin.wo
+			if qw.Format == kernels.WNF4 {
+				if err := m.nf4Tensors(&out, n, qw); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			rows := qw.Data.Shape()[0]
 			cols := qw.Data.Shape()[1] * 8 / qw.Format.Bits()
 			buf, err := add(n+".weight_packed", qw.Data, rows, qw.Data.Shape()[1]/4)
@@ -291,4 +348,38 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 		}
 	}
 	return out, nil
+}
+
+// torchDType is config.json's name of a precision.
+func torchDType(p nn.Precision) string {
+	return map[nn.Precision]string{nn.F32: "float32", nn.F16: "float16", nn.BF16: "bfloat16"}[p]
+}
+
+// nf4Tensors appends module n's tensors in bitsandbytes' layout
+// (quant.NF4) to out.
+func (m *Model) nf4Tensors(out *[]safetensors.Tensor, n string, qw *kernels.QWeight) error {
+	rows, in := qw.Data.Shape()[0], qw.Data.Shape()[1]*2
+	codes := make([]byte, qw.Data.Bytes())
+	if err := m.be.Download(codes, qw.Data); err != nil {
+		return fmt.Errorf("llama: %s: %w", n, err)
+	}
+	scales := make([]byte, qw.Scales.Bytes())
+	if err := m.be.Download(scales, qw.Scales); err != nil {
+		return fmt.Errorf("llama: %s: %w", n, err)
+	}
+	levels := make([]byte, 0, 64)
+	for _, v := range kernels.NF4Levels {
+		levels = binary.LittleEndian.AppendUint32(levels, math.Float32bits(v))
+	}
+	state, err := json.Marshal(quant.BNBQuantState{QuantType: "nf4", BlockSize: qw.Group, DType: torchDType(m.Precision), Shape: []int{rows, in}})
+	if err != nil {
+		return err
+	}
+	w := n + ".weight"
+	*out = append(*out,
+		safetensors.Tensor{Name: w, DType: "U8", Shape: []int{rows * in / 2, 1}, Data: quant.SwapNibbles(codes)},
+		safetensors.Tensor{Name: w + ".absmax", DType: "F32", Shape: []int{rows * in / qw.Group}, Data: scales},
+		safetensors.Tensor{Name: w + ".quant_map", DType: "F32", Shape: []int{16}, Data: levels},
+		safetensors.Tensor{Name: w + ".quant_state.bitsandbytes__nf4", DType: "U8", Shape: []int{len(state)}, Data: state})
+	return nil
 }

@@ -31,6 +31,8 @@ var quantizedSchemes = []struct {
 		quant.Spec{Scheme: quant.W8A16, Ignore: []string{"lm_head"}}},
 	{"w4a16", func(m *Model) error { _, err := m.QuantizeWeights(kernels.WInt4, 32); return err },
 		quant.Spec{Scheme: quant.W4A16, Group: 32, Ignore: []string{"lm_head"}}},
+	{"nf4", func(m *Model) error { _, err := m.QuantizeWeights(kernels.WNF4, 32); return err },
+		quant.Spec{Scheme: quant.NF4, Group: 32, Ignore: []string{"lm_head"}}},
 }
 
 // quantizedTestConfig has inputs of 64 and 96 values: groups of 32.
@@ -78,6 +80,13 @@ func TestQuantizedCheckpointRoundTrip(t *testing.T) {
 				case quant.W8A8:
 					assert.Equal(t, "I8", byName[q+".weight"].DType)
 					assert.Equal(t, []int{64, 1}, byName[q+".weight_scale"].Shape)
+				case quant.NF4:
+					assert.Equal(t, "U8", byName[q+".weight"].DType)
+					assert.Equal(t, []int{64 * 96 / 2, 1}, byName[q+".weight"].Shape)
+					assert.Equal(t, []int{64 * 96 / 32}, byName[q+".weight.absmax"].Shape)
+					assert.Equal(t, []int{16}, byName[q+".weight.quant_map"].Shape)
+					assert.JSONEq(t, `{"quant_type":"nf4","blocksize":32,"dtype":"`+torchDType(p)+`","shape":[64,96]}`,
+						string(byName[q+".weight.quant_state.bitsandbytes__nf4"].Data))
 				default:
 					words := 96 / 4 // down_proj [64, 96]: four int8 codes a word
 					if c.want.Scheme == quant.W4A16 {
@@ -120,7 +129,7 @@ func TestQuantizedCheckpointRoundTrip(t *testing.T) {
 func TestPackedLayout(t *testing.T) {
 	cfg := quantizedTestConfig()
 	cfg.NumHiddenLayers = 1
-	for _, c := range quantizedSchemes[1:] {
+	for _, c := range quantizedSchemes[1:3] {
 		t.Run(c.name, func(t *testing.T) {
 			m := loadTest(t, cfg, nn.F32)
 			require.NoError(t, c.convert(m))
@@ -147,6 +156,38 @@ func TestPackedLayout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNF4Layout checks bitsandbytes' byte order: the first of two
+// values in the high nibble, and the absmax per block of the flattened
+// weight.
+func TestNF4Layout(t *testing.T) {
+	cfg := quantizedTestConfig()
+	cfg.NumHiddenLayers = 1
+	m := loadTest(t, cfg, nn.F32)
+	require.NoError(t, quantizedSchemes[3].convert(m))
+	tensors, err := m.QuantizedTensors()
+	require.NoError(t, err)
+	byName := map[string]safetensors.Tensor{}
+	for _, tt := range tensors {
+		byName[tt.Name] = tt
+	}
+	const w = "model.layers.0.self_attn.q_proj.weight"
+	lin := m.w.layers[0].q.wo
+	codes := make([]byte, lin.Data.Bytes())
+	require.NoError(t, m.be.Download(codes, lin.Data))
+	for e := range 64 {
+		stored := byName[w].Data[e/2] >> 4
+		if e%2 == 1 {
+			stored = byName[w].Data[e/2] & 15
+		}
+		require.Equal(t, codes[e/2]>>(4*(e%2))&15, stored, "value %d", e)
+	}
+	scales, err := kernels.ToFloat32(lin.Scales)
+	require.NoError(t, err)
+	absmax, err := byName[w+".absmax"].Float32()
+	require.NoError(t, err)
+	require.Equal(t, scales, absmax)
 }
 
 // TestQuantizedCheckpointErrors checks that a damaged or foreign quantized

@@ -34,7 +34,7 @@ const (
 )
 
 // Schemes lists the schemes checkpoints are written and read in.
-func Schemes() []string { return []string{string(W8A8), string(W8A16), string(W4A16)} }
+func Schemes() []string { return []string{string(W8A8), string(W8A16), string(W4A16), string(NF4)} }
 
 // ParseScheme parses a --scheme value.
 func ParseScheme(s string) (Scheme, error) {
@@ -50,6 +50,8 @@ func (s Scheme) WeightOnly() (kernels.WeightFormat, bool) {
 	switch s {
 	case W8A16:
 		return kernels.WInt8, true
+	case NF4:
+		return kernels.WNF4, true
 	case W4A16:
 		return kernels.WInt4, true
 	}
@@ -126,8 +128,12 @@ const (
 	formatPacked = "pack-quantized"
 )
 
-// NewConfig returns the quantization_config of s.
-func NewConfig(s Spec) Config {
+// NewConfig returns the quantization_config of s: compressed-tensors'
+// (a Config), or bitsandbytes' for NF4.
+func NewConfig(s Spec) any {
+	if s.Scheme == NF4 {
+		return newBNBConfig(s)
+	}
 	g := group{Targets: slices.Clone(linearTargets)}
 	if len(s.Targets) > 0 {
 		g.Targets = slices.Clone(s.Targets)
@@ -177,8 +183,10 @@ func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
 		return fmt.Errorf("%s: %s = %v, want %s: %w", prefix, field, got, want, kernels.ErrValue)
 	}
 	switch {
+	case c.QuantMethod == "bitsandbytes":
+		return parseBNB(raw, bad)
 	case c.QuantMethod != "compressed-tensors":
-		return Spec{}, bad("quant_method", c.QuantMethod, "compressed-tensors")
+		return Spec{}, bad("quant_method", c.QuantMethod, "compressed-tensors or bitsandbytes")
 	case c.Format != formatInt && c.Format != formatPacked:
 		return Spec{}, bad("format", c.Format, formatInt+" or "+formatPacked)
 	case c.QuantizationStatus != "compressed":

@@ -127,7 +127,7 @@ func TestParseConfigErrors(t *testing.T) {
 			require.Contains(t, err.Error(), "config.json")
 		})
 	}
-	_, err := quant.ParseScheme("nf4")
+	_, err := quant.ParseScheme("fp4")
 	require.ErrorIs(t, err, kernels.ErrValue)
 }
 
@@ -136,7 +136,8 @@ func TestParseConfigErrors(t *testing.T) {
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []quant.Spec{{Scheme: quant.W8A8, Method: "entropy", Ignore: []string{"pooler.dense"}},
 		{Scheme: quant.W8A8, Method: "absmax", Targets: quant.ConvTargets()},
-		{Scheme: quant.W8A8, Dynamic: true}, {Scheme: quant.W8A16}, {Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}} {
+		{Scheme: quant.W8A8, Dynamic: true}, {Scheme: quant.W8A16}, {Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}},
+		{Scheme: quant.NF4, Ignore: []string{"lm_head"}}} {
 		good, err := json.Marshal(quant.NewConfig(s))
 		require.NoError(f, err)
 		f.Add(good)
