@@ -19,10 +19,11 @@ import (
 	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
+	"github.com/zbench/zbench/models/resnet"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-const quantizeSynopsis = "--model bert|llama --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
+const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
 
 const quantizeDoc = `
 Quantize converts a model to int8 (or int4) by post-training quantization
@@ -46,7 +47,8 @@ optionally attention_mask and token_type_ids) as for 'zbench infer', taken
 --model llama quantizes the linear modules of every decoder layer, with
 no calibration: --scheme w8a8 (int8 weights per output channel, inputs
 quantized per token as the model runs), w8a16 (weight-only int8 per
-output channel) or w4a16 (weight-only int4 in groups of --group values).
+output channel), w4a16 (weight-only int4 in groups of --group values) or
+nf4 (bitsandbytes' 4-bit NormalFloat in blocks of --group values).
 The embeddings, norms and lm_head stay in floating point (--dtype: auto is
 the config's torch_dtype). --calib (default synthetic: --seq seeded ids)
 gives only the evaluation batch (input_ids, and attention_mask, as for
@@ -54,16 +56,29 @@ gives only the evaluation batch (input_ids, and attention_mask, as for
 copied beside the quantized one, which 'zbench generate' and 'zbench
 infer' load.
 
+--model resnet50 (or any torchvision ResNet: resnet18 … wide_resnet101_2)
+takes --scheme w8a8 as BERT does: every convolution and the fc in int8,
+BatchNorm folded into the convolutions first, inputs with static scales
+per tensor from calibration over --batches batches of --batch images:
+seeded N(0, 1) images of --seq × --seq pixels with --calib synthetic, or a
+file's pixel_values [N, 3, H, W] as for 'zbench infer'. The checkpoint
+keeps torchvision's names, the folded biases in place of the BatchNorms
+(X.weight I8 [Co, Ci/G, Kh, Kw], X.weight_scale, X.input_scale, X.bias),
+and 'zbench infer --model resnet50' runs it.
+
 --weights synthetic (or synthetic:SEED) is the seeded synthetic weights of
-the config (BERT-base, or TinyLlama-1.1B, without --config), which the
-benchmarks use.
+the config (BERT-base, or TinyLlama-1.1B, without --config; the named
+ResNet), which the benchmarks use.
 
 DIR receives model.safetensors and config.json in the compressed-tensors
 layout that vLLM and llm-compressor read: for w8a8 each quantized Linear X
 as X.weight I8, X.weight_scale F32 [out, 1] and, for static inputs,
 X.input_scale F32 [1] ("int-quantized"); for w8a16 and w4a16 X.weight_packed
 I32 (codes packed from the low bits up), X.weight_scale and X.weight_shape
-("pack-quantized"); and config.json's quantization_config. Beside them,
+("pack-quantized"); for nf4 bitsandbytes' layout, which Hugging Face
+transformers reads (X.weight U8, X.weight.absmax, X.weight.quant_map,
+X.weight.quant_state.bitsandbytes__nf4); and config.json's
+quantization_config. Beside them,
 quantization-report.txt and .json: per layer the weight's (and for static
 w8a8 the input's) mean squared error and SQNR after quantize-dequantize,
 the input's clipping point and the bytes against float32 and float16; for
@@ -81,6 +96,7 @@ type quantizeReport struct {
 	Batches     int                  `json:"batches"`
 	Batch       int                  `json:"batch"`
 	Seq         int                  `json:"seq"`
+	Width       int                  `json:"width,omitempty"`
 	Device      string               `json:"device"`
 	DType       string               `json:"dtype"`
 	Weights     string               `json:"weights"`
@@ -108,8 +124,9 @@ type quantizeJob struct {
 	dev                                        kernels.Backend
 }
 
-// quantizeModels are the models --model takes.
-var quantizeModels = []string{"bert", "llama"}
+// quantizeModels are the models --model takes: bert, llama and the
+// torchvision ResNets.
+var quantizeModels = append([]string{"bert", "llama"}, resnet.Names()...)
 
 func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("quantize", quantizeSynopsis, quantizeDoc, stderr)
@@ -120,12 +137,12 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 		calib      = fs.String("calib", "", "the calibration (bert, required) or evaluation (llama, default synthetic) inputs: a safetensors `file` with input_ids, or synthetic")
 		batches    = fs.Int("batches", quant.DefaultBatches, "calibration batches")
 		batch      = fs.Int("batch", 1, "sequences per calibration batch")
-		seq        = fs.Int("seq", 128, "tokens per synthetic sequence")
+		seq        = fs.Int("seq", 0, "tokens per synthetic sequence (default 128), or the side of synthetic images (default 224)")
 		method     = fs.String("method", "percentile", "the calibration method (bert): "+strings.Join(quant.Methods(), ", "))
 		percentile = fs.Float64("percentile", 0, "the percentile of |x| for the percentile methods (default 99.99)")
 		bins       = fs.Int("bins", 0, "histogram bins of percentile-hist, entropy and mse (default 2048)")
 		scheme     = fs.String("scheme", string(quant.W8A8), "the quantization scheme: "+strings.Join(quant.Schemes(), ", ")+" (bert: w8a8)")
-		group      = fs.Int("group", 128, "values per scale along the input for w4a16")
+		group      = fs.Int("group", 0, "values per scale along the input for w4a16 (default 128) and nf4 (default 64)")
 		dtype      = fs.String("dtype", "auto", "llama's precision of what stays in floating point: auto (the config's torch_dtype), f32, f16 or bf16")
 		device     = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
 		out        = fs.String("out", "", "the `directory` to write the quantized checkpoint and report to (required)")
@@ -144,9 +161,9 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 		return usageErrorf("missing required flag %s (see 'zbench quantize -h')", strings.Join(missing, ", "))
 	case !slices.Contains(quantizeModels, *model):
 		return usageErrorf("unknown --model %q (want %s)", *model, strings.Join(quantizeModels, " or "))
-	case *model == "bert" && *calib == "":
-		return usageErrorf("--model bert needs --calib (a file or synthetic) to calibrate its input scales")
-	case *batches < 1 || *batch < 1 || *seq < 1:
+	case *model != "llama" && *calib == "":
+		return usageErrorf("--model %s needs --calib (a file or synthetic) to calibrate its input scales", *model)
+	case *batches < 1 || *batch < 1 || *seq < 0:
 		return usageErrorf("--batches %d, --batch %d, --seq %d: want each at least 1", *batches, *batch, *seq)
 	case !slices.Contains(llamaDTypes, *dtype):
 		return usageErrorf("unknown --dtype %q (want %s)", *dtype, strings.Join(llamaDTypes, ", "))
@@ -155,10 +172,13 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return usageErrorf("--scheme: %v", err)
 	}
-	if *model == "bert" && sch != quant.W8A8 {
-		return usageErrorf("--scheme %s: bert is quantized in w8a8 with static input scales", sch)
+	if *model != "llama" && sch != quant.W8A8 {
+		return usageErrorf("--scheme %s: %s is quantized in w8a8 with static input scales", sch, *model)
 	}
-	if sch == quant.W4A16 && (*group <= 0 || *group%32 != 0) {
+	if *group == 0 {
+		*group = map[quant.Scheme]int{quant.W4A16: 128, quant.NF4: 64}[sch]
+	}
+	if *group < 0 || *group%32 != 0 {
 		return usageErrorf("--group %d: want a positive multiple of 32", *group)
 	}
 	opt := quant.Options{Percentile: *percentile, Bins: *bins}
@@ -168,6 +188,12 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	if *calib == "" {
 		*calib = "synthetic"
 	}
+	if *seq == 0 {
+		*seq = 128
+		if *model != "bert" && *model != "llama" {
+			*seq = 224
+		}
+	}
 	dev, err := openDevice(*device)
 	if err != nil {
 		return err
@@ -175,10 +201,13 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	job := quantizeJob{weights: *weights, config: *config, calib: *calib, method: *method, dtype: *dtype, out: *out,
 		opt: opt, batches: *batches, batch: *batch, seq: *seq, group: *group, scheme: sch, dev: dev}
 	var rep quantizeReport
-	if *model == "bert" {
+	switch *model {
+	case "bert":
 		rep, err = quantizeBERT(job)
-	} else {
+	case "llama":
 		rep, err = quantizeLlama(job)
+	default:
+		rep, err = quantizeResNet(job, *model)
 	}
 	if err != nil {
 		return err
@@ -429,11 +458,9 @@ func writeQuantized(dir string, tensors []safetensors.Tensor, raw map[string]jso
 	if err := printQuantizeReport(&txt, rep, dir); err != nil {
 		return err
 	}
-	format := map[quant.Scheme]string{quant.W8A8: "int-quantized"}[quant.Scheme(rep.Scheme)]
-	if format == "" {
-		format = "pack-quantized"
-	}
-	if err := ckpt.commit(tensors, map[string]string{"format": "pt", "quantization": "compressed-tensors " + format + " " + rep.Scheme}); err != nil {
+	layout := map[quant.Scheme]string{quant.W8A8: "compressed-tensors int-quantized", quant.W8A16: "compressed-tensors pack-quantized",
+		quant.W4A16: "compressed-tensors pack-quantized", quant.NF4: "bitsandbytes"}[quant.Scheme(rep.Scheme)]
+	if err := ckpt.commit(tensors, map[string]string{"format": "pt", "quantization": layout + " " + rep.Scheme}); err != nil {
 		return err
 	}
 	for _, f := range []struct {
@@ -455,7 +482,11 @@ func writeQuantized(dir string, tensors []safetensors.Tensor, raw map[string]jso
 func printQuantizeReport(w io.Writer, rep quantizeReport, dir string) error {
 	how := "weights only"
 	if rep.Method != "" {
-		how = fmt.Sprintf("calibrated by %s over %d batches of %d×%d (%s)", rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Calibration)
+		shape := fmt.Sprintf("%d×%d", rep.Batch, rep.Seq)
+		if rep.Width > 0 {
+			shape = fmt.Sprintf("%d×3×%d×%d", rep.Batch, rep.Seq, rep.Width)
+		}
+		how = fmt.Sprintf("calibrated by %s over %d batches of %s (%s)", rep.Method, rep.Batches, shape, rep.Calibration)
 	} else if rep.Scheme == string(quant.W8A8) {
 		how = "inputs quantized per token as the model runs"
 	}
@@ -481,7 +512,7 @@ func printQuantizeReport(w io.Writer, rep quantizeReport, dir string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "weights    %d linear layers: %s quantized with scales, against %s in float32 (%.2f× smaller) and %s in float16 (%.2f×)\n",
+	fmt.Fprintf(w, "weights    %d layers: %s quantized with scales, against %s in float32 (%.2f× smaller) and %s in float16 (%.2f×)\n",
 		len(rep.Layers), mib(rep.QuantBytes), mib(rep.F32Bytes), float64(rep.F32Bytes)/float64(rep.QuantBytes),
 		mib(rep.F16Bytes), float64(rep.F16Bytes)/float64(rep.QuantBytes))
 	var errs []string

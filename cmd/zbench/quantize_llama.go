@@ -61,7 +61,7 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 	}
 	rep = newQuantizeReport(j, "llama", layers, elapsed, prec.String())
 	rep.Batches, rep.Batch, rep.Seq = 1, batch, seq
-	if j.scheme == quant.W4A16 {
+	if j.scheme == quant.W4A16 || j.scheme == quant.NF4 {
 		rep.Group = j.group
 	}
 	rel, err := quant.RelL2(ref, got)

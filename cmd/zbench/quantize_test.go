@@ -102,7 +102,7 @@ func TestQuantizeErrors(t *testing.T) {
 		{"method", append(append([]string{}, base...), "--method", "kl", "--out", dir), true, "unknown calibration method"},
 		{"percentile", append(append([]string{}, base...), "--percentile", "101", "--out", dir), true, "percentile"},
 		{"bins for absmax", append(append([]string{}, base...), "--method", "absmax", "--bins", "512", "--out", dir), true, "bin count"},
-		{"scheme", append(append([]string{}, base...), "--scheme", "nf4", "--out", dir), true, "unknown scheme"},
+		{"scheme", append(append([]string{}, base...), "--scheme", "fp4", "--out", dir), true, "unknown scheme"},
 		{"seq", append(append([]string{}, base...), "--seq", "4096", "--out", dir), true, "max_position_embeddings"},
 		{"calib file", append(append([]string{}, base[:len(base)-4]...), "--calib", filepath.Join(dir, "none.safetensors"), "--out", dir), false, "--calib"},
 		{"already quantized", []string{"quantize", "--model", "bert", "--weights", quantized, "--calib", "synthetic", "--seq", "8", "--out", dir}, false, "already quantized"},
