@@ -156,6 +156,16 @@ func loadScales(s *nn.TensorSet, ck *nn.Checkpoint, n string, shape []int, up ..
 // finite and positive (or zero, when zero is set), into s as F32 of shape
 // up, named as.
 func loadScaleTensor(s *nn.TensorSet, ck *nn.Checkpoint, name, as string, zero bool, shape []int, up ...int) (*kernels.Tensor, error) {
+	v, err := checkScales(ck, name, zero, shape)
+	if err != nil {
+		return nil, err
+	}
+	return s.Upload(as, kernels.F32, v, up...)
+}
+
+// checkScales reads the scales stored as name, of shape, checked finite
+// and positive (or zero, when zero is set).
+func checkScales(ck *nn.Checkpoint, name string, zero bool, shape []int) ([]float32, error) {
 	v, err := ck.Values(nn.Param{Name: name, Shape: shape})
 	if err != nil {
 		return nil, err
@@ -165,7 +175,7 @@ func loadScaleTensor(s *nn.TensorSet, ck *nn.Checkpoint, name, as string, zero b
 			return nil, fmt.Errorf("llama: %s[%d] = %v, want a finite positive scale: %w", name, i, x, nn.ErrWeights)
 		}
 	}
-	return s.Upload(as, kernels.F32, v, up...)
+	return v, nil
 }
 
 // loadNF4 reads module n [out, in] of a bitsandbytes NF4 checkpoint
@@ -198,12 +208,16 @@ func loadNF4(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear,
 	if err != nil {
 		return linear{}, err
 	}
-	qw := &kernels.QWeight{Format: kernels.WNF4, Group: state.BlockSize}
+	group := state.BNBGroup(in)
+	qw := &kernels.QWeight{Format: kernels.WNF4, Group: group}
 	if qw.Data, err = s.UploadBytes(w, kernels.I8, quant.SwapNibbles(codes.Data), out, in/2); err != nil {
 		return linear{}, err
 	}
-	groups := in / state.BlockSize
-	qw.Scales, err = loadScaleTensor(s, ck, w+".absmax", n+".weight_scale", true, []int{out * groups}, out, groups)
+	absmax, err := checkScales(ck, w+".absmax", true, []int{(out*in + state.BlockSize - 1) / state.BlockSize})
+	if err != nil {
+		return linear{}, err
+	}
+	qw.Scales, err = s.Upload(n+".weight_scale", kernels.F32, state.BNBScales(absmax, out, in), out, in/group)
 	return linear{wo: qw}, err
 }
 

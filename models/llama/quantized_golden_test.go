@@ -2,6 +2,7 @@ package llama
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
@@ -19,8 +21,9 @@ import (
 // quantGoldenDir holds the quantized checkpoints and their logits that
 // testdata/reference/llama_quant.py writes (make golden): tiny Llamas
 // quantized with compressed-tensors' own scale rule (amax/127.5 in
-// [-128, 127], amax/7.5 in [-8, 7]) and stored in its layouts, so that
-// the loader reads checkpoints our writer did not make.
+// [-128, 127], amax/7.5 in [-8, 7]) and stored in its layouts, and one
+// in bitsandbytes' NF4 layout as transformers saves it, so that the
+// loader reads checkpoints our writer did not make.
 const quantGoldenDir = "../../testdata/golden/llama-quant"
 
 // TestQuantizedGolden loads each reference checkpoint with its
@@ -55,12 +58,18 @@ func TestQuantizedGolden(t *testing.T) {
 		// once with the reference's functions: one input code off by
 		// one, about 1e-3; -128 (-8) read as -127 (-7) 8.3e-3 (w8a8),
 		// 2.2e-3 (w8a16), 5.1e-2 (w4a16); the scales off by 127.5/127
-		// (7.5/7) 5.5e-3 or more.
+		// (7.5/7) 5.5e-3 or more. nf4: 2.6e-7 to 2.9e-7 (default, purego);
+		// its nibbles read in the wrong order cost 1.3, code 15 read as
+		// 14 (0 as 1) 0.21 (0.22), measured likewise.
 		tol float64
 	}{
 		{"w8a8", quant.Spec{Scheme: quant.W8A8, Dynamic: true, Ignore: []string{"lm_head"}}, "BF16", "BF16", 1e-5},
 		{"w8a16", quant.Spec{Scheme: quant.W8A16, Ignore: []string{"lm_head"}}, "F16", "F16", 1e-5},
 		{"w4a16", quant.Spec{Scheme: quant.W4A16, Group: 32, Ignore: []string{"lm_head"}}, "F32", "F32", 1e-5},
+		// bitsandbytes' NF4 as transformers saves it (its own config,
+		// intermediate 128, so that every in_features is a multiple of
+		// the blocksize 64), llm_int8_skip_modules null.
+		{"nf4", quant.Spec{Scheme: quant.NF4}, "BF16", "F32", 1e-5},
 	}
 	for _, c := range cases {
 		t.Run(c.scheme, func(t *testing.T) {
@@ -71,7 +80,11 @@ func TestQuantizedGolden(t *testing.T) {
 			require.Equal(t, c.want, *cfg.Quant)
 
 			path := filepath.Join(dir, "model.safetensors")
-			checkGoldenLayout(t, path, cfg, c.floatDType, c.scaleDType)
+			if c.want.Scheme == quant.NF4 {
+				checkNF4Layout(t, path, cfg, c.floatDType)
+			} else {
+				checkGoldenLayout(t, path, cfg, c.floatDType, c.scaleDType)
+			}
 
 			ck, err := OpenCheckpoint([]string{path})
 			require.NoError(t, err)
@@ -151,6 +164,58 @@ func checkGoldenLayout(t *testing.T, path string, cfg Config, floatDType, scaleD
 	assert.Positive(t, counts[lo], "no weight code of %d: the checkpoint does not exercise the full range", lo)
 	assert.Positive(t, counts[hi], "no weight code of %d", hi)
 	t.Logf("%s: %d of %d codes are %d", strings.TrimPrefix(path, quantGoldenDir+"/"), counts[lo], sum(counts), lo)
+}
+
+// checkNF4Layout checks that the checkpoint at path is in bitsandbytes'
+// layout (quant.NF4) as transformers saves it, with the float tensors in
+// floatDType: per module X.weight U8 [out·in/2, 1], X.weight.absmax F32,
+// X.weight.quant_map F32 holding NF4's levels, and the quant_state JSON
+// exactly as Python's json.dumps writes it; and that codes 0 (−1) and 15
+// (+1) occur in both the high and the low nibbles, so that reading the
+// nibbles in the wrong order or mistaking a level would show.
+func checkNF4Layout(t *testing.T, path string, cfg Config, floatDType string) {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	require.NoError(t, err)
+	float, mods := cfg.floatParams()
+	for _, p := range float {
+		tt, err := f.Tensor(p.Name)
+		require.NoError(t, err)
+		assert.Equal(t, floatDType, tt.DType, p.Name)
+	}
+	var high, low [16]int
+	for _, n := range cfg.moduleNames() {
+		out, in := mods[n][0], mods[n][1]
+		w, err := f.Tensor(n + ".weight")
+		require.NoError(t, err)
+		require.Equal(t, "U8", w.DType, n)
+		require.Equal(t, []int{out * in / 2, 1}, w.Shape, n)
+		for _, b := range w.Data {
+			high[b>>4]++
+			low[b&0xf]++
+		}
+		absmax, err := f.Tensor(n + ".weight.absmax")
+		require.NoError(t, err)
+		assert.Equal(t, "F32", absmax.DType, n)
+		assert.Equal(t, []int{out * in / 64}, absmax.Shape, n)
+		qmap, err := f.Tensor(n + ".weight.quant_map")
+		require.NoError(t, err)
+		assert.Equal(t, "F32", qmap.DType, n)
+		levels, err := qmap.Float32()
+		require.NoError(t, err)
+		assert.Equal(t, kernels.NF4Levels[:], levels, n)
+		st, err := f.Tensor(n + ".weight.quant_state.bitsandbytes__nf4")
+		require.NoError(t, err)
+		assert.Equal(t, "U8", st.DType, n)
+		assert.Equal(t, fmt.Sprintf(`{"quant_type": "nf4", "blocksize": 64, "dtype": "bfloat16", "shape": [%d, %d]}`, out, in), string(st.Data), n)
+		_, err = f.Tensor(n + ".weight_scale")
+		require.ErrorIs(t, err, safetensors.ErrNotFound)
+	}
+	for _, c := range []int{0, 15} {
+		assert.Positive(t, high[c], "no code %d in a high nibble", c)
+		assert.Positive(t, low[c], "no code %d in a low nibble", c)
+	}
+	t.Logf("nf4/model.safetensors: codes 0 and 15: %d and %d in high nibbles, %d and %d in low ones", high[0], high[15], low[0], low[15])
 }
 
 // sum is the total of counts.

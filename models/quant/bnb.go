@@ -69,8 +69,9 @@ type BNBQuantState struct {
 }
 
 // ParseBNBQuantState reads a quant_state tensor's bytes (name is the
-// tensor, for errors) for a weight of shape [out, in]: NF4 in blocks that
-// divide the rows (a multiple of 32, as kernels.WNF4 needs).
+// tensor, for errors) for a weight of shape [out, in]: NF4 in blocks of the
+// flattened weight. A block may span two rows; the groups that
+// kernels.WNF4 takes inside a row (BNBGroup) must be a multiple of 32.
 func ParseBNBQuantState(name string, data []byte, out, in int) (BNBQuantState, error) {
 	var q BNBQuantState
 	if err := json.Unmarshal(data, &q); err != nil {
@@ -81,10 +82,34 @@ func ParseBNBQuantState(name string, data []byte, out, in int) (BNBQuantState, e
 		return q, fmt.Errorf("%s: quant_type %q, want nf4: %w", name, q.QuantType, kernels.ErrValue)
 	case len(q.Shape) != 2 || q.Shape[0] != out || q.Shape[1] != in:
 		return q, fmt.Errorf("%s: shape %v, the config wants [%d %d]: %w", name, q.Shape, out, in, kernels.ErrValue)
-	case q.BlockSize <= 0 || q.BlockSize%32 != 0 || in%q.BlockSize != 0:
-		return q, fmt.Errorf("%s: blocksize %d: want a multiple of 32 that divides the %d inputs: %w", name, q.BlockSize, in, kernels.ErrValue)
+	case q.BlockSize <= 0 || q.BNBGroup(in)%32 != 0:
+		return q, fmt.Errorf("%s: blocksize %d over rows of %d inputs: the groups inside a row (%d values) must be a multiple of 32: %w",
+			name, q.BlockSize, in, q.BNBGroup(in), kernels.ErrValue)
 	}
 	return q, nil
+}
+
+// BNBGroup is the group of kernels.WNF4 that holds q's blocks over rows of
+// in values: the largest that divides both, so that none spans two
+// blocks or two rows.
+func (q BNBQuantState) BNBGroup(in int) int {
+	a, b := q.BlockSize, in
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// BNBScales expands the absmax of q's blocks over a weight [out, in] into
+// one scale per group of BNBGroup values of each row, [out, in/group].
+func (q BNBQuantState) BNBScales(absmax []float32, out, in int) []float32 {
+	g := q.BNBGroup(in)
+	scales := make([]float32, out*in/g)
+	for i := range scales {
+		r, c := i/(in/g), i%(in/g)
+		scales[i] = absmax[(r*in+c*g)/q.BlockSize]
+	}
+	return scales
 }
 
 // SwapNibbles returns data with the two 4-bit codes of every byte

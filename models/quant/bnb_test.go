@@ -59,7 +59,7 @@ func TestBNBQuantState(t *testing.T) {
 		{`{"quant_type":"fp4","blocksize":64,"shape":[8,128]}`, "quant_type"},
 		{`{"quant_type":"nf4","blocksize":64,"shape":[8,64]}`, "shape [8 64]"},
 		{`{"quant_type":"nf4","blocksize":48,"shape":[8,128]}`, "blocksize 48"},
-		{`{"quant_type":"nf4","blocksize":256,"shape":[8,128]}`, "blocksize 256"},
+		{`{"quant_type":"nf4","blocksize":0,"shape":[8,128]}`, "blocksize 0"},
 		{`[]`, "cannot unmarshal"},
 	} {
 		_, err := quant.ParseBNBQuantState("model.w.quant_state", []byte(c.json), 8, 128)
@@ -68,4 +68,15 @@ func TestBNBQuantState(t *testing.T) {
 		assert.ErrorContains(t, err, c.want)
 	}
 	assert.Equal(t, []byte{0x21, 0xf0, 0x0f}, quant.SwapNibbles([]byte{0x12, 0x0f, 0xf0}))
+
+	// Blocks of 64 over rows of 96 (a real down_proj's [64, 96] would be
+	// [.., 11008]): groups of 32, each inside one block.
+	q, err = quant.ParseBNBQuantState("w", []byte(`{"quant_type":"nf4","blocksize":64,"shape":[2,96]}`), 2, 96)
+	require.NoError(t, err)
+	assert.Equal(t, 32, q.BNBGroup(96))
+	assert.Equal(t, []float32{1, 1, 2, 2, 3, 3}, q.BNBScales([]float32{1, 2, 3}, 2, 96),
+		"row 0: block 0, block 0, block 1; row 1: block 1, block 2, block 2")
+	q, err = quant.ParseBNBQuantState("w", []byte(`{"quant_type":"nf4","blocksize":256,"shape":[8,128]}`), 8, 128)
+	require.NoError(t, err)
+	assert.Equal(t, []float32{1, 1, 2, 2}, q.BNBScales([]float32{1, 2}, 4, 128)[:4], "a block over two rows")
 }

@@ -36,6 +36,32 @@ model's dtype; quantization_config "ignore": ["lm_head"]):
          from the low nibble up), X.weight_scale F32 [out, in/32],
          X.weight_shape I64 [2]
 
+And one bitsandbytes checkpoint, as Hugging Face transformers saves a model
+loaded with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=
+"nf4", bnb_4bit_use_double_quant=False) (bitsandbytes-foundation/
+bitsandbytes: functional.py get_4bit_type, quantize_4bit and
+QuantState.as_dict(packed=True), utils.py pack_dict_to_tensor,
+backends/default/ops.py quantize_4bit, nn/modules.py Linear4bit
+_save_to_state_dict), written anew here:
+
+  nf4    model dtype bfloat16; its own config, intermediate 128 instead of
+         96 (zbench reads NF4 blocks only within a row, so in_features
+         must be a multiple of the blocksize, 64; bitsandbytes' blocks
+         run over the flattened weight); every decoder linear module X:
+         X.weight U8 [out*in/2, 1] (the codes of the flattened weight, two
+         a byte, the first in the high nibble), X.weight.absmax F32
+         [out*in/64], X.weight.quant_map F32 [16] (the NF4 levels in
+         float32), X.weight.quant_state.bitsandbytes__nf4 U8 (the UTF-8
+         JSON, json.dumps' default separators, of {"quant_type": "nf4",
+         "blocksize": 64, "dtype": "bfloat16", "shape": [out, in]});
+         llm_int8_skip_modules null, as transformers leaves lm_head
+         unconverted by default. The quantization, as the CPU kernel
+         computes it in float32: absmax = max|w| per block of 64 of the
+         flattened weight; scaled = clamp(w * (1/absmax), -1, 1); code =
+         the number of midpoints of consecutive NF4 levels below scaled
+         (torch.bucketize, a value on a midpoint taking the lower code).
+         Codes 0 (-1) and 15 (+1) are asserted present in both nibbles.
+
 Files written (under testdata/golden/llama-quant):
 
   <scheme>/config.json        an HF LlamaConfig (vocab 97, hidden 64,
@@ -60,12 +86,20 @@ Files written (under testdata/golden/llama-quant):
                               "inputs", "closest_tie", "float32_deviation"
                               (below)}, plus "reference", "script", "format"
 
+  nf4/config.json, nf4/model.safetensors, and "nf4/logits" and metadata
+  "nf4" in logits.safetensors likewise (the same input_ids; "codes",
+  "min_code_count" and "max_code_count" are those of codes 0 and 15, and
+  "high_nibble" and "low_nibble" their counts by nibble)
+
 Expected logits are computed in float64 (llama.py's LlamaForCausalLM) from
 the checkpoint as stored: the float tensors widened exactly, each quantized
-module's weight dequantized exactly (code · scale). For w8a8 each quantized
-module's input is also fake-quantized per token (row) as zbench's int8
-kernels quantize it (kernels.Quant; the scale is that of vLLM's dynamic
-per-token int8 kernel too): s = max|x_row| / 127 (1 for a zero row),
+module's weight dequantized exactly (code · scale; for nf4 quant_map[code]
+· absmax of its block, both float32 widened; bitsandbytes' own
+dequantize_4bit rounds that product to the model's dtype, which this
+reference does not). For w8a8 each quantized module's input is also
+fake-quantized per token (row) as zbench's int8 kernels quantize it
+(kernels.Quant; the scale is that of vLLM's dynamic per-token int8 kernel
+too): s = max|x_row| / 127 (1 for a zero row),
 x -> clamp(round(x / s), -127, 127) · s, rounding half to even, in float64.
 Weight-only schemes run the float inputs against the dequantized weights.
 
@@ -141,6 +175,18 @@ CONFIG = {
     "use_cache": True,
     "vocab_size": 97,
 }
+
+# The bitsandbytes nf4 checkpoint: its config (in_features multiples of
+# the blocksize), blocksize and model dtype.
+NF4_CONFIG = dict(CONFIG, intermediate_size=128)
+NF4_BLOCK = 64
+NF4_DTYPE = torch.bfloat16
+# get_4bit_type("nf4"): the NF4 levels, float32, increasing.
+NF4_LEVELS = torch.tensor([
+    -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
 
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -246,17 +292,113 @@ def closest_tie(vs):
 
 
 # ---------------------------------------------------------------------------
+# bitsandbytes' NF4
+
+
+def bnb_quantization_config():
+    """BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+    bnb_4bit_compute_dtype=torch.bfloat16).to_dict() as transformers writes
+    it into config.json."""
+    return {
+        "_load_in_4bit": True,
+        "_load_in_8bit": False,
+        "bnb_4bit_compute_dtype": "bfloat16",
+        "bnb_4bit_quant_storage": "uint8",
+        "bnb_4bit_quant_type": "nf4",
+        "bnb_4bit_use_double_quant": False,
+        "llm_int8_enable_fp32_cpu_offload": False,
+        "llm_int8_has_fp16_weight": False,
+        "llm_int8_skip_modules": None,
+        "llm_int8_threshold": 6.0,
+        "load_in_4bit": True,
+        "load_in_8bit": False,
+        "quant_method": "bitsandbytes",
+    }
+
+
+def quantize_nf4(w):
+    """The NF4 codes (int64 [out*in], of the flattened weight) and absmax
+    (float32 [out*in/NF4_BLOCK]) of w (the model's dtype), in float32 as
+    bitsandbytes' CPU quantize_4bit computes them."""
+    flat = w.reshape(-1).float()
+    assert flat.numel() % NF4_BLOCK == 0
+    blocks = flat.reshape(-1, NF4_BLOCK)
+    absmax = blocks.abs().amax(-1)
+    assert (absmax > 1e-38).all()  # bitsandbytes' clamp does not bind
+    scaled = torch.clamp(blocks * (1.0 / absmax)[:, None], -1, 1).reshape(-1)
+    mid = (NF4_LEVELS[:-1] + NF4_LEVELS[1:]) / 2
+    codes = (scaled[:, None] > mid[None, :]).sum(-1)  # bucketize, right=False
+    return codes, absmax
+
+
+def pack_nf4(codes):
+    """Two codes a byte, the first in the high nibble: U8 [n/2, 1]."""
+    q = codes.to(torch.uint8)
+    return ((q[0::2] << 4) | q[1::2])[:, None]
+
+
+def unpack_nf4(packed):
+    """dequantize_4bit's reading of packed: the inverse of pack_nf4."""
+    b = packed.reshape(-1).to(torch.int64)
+    codes = torch.empty(2 * b.numel(), dtype=torch.int64)
+    codes[0::2] = b >> 4
+    codes[1::2] = b & 0xF
+    return codes
+
+
+def nf4_checkpoint(sd):
+    """The nf4 checkpoint of the float weights sd (of NF4_CONFIG): as
+    checkpoint returns, its stats those of codes 0 and 15."""
+    quantized = quantized_names(NF4_CONFIG)
+    tensors, state = {}, {}
+    high, low = torch.zeros(16, dtype=torch.int64), torch.zeros(16, dtype=torch.int64)
+    for n, w in sd.items():
+        w = w.to(NF4_DTYPE)
+        mod = n[:-len(".weight")]
+        if mod not in quantized:
+            tensors[n] = entry(n, w)
+            state[n] = w.double()
+            continue
+        out, inp = w.shape
+        assert inp % NF4_BLOCK == 0, n
+        codes, absmax = quantize_nf4(w)
+        packed = pack_nf4(codes)
+        assert packed.shape == (out * inp // 2, 1)
+        assert torch.equal(unpack_nf4(packed), codes), n
+        high += torch.bincount(codes[0::2], minlength=16)
+        low += torch.bincount(codes[1::2], minlength=16)
+        qs = json.dumps({"quant_type": "nf4", "blocksize": NF4_BLOCK, "dtype": DTYPE_NAMES[NF4_DTYPE],
+                         "shape": [out, inp]}).encode("utf-8")
+        tensors[n] = entry(n, packed)
+        tensors[n + ".absmax"] = entry(n + ".absmax", absmax)
+        tensors[n + ".quant_map"] = entry(n + ".quant_map", NF4_LEVELS)
+        tensors[n + ".quant_state.bitsandbytes__nf4"] = entry(
+            n + ".quant_state.bitsandbytes__nf4", torch.tensor(list(qs), dtype=torch.uint8))
+        deq = NF4_LEVELS.double()[codes].reshape(-1, NF4_BLOCK) * absmax.double()[:, None]
+        state[n] = deq.reshape(out, inp)
+    # Both extremes in both nibbles: a block's absmax reaches +1 (15) or
+    # -1 (0).
+    for nib in (high, low):
+        assert nib[0] > 0 and nib[15] > 0, (high, low)
+    total = high + low
+    stats = {"min_code": 0, "max_code": 15, "min_code_count": int(total[0]), "max_code_count": int(total[15]),
+             "codes": int(total.sum()), "high_nibble": [int(high[0]), int(high[15])],
+             "low_nibble": [int(low[0]), int(low[15])]}
+    return tensors, state, stats
+
+
+# ---------------------------------------------------------------------------
 # Goldens
 
 
-def float_weights():
-    """The synthetic float32 state dict (HF names) of CONFIG."""
-    cfg = LlamaConfig.from_dict(CONFIG)
+def float_weights(config=CONFIG):
+    """The synthetic float32 state dict (HF names) of config."""
+    cfg = LlamaConfig.from_dict(config)
     return synthetic_(LlamaForCausalLM(cfg), SEED).state_dict()
 
 
-def quantized_names():
-    return [f"model.layers.{i}.{m}" for i in range(CONFIG["num_hidden_layers"]) for m in MODULES]
+def quantized_names(config=CONFIG):
+    return [f"model.layers.{i}.{m}" for i in range(config["num_hidden_layers"]) for m in MODULES]
 
 
 def checkpoint(name, sd):
@@ -299,11 +441,11 @@ def checkpoint(name, sd):
 
 
 @torch.no_grad()
-def forward(state, ids, act, dtype=torch.float64):
-    """The logits [N, V] of the model of state on ids, in dtype, each
-    quantized module's input fake-quantized per token when act; and the
-    values x/s those inputs rounded."""
-    model = LlamaForCausalLM(LlamaConfig.from_dict(CONFIG)).to(dtype)
+def forward(state, ids, act, dtype=torch.float64, config=CONFIG):
+    """The logits [N, V] of the model (of config) of state on ids, in dtype,
+    each quantized module's input fake-quantized per token when act; and
+    the values x/s those inputs rounded."""
+    model = LlamaForCausalLM(LlamaConfig.from_dict(config)).to(dtype)
     model.load_state_dict({n: w.to(dtype) for n, w in state.items()})
     vs = []
     if act:
@@ -367,6 +509,23 @@ def build():
             meta["float32_deviation"] = float(f"{dev:.3g}")
         t.put(f"{name}/logits", logits)
         t.meta[name] = compact(meta)
+
+    nsd = float_weights(NF4_CONFIG)
+    tensors, state, stats = nf4_checkpoint(nsd)
+    d = f"{DIR}/nf4"
+    conf = dict(NF4_CONFIG, torch_dtype=DTYPE_NAMES[NF4_DTYPE], quantization_config=bnb_quantization_config())
+    files[d + "/config.json"] = (json.dumps(conf, indent=2, sort_keys=True) + "\n").encode()
+    files[d + "/model.safetensors"] = serialize(tensors, {"format": "pt"})
+    logits, _ = forward(state, ids, False, config=NF4_CONFIG)
+    float_logits, _ = forward({n: w.to(NF4_DTYPE).double() for n, w in nsd.items()}, ids, False,
+                              config=NF4_CONFIG)
+    qerr = float((logits - float_logits).norm() / float_logits.norm())
+    meta = dict(stats, dir=d, scheme="nf4", format="bitsandbytes", torch_dtype=DTYPE_NAMES[NF4_DTYPE],
+                scale_dtype="F32", weight_bits=4, group_size=NF4_BLOCK,
+                intermediate_size=NF4_CONFIG["intermediate_size"], seed=SEED, ids=f"candidate {k}",
+                quant_rel_err=float(f"{qerr:.3g}"))
+    t.put("nf4/logits", logits)
+    t.meta["nf4"] = compact(meta)
     files[DIR + "/logits.safetensors"] = t.serialize()
     return files
 
