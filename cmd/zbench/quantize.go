@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"flag"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -171,6 +172,27 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	sch, err := quant.ParseScheme(*scheme)
 	if err != nil {
 		return usageErrorf("--scheme: %v", err)
+	}
+	// A flag the model or scheme has no use for is a mistake, not ignored.
+	unused := map[string]bool{"group": sch != quant.W4A16 && sch != quant.NF4}
+	switch *model {
+	case "bert":
+		unused["dtype"] = true
+	case "llama":
+		for _, f := range []string{"method", "percentile", "bins", "batches", "batch"} {
+			unused[f] = true
+		}
+	default:
+		unused["dtype"], unused["config"] = true, true
+	}
+	var set []string
+	fs.Visit(func(f *flag.Flag) {
+		if unused[f.Name] {
+			set = append(set, "--"+f.Name)
+		}
+	})
+	if len(set) > 0 {
+		return usageErrorf("%s: not used by --model %s --scheme %s", strings.Join(set, ", "), *model, sch)
 	}
 	if *model != "llama" && sch != quant.W8A8 {
 		return usageErrorf("--scheme %s: %s is quantized in w8a8 with static input scales", sch, *model)
