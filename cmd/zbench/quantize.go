@@ -2,9 +2,9 @@ package main
 
 import (
 	"cmp"
-	"flag"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"github.com/zbench/zbench/kernels"
 	"io"
