@@ -187,6 +187,11 @@ func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
 		for i, h := range u16(t)[lo:hi] {
 			buf[i] = kernels.BF16ToFloat32(h)
 		}
+	case kernels.E4M3, kernels.E5M2:
+		table := fp8Values(t.DType())
+		for i, c := range bytesOf(t)[lo:hi] {
+			buf[i] = table[c]
+		}
 	default:
 		sz := t.DType().Size()
 		_ = kernels.DecodeFloat32(t.DType(), buf, bytesOf(t)[lo*sz:hi*sz]) // sizes match by construction

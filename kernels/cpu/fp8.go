@@ -1,0 +1,100 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+var _ kernels.FP8 = (*Backend)(nil)
+
+// e4m3Values and e5m2Values are the values of every code of the two FP8
+// formats, by which FP8 tensors are widened exactly.
+var e4m3Values, e5m2Values = fp8Table(kernels.E4M3ToFloat32), fp8Table(kernels.E5M2ToFloat32)
+
+// fp8Table tabulates dec over the 256 codes.
+func fp8Table(dec func(uint8) float32) *[256]float32 {
+	var t [256]float32
+	for c := range t {
+		t[c] = dec(uint8(c))
+	}
+	return &t
+}
+
+// fp8Values is the table of an FP8 dtype.
+func fp8Values(dt kernels.DType) *[256]float32 {
+	if dt == kernels.E5M2 {
+		return e5m2Values
+	}
+	return e4m3Values
+}
+
+// CastFP8 casts x, scaled, into q's FP8 format and records x's amax (see
+// kernels.FP8), in parallel blocks whose amaxes are merged.
+func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
+	if err := kernels.CheckCastFP8("cpu: castfp8", b, q, amax, x, scale); err != nil {
+		return err
+	}
+	s := f32(scale)[0]
+	enc := kernels.E4M3FromFloat32
+	if q.DType() == kernels.E5M2 {
+		enc = kernels.E5M2FromFloat32
+	}
+	codes := bytesOf(q)
+	var mu sync.Mutex
+	var m float32
+	nan := false
+	parallelFor(x.Len(), 16, func(lo, hi int) {
+		v := loadRange(x, lo, hi, make([]float32, hi-lo))
+		var bm float32
+		bnan := false
+		for i, xv := range v {
+			a := float32(math.Abs(float64(xv)))
+			bm = max(bm, a)
+			bnan = bnan || xv != xv
+			codes[lo+i] = enc(xv * s)
+		}
+		mu.Lock()
+		m, nan = max(m, bm), nan || bnan
+		mu.Unlock()
+	})
+	if amax != nil {
+		if nan {
+			m = float32(math.NaN())
+		}
+		f32(amax)[0] = m
+	}
+	return nil
+}
+
+// FP8MatMul is the scaled FP8 GEMM (see kernels.FP8): a and b widened
+// exactly to float32, multiplied by the engine's SGEMM (float32
+// accumulation), then each sum times aScaleInv·bScaleInv (one float32
+// product), the bias and the activation.
+func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParams) error {
+	g, err := kernels.CheckFP8MatMul("cpu: fp8matmul", b, out, a, bt, p)
+	if err != nil {
+		return err
+	}
+	a32, b32 := in32(a), in32(bt)
+	cv, done := out32(out, false)
+	blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, g.M, g.N, g.K, 1, a32, g.K, b32, g.K, 0, cv, g.N)
+	s := f32(p.AScaleInv)[0] * f32(p.BScaleInv)[0]
+	var bias []float32
+	if p.Bias != nil {
+		bias = f32(p.Bias)
+	}
+	parallelFor(g.M, g.N, func(lo, hi int) {
+		rows := cv[lo*g.N : hi*g.N]
+		for i := range rows {
+			rows[i] *= s
+		}
+		biasAct(rows, g.N, bias, p.Act)
+	})
+	done()
+	return nil
+}

@@ -1,0 +1,99 @@
+package kernels
+
+// FP8 is implemented by backends with FP8 ops: scaled casts into E4M3 or
+// E5M2 with the amax fused, and the scaled FP8 GEMM of FP8 training and
+// inference (Transformer Engine's and torch._scaled_mm's semantics).
+//
+// An FP8 tensor is its codes (an E4M3 or E5M2 tensor) with the inverse of
+// the scale it was cast with: its values are decode(code)·scaleInv.
+// Scales are F32 tensors of one element, so that a recipe can update them
+// on the device without a copy to the host.
+type FP8 interface {
+	// CastFP8 sets q = satfinite(round(x·scale)) in q's dtype (E4M3 or
+	// E5M2, ties to even, values beyond the format's largest finite
+	// value saturating to it, NaN staying NaN), x·scale rounded to
+	// float32 first, with scale F32 [1]. When amax is not nil it also
+	// sets amax[0] = max |x| (F32 [1]: the unscaled tensor's, which a
+	// delayed-scaling recipe records; NaN if x holds one). q has x's
+	// shape; x is F32, F16 or BF16.
+	CastFP8(q, amax, x, scale *Tensor) error
+	// FP8MatMul sets out = act(Σ_k decode(a[m, k])·decode(b[n, k]) ·
+	// aScaleInv·bScaleInv + bias[n]): a [rows…, K] and b [N, K] (a
+	// weight's layout, as QMatMul), each E4M3 or E5M2 but not both E5M2
+	// (forward E4M3×E4M3; backward E5M2 gradients times E4M3), the
+	// products summed in float32 and the scales applied once to the sum.
+	// out is F32, F16 or BF16 with a's leading shape and N.
+	FP8MatMul(out, a, b *Tensor, p FP8MatMulParams) error
+}
+
+// FP8MatMulParams qualifies FP8.FP8MatMul.
+type FP8MatMulParams struct {
+	// AScaleInv and BScaleInv are the inverses of the scales a and b
+	// were cast with (F32 [1]); required.
+	AScaleInv, BScaleInv *Tensor
+	// Bias is optional, F32 [N].
+	Bias *Tensor
+	// Act is the epilogue's activation.
+	Act Activation
+}
+
+// FP8Max returns the largest finite value of an FP8 dtype: 448 for E4M3,
+// 57344 for E5M2.
+func FP8Max(dt DType) float32 {
+	switch dt {
+	case E4M3:
+		return fmtE4M3.max
+	case E5M2:
+		return fmtE5M2.max
+	}
+	return 0
+}
+
+// FP8Dims is the geometry of a valid FP8MatMul call.
+type FP8Dims struct{ M, N, K int }
+
+// CheckCastFP8 validates the arguments of FP8.CastFP8.
+func CheckCastFP8(op string, be Backend, q, amax, x, scale *Tensor) error {
+	c := Check(op).Tensor("q", q, be).Tensor("x", x, be).Tensor("scale", scale, be)
+	if amax != nil {
+		c.Tensor("amax", amax, be)
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	c.DType("q", q, E4M3, E5M2).DType("x", x, FloatTypes...).DType("scale", scale, F32).Len("scale", scale, 1).
+		That(q.Shape().Equal(x.Shape()), ErrShape, "q has shape %v, x %v: want the same", q.Shape(), x.Shape())
+	if amax != nil {
+		c.DType("amax", amax, F32).Len("amax", amax, 1)
+	}
+	return c.Err()
+}
+
+// CheckFP8MatMul validates the arguments of FP8.FP8MatMul.
+func CheckFP8MatMul(op string, be Backend, out, a, b *Tensor, p FP8MatMulParams) (FP8Dims, error) {
+	c := Check(op).Tensor("out", out, be).Tensor("a", a, be).Tensor("b", b, be).
+		Tensor("AScaleInv", p.AScaleInv, be).Tensor("BScaleInv", p.BScaleInv, be)
+	if p.Bias != nil {
+		c.Tensor("bias", p.Bias, be)
+	}
+	if err := c.Err(); err != nil {
+		return FP8Dims{}, err
+	}
+	as, bs := a.Shape(), b.Shape()
+	c.DType("out", out, FloatTypes...).DType("a", a, E4M3, E5M2).DType("b", b, E4M3, E5M2).
+		That(a.DType() != E5M2 || b.DType() != E5M2, ErrDType, "a and b are both e5m2: want e4m3 for one of them").
+		Rank("a", a, 1).That(len(bs) == 2, ErrShape, "b has shape %v, want 2-D [N, K]", bs).
+		DType("AScaleInv", p.AScaleInv, F32).Len("AScaleInv", p.AScaleInv, 1).
+		DType("BScaleInv", p.BScaleInv, F32).Len("BScaleInv", p.BScaleInv, 1)
+	if err := c.Err(); err != nil {
+		return FP8Dims{}, err
+	}
+	g := FP8Dims{M: as.Rows(), K: as.Last(), N: bs[0]}
+	c.That(bs[1] == g.K, ErrShape, "b has shape %v, want [N %d] (a's K)", bs, g.K)
+	want := append(Shape{}, as[:len(as)-1]...)
+	c.That(out.Shape().Equal(append(want, g.N)), ErrShape, "out has shape %v, want %v", out.Shape(), append(want, g.N))
+	if p.Bias != nil {
+		c.DType("bias", p.Bias, F32).Shape("bias", p.Bias, g.N)
+	}
+	return g, c.Err()
+}
