@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -28,8 +29,8 @@ func (c matmulCase) dtypeName() string {
 
 // matmulCases are square sizes 256…4096 in f32 with host↔device round
 // trips at 1024 and 4096, and 16-bit types at 1024; GPUs add the tensor-core
-// sizes: f16, bf16 and int8 at 4096 and 8192, tf32 at 4096; CPUs add int8
-// at 1024 and 4096. -short keeps 256 and 1024 resident, a 256 round trip
+// sizes: f16, bf16, int8 and e4m3 at 4096 and 8192, tf32 at 4096; CPUs add
+// int8 at 1024 and 4096 and e4m3 (emulated) at 1024. -short keeps 256 and 1024 resident, a 256 round trip
 // and int8 at 256 (and bf16 at 4096 on GPUs).
 func matmulCases(dev kernels.Backend) []matmulCase {
 	gpu := dev.Info().Kind == kernels.GPU
@@ -49,13 +50,14 @@ func matmulCases(dev kernels.Backend) []matmulCase {
 		matmulCase{kernels.F32, 1024, false, false}, matmulCase{kernels.F32, 4096, false, false},
 		matmulCase{kernels.F16, 1024, true, false}, matmulCase{kernels.BF16, 1024, true, false})
 	if !gpu {
-		cs = append(cs, matmulCase{kernels.I8, 1024, true, false}, matmulCase{kernels.I8, 4096, true, false})
+		cs = append(cs, matmulCase{kernels.I8, 1024, true, false}, matmulCase{kernels.I8, 4096, true, false},
+			matmulCase{kernels.E4M3, 1024, true, false})
 	}
 	if gpu {
 		cs = append(cs, matmulCase{kernels.F32, 4096, true, true})
 		for _, n := range []int{4096, 8192} {
 			cs = append(cs, matmulCase{kernels.F16, n, true, false}, matmulCase{kernels.BF16, n, true, false},
-				matmulCase{kernels.I8, n, true, false})
+				matmulCase{kernels.I8, n, true, false}, matmulCase{kernels.E4M3, n, true, false})
 		}
 	}
 	return cs
@@ -164,8 +166,12 @@ func int8sToFloat(v []int8) []float32 {
 }
 
 func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
-	if c.dt == kernels.I8 {
+	switch c.dt {
+	case kernels.I8:
 		benchQMatMul(b, dev, c.n)
+		return
+	case kernels.E4M3:
+		benchFP8MatMul(b, dev, c.n)
 		return
 	}
 	n := c.n
@@ -284,4 +290,46 @@ func transpose(m []float32, r, c int) []float32 {
 		}
 	}
 	return t
+}
+
+// benchFP8MatMul times the scaled FP8 product of kernels.FP8: a [n, n] and
+// the transpose of b [n, n], each cast to E4M3 with a per-tensor current
+// scale (448/amax), float32 sums, the scales applied to each and stored
+// in float32. Its rel-err is against the float32 product of the values
+// before the cast: E4M3's three mantissa bits cost about 3% per product.
+func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
+	q, ok := dev.(kernels.FP8)
+	if !ok {
+		b.Skipf("the %s backend has no FP8 ops (kernels.FP8)", dev.Name())
+	}
+	av, bv := uniform(1, kernels.F32, n*n), uniform(2, kernels.F32, n*n)
+	var codes [2]*kernels.Tensor
+	var inv [2]*kernels.Tensor
+	for i, v := range [][]float32{av, bv} {
+		var amax float32
+		for _, x := range v {
+			amax = max(amax, float32(math.Abs(float64(x))))
+		}
+		s := kernels.FP8Max(kernels.E4M3) / amax
+		codes[i] = alloc(b, dev, kernels.E4M3, n, n)
+		if err := q.CastFP8(codes[i], nil, upload(b, dev, kernels.F32, v, n, n), upload(b, dev, kernels.F32, []float32{s}, 1)); err != nil {
+			b.Fatal(err)
+		}
+		inv[i] = upload(b, dev, kernels.F32, []float32{1 / s}, 1)
+	}
+	out := alloc(b, dev, kernels.F32, n, n)
+	p := kernels.FP8MatMulParams{AScaleInv: inv[0], BScaleInv: inv[1]}
+	zbench.Measure(b, zbench.Bench{
+		Dev:  dev,
+		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 2*float64(n*n) + 4*float64(n*n), DType: kernels.E4M3},
+		Op:   func() error { return q.FP8MatMul(out, codes[0], codes[1], p) },
+		Verify: func() (float64, error) {
+			got, err := kernels.ToFloat32(out)
+			if err != nil {
+				return 0, err
+			}
+			return sampledMatMulErr(got, av, transpose(bv, n, n), n, n, n, 256), nil
+		},
+		MaxRelErr: kernels.Tolerance(kernels.E4M3),
+	})
 }
