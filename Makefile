@@ -182,6 +182,7 @@ golden:
 	@scripts/install-python-ref.sh --golden
 	$(PY) testdata/reference/kernels.py
 	$(PY) testdata/reference/quant.py
+	$(PY) testdata/reference/fp8.py
 	$(PY) testdata/reference/llama_quant.py
 	$(PY) testdata/reference/bert.py
 	scripts/install-tokenizer-ref.sh --golden

@@ -41,6 +41,10 @@ type DelayedScaling struct {
 	// AmaxComputeAlgo is AmaxMax (the largest of the history, the
 	// default) or AmaxMostRecent (the last step's).
 	AmaxComputeAlgo string
+	// Unfused is Transformer Engine's Python update
+	// (NVTE_UNFUSED_FP8_UPDATE=1), which rolls the history on every
+	// step; its default fused update skips a step whose amax is zero.
+	Unfused bool
 }
 
 // DefaultHistoryLen is Transformer Engine's default amax history length.
@@ -54,6 +58,7 @@ type Meta struct {
 	scaled  float32   // fp8_max·2^−margin
 	history []float32 // [0]: this step's amax, being recorded; then the older ones
 	scale   float32
+	unfused bool
 }
 
 // NewMeta returns the state of a tensor cast into dt (E4M3 or E5M2) under
@@ -76,7 +81,7 @@ func (r DelayedScaling) NewMeta(dt kernels.DType) (*Meta, error) {
 		return nil, fmt.Errorf("fp8: amax compute algorithm %q: want %q or %q: %w", algo, AmaxMax, AmaxMostRecent, kernels.ErrValue)
 	}
 	return &Meta{dt: dt, algo: algo, scaled: kernels.FP8Max(dt) * float32(math.Pow(2, -float64(r.Margin))),
-		history: make([]float32, n), scale: 1}, nil
+		history: make([]float32, n), scale: 1, unfused: r.Unfused}, nil
 }
 
 // Scale is the scale this step casts with.
@@ -93,15 +98,20 @@ func (m *Meta) Record(amax float32) {
 	}
 }
 
-// Update ends the step as Transformer Engine's amax_and_scale_update does:
-// the amax of the history (the largest of its entries, this step's
-// included, or this step's alone) gives the next scale, fp8_max·2^−margin
-// / amax, kept as it was where that amax is zero or not finite (and
-// float32's largest value where the division overflows); the history
-// rolls, this step's amax becoming the newest of the older entries and
-// the oldest leaving, and a zero starts the next step's.
+// Update ends the step as Transformer Engine's fused amax and scale update
+// (delayed_scaling.cu's kernel_bulk) does: the amax of the history (the
+// largest of its entries, this step's included, or this step's alone)
+// gives the next scale, fp8_max·2^−margin / amax, kept as it was where
+// that amax is zero or not finite (and float32's largest value where the
+// division overflows); the history rolls, this step's amax becoming the
+// newest of the older entries and the oldest leaving, and a zero starts
+// the next step's. A step that recorded a zero amax changes nothing
+// (unless Unfused).
 func (m *Meta) Update() {
 	last := m.history[0]
+	if last == 0 && !m.unfused {
+		return
+	}
 	n := len(m.history)
 	amax := float32(0)
 	rolled := make([]float32, n)
@@ -159,4 +169,45 @@ func CurrentScale(amax float32, dt kernels.DType) float32 {
 		return math.MaxFloat32
 	}
 	return s
+}
+
+// BlockSize is the side of DeepSeek-V3's scaling blocks: 1×128 of an
+// activation, 128×128 of a weight.
+const BlockSize = 128
+
+// minBlockAmax is the least amax a block is scaled by (DeepSeek-V3's
+// clamp), so that a block of zeros is not divided by zero.
+const minBlockAmax = float32(1e-4)
+
+// QuantizeBlocks casts x [rows, cols] into E4M3 per block of br×bc values
+// (1×BlockSize for activations, BlockSize×BlockSize for weights) as
+// DeepSeek-V3's act_quant does: s = max(amax, 1e-4)/448 for each block,
+// code = satfinite(round(x/s)) (divided by s, not multiplied by 1/s,
+// which rounds differently), and returns the codes and the scales s
+// [rows/br, cols/bc], which dequantize (x ≈ decode(code)·s). rows and
+// cols must be multiples of the block.
+func QuantizeBlocks(x []float32, rows, cols, br, bc int) ([]uint8, []float32, error) {
+	if br <= 0 || bc <= 0 || rows%br != 0 || cols%bc != 0 || len(x) != rows*cols {
+		return nil, nil, fmt.Errorf("fp8: %d values as [%d, %d] in blocks of %d×%d: want whole blocks: %w", len(x), rows, cols, br, bc, kernels.ErrShape)
+	}
+	codes := make([]uint8, len(x))
+	gc := cols / bc
+	scales := make([]float32, rows/br*gc)
+	for b := range scales {
+		r0, c0 := b/gc*br, b%gc*bc
+		amax := minBlockAmax
+		for r := r0; r < r0+br; r++ {
+			for _, v := range x[r*cols+c0 : r*cols+c0+bc] {
+				amax = fmaxf(amax, float32(math.Abs(float64(v))))
+			}
+		}
+		s := amax / kernels.FP8Max(kernels.E4M3)
+		scales[b] = s
+		for r := r0; r < r0+br; r++ {
+			for c := c0; c < c0+bc; c++ {
+				codes[r*cols+c] = kernels.E4M3FromFloat32(x[r*cols+c] / s)
+			}
+		}
+	}
+	return codes, scales, nil
 }

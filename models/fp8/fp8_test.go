@@ -26,7 +26,7 @@ func TestDelayedScalingWindow(t *testing.T) {
 		{1, 56, []float32{0, 8, 1}},
 		{1, 56, []float32{0, 1, 1}}, // 8 is still in the window of three
 		{1, 448, []float32{0, 1, 1}},
-		{0, 448, []float32{0, 1, 0}},                    // zeros keep the window's max
+		{0, 448, []float32{0, 1, 1}},                    // a step with a zero amax changes nothing
 		{float32(math.Inf(1)), 448, []float32{0, 0, 0}}, // infinite: the scale is kept while it is in the window
 		{float32(math.NaN()), 448, []float32{0, 0, 0}},  // NaN: dropped by fmaxf (the inf still rules)
 	} {
