@@ -17,8 +17,15 @@ type FP8 interface {
 	// delayed-scaling recipe records; NaN if x holds one). q has x's
 	// shape; x is F32, F16 or BF16.
 	CastFP8(q, amax, x, scale *Tensor) error
+	// CastFP8Rows casts each row of x [rows…, K] with its own current
+	// scale, fp8_max/amax of the row (1 for a row of zeros or with a NaN
+	// or infinity, float32's largest value where the division
+	// overflows), x·scale rounded to float32 first, into q (E4M3
+	// or E5M2, x's shape) and sets scaleInv[row] = 1/scale (F32 [rows]):
+	// dynamic per-token scaling of an LLM's activations.
+	CastFP8Rows(q, scaleInv, x *Tensor) error
 	// FP8MatMul sets out = act(Σ_k decode(a[m, k])·decode(b[n, k]) ·
-	// aScaleInv·bScaleInv + bias[n]): a [rows…, K] and b [N, K] (a
+	// aScaleInv[m]·bScaleInv[n] + bias[n]): a [rows…, K] and b [N, K] (a
 	// weight's layout, as QMatMul), each E4M3 or E5M2 but not both E5M2
 	// (forward E4M3×E4M3; backward E5M2 gradients times E4M3), the
 	// products summed in float32 and the scales applied once to the sum.
@@ -29,7 +36,9 @@ type FP8 interface {
 // FP8MatMulParams qualifies FP8.FP8MatMul.
 type FP8MatMulParams struct {
 	// AScaleInv and BScaleInv are the inverses of the scales a and b
-	// were cast with (F32 [1]); required.
+	// were cast with: F32 [1] per tensor, or AScaleInv [rows] per row of
+	// a (token) and BScaleInv [N] per row of b (output channel);
+	// required.
 	AScaleInv, BScaleInv *Tensor
 	// Bias is optional, F32 [N].
 	Bias *Tensor
@@ -83,17 +92,32 @@ func CheckFP8MatMul(op string, be Backend, out, a, b *Tensor, p FP8MatMulParams)
 	c.DType("out", out, FloatTypes...).DType("a", a, E4M3, E5M2).DType("b", b, E4M3, E5M2).
 		That(a.DType() != E5M2 || b.DType() != E5M2, ErrDType, "a and b are both e5m2: want e4m3 for one of them").
 		Rank("a", a, 1).That(len(bs) == 2, ErrShape, "b has shape %v, want 2-D [N, K]", bs).
-		DType("AScaleInv", p.AScaleInv, F32).Len("AScaleInv", p.AScaleInv, 1).
-		DType("BScaleInv", p.BScaleInv, F32).Len("BScaleInv", p.BScaleInv, 1)
+		DType("AScaleInv", p.AScaleInv, F32).DType("BScaleInv", p.BScaleInv, F32)
 	if err := c.Err(); err != nil {
 		return FP8Dims{}, err
 	}
 	g := FP8Dims{M: as.Rows(), K: as.Last(), N: bs[0]}
-	c.That(bs[1] == g.K, ErrShape, "b has shape %v, want [N %d] (a's K)", bs, g.K)
+	c.That(bs[1] == g.K, ErrShape, "b has shape %v, want [N %d] (a's K)", bs, g.K).
+		That(p.AScaleInv.Len() == 1 || p.AScaleInv.Len() == g.M, ErrShape, "AScaleInv has %d elements, want 1 or a's %d rows", p.AScaleInv.Len(), g.M).
+		That(p.BScaleInv.Len() == 1 || p.BScaleInv.Len() == g.N, ErrShape, "BScaleInv has %d elements, want 1 or b's %d rows", p.BScaleInv.Len(), g.N)
 	want := append(Shape{}, as[:len(as)-1]...)
 	c.That(out.Shape().Equal(append(want, g.N)), ErrShape, "out has shape %v, want %v", out.Shape(), append(want, g.N))
 	if p.Bias != nil {
 		c.DType("bias", p.Bias, F32).Shape("bias", p.Bias, g.N)
 	}
 	return g, c.Err()
+}
+
+// CheckCastFP8Rows validates the arguments of FP8.CastFP8Rows.
+func CheckCastFP8Rows(op string, be Backend, q, scaleInv, x *Tensor) error {
+	c := Check(op).Tensor("q", q, be).Tensor("scaleInv", scaleInv, be).Tensor("x", x, be)
+	if err := c.Err(); err != nil {
+		return err
+	}
+	c.DType("q", q, E4M3, E5M2).DType("x", x, FloatTypes...).Rank("x", x, 1).DType("scaleInv", scaleInv, F32).
+		That(q.Shape().Equal(x.Shape()), ErrShape, "q has shape %v, x %v: want the same", q.Shape(), x.Shape())
+	if c.Err() == nil {
+		c.Len("scaleInv", scaleInv, x.Shape().Rows())
+	}
+	return c.Err()
 }

@@ -73,8 +73,8 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 
 // FP8MatMul is the scaled FP8 GEMM (see kernels.FP8): a and b widened
 // exactly to float32, multiplied by the engine's SGEMM (float32
-// accumulation), then each sum times aScaleInv·bScaleInv (one float32
-// product), the bias and the activation.
+// accumulation), then each sum times aScaleInv·bScaleInv (the two scales'
+// float32 product), the bias and the activation.
 func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParams) error {
 	g, err := kernels.CheckFP8MatMul("cpu: fp8matmul", b, out, a, bt, p)
 	if err != nil {
@@ -83,18 +83,62 @@ func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParam
 	a32, b32 := in32(a), in32(bt)
 	cv, done := out32(out, false)
 	blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, g.M, g.N, g.K, 1, a32, g.K, b32, g.K, 0, cv, g.N)
-	s := f32(p.AScaleInv)[0] * f32(p.BScaleInv)[0]
+	sa, sb := f32(p.AScaleInv), f32(p.BScaleInv)
 	var bias []float32
 	if p.Bias != nil {
 		bias = f32(p.Bias)
 	}
 	parallelFor(g.M, g.N, func(lo, hi int) {
-		rows := cv[lo*g.N : hi*g.N]
-		for i := range rows {
-			rows[i] *= s
+		for m := lo; m < hi; m++ {
+			row := cv[m*g.N : (m+1)*g.N]
+			a := sa[0]
+			if len(sa) > 1 {
+				a = sa[m]
+			}
+			for n := range row {
+				b := sb[0]
+				if len(sb) > 1 {
+					b = sb[n]
+				}
+				row[n] *= a * b
+			}
 		}
-		biasAct(rows, g.N, bias, p.Act)
+		biasAct(cv[lo*g.N:hi*g.N], g.N, bias, p.Act)
 	})
 	done()
+	return nil
+}
+
+// CastFP8Rows casts each row of x with its own current scale (see
+// kernels.FP8).
+func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
+	if err := kernels.CheckCastFP8Rows("cpu: castfp8rows", b, q, scaleInv, x); err != nil {
+		return err
+	}
+	rows, k := x.Shape().Rows(), x.Shape().Last()
+	enc := kernels.E4M3FromFloat32
+	if q.DType() == kernels.E5M2 {
+		enc = kernels.E5M2FromFloat32
+	}
+	fmax := kernels.FP8Max(q.DType())
+	codes, inv := bytesOf(q), f32(scaleInv)
+	parallelFor(rows, k, func(lo, hi int) {
+		buf := make([]float32, k)
+		for r := lo; r < hi; r++ {
+			v := loadRange(x, r*k, (r+1)*k, buf)
+			var amax float32
+			for _, xv := range v {
+				amax = max(amax, float32(math.Abs(float64(xv))))
+			}
+			s := float32(1)
+			if amax > 0 && !math.IsInf(float64(amax), 0) {
+				s = min(fmax/amax, math.MaxFloat32) // float32's largest where the division overflows
+			}
+			inv[r] = 1 / s
+			for i, xv := range v {
+				codes[r*k+i] = enc(xv * s)
+			}
+		}
+	})
 	return nil
 }

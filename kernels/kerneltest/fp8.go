@@ -76,12 +76,53 @@ func fp8Tests() []test {
 	}
 	for _, pair := range [][2]kernels.DType{{kernels.E4M3, kernels.E4M3}, {kernels.E4M3, kernels.E5M2}, {kernels.E5M2, kernels.E4M3}} {
 		for _, dt := range kernels.FloatTypes {
-			for _, c := range []fp8mmCase{{1, 5, 16, false, kernels.ActNone}, {7, 33, 48, true, kernels.ActNone}, {64, 96, 256, true, kernels.ActGELU}} {
+			for _, c := range []fp8mmCase{{1, 5, 16, false, kernels.ActNone, false}, {7, 33, 48, true, kernels.ActNone, true},
+				{64, 96, 256, true, kernels.ActGELU, false}, {13, 40, 64, false, kernels.ActNone, true}} {
 				ts = append(ts, test{name("FP8MatMul", "a", pair[0], "b", pair[1], "out", dt, "case", c), func(e *env) { e.fp8matmul(pair[0], pair[1], dt, c) }})
 			}
 		}
 	}
+	for _, q := range []kernels.DType{kernels.E4M3, kernels.E5M2} {
+		for _, dt := range kernels.FloatTypes {
+			ts = append(ts, test{name("CastFP8Rows", "to", q, "from", dt), func(e *env) { e.castFP8Rows(q, dt) }})
+		}
+	}
 	return append(ts, test{"CastFP8/nan", castFP8NaN}, test{"FP8MatMul/errors", fp8matmulErrors})
+}
+
+// castFP8Rows casts rows of very different ranges (one of zeros) each
+// with its own scale, and checks every code and inverse scale exactly.
+func (e *env) castFP8Rows(q, dt kernels.DType) {
+	const rows, k = 6, 77
+	vals := make([]float64, rows*k)
+	for r := range rows {
+		for i := range k {
+			if r != 2 {
+				vals[r*k+i] = e.rng.NormFloat64() * math.Pow(10, float64(r-3))
+			}
+		}
+	}
+	x, xv := e.inputFromValues("x", dt, vals, 2, rows/2, k)
+	out, inv := e.Output(q, 2, rows/2, k), e.Output(kernels.F32, rows)
+	require.NoError(e, e.fp8().CastFP8Rows(out, inv, x))
+	want := make([]byte, rows*k)
+	wantInv := make([]float64, rows)
+	for r := range rows {
+		var amax float32
+		for _, v := range xv[r*k : (r+1)*k] {
+			amax = max(amax, float32(math.Abs(v)))
+		}
+		s := float32(1)
+		if amax > 0 {
+			s = kernels.FP8Max(q) / amax
+		}
+		wantInv[r] = float64(1 / s)
+		for i, v := range xv[r*k : (r+1)*k] {
+			want[r*k+i] = RefFP8Code(q, float64(float32(v)*s))
+		}
+	}
+	e.CheckBytes("q", out, want)
+	e.Check("scaleInv", inv, wantInv, 1e-7)
 }
 
 // castFP8 casts n values of dt, scaled so that about a tenth of them
@@ -131,6 +172,8 @@ type fp8mmCase struct {
 	m, n, k int
 	bias    bool
 	act     kernels.Activation
+	// rows scales a per row and b per output channel.
+	rows bool
 }
 
 func (c fp8mmCase) String() string {
@@ -140,6 +183,9 @@ func (c fp8mmCase) String() string {
 	}
 	if c.act != kernels.ActNone {
 		s += "/" + c.act.String()
+	}
+	if c.rows {
+		s += "/per-row"
 	}
 	return s
 }
@@ -161,8 +207,18 @@ func (e *env) fp8Codes(name string, dt kernels.DType, sigma float64, rows, cols 
 func (e *env) fp8matmul(at, bt, dt kernels.DType, c fp8mmCase) {
 	a, av := e.fp8Codes("a", at, 20, c.m, c.k)
 	b, bv := e.fp8Codes("b", bt, 50, c.n, c.k)
-	sa, sav := e.Uniform("aScaleInv", kernels.F32, 0.01, 0.02, 1)
-	sb, sbv := e.Uniform("bScaleInv", kernels.F32, 0.001, 0.002, 1)
+	na, nb := 1, 1
+	if c.rows {
+		na, nb = c.m, c.n
+	}
+	sa, sav := e.Uniform("aScaleInv", kernels.F32, 0.01, 0.02, na)
+	sb, sbv := e.Uniform("bScaleInv", kernels.F32, 0.001, 0.002, nb)
+	scale := func(v []float64, i int) float64 {
+		if len(v) == 1 {
+			return v[0]
+		}
+		return v[i]
+	}
 	p := kernels.FP8MatMulParams{AScaleInv: sa, BScaleInv: sb, Act: c.act}
 	var bv2 []float64
 	if c.bias {
@@ -175,7 +231,7 @@ func (e *env) fp8matmul(at, bt, dt kernels.DType, c fp8mmCase) {
 			for k := range c.k {
 				s += av[i*c.k+k] * bv[j*c.k+k]
 			}
-			s *= sav[0] * sbv[0]
+			s *= scale(sav, i) * scale(sbv, j)
 			if c.bias {
 				s += bv2[j]
 			}
@@ -205,8 +261,12 @@ func fp8matmulErrors(e *env) {
 	e.requireOpErr(q.FP8MatMul(e.Output(kernels.F32, 2, 4), a, b, p), kernels.ErrShape, "FP8MatMul", "out has shape")
 	b17, _ := e.fp8Codes("b17", kernels.E4M3, 1, 3, 17)
 	e.requireOpErr(q.FP8MatMul(out, a, b17, p), kernels.ErrShape, "FP8MatMul", "a's K")
-	e.requireOpErr(q.FP8MatMul(out, a, b, kernels.FP8MatMulParams{AScaleInv: s2, BScaleInv: s}), kernels.ErrShape, "FP8MatMul", "AScaleInv")
+	s5, _ := e.inputFromValues("s5", kernels.F32, []float64{1, 1, 1, 1, 1}, 5)
+	e.requireOpErr(q.FP8MatMul(out, a, b, kernels.FP8MatMulParams{AScaleInv: s5, BScaleInv: s}), kernels.ErrShape, "FP8MatMul", "AScaleInv has 5 elements")
+	e.requireOpErr(q.FP8MatMul(out, a, b, kernels.FP8MatMulParams{AScaleInv: s, BScaleInv: s2}), kernels.ErrShape, "FP8MatMul", "BScaleInv has 2 elements")
+
 	x2, _ := e.Input("x2", kernels.F32, 3, 16)
 	e.requireOpErr(q.CastFP8(e.Output(kernels.E4M3, 2, 16), nil, x2, s), kernels.ErrShape, "CastFP8", "q has shape")
 	e.requireOpErr(q.CastFP8(e.Output(kernels.I8, 3, 16), nil, x2, s), kernels.ErrDType, "CastFP8", "q")
+	e.requireOpErr(q.CastFP8Rows(e.Output(kernels.E4M3, 3, 16), s2, x2), kernels.ErrShape, "CastFP8Rows", "scaleInv")
 }
