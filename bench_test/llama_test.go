@@ -516,12 +516,17 @@ type llamaVariant struct {
 	// wo, when set, is a weight-only format (Model.QuantizeWeights) with
 	// p around the products.
 	wo kernels.WeightFormat
+	// fp8 is the FP8 model (Model.QuantizeFP8: E4M3 weights per channel,
+	// inputs per token) with p around the products.
+	fp8 bool
 }
 
 // llamaVariants are the models a Llama benchmark runs on dev: the float
 // precisions of llamaDTypes, then int8 where points says so, then with
 // weightOnly the weight-only int8 model (w8a16: f32 around the products;
-// not in -short mode) on devices with kernels.WeightQuant. The 4-bit
+// not in -short mode) on devices with kernels.WeightQuant, and where
+// points says int8, the FP8 model (dtype=fp8, not in -short mode) on GPUs
+// with kernels.FP8. The 4-bit
 // formats are not run on TinyLlama: on its uniform synthetic weights
 // their error compounds over 22 layers to 0.64 (int4, groups of 128) and
 // 0.80 (NF4) of the logits' norm, past any meaningful bound (2 layers:
@@ -536,6 +541,11 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 	}
 	if _, ok := dev.(kernels.WeightQuant); ok && weightOnly && !testing.Short() {
 		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8})
+	}
+	// FP8 on GPUs only: the CPU's FP8 is an emulation (codes widened to
+	// float32), for its goldens, not its speed.
+	if _, ok := dev.(kernels.FP8); ok && points != noInt8 && !testing.Short() && dev.Info().Kind == kernels.GPU {
+		out = append(out, llamaVariant{p: llamaInt8Precision(dev), fp8: true})
 	}
 	return out
 }
@@ -563,8 +573,11 @@ func (l *llamaBench) dtype() kernels.DType {
 // dtypeName is the model's dtype in benchmark names: dtype's, or the
 // weight-only format's (w8a16, w4a16, nf4).
 func (l *llamaBench) dtypeName() string {
-	if l.v.wo != 0 {
+	switch {
+	case l.v.wo != 0:
 		return weightDType(l.v.wo)
+	case l.v.fp8:
+		return "fp8"
 	}
 	return l.dtype().String()
 }
@@ -587,6 +600,11 @@ func (l *llamaBench) model(b *testing.B) *llama.Model {
 				b.Fatal(errors.Join(err, m.Close()))
 			}
 		}
+		if l.v.fp8 {
+			if _, err := m.QuantizeFP8(); err != nil {
+				b.Fatal(errors.Join(err, m.Close()))
+			}
+		}
 		l.m = m
 	}
 	return l.m
@@ -604,7 +622,7 @@ func (l *llamaBench) verify() (float64, error) {
 // tolerance is the rel-err the model's logits must reach.
 func (l *llamaBench) tolerance() float64 {
 	switch {
-	case l.v.wo != 0:
+	case l.v.wo != 0 || l.v.fp8:
 		return compare.BenchTolerance("model="+l.lm.golden, l.dtypeName())
 	case l.v.int8:
 		return llamaInt8Tol(l.lm.golden)

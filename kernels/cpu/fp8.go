@@ -72,17 +72,28 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 }
 
 // FP8MatMul is the scaled FP8 GEMM (see kernels.FP8): a and b widened
-// exactly to float32, multiplied by the engine's SGEMM (float32
-// accumulation), then each sum times aScaleInv·bScaleInv (the two scales'
-// float32 product), the bias and the activation.
+// exactly to float32 (b a block of rows at a time for a few rows of a),
+// multiplied by the SGEMM (float32 accumulation), then each sum times
+// aScaleInv·bScaleInv (the two scales' float32 product), the bias and the
+// activation.
 func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParams) error {
 	g, err := kernels.CheckFP8MatMul("cpu: fp8matmul", b, out, a, bt, p)
 	if err != nil {
 		return err
 	}
-	a32, b32 := in32(a), in32(bt)
+	a32 := in32(a)
 	cv, done := out32(out, false)
-	blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, g.M, g.N, g.K, 1, a32, g.K, b32, g.K, 0, cv, g.N)
+	if g.M <= wgemvRows {
+		// Few rows (decode): widen b a block of rows at a time, never whole.
+		table, codes := fp8Values(bt.DType()), bytesOf(bt)
+		blockedGemmT(cv, a32, g.M, g.N, g.K, func(dst []float32, r int) {
+			for i, c := range codes[r*g.K : (r+1)*g.K] {
+				dst[i] = table[c]
+			}
+		})
+	} else {
+		blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, g.M, g.N, g.K, 1, a32, g.K, in32(bt), g.K, 0, cv, g.N)
+	}
 	sa, sb := f32(p.AScaleInv), f32(p.BScaleInv)
 	var bias []float32
 	if p.Bias != nil {

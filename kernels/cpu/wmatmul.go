@@ -86,16 +86,24 @@ func wgemm(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
 			permuteQ4(xs[m*g.K : (m+1)*g.K])
 		}
 	}
-	blocks := (g.N + wblock - 1) / wblock
-	parallelFor(blocks, g.M*wblock*g.K/16, func(lo, hi int) {
-		buf := make([]float32, wblock*g.K)
+	blockedGemmT(y, xs, g.M, g.N, g.K, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) })
+}
+
+// blockedGemmT sets y [m, n] = x [m, k] · Wᵀ for a weight W [n, k] that
+// row(dst, r) widens a row at a time: each worker widens wblock rows into
+// a buffer that stays in cache and multiplies them with the serial SGEMM,
+// so that the float32 weight never exists whole.
+func blockedGemmT(y, xs []float32, m, n, k int, row func(dst []float32, r int)) {
+	blocks := (n + wblock - 1) / wblock
+	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
+		buf := make([]float32, wblock*k)
 		for blk := lo; blk < hi; blk++ {
 			n0 := blk * wblock
-			rows := min(wblock, g.N-n0)
+			rows := min(wblock, n-n0)
 			for r := range rows {
-				dequantRow(buf[r*g.K:(r+1)*g.K], w, n0+r, g.K)
+				row(buf[r*k:(r+1)*k], n0+r)
 			}
-			serialSgemm(blas.NoTrans, blas.Trans, g.M, rows, g.K, 1, xs, g.K, buf[:rows*g.K], g.K, 0, y[n0:], g.N)
+			serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, 1, xs, k, buf[:rows*k], k, 0, y[n0:], n)
 		}
 	})
 }

@@ -82,7 +82,8 @@ type Model struct {
 	params    *nn.TensorSet
 	w         weights
 	invFreq   *kernels.Tensor
-	int8      int // linear modules quantized (Quantize, QuantizeWeights)
+	int8      int  // linear modules quantized (Quantize, QuantizeWeights, QuantizeFP8)
+	fp8       bool // the quantized modules are FP8 (QuantizeFP8)
 	// weightBits is the width of a quantized module's weight codes: 8
 	// (Quantize, or QuantizeWeights in int8) or 4; 0 while none is.
 	weightBits int

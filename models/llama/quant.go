@@ -195,16 +195,25 @@ type int8Bufs struct {
 	cur *kernels.Tensor
 }
 
-// allocInt8 allocates the int8 buffers of steps of n rows of the model's
-// inputs.
-func allocInt8(a *nn.Allocator, c Config, dt kernels.DType, n int) *int8Bufs {
+// allocInt8 allocates the int8 (or FP8: codes E4M3) buffers of steps of n
+// rows of the model's inputs.
+func allocInt8(a *nn.Allocator, c Config, dt, codes kernels.DType, n int) *int8Bufs {
 	q := &int8Bufs{xq: map[int]*kernels.Tensor{}, scale: a.Tensor(kernels.F32, n), sum: a.Tensor(dt, n, c.HiddenSize)}
 	for _, w := range []int{c.HiddenSize, c.QDim(), c.IntermediateSize} {
 		if q.xq[w] == nil {
-			q.xq[w] = a.Tensor(kernels.I8, n, w)
+			q.xq[w] = a.Tensor(codes, n, w)
 		}
 	}
 	return q
+}
+
+// inputCodes is the dtype a quantized model's module inputs are cast to:
+// E4M3 for FP8 modules, else I8.
+func (m *Model) inputCodes() kernels.DType {
+	if m.fp8 {
+		return kernels.E4M3
+	}
+	return kernels.I8
 }
 
 // projectWeightOnly sets out = in·Wᵀ (adding out's value when residual)
@@ -231,6 +240,9 @@ func (q *int8Bufs) projectWeightOnly(be kernels.Backend, out, in *kernels.Tensor
 // output channels' scales (QMatMul), through q.sum and an Add when a
 // residual is added.
 func (q *int8Bufs) project(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual, shared bool) error {
+	if lin.q.DType() == kernels.E4M3 {
+		return q.projectFP8(be, out, in, lin, residual, shared)
+	}
 	qo := be.(kernels.Quant) // the model has int8 modules only on such a backend
 	width := in.Shape().Last()
 	if !shared || q.cur == nil || q.cur.Shape().Last() != width {
@@ -254,4 +266,113 @@ func (q *int8Bufs) project(be kernels.Backend, out, in *kernels.Tensor, lin line
 		return be.Add(out, out, q.sum)
 	}
 	return nil
+}
+
+// projectFP8 is project for an FP8 module: its input cast to E4M3 per
+// token (kernels.FP8's CastFP8Rows, each row with its current scale)
+// unless shared with the previous module, then the scaled FP8 product
+// over the E4M3 weight and its per-channel inverse scales.
+func (q *int8Bufs) projectFP8(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual, shared bool) error {
+	fo := be.(kernels.FP8) // the model has FP8 modules only on such a backend
+	width := in.Shape().Last()
+	if !shared || q.cur == nil || q.cur.Shape().Last() != width {
+		q.cur = q.xq[width]
+		if q.cur == nil {
+			return fmt.Errorf("no FP8 buffer for an input of shape %v: %w", in.Shape(), kernels.ErrShape)
+		}
+		if err := fo.CastFP8Rows(q.cur, q.scale, in); err != nil {
+			q.cur = nil
+			return fmt.Errorf("casting the input: %w", err)
+		}
+	}
+	dst := out
+	if residual {
+		dst = q.sum
+	}
+	if err := fo.FP8MatMul(dst, q.cur, lin.q, kernels.FP8MatMulParams{AScaleInv: q.scale, BScaleInv: lin.scale}); err != nil {
+		return err
+	}
+	if residual {
+		return be.Add(out, out, q.sum)
+	}
+	return nil
+}
+
+// QuantizeFP8 converts the linear modules of every decoder layer to FP8
+// E4M3 weights with one scale per output channel (the current scale of
+// each row, cast on the device by kernels.FP8's CastFP8Rows), and
+// releases the float weights; the forward passes then cast each module's
+// input to E4M3 per token as they run and multiply in FP8 with float32
+// sums (FP8MatMul). Like Quantize it returns each module's report (the
+// weight's error and bytes); the embeddings, norms, attention and lm_head
+// stay in floating point. The backend must implement kernels.FP8; a
+// quantized model is not quantized again.
+func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
+	if m.Quantized() {
+		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
+	}
+	fo, ok := m.be.(kernels.FP8)
+	if !ok {
+		return nil, fmt.Errorf("llama: the %s backend has no FP8 ops (kernels.FP8): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	var reports []quant.LinearReport
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			r, err := m.quantizeFP8Linear(fo, mod.lin, layerParam(i, mod.name))
+			if err != nil {
+				return nil, err
+			}
+			reports = append(reports, r)
+		}
+	}
+	return reports, nil
+}
+
+// quantizeFP8Linear converts lin, named name, to E4M3 per output channel,
+// releases its float weight and reports its error.
+func (m *Model) quantizeFP8Linear(fo kernels.FP8, lin *linear, name string) (quant.LinearReport, error) {
+	r := quant.LinearReport{Name: name}
+	shape := lin.w.Shape()
+	out, in := shape[0], shape[1]
+	q, err := m.params.Alloc(name+".weight", kernels.E4M3, out, in)
+	if err != nil {
+		return r, fmt.Errorf("llama: %w", err)
+	}
+	inv, err := m.params.Alloc(name+".weight_scale", kernels.F32, out)
+	if err != nil {
+		return r, errors.Join(fmt.Errorf("llama: %w", err), m.params.Release(q))
+	}
+	if err := fo.CastFP8Rows(q, inv, lin.w); err != nil {
+		return r, errors.Join(fmt.Errorf("llama: %s: %w", name, err), m.params.Release(q), m.params.Release(inv))
+	}
+	w, err := kernels.ToFloat32(lin.w)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	codes, err := kernels.ToFloat32(q)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	scales, err := kernels.ToFloat32(inv)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	for i := range codes {
+		codes[i] *= scales[i/in]
+	}
+	e, err := quant.Measure(w, codes)
+	if err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	if err := m.params.Release(lin.w); err != nil {
+		return r, fmt.Errorf("llama: %s: %w", name, err)
+	}
+	*lin = linear{q: q, scale: inv}
+	m.int8++
+	m.fp8 = true
+	m.weightBits = 8
+	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
+	r.Bytes = q.Bytes() + inv.Bytes()
+	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
+	return r, nil
 }

@@ -297,6 +297,9 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	if !m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is not quantized: %w", ErrInput)
 	}
+	if m.Config.Quant == nil {
+		return nil, fmt.Errorf("llama: the model's FP8 modules have no checkpoint layout here: %w", kernels.ErrUnsupported)
+	}
 	var out []safetensors.Tensor
 	add := func(name string, t *kernels.Tensor, shape ...int) ([]byte, error) {
 		dt, err := safetensors.DTypeName(t.DType())

@@ -241,7 +241,7 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 		st.full = a.Tensor(dt, B*S, c.VocabSize)
 	}
 	if s.int8 > 0 {
-		st.int8 = allocInt8(&a, c, dt, B*S)
+		st.int8 = allocInt8(&a, c, dt, s.m.inputCodes(), B*S)
 	}
 	st.q2 = a.View(st.q, B*S, c.QDim())
 	st.k2 = a.View(st.k, B*S, c.KVDim())
