@@ -59,7 +59,7 @@ check)
   else
     for tool in memcheck racecheck; do
       (cd "$root/kernels/cuda" && ZBENCH_REQUIRE_GPU=1 "$san" --tool "$tool" --error-exitcode 3 \
-        "$bin/cuda.test" -test.run 'Conformance' -test.count=1) >"$out/sanitizer-$tool.txt" 2>&1 &&
+        "$bin/cuda.test" -test.run 'Conformance|GPU' -test.count=1) >"$out/sanitizer-$tool.txt" 2>&1 &&
         echo "compute-sanitizer $tool: no errors" || echo "compute-sanitizer $tool: errors (see sanitizer-$tool.txt)"
     done
   fi

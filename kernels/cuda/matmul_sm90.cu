@@ -4,7 +4,9 @@
 // by wgmma.mma_async m64n256k16 from shared memory, in a warp-specialised
 // producer/consumer CTA. The bodies exist only in the sm_90a image; the
 // compute_75 and compute_80 PTX hold the same kernels as __trap() stubs (the
-// Go side launches them only on compute capability 9.0).
+// Go side launches them only on compute capability 9.0). The Hopper
+// primitives (descriptors, mbarriers, TMA, wgmma groups) are in sm90.cuh,
+// shared with qmatmul_sm90.cu.
 //
 // Semantics (kernels/cpu/matmul.go, per batch entry z = blockIdx.z):
 //   C[z] = act(alpha·A[z]·op(B[z]) + beta·C[z] + bias)   (row-major, fp32 math,
@@ -72,6 +74,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "sm90.cuh"
 
 #define SM90_BM 128
 #define SM90_BN 256
@@ -87,28 +90,6 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-
-// The 128 accumulator operands of a m64n256 wgmma, d a float[128].
-#define SM90_ACC_REGS \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define SM90_ACC_OPERANDS(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
 // sm90_wgmma_256 issues d[64×256] += A[64×16]·B[16×256] (fp32 accumulate),
 // A and B in shared memory described by da and db. BF16 picks the input
 // type; TNSPB is wgmma's imm-trans-b: 0 for a K-major B, 1 for an N-major B.
@@ -121,7 +102,7 @@ __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uin
                      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " SM90_ACC_REGS
                      ", %128, %129, p, 1, 1, 0, %131;\n"
                      "}\n"
-                     : SM90_ACC_OPERANDS(d)
+                     : SM90_ACC_OPERANDS("+f", d)
                      : "l"(da), "l"(db), "r"(1), "n"(TNSPB));
     } else {
         asm volatile("{\n"
@@ -130,7 +111,7 @@ __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uin
                      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 " SM90_ACC_REGS
                      ", %128, %129, p, 1, 1, 0, %131;\n"
                      "}\n"
-                     : SM90_ACC_OPERANDS(d)
+                     : SM90_ACC_OPERANDS("+f", d)
                      : "l"(da), "l"(db), "r"(1), "n"(TNSPB));
     }
 }
@@ -141,68 +122,6 @@ __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uin
 __device__ __forceinline__ void sm90_fence_acc(float (&d)[128]) {
 #pragma unroll
     for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-// sm90_desc encodes a wgmma shared-memory matrix descriptor: start address
-// >> 4 in bits 0-13, leading-dimension byte offset >> 4 in bits 16-29,
-// stride-dimension byte offset >> 4 in bits 32-45, base offset 0 (the
-// swizzle atoms are 1024-byte aligned) and layout type 1 = 128-byte swizzle
-// in bits 62-63.
-__device__ __forceinline__ uint64_t sm90_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
-           ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void sm90_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void sm90_wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-// sm90_wgmma_wait waits until at most N committed wgmma groups of this
-// warpgroup are pending.
-template <int N> __device__ __forceinline__ void sm90_wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void sm90_mbar_init(uint32_t bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// sm90_mbar_expect_tx arrives on bar and adds bytes to the transaction
-// count its current phase waits for.
-__device__ __forceinline__ void sm90_mbar_expect_tx(uint32_t bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void sm90_mbar_arrive(uint32_t bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-// sm90_mbar_wait returns once the phase of bar with the given parity has
-// completed (acquire semantics at CTA scope, try_wait's default).
-__device__ __forceinline__ void sm90_mbar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile("{\n"
-                     ".reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n"
-                     "}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
-// sm90_tma_load_3d copies the box at coordinates (c0, c1, c2) (innermost
-// first, in elements) of the tensor map at generic address map into shared
-// memory at dst, completing bytes on the mbarrier bar.
-__device__ __forceinline__ void sm90_tma_load_3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                                 int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
-                 : "memory");
-}
-
-__device__ __forceinline__ void sm90_prefetch_map(const CUtensorMap* map) {
-    asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
 // sm90_load2 reads the two adjacent elements at p (4-byte aligned) as float.

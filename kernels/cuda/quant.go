@@ -35,6 +35,28 @@ const (
 	quantMaxK = math.MaxInt32 - 1024
 )
 
+// Geometry of qmatmul_sm90_T (kernels/cuda/qmatmul_sm90.cu): a CTA of three
+// warpgroups computes a 128×256 tile of out in steps of 128 along K
+// through a 4-stage shared-memory ring, rows of 128 bytes as in
+// matmul_sm90_bf16.
+const (
+	qmmSM90TileM   = 128
+	qmmSM90TileN   = 256
+	qmmSM90TileK   = 128
+	qmmSM90Threads = 384
+	qmmSM90Stages  = 4
+	// qmmSM90Smem is the dynamic shared memory: 1024 bytes of alignment
+	// slack, the stages (A 128×128 and B 256×128 int8 values each) and
+	// two 8-byte mbarriers per stage.
+	qmmSM90Smem = 1024 + qmmSM90Stages*(qmmSM90TileM+qmmSM90TileN)*qmmSM90TileK + 16*qmmSM90Stages
+	// qmmSM90MinM, qmmSM90MinN and qmmSM90MinK are the smallest products
+	// chooseQMatMul gives the Hopper kernel: one whole tile, and at least
+	// one whole stage of K.
+	qmmSM90MinM = qmmSM90TileM
+	qmmSM90MinN = qmmSM90TileN
+	qmmSM90MinK = qmmSM90TileK
+)
+
 // qmmPath is the kernel QMatMul runs.
 type qmmPath int
 
@@ -47,11 +69,14 @@ const (
 	// qmmMMA is qmatmul_mma_T: the same tiles through registers, on every
 	// target and for every K.
 	qmmMMA
+	// qmmSM90 is qmatmul_sm90_T: wgmma m64n256k32 fed by TMA, on
+	// compute capability 9.0 (the kernels exist only in the sm_90a image).
+	qmmSM90
 )
 
 // String names the path in test messages.
 func (p qmmPath) String() string {
-	return [...]string{"gemv", "tensor-core", "mma"}[p]
+	return [...]string{"gemv", "tensor-core", "mma", "hopper"}[p]
 }
 
 // chooseQMatMul picks the kernel for a product of geometry d with a and w
@@ -59,16 +84,26 @@ func (p qmmPath) String() string {
 //
 //   - qmmGEMV for M ≤ qmmGEMVRows, where a 128-row tile would be mostly
 //     idle and the product is bound by reading w;
+//   - qmmSM90 on compute capability 9.0 for at least a whole 128×256
+//     tile and 128 of K (M ≥ 128, N ≥ 256, K ≥ 128), K a multiple of 16
+//     and a and w 16-byte aligned (TMA's row strides and base
+//     addresses), M and N at most sm90MaxDim and at most 2³¹−1 tiles;
 //   - qmmTC from compute capability 8.0 when K is a multiple of 16 and a
 //     and w are 16-byte aligned (every row copies as 16-byte chunks);
 //   - qmmMMA otherwise: compute capability 7.5, or K not a multiple of
 //     16 (the kernel reads rows in 16-byte, 4-byte or 1-byte pieces, as
 //     K and the alignment allow).
 func (b *Backend) chooseQMatMul(d kernels.QMatMulDims, a, w devptr) qmmPath {
+	aligned := d.K%16 == 0 && a%16 == 0 && w%16 == 0
 	switch {
 	case d.M <= qmmGEMVRows:
 		return qmmGEMV
-	case b.major >= 8 && d.K%16 == 0 && a%16 == 0 && w%16 == 0:
+	case b.major == 9 && b.minor == 0 && aligned &&
+		d.M >= qmmSM90MinM && d.N >= qmmSM90MinN && d.K >= qmmSM90MinK &&
+		d.M <= sm90MaxDim && d.N <= sm90MaxDim &&
+		int64(ceilDiv(d.M, qmmSM90TileM))*int64(ceilDiv(d.N, qmmSM90TileN)) <= math.MaxInt32:
+		return qmmSM90
+	case b.major >= 8 && aligned:
 		return qmmTC
 	}
 	return qmmMMA
@@ -110,21 +145,70 @@ type qmmLaunch struct {
 // launchQMM queues l on the kernel chooseQMatMul picks. The caller has
 // checked that m, n, k and ldc are within qmmMaxDim.
 func (b *Backend) launchQMM(l qmmLaunch) error {
+	return b.launchQMMPath(l, b.chooseQMatMul(kernels.QMatMulDims{M: l.m, N: l.n, K: l.k}, l.a, l.b))
+}
+
+// launchQMMPath queues l on the kernel of path, whose preconditions
+// (chooseQMatMul's) l meets.
+func (b *Backend) launchQMMPath(l qmmLaunch, path qmmPath) error {
 	d := kernels.QMatMulDims{M: l.m, N: l.n, K: l.k, ARowScale: l.aRowScale, BRowScale: l.bRowScale}
+	if ceilDiv(d.M, qmmTile) > maxGridY {
+		return fmt.Errorf("%d rows (M) are over the %d one launch takes: %w", d.M, qmmTile*maxGridY, kernels.ErrUnsupported)
+	}
 	name := "qmatmul_mma_"
 	grid, blk, smem := dim3{x: ceilDiv(d.N, qmmTile), y: ceilDiv(d.M, qmmTile)}, dim3{x: qmmMMAThreads}, qmmMMASmem
-	switch b.chooseQMatMul(d, l.a, l.b) {
+	var opA, opB any = l.a, l.b // the operands: addresses, or the Hopper kernel's tensor maps
+	switch path {
 	case qmmGEMV:
 		name, grid, blk, smem = "qmatmul_gemv_", dim3{x: ceilDiv(d.N, qmmGEMVThreads/32)}, dim3{x: qmmGEMVThreads}, 0
 	case qmmTC:
 		name, blk, smem = "qmatmul_tc_", dim3{x: qmmTCThreads}, qmmTCSmem
-	}
-	if grid.y > maxGridY {
-		return fmt.Errorf("%d rows (M) are over the %d one launch takes: %w", d.M, qmmTile*maxGridY, kernels.ErrUnsupported)
+	case qmmSM90:
+		tmA, tmB, err := b.qmmSM90Maps(l)
+		if err != nil {
+			return err
+		}
+		name, opA, opB = "qmatmul_sm90_", tmA, tmB
+		grid, blk, smem = dim3{x: ceilDiv(d.M, qmmSM90TileM) * ceilDiv(d.N, qmmSM90TileN)}, dim3{x: qmmSM90Threads}, qmmSM90Smem
 	}
 	return b.launch(name+l.dt.String(), grid, blk, smem,
-		l.c, l.a, l.b, l.aScale, l.bScale, l.bias, l.outScale, l.res,
+		l.c, opA, opB, l.aScale, l.bScale, l.bias, l.outScale, l.res,
 		int32(d.M), int32(d.N), int32(d.K), int32(l.ldc), int32(boolInt(d.ARowScale)), int32(boolInt(d.BRowScale)), int32(l.act))
+}
+
+// tensorMapSpec is the arguments of one encodeTensorMap call.
+type tensorMapSpec struct {
+	base          devptr
+	dims, strides []uint64
+	box           []uint32
+}
+
+// qmmSM90Specs returns the tensor maps of qmatmul_sm90_T for l: a [m, k]
+// and b [n, k] as 2-D byte tensors, K innermost, read in boxes of 128
+// bytes of K by 128 rows of a and 256 rows of b, with the 128-byte swizzle
+// (kernels/cuda/qmatmul_sm90.cu).
+func qmmSM90Specs(l qmmLaunch) (a, b tensorMapSpec) {
+	k := uint64(l.k)
+	a = tensorMapSpec{l.a, []uint64{k, uint64(l.m)}, []uint64{k}, []uint32{qmmSM90TileK, qmmSM90TileM}}
+	b = tensorMapSpec{l.b, []uint64{k, uint64(l.n)}, []uint64{k}, []uint32{qmmSM90TileK, qmmSM90TileN}}
+	return a, b
+}
+
+// qmmSM90Maps encodes qmmSM90Specs's tensor maps for l.
+func (b *Backend) qmmSM90Maps(l qmmLaunch) (tmA, tmB tensorMap, err error) {
+	sa, sb := qmmSM90Specs(l)
+	var errA, errB error
+	err = b.call("cuTensorMapEncodeTiled", func() {
+		tmA, errA = encodeTensorMap(sa.base, kernels.I8, sa.dims, sa.strides, sa.box, true)
+		tmB, errB = encodeTensorMap(sb.base, kernels.I8, sb.dims, sb.strides, sb.box, true)
+	})
+	switch {
+	case err != nil:
+		return tmA, tmB, err
+	case errA != nil:
+		return tmA, tmB, errA
+	}
+	return tmA, tmB, errB
 }
 
 // quantLaunch returns the grid and block of quantize_T and dequantize_T

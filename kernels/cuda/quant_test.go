@@ -23,8 +23,9 @@ type qmmCase struct {
 }
 
 // qmmCases take every path of QMatMul: few rows (the GEMV kernel), K a
-// multiple of 16 (tensor cores with cp.async from compute capability 8.0)
-// and other K (a multiple of 4, odd), with edges in M and N.
+// multiple of 16 (tensor cores with cp.async from compute capability 8.0,
+// and wgmma with TMA on 9.0 from a whole 128×256 tile and 128 of K on)
+// and other K (a multiple of 4, odd), with edges in M, N and K.
 var qmmCases = []qmmCase{
 	{name: "decode", lead: []int{1}, n: 67, k: 132},
 	{name: "decode-8", lead: []int{2, 4}, n: 96, k: 768},
@@ -33,6 +34,7 @@ var qmmCases = []qmmCase{
 	{name: "k4", lead: []int{37}, n: 64, k: 1028},
 	{name: "k-odd", lead: []int{3, 7}, n: 9, k: 37},
 	{name: "rows-9", lead: []int{9}, n: 5, k: 12},
+	{name: "hopper", lead: []int{2, 96}, n: 320, k: 400},
 }
 
 // run calls QMatMul for the case with out of dtype dt and the epilogue
@@ -100,6 +102,9 @@ func quantMust(major int) []string {
 		if major >= 8 {
 			names = append(names, "qmatmul_tc_"+s)
 		}
+		if major == 9 {
+			names = append(names, "qmatmul_sm90_"+s)
+		}
 	}
 	return names
 }
@@ -119,6 +124,7 @@ func TestQMatMulPaths(t *testing.T) {
 		"k4":         {"qmatmul_mma", "qmatmul_mma", "qmatmul_mma"},
 		"k-odd":      {"qmatmul_mma", "qmatmul_mma", "qmatmul_mma"},
 		"rows-9":     {"qmatmul_mma", "qmatmul_mma", "qmatmul_mma"},
+		"hopper":     {"qmatmul_mma", "qmatmul_tc", "qmatmul_sm90"},
 	}
 	for i, cc := range [][2]int{{7, 5}, {8, 0}, {9, 0}} {
 		for _, dt := range qmmOuts {
@@ -140,6 +146,12 @@ func TestQMatMulPaths(t *testing.T) {
 						assert.Equal(t, dim3{ceilDiv(c.n, 128), ceilDiv(m, 128), 1}, r.grid)
 						assert.Equal(t, dim3{128, 1, 1}, r.block)
 						assert.Equal(t, qmmTCSmem, r.smem)
+					case "qmatmul_sm90":
+						assert.Equal(t, dim3{ceilDiv(m, 128) * ceilDiv(c.n, 256), 1, 1}, r.grid)
+						assert.Equal(t, dim3{384, 1, 1}, r.block)
+						assert.Equal(t, qmmSM90Smem, r.smem)
+						assert.IsType(t, tensorMap{}, r.args[1], "a's tensor map")
+						assert.IsType(t, tensorMap{}, r.args[2], "b's tensor map")
 					default:
 						assert.Equal(t, dim3{ceilDiv(c.n, 128), ceilDiv(m, 128), 1}, r.grid)
 						assert.Equal(t, dim3{256, 1, 1}, r.block)
@@ -170,10 +182,12 @@ func TestQMatMulPaths(t *testing.T) {
 }
 
 // TestChooseQMatMul checks the rules of chooseQMatMul beyond qmmCases:
-// the GEMV row limit and the tensor cores' alignment.
+// the GEMV row limit, the tensor cores' alignment, and the Hopper kernel's
+// sizes, alignment and compute capability.
 func TestChooseQMatMul(t *testing.T) {
 	var recs []launchRec
 	ampere, turing := dryRun(8, 0, &recs), dryRun(7, 5, &recs)
+	hopper, blackwell := dryRun(9, 0, &recs), dryRun(10, 0, &recs)
 	for _, c := range []struct {
 		b       *Backend
 		m, n, k int
@@ -190,6 +204,18 @@ func TestChooseQMatMul(t *testing.T) {
 		{ampere, 512, 768, 3072, 256, 520, qmmMMA, "b not 16-byte aligned"},
 		{turing, 512, 768, 3072, 256, 512, qmmMMA, "compute capability 7.5"},
 		{turing, 1, 768, 3072, 256, 512, qmmGEMV, "one row on 7.5"},
+		{hopper, 512, 768, 3072, 256, 512, qmmSM90, "9.0, aligned, K a multiple of 16"},
+		{hopper, 128, 256, 128, 256, 512, qmmSM90, "9.0, one tile, one stage"},
+		{hopper, 127, 4096, 4096, 256, 512, qmmTC, "9.0, less than a tile of rows"},
+		{hopper, 4096, 255, 4096, 256, 512, qmmTC, "9.0, less than a tile of columns"},
+		{hopper, 4096, 4096, 112, 256, 512, qmmTC, "9.0, less than a stage of K"},
+		{hopper, 512, 768, 3088, 256, 512, qmmSM90, "9.0, K a multiple of 16, not of 128"},
+		{hopper, 512, 768, 3076, 256, 512, qmmMMA, "9.0, K a multiple of 4"},
+		{hopper, 512, 768, 3072, 264, 512, qmmMMA, "9.0, a 8-byte aligned"},
+		{hopper, 512, 768, 3072, 256, 520, qmmMMA, "9.0, b 8-byte aligned"},
+		{hopper, 8, 4096, 4096, 256, 512, qmmGEMV, "9.0, 8 rows"},
+		{hopper, 512, sm90MaxDim + 1, 128, 256, 512, qmmTC, "9.0, N past sm90MaxDim"},
+		{blackwell, 512, 768, 3072, 256, 512, qmmTC, "10.0 has no sm_90a image"},
 	} {
 		d := kernels.QMatMulDims{M: c.m, N: c.n, K: c.k}
 		assert.Equal(t, c.want, c.b.chooseQMatMul(d, c.a, c.w), c.about)
