@@ -247,10 +247,7 @@ func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
 	if err != nil {
 		return rep, err
 	}
-	cal.NewObserver = func() quant.Observer {
-		o, _ := quant.New(j.method, j.opt) // checked by the caller
-		return o
-	}
+	cal.NewObserver = j.newObserver
 	if err := os.MkdirAll(j.out, 0o755); err != nil {
 		return rep, fmt.Errorf("--out: %w", err)
 	}
@@ -274,10 +271,7 @@ func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
 		return rep, err
 	}
 	rep = newQuantizeReport(j, "bert", layers, elapsed, "f32")
-	rep.Method, rep.Batches, rep.Batch, rep.Seq = j.method, len(cal.Batches), cal.Batch, cal.Seq
-	if strings.HasPrefix(j.method, "percentile") {
-		rep.Percentile = cmp.Or(j.opt.Percentile, quant.DefaultPercentile)
-	}
+	rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Percentile = j.method, len(cal.Batches), cal.Batch, cal.Seq, j.percentile()
 	for _, o := range []struct {
 		name     string
 		ref, got []float32
@@ -311,6 +305,31 @@ func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
 	}
 	raw["quantization_config"] = qc
 	return rep, writeQuantized(j.out, tensors, raw, rep)
+}
+
+// newObserver returns a fresh observer of j's calibration method (which
+// runQuantize has checked).
+func (j quantizeJob) newObserver() quant.Observer {
+	o, _ := quant.New(j.method, j.opt)
+	return o
+}
+
+// percentile is the report's percentile: j's, or the default, for the
+// percentile methods; 0 for the others.
+func (j quantizeJob) percentile() float64 {
+	if !strings.HasPrefix(j.method, "percentile") {
+		return 0
+	}
+	return cmp.Or(j.opt.Percentile, quant.DefaultPercentile)
+}
+
+// logitsError is a model's logits' error against the float model's.
+func logitsError(ref, got []float32) ([]outputError, error) {
+	rel, err := quant.RelL2(ref, got)
+	if err != nil {
+		return nil, fmt.Errorf("logits: %w", err)
+	}
+	return []outputError{{"logits", rel}}, nil
 }
 
 // newQuantizeReport starts the report of a model quantized by j.

@@ -64,11 +64,9 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 	if j.scheme == quant.W4A16 || j.scheme == quant.NF4 {
 		rep.Group = j.group
 	}
-	rel, err := quant.RelL2(ref, got)
-	if err != nil {
-		return rep, fmt.Errorf("logits: %w", err)
+	if rep.Outputs, err = logitsError(ref, got); err != nil {
+		return rep, err
 	}
-	rep.Outputs = []outputError{{"logits", rel}}
 	tensors, err := m.QuantizedTensors()
 	if err != nil {
 		return rep, err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,10 +32,7 @@ func quantizeResNet(j quantizeJob, model string) (rep quantizeReport, err error)
 	if err != nil {
 		return rep, err
 	}
-	cal.NewObserver = func() quant.Observer {
-		o, _ := quant.New(j.method, j.opt) // checked by the caller
-		return o
-	}
+	cal.NewObserver = j.newObserver
 	if err := os.MkdirAll(j.out, 0o755); err != nil {
 		return rep, fmt.Errorf("--out: %w", err)
 	}
@@ -61,14 +57,10 @@ func quantizeResNet(j quantizeJob, model string) (rep quantizeReport, err error)
 	}
 	rep = newQuantizeReport(j, model, layers, elapsed, "f32")
 	rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Width = j.method, len(cal.Batches), cal.Batch, cal.Height, cal.Width
-	if strings.HasPrefix(j.method, "percentile") {
-		rep.Percentile = cmp.Or(j.opt.Percentile, quant.DefaultPercentile)
+	rep.Percentile = j.percentile()
+	if rep.Outputs, err = logitsError(ref, got); err != nil {
+		return rep, err
 	}
-	rel, err := quant.RelL2(ref, got)
-	if err != nil {
-		return rep, fmt.Errorf("logits: %w", err)
-	}
-	rep.Outputs = []outputError{{"logits", rel}}
 	tensors, err := m.QuantizedTensors()
 	if err != nil {
 		return rep, err

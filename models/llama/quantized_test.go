@@ -219,7 +219,7 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 		want    string
 	}{
 		{"shape", edit(q+".weight_shape", func(t *safetensors.Tensor) { t.Data[0] = 63 }), spec, q + ".weight_shape is [63 64]"},
-		{"packed dtype", edit(q+".weight_packed", func(t *safetensors.Tensor) { t.DType = "F32" }), spec, "dtype F32, want I32"},
+		{"packed dtype", edit(q+".weight_packed", func(t *safetensors.Tensor) { t.DType = "F32" }), spec, "dtype F32; want I32"},
 		{"scale", edit(q+".weight_scale", func(t *safetensors.Tensor) { t.Data[3] = 0xff }), spec, q + ".weight_scale[0] = NaN"},
 		{"missing", slices.DeleteFunc(slices.Clone(good), func(t safetensors.Tensor) bool { return t.Name == q+".weight_packed" }), spec, q + ".weight_packed"},
 		{"extra", append(slices.Clone(good), safetensors.Tensor{Name: q + ".weight_zero_point", DType: "I32", Shape: []int{1}, Data: make([]byte, 4)}), spec, "weight_zero_point\" is not used"},

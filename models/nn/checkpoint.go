@@ -171,41 +171,40 @@ func (c *Checkpoint) Int8Values(p Param) ([]float32, error) {
 // codes and index tensors: it must have p's shape and one of dtypes
 // (safetensors names, "I32", "I64", ...). It is marked used.
 func (c *Checkpoint) Tensor(p Param, dtypes ...string) (safetensors.Tensor, error) {
+	t, _, err := c.lookup(p, func(dt string) bool { return slices.Contains(dtypes, dt) }, "want "+strings.Join(dtypes, " or "))
+	return t, err
+}
+
+// lookup returns p's tensor and its file, requiring p's shape and a dtype
+// that ok accepts (want says which, in the error), and marks it used.
+func (c *Checkpoint) lookup(p Param, ok func(dtype string) bool, want string) (safetensors.Tensor, *safetensors.File, error) {
 	t, f, err := c.find(p.Name)
 	if err != nil {
-		return t, err
+		return t, f, err
 	}
 	if !slices.Equal(t.Shape, p.Shape) {
-		return t, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
+		return t, f, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
 			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
 	}
-	if !slices.Contains(dtypes, t.DType) {
-		return t, c.names.errorf("%s: tensor %q has dtype %s, want %s: %w", fileName(f), t.Name, t.DType, strings.Join(dtypes, " or "), ErrWeights)
+	if !ok(t.DType) {
+		return t, f, c.names.errorf("%s: tensor %q has dtype %s; %s: %w", fileName(f), t.Name, t.DType, want, ErrWeights)
 	}
 	c.used[t.Name] = true
-	return t, nil
+	return t, f, nil
 }
 
 // values reads p's tensor widened to float32, requiring p's shape and a
 // dtype that ok accepts (want says which, in the error), and marks it
 // used.
 func (c *Checkpoint) values(p Param, ok func(dtype string) bool, want string) ([]float32, error) {
-	t, f, err := c.find(p.Name)
+	t, f, err := c.lookup(p, ok, want)
 	if err != nil {
 		return nil, err
-	}
-	if !slices.Equal(t.Shape, p.Shape) {
-		return nil, c.names.errorf("%s: tensor %q has shape %v, the config wants %v: %w",
-			fileName(f), t.Name, t.Shape, p.Shape, ErrWeights)
-	}
-	if !ok(t.DType) {
-		return nil, c.names.errorf("%s: tensor %q has dtype %s; %s: %w", fileName(f), t.Name, t.DType, want, ErrWeights)
 	}
 	v, err := t.Float32()
 	if err != nil {
 		return nil, c.names.errorf("%s: %w", fileName(f), err)
 	}
-	c.used[t.Name] = true
 	return v, nil
 }
 

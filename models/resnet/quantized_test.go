@@ -247,11 +247,11 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 		{name: "float weight", tensors: edit("layer4.1.conv2.weight", func(x *safetensors.Tensor) bool {
 			*x = f32Tensor(x.Name, make([]float32, len(x.Data)), x.Shape...)
 			return true
-		}), sentinel: nn.ErrWeights, want: `"layer4.1.conv2.weight" has dtype F32, want I8`},
+		}), sentinel: nn.ErrWeights, want: `"layer4.1.conv2.weight" has dtype F32; want I8`},
 		{name: "float stem", tensors: edit("conv1.weight", func(x *safetensors.Tensor) bool {
 			*x = f32Tensor(x.Name, make([]float32, len(x.Data)), x.Shape...)
 			return true
-		}), sentinel: nn.ErrWeights, want: `"conv1.weight" has dtype F32, want I8`},
+		}), sentinel: nn.ErrWeights, want: `"conv1.weight" has dtype F32; want I8`},
 		{name: "zero scale", tensors: edit("layer2.1.conv1.weight_scale", setF32(3, 0)),
 			sentinel: nn.ErrWeights, want: "layer2.1.conv1.weight_scale[3] = 0, want a finite positive scale"},
 		{name: "nan input scale", tensors: edit("fc.input_scale", setF32(0, float32(math.NaN()))),
