@@ -20,6 +20,7 @@ import (
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
+	"github.com/zbench/zbench/zbench/compare"
 )
 
 // Files written by testdata/reference/bert.py (make golden).
@@ -441,6 +442,50 @@ func BenchmarkBERT(b *testing.B) {
 			}
 		}
 		benchBERTInt8(b, dev, golden)
+		benchBERTFP8(b, dev, golden)
+	}
+}
+
+// benchBERTFP8 is BenchmarkBERT's dtype=fp8: the model of
+// bert.Model.QuantizeFP8 (E4M3 linears, weights per output channel and
+// inputs per token; float32 around them, the attention core in float16 on
+// GPUs) at the int8 shapes on devices with kernels.FP8, not in -short
+// mode. On CPUs FP8 is an emulation (codes widened to float32), run at
+// the first shape only: its time is not FP8's speed, its rel-err is FP8's
+// accuracy.
+func benchBERTFP8(b *testing.B, dev kernels.Backend, golden *bertCase) {
+	if _, ok := dev.(kernels.FP8); !ok || testing.Short() {
+		return
+	}
+	shapes := bertShapes(dev)
+	if dev.Info().Kind != kernels.GPU {
+		shapes = shapes[:1]
+	}
+	var m *bert.Model
+	defer func() {
+		if m != nil {
+			if err := m.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}()
+	for _, s := range shapes {
+		b.Run(fmt.Sprintf("dev=%s/dtype=fp8/batch=%d/seq=%d", dev.Name(), s[0], s[1]), func(b *testing.B) {
+			if m == nil {
+				prec := nn.F32
+				if dev.Info().Kind == kernels.GPU {
+					prec = nn.Mixed
+				}
+				var err error
+				if m, err = bert.Load(dev, bert.Base(), bert.Synthetic(bertSeed), prec); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.QuantizeFP8(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			bertBench(b, m, golden, s[0], s[1], kernels.E4M3, compare.BenchTolerance("BenchmarkBERT", "fp8"))
+		})
 	}
 }
 

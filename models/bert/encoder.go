@@ -55,8 +55,9 @@ type layerBufs struct {
 
 	// Int8 linears (inference of a quantized model): xqH and xqI hold
 	// an input quantized, [N, H] and [N, I], and sum a product that a
-	// residual is then added to, [N, H].
-	xqH, xqI, sum *kernels.Tensor
+	// residual is then added to, [N, H]. For FP8 linears xqH and xqI
+	// are E4M3 and xInv holds the tokens' inverse scales, F32 [N].
+	xqH, xqI, sum, xInv *kernels.Tensor
 	// observe, when set (calibration), is called with each site's input
 	// before the linears read it.
 	observe func(s site, x *kernels.Tensor) error
@@ -64,7 +65,8 @@ type layerBufs struct {
 
 // input hands the input x of site s to the observer, if any, and returns
 // it quantized with the site's static scale when the layer's linears are
-// int8 (lin is one of them), or x itself.
+// int8 (lin is one of them), cast to E4M3 per token when they are FP8, or
+// x itself.
 func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin linear) (*kernels.Tensor, error) {
 	if b.observe != nil {
 		if err := b.observe(s, x); err != nil {
@@ -78,6 +80,9 @@ func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin lin
 	if s == siteFFNOut {
 		xq = b.xqI
 	}
+	if lin.q.fp8 {
+		return xq, be.(kernels.FP8).CastFP8Rows(xq, b.xInv, x)
+	}
 	if err := be.(kernels.Quant).Quantize(xq, lin.q.inScale, x, false); err != nil {
 		return nil, err
 	}
@@ -85,8 +90,8 @@ func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin lin
 }
 
 // project sets out = act(x·wᵀ + b) through lin, with x from input: a float
-// MatMul, or for an int8 linear the int8 product of the quantized x,
-// rescaled. With res set, out = x·wᵀ + b + res instead (out may be res).
+// MatMul, or for an int8 (FP8) linear the int8 (FP8) product of the
+// quantized x, rescaled. With res set, out = x·wᵀ + b + res instead (out may be res).
 func (b *layerBufs) project(be kernels.Backend, out, x *kernels.Tensor, lin linear, act kernels.Activation, res *kernels.Tensor) error {
 	if lin.q == nil {
 		if res != nil {
@@ -99,7 +104,13 @@ func (b *layerBufs) project(be kernels.Backend, out, x *kernels.Tensor, lin line
 		dst = b.sum
 	}
 	q := lin.q
-	if err := be.(kernels.Quant).QMatMul(dst, x, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b, Act: act}); err != nil {
+	var err error
+	if q.fp8 {
+		err = be.(kernels.FP8).FP8MatMul(dst, x, q.w, kernels.FP8MatMulParams{AScaleInv: b.xInv, BScaleInv: q.wScale, Bias: q.b, Act: act})
+	} else {
+		err = be.(kernels.Quant).QMatMul(dst, x, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b, Act: act})
+	}
+	if err != nil {
 		return err
 	}
 	if res != nil {

@@ -125,7 +125,12 @@ func (f *Forward) alloc() error {
 	x2, h2 := a.View(f.x, N, H), a.View(e.sum, N, H)
 	l := layerBufs{x: x2, out: x2, r1: x2, h1: h2, r2: h2, f: a.Tensor(dt, N, cfg.IntermediateSize)}
 	if f.m.Quantized() {
-		l.xqH, l.xqI, l.sum = a.Tensor(kernels.I8, N, H), a.Tensor(kernels.I8, N, cfg.IntermediateSize), a.Tensor(dt, N, H)
+		codes := kernels.I8
+		if f.m.FP8() {
+			codes = kernels.E4M3
+			l.xInv = a.Tensor(kernels.F32, N)
+		}
+		l.xqH, l.xqI, l.sum = a.Tensor(codes, N, H), a.Tensor(codes, N, cfg.IntermediateSize), a.Tensor(dt, N, H)
 	}
 	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
 		{&l.q, &l.q4, &l.qc, &l.qh}, {&l.k, &l.k4, &l.kc, &l.kh}, {&l.v, &l.v4, &l.vc, &l.vh}, {&l.a, &l.a4, &l.ac, &l.ah},

@@ -41,9 +41,101 @@ var siteLinears = [numSites][]string{
 }
 
 // qlinear is a linear layer in int8: w [out, in] with a scale per output
-// channel, the static scale of its input, and the bias in float32.
+// channel, the static scale of its input, and the bias in float32; or in
+// FP8 (fp8 set): w E4M3 with the inverse scale of each output channel as
+// wScale, the input cast per token (no inScale).
 type qlinear struct {
 	w, wScale, inScale, b *kernels.Tensor
+	fp8                   bool
+}
+
+// FP8 reports whether the model's linears are FP8 (QuantizeFP8).
+func (m *Model) FP8() bool { return m.Quantized() && m.w.layers[0].q.q.fp8 }
+
+// QuantizeFP8 converts every linear layer of the encoder (the pooler
+// stays in floating point) to FP8: E4M3 weights with one scale per output
+// channel (each row's current scale, cast on the device by kernels.FP8's
+// CastFP8Rows) and the bias in float32; the forward passes then cast each
+// layer's input to E4M3 per token and multiply in FP8 with float32 sums.
+// No calibration: the scales are current. It returns each layer's report
+// (the weight's error and bytes). The backend must implement kernels.FP8;
+// the model has no checkpoint layout in this form.
+func (m *Model) QuantizeFP8() ([]LinearReport, error) {
+	if m.Quantized() {
+		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
+	}
+	fo, ok := m.be.(kernels.FP8)
+	if !ok {
+		return nil, fmt.Errorf("bert: the %s backend has no FP8 ops (kernels.FP8): %w", m.be.Name(), kernels.ErrUnsupported)
+	}
+	var reports []LinearReport
+	for i := range m.w.layers {
+		l := &m.w.layers[i]
+		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
+		for s := range numSites {
+			for j, lin := range lins[s] {
+				r, err := m.quantizeFP8Linear(fo, lin, layerParam(i, siteLinears[s][j]))
+				if err != nil {
+					return nil, err
+				}
+				reports = append(reports, r)
+			}
+		}
+	}
+	return reports, nil
+}
+
+// quantizeFP8Linear casts lin's weight to E4M3 per output channel on the
+// device and its bias to float32, and reports the weight's error.
+func (m *Model) quantizeFP8Linear(fo kernels.FP8, lin *linear, name string) (LinearReport, error) {
+	r := LinearReport{Name: name}
+	shape := lin.w.Shape()
+	out, in := shape[0], shape[1]
+	q := &qlinear{fp8: true}
+	var err error
+	if q.w, err = m.params.Alloc(name+".weight", kernels.E4M3, out, in); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	if err := fo.CastFP8Rows(q.w, q.wScale, lin.w); err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	w, err := kernels.ToFloat32(lin.w)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	deq, err := kernels.ToFloat32(q.w)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	inv, err := kernels.ToFloat32(q.wScale)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	for i := range deq {
+		deq[i] *= inv[i/in]
+	}
+	e, err := quant.Measure(w, deq)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	bias, err := kernels.ToFloat32(lin.b)
+	if err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, out); err != nil {
+		return r, fmt.Errorf("bert: %w", err)
+	}
+	if err := errors.Join(m.params.Release(lin.w), m.params.Release(lin.b)); err != nil {
+		return r, fmt.Errorf("bert: %s: %w", name, err)
+	}
+	*lin = linear{q: q}
+	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
+	r.Bytes = q.w.Bytes() + q.wScale.Bytes() + q.b.Bytes()
+	r.F32Bytes, r.F16Bytes = int64(out*in*4+out*4), int64(out*in*2+out*2)
+	return r, nil
 }
 
 // Calibration is what Model.Quantize calibrates the inputs' scales with.

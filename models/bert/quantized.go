@@ -159,6 +159,9 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	if !m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is not quantized: %w", ErrInput)
 	}
+	if m.FP8() {
+		return nil, fmt.Errorf("bert: the model's FP8 linears have no checkpoint layout here: %w", kernels.ErrUnsupported)
+	}
 	quantized := map[string]bool{}
 	for _, n := range m.Config.quantizedLinears() {
 		quantized[n+".weight"], quantized[n+".bias"] = true, true

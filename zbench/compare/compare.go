@@ -154,8 +154,8 @@ func DefaultTolerance(dtype string) float64 {
 	return kernels.Tolerance(dt)
 }
 
-// DeepModels are the benchmark name parts (key=value) of models deep
-// enough that rounding accumulates past the dtype's kernel tolerance,
+// DeepModels are the benchmark name parts (the benchmark, or key=value)
+// of models deep enough that rounding accumulates past the dtype's kernel tolerance,
 // with the tolerance of each dtype that does. TinyLlama-1.1B rounds its
 // residual stream to bfloat16 44 times: PyTorch's own bfloat16 model is
 // 4.8e-2 off the float64 reference (zbench's 4.1e-2), against the
@@ -173,8 +173,12 @@ func DefaultTolerance(dtype string) float64 {
 // the 2-layer goldens stay within 1e-2. In FP8 (E4M3 weights per channel
 // and inputs per token, llama.Model.QuantizeFP8) it is 3.8e-1 off: E4M3's
 // three mantissa bits leave about four times int8's error at every depth
-// (the 2-layer test model: 4.3e-2 against 1e-2).
+// (the 2-layer test model: 4.3e-2 against 1e-2). BERT-base in FP8
+// (bert.Model.QuantizeFP8) is 1.1e-1 off the float64 reference, 3.5 times
+// its static int8's 3.2e-2, E4M3's 31 dB per input against int8's 40
+// over twelve layers.
 var DeepModels = map[string]map[string]float64{
+	"BenchmarkBERT":   {"fp8": 1.5e-1},
 	"model=tinyllama": {"bf16": 8e-2, "int8": 1.5e-1, "fp8": 5e-1},
 	"model=resnet101": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
 	"model=resnet152": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
