@@ -24,7 +24,7 @@ import (
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
+const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4|fp8] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
 
 const quantizeDoc = `
 Quantize converts a model to int8 (or int4) by post-training quantization
@@ -48,8 +48,10 @@ optionally attention_mask and token_type_ids) as for 'zbench infer', taken
 --model llama quantizes the linear modules of every decoder layer, with
 no calibration: --scheme w8a8 (int8 weights per output channel, inputs
 quantized per token as the model runs), w8a16 (weight-only int8 per
-output channel), w4a16 (weight-only int4 in groups of --group values) or
-nf4 (bitsandbytes' 4-bit NormalFloat in blocks of --group values).
+output channel), w4a16 (weight-only int4 in groups of --group values),
+nf4 (bitsandbytes' 4-bit NormalFloat in blocks of --group values) or fp8
+(E4M3 weights per output channel, inputs cast to E4M3 per token as the
+model runs: llm-compressor's FP8_DYNAMIC).
 The embeddings, norms and lm_head stay in floating point (--dtype: auto is
 the config's torch_dtype). --calib (default synthetic: --seq seeded ids)
 gives only the evaluation batch (input_ids, and attention_mask, as for
@@ -76,7 +78,8 @@ layout that vLLM and llm-compressor read: for w8a8 each quantized Linear X
 as X.weight I8, X.weight_scale F32 [out, 1] and, for static inputs,
 X.input_scale F32 [1] ("int-quantized"); for w8a16 and w4a16 X.weight_packed
 I32 (codes packed from the low bits up), X.weight_scale and X.weight_shape
-("pack-quantized"); for nf4 bitsandbytes' layout, which Hugging Face
+("pack-quantized"); for fp8 X.weight F8_E4M3 and X.weight_scale
+("float-quantized"); for nf4 bitsandbytes' layout, which Hugging Face
 transformers reads (X.weight U8, X.weight.absmax, X.weight.quant_map,
 X.weight.quant_state.bitsandbytes__nf4); and config.json's
 quantization_config. Beside them,
@@ -194,7 +197,7 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	if len(set) > 0 {
 		return usageErrorf("%s: not used by --model %s --scheme %s", strings.Join(set, ", "), *model, sch)
 	}
-	if *model != "llama" && sch != quant.W8A8 {
+	if *model != "llama" && sch != quant.W8A8 { // BERT's and ResNets' FP8 have no checkpoint layout
 		return usageErrorf("--scheme %s: %s is quantized in w8a8 with static input scales", sch, *model)
 	}
 	if *group == 0 {
@@ -500,7 +503,7 @@ func writeQuantized(dir string, tensors []safetensors.Tensor, raw map[string]jso
 		return err
 	}
 	layout := map[quant.Scheme]string{quant.W8A8: "compressed-tensors int-quantized", quant.W8A16: "compressed-tensors pack-quantized",
-		quant.W4A16: "compressed-tensors pack-quantized", quant.NF4: "bitsandbytes"}[quant.Scheme(rep.Scheme)]
+		quant.W4A16: "compressed-tensors pack-quantized", quant.FP8: "compressed-tensors float-quantized", quant.NF4: "bitsandbytes"}[quant.Scheme(rep.Scheme)]
 	if err := ckpt.commit(tensors, map[string]string{"format": "pt", "quantization": layout + " " + rep.Scheme}); err != nil {
 		return err
 	}

@@ -48,6 +48,8 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 	var layers []quant.LinearReport
 	if f, ok := j.scheme.WeightOnly(); ok {
 		layers, err = m.QuantizeWeights(f, j.group)
+	} else if j.scheme == quant.FP8 {
+		layers, err = m.QuantizeFP8()
 	} else {
 		layers, err = m.Quantize()
 	}

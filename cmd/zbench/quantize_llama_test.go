@@ -24,7 +24,7 @@ func TestQuantizeLlama(t *testing.T) {
 	for _, tc := range []struct {
 		scheme string
 		tol    float64
-	}{{"w8a8", 5e-2}, {"w8a16", 2e-2}} {
+	}{{"w8a8", 5e-2}, {"w8a16", 2e-2}, {"fp8", 8e-2}} {
 		t.Run(tc.scheme, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), tc.scheme)
 			var stdout bytes.Buffer

@@ -325,6 +325,7 @@ func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 			reports = append(reports, r)
 		}
 	}
+	m.Config.Quant = &quant.Spec{Scheme: quant.FP8, Dynamic: true, Ignore: QuantIgnored()}
 	return reports, nil
 }
 

@@ -28,6 +28,9 @@ import (
 //     are packed from the low bits up, each offset to unsigned (code+128,
 //     code+8), which for int4 is kernels.WInt4's own byte layout.
 //
+//   - fp8, dynamic per-token inputs ("float-quantized", llm-compressor's
+//     FP8_DYNAMIC): X.weight F8_E4M3 [out, in] and X.weight_scale [out, 1],
+//     run as Model.QuantizeFP8's modules;
 //   - nf4: bitsandbytes' layout (quant.NF4), which Hugging Face
 //     transformers writes: X.weight U8 (high nibble first),
 //     X.weight.absmax, X.weight.quant_map and the quant_state JSON, run
@@ -45,8 +48,8 @@ var quantIgnored = []string{"lm_head"}
 func QuantIgnored() []string { return slices.Clone(quantIgnored) }
 
 // parseQuantization reads config.json's quantization_config, accepting
-// what Load runs: w8a8 with dynamic per-token inputs, w8a16, w4a16 in
-// groups of a multiple of 32, or bitsandbytes' nf4, with lm_head (and
+// what Load runs: w8a8 or fp8 with dynamic per-token inputs, w8a16, w4a16
+// in groups of a multiple of 32, or bitsandbytes' nf4, with lm_head (and
 // nothing else) left in floating point.
 func parseQuantization(raw json.RawMessage) (*quant.Spec, error) {
 	s, err := quant.ParseConfig("", raw)
@@ -113,7 +116,11 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 		return nil, fmt.Errorf("llama: the config is quantized (%s): its weights must come from its checkpoint: %w", spec.Scheme, ErrInput)
 	}
 	format, weightOnly := spec.Scheme.WeightOnly()
-	if _, ok := be.(kernels.Quant); !weightOnly && !ok {
+	fp8 := spec.Scheme == quant.FP8
+	if _, ok := be.(kernels.FP8); fp8 && !ok {
+		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no FP8 ops (kernels.FP8): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	}
+	if _, ok := be.(kernels.Quant); !weightOnly && !fp8 && !ok {
 		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no int8 ops (kernels.Quant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
 	}
 	if _, ok := be.(kernels.WeightQuant); weightOnly && !ok {
@@ -131,12 +138,14 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 		var lin linear
 		var err error
 		switch {
+		case fp8:
+			lin, err = loadCodes(s, ck, n, kernels.E4M3, out, in)
 		case spec.Scheme == quant.NF4:
 			lin, err = loadNF4(s, ck, n, out, in)
 		case weightOnly:
 			lin, err = loadWeightOnly(s, ck, n, format, spec.Group, out, in)
 		default:
-			lin, err = loadInt8(s, ck, n, out, in)
+			lin, err = loadCodes(s, ck, n, kernels.I8, out, in)
 		}
 		if err != nil {
 			return nil, err
@@ -221,13 +230,18 @@ func loadNF4(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear,
 	return linear{wo: qw}, err
 }
 
-// loadInt8 reads w8a8 module n [out, in].
-func loadInt8(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear, error) {
-	w, err := ck.Tensor(nn.Param{Name: n + ".weight", Shape: []int{out, in}}, "I8")
+// loadCodes reads module n [out, in] of a w8a8 (I8) or fp8 (E4M3)
+// checkpoint: its codes and the scale of each output channel.
+func loadCodes(s *nn.TensorSet, ck *nn.Checkpoint, n string, codes kernels.DType, out, in int) (linear, error) {
+	name, err := safetensors.DTypeName(codes)
 	if err != nil {
 		return linear{}, err
 	}
-	q, err := s.UploadBytes(n+".weight", kernels.I8, w.Data, out, in)
+	w, err := ck.Tensor(nn.Param{Name: n + ".weight", Shape: []int{out, in}}, name)
+	if err != nil {
+		return linear{}, err
+	}
+	q, err := s.UploadBytes(n+".weight", codes, w.Data, out, in)
 	if err != nil {
 		return linear{}, err
 	}
@@ -282,6 +296,7 @@ func (m *Model) setQuantized(lins map[string]linear) {
 			m.int8++
 		}
 	}
+	m.fp8 = m.Config.Quant.Scheme == quant.FP8
 	m.weightBits = 8
 	if f, ok := m.Config.Quant.Scheme.WeightOnly(); ok {
 		m.weightBits = f.Bits()
@@ -298,7 +313,7 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 		return nil, fmt.Errorf("llama: the model is not quantized: %w", ErrInput)
 	}
 	if m.Config.Quant == nil {
-		return nil, fmt.Errorf("llama: the model's FP8 modules have no checkpoint layout here: %w", kernels.ErrUnsupported)
+		return nil, fmt.Errorf("llama: the model's quantization has no checkpoint layout: %w", kernels.ErrUnsupported)
 	}
 	var out []safetensors.Tensor
 	add := func(name string, t *kernels.Tensor, shape ...int) ([]byte, error) {

@@ -33,6 +33,8 @@ var quantizedSchemes = []struct {
 		quant.Spec{Scheme: quant.W4A16, Group: 32, Ignore: []string{"lm_head"}}},
 	{"nf4", func(m *Model) error { _, err := m.QuantizeWeights(kernels.WNF4, 32); return err },
 		quant.Spec{Scheme: quant.NF4, Group: 32, Ignore: []string{"lm_head"}}},
+	{"fp8", func(m *Model) error { _, err := m.QuantizeFP8(); return err },
+		quant.Spec{Scheme: quant.FP8, Dynamic: true, Ignore: []string{"lm_head"}}},
 }
 
 // quantizedTestConfig has inputs of 64 and 96 values: groups of 32.
@@ -77,8 +79,8 @@ func TestQuantizedCheckpointRoundTrip(t *testing.T) {
 				}
 				q := "model.layers.1.mlp.down_proj"
 				switch c.want.Scheme {
-				case quant.W8A8:
-					assert.Equal(t, "I8", byName[q+".weight"].DType)
+				case quant.W8A8, quant.FP8:
+					assert.Equal(t, map[quant.Scheme]string{quant.W8A8: "I8", quant.FP8: "F8_E4M3"}[c.want.Scheme], byName[q+".weight"].DType)
 					assert.Equal(t, []int{64, 1}, byName[q+".weight_scale"].Shape)
 				case quant.NF4:
 					assert.Equal(t, "U8", byName[q+".weight"].DType)

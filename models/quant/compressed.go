@@ -33,8 +33,16 @@ const (
 	W4A16 Scheme = "w4a16"
 )
 
+// FP8 is FP8 E4M3 weights, one scale per output channel, and E4M3 inputs
+// with a scale per token computed as the model runs: llm-compressor's
+// FP8_DYNAMIC ("float-quantized": X.weight F8_E4M3 [out, in] and
+// X.weight_scale [out, 1], the inverse scale, x ≈ code·scale).
+const FP8 Scheme = "fp8"
+
 // Schemes lists the schemes checkpoints are written and read in.
-func Schemes() []string { return []string{string(W8A8), string(W8A16), string(W4A16), string(NF4)} }
+func Schemes() []string {
+	return []string{string(W8A8), string(W8A16), string(W4A16), string(NF4), string(FP8)}
+}
 
 // ParseScheme parses a --scheme value.
 func ParseScheme(s string) (Scheme, error) {
@@ -126,6 +134,7 @@ type Config struct {
 const (
 	formatInt    = "int-quantized"
 	formatPacked = "pack-quantized"
+	formatFloat  = "float-quantized"
 )
 
 // NewConfig returns the quantization_config of s: compressed-tensors'
@@ -153,6 +162,10 @@ func NewConfig(s Spec) any {
 		format = formatPacked
 		size := s.Group
 		g.Weights = &args{NumBits: 4, Type: "int", Symmetric: true, Strategy: "group", GroupSize: &size, Observer: "minmax"}
+	case FP8:
+		format = formatFloat
+		g.Weights = &args{NumBits: 8, Type: "float", Symmetric: true, Strategy: "channel", Observer: "minmax"}
+		g.InputActivations = &args{NumBits: 8, Type: "float", Symmetric: true, Strategy: "token", Dynamic: true}
 	}
 	return Config{
 		QuantMethod:        "compressed-tensors",
@@ -187,8 +200,8 @@ func ParseConfig(name string, raw json.RawMessage) (Spec, error) {
 		return parseBNB(raw, bad)
 	case c.QuantMethod != "compressed-tensors":
 		return Spec{}, bad("quant_method", c.QuantMethod, "compressed-tensors or bitsandbytes")
-	case c.Format != formatInt && c.Format != formatPacked:
-		return Spec{}, bad("format", c.Format, formatInt+" or "+formatPacked)
+	case c.Format != formatInt && c.Format != formatPacked && c.Format != formatFloat:
+		return Spec{}, bad("format", c.Format, formatInt+", "+formatPacked+" or "+formatFloat)
 	case c.QuantizationStatus != "compressed":
 		return Spec{}, bad("quantization_status", c.QuantizationStatus, "compressed")
 	case len(c.ConfigGroups) != 1:
@@ -222,6 +235,9 @@ func parseGroup(format, field string, g group, bad func(field string, got any, w
 		return Spec{}, bad(field+".output_activations", "set", "null")
 	}
 	w, in := g.Weights, g.InputActivations
+	if format == formatFloat {
+		return parseFloatGroup(field, w, in, bad)
+	}
 	f := field + ".weights"
 	switch {
 	case w == nil:
@@ -287,4 +303,34 @@ func parseGroup(format, field string, g group, bad func(field string, got any, w
 	}
 	s.Dynamic = in.Dynamic
 	return s, nil
+}
+
+// parseFloatGroup reads the weights and inputs of a "float-quantized"
+// group: FP8 weights per channel and FP8 inputs per token, dynamic (FP8).
+func parseFloatGroup(field string, w, in *args, bad func(field string, got any, want string) error) (Spec, error) {
+	for _, a := range []struct {
+		name     string
+		a        *args
+		strategy string
+		dynamic  bool
+	}{{".weights", w, "channel", false}, {".input_activations", in, "token", true}} {
+		f := field + a.name
+		switch {
+		case a.a == nil:
+			return Spec{}, bad(f, "null", "8-bit float "+a.strategy)
+		case a.a.NumBits != 8 || a.a.Type != "float":
+			return Spec{}, bad(f, fmt.Sprintf("%d-bit %s", a.a.NumBits, a.a.Type), "8-bit float")
+		case !a.a.Symmetric:
+			return Spec{}, bad(f+".symmetric", false, "true")
+		case a.a.Strategy != a.strategy:
+			return Spec{}, bad(f+".strategy", a.a.Strategy, a.strategy)
+		case a.a.Dynamic != a.dynamic:
+			return Spec{}, bad(f+".dynamic", a.a.Dynamic, fmt.Sprint(a.dynamic))
+		case a.a.GroupSize != nil:
+			return Spec{}, bad(f+".group_size", *a.a.GroupSize, "null")
+		case a.a.Actorder != nil:
+			return Spec{}, bad(f+".actorder", *a.a.Actorder, "null")
+		}
+	}
+	return Spec{Scheme: FP8, Dynamic: true}, nil
 }

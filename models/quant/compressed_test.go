@@ -33,6 +33,9 @@ func TestConfigRoundTrip(t *testing.T) {
 			`{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`, `null`, ""},
 		{"w4a16", quant.Spec{Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}}, "pack-quantized",
 			`{"num_bits":4,"type":"int","symmetric":true,"strategy":"group","dynamic":false,"group_size":128,"observer":"minmax","actorder":null}`, `null`, ""},
+		{"fp8", quant.Spec{Scheme: quant.FP8, Dynamic: true, Ignore: []string{"lm_head"}}, "float-quantized",
+			`{"num_bits":8,"type":"float","symmetric":true,"strategy":"channel","dynamic":false,"group_size":null,"observer":"minmax","actorder":null}`,
+			`{"num_bits":8,"type":"float","symmetric":true,"strategy":"token","dynamic":true,"group_size":null,"actorder":null}`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,7 +90,13 @@ func TestParseConfigErrors(t *testing.T) {
 	cases := []struct{ name, json, want string }{
 		{"not an object", `[1]`, "quantization_config"},
 		{"method", `{"quant_method":"gptq"}`, "quant_method = gptq"},
-		{"format", `{"quant_method":"compressed-tensors","format":"float-quantized"}`, "format = float-quantized"},
+		{"format", `{"quant_method":"compressed-tensors","format":"nvfp4-pack-quantized"}`, "format = nvfp4-pack-quantized"},
+		{"fp8 static", `{"quant_method":"compressed-tensors","format":"float-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"float","symmetric":true,"strategy":"tensor"}}}}`, "input_activations.strategy = tensor"},
+		{"fp8 block", `{"quant_method":"compressed-tensors","format":"float-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"float","symmetric":true,"strategy":"block"},"input_activations":{"num_bits":8,"type":"float","symmetric":true,"strategy":"group","group_size":128,"dynamic":true}}}}`, "weights.strategy = block"},
+		{"fp8 int weights", `{"quant_method":"compressed-tensors","format":"float-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Linear"],
+			"weights":{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"},"input_activations":{"num_bits":8,"type":"float","symmetric":true,"strategy":"token","dynamic":true}}}}`, "weights = 8-bit int"},
 		{"status", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"frozen"}`, "quantization_status"},
 		{"groups", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{}}`, "config_groups"},
 		{"conv only", `{"quant_method":"compressed-tensors","format":"int-quantized","quantization_status":"compressed","config_groups":{"g":{"targets":["Conv2d"],
@@ -137,7 +146,7 @@ func FuzzParseConfig(f *testing.F) {
 	for _, s := range []quant.Spec{{Scheme: quant.W8A8, Method: "entropy", Ignore: []string{"pooler.dense"}},
 		{Scheme: quant.W8A8, Method: "absmax", Targets: quant.ConvTargets()},
 		{Scheme: quant.W8A8, Dynamic: true}, {Scheme: quant.W8A16}, {Scheme: quant.W4A16, Group: 128, Ignore: []string{"lm_head"}},
-		{Scheme: quant.NF4, Ignore: []string{"lm_head"}}} {
+		{Scheme: quant.NF4, Ignore: []string{"lm_head"}}, {Scheme: quant.FP8, Dynamic: true}} {
 		good, err := json.Marshal(quant.NewConfig(s))
 		require.NoError(f, err)
 		f.Add(good)
