@@ -6,6 +6,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 // gemvRows is the most rows of a for which MatMul against a transposed b
@@ -31,7 +32,7 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 				ai := a[i*k : (i+1)*k]
 				var d float32
 				if row == nil {
-					d = dotBF16(ai, u16(w)[j*k:(j+1)*k])
+					d = dotBF16Row(ai, u16(w)[j*k:(j+1)*k])
 				} else {
 					d = blas32.Dot(blas32.Vector{N: k, Inc: 1, Data: ai}, blas32.Vector{N: k, Inc: 1, Data: row})
 				}
@@ -43,6 +44,15 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 			}
 		}
 	})
+}
+
+// dotBF16Row is Σ a[i]·w[i] for bfloat16 w: AVX-512 where the CPU has it
+// (vecmath.DotBF16), else dotBF16.
+func dotBF16Row(a []float32, w []uint16) float32 {
+	if useVecmath && vecmath.DotBF16Available {
+		return vecmath.DotBF16(a, w)
+	}
+	return dotBF16(a, w)
 }
 
 // dotBF16 is Σ a[i]·w[i] for bfloat16 w, widened in the loop (a bfloat16
