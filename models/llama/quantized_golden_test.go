@@ -21,16 +21,17 @@ import (
 // quantGoldenDir holds the quantized checkpoints and their logits that
 // testdata/reference/llama_quant.py writes (make golden): tiny Llamas
 // quantized with compressed-tensors' own scale rule (amax/127.5 in
-// [-128, 127], amax/7.5 in [-8, 7]) and stored in its layouts, and one
-// in bitsandbytes' NF4 layout as transformers saves it, so that the
-// loader reads checkpoints our writer did not make.
+// [-128, 127], amax/7.5 in [-8, 7], amax/448 for FP8 E4M3) and stored in
+// its layouts, and one in bitsandbytes' NF4 layout as transformers saves
+// it, so that the loader reads checkpoints our writer did not make.
 const quantGoldenDir = "../../testdata/golden/llama-quant"
 
 // TestQuantizedGolden loads each reference checkpoint with its
 // config.json, runs the forward on the CPU in float32 and compares the
 // logits with the reference's, computed in float64 from the dequantized
 // weights (and, for w8a8, inputs fake-quantized per token as our kernels
-// quantize them).
+// quantize them; for fp8, cast to E4M3 per token as CastFP8Rows casts
+// them).
 func TestQuantizedGolden(t *testing.T) {
 	golden, err := safetensors.Open(filepath.Join(quantGoldenDir, "logits.safetensors"))
 	require.NoError(t, err, "regenerate with /usr/bin/python3 testdata/reference/llama_quant.py")
@@ -60,7 +61,10 @@ func TestQuantizedGolden(t *testing.T) {
 		// 2.2e-3 (w8a16), 5.1e-2 (w4a16); the scales off by 127.5/127
 		// (7.5/7) 5.5e-3 or more. nf4: 2.6e-7 to 2.9e-7 (default, purego);
 		// its nibbles read in the wrong order cost 1.3, code 15 read as
-		// 14 (0 as 1) 0.21 (0.22), measured likewise.
+		// 14 (0 as 1) 0.21 (0.22), measured likewise. fp8: 1.2e-7 to
+		// 1.8e-7 (purego, openblas, onednn, -tags purego); the inputs
+		// left unquantized cost 4.3e-2, the scales one bfloat16 ulp
+		// high 2.7e-2, measured likewise.
 		tol float64
 	}{
 		{"w8a8", quant.Spec{Scheme: quant.W8A8, Dynamic: true, Ignore: []string{"lm_head"}}, "BF16", "BF16", 1e-5},
@@ -70,9 +74,23 @@ func TestQuantizedGolden(t *testing.T) {
 		// intermediate 128, so that every in_features is a multiple of
 		// the blocksize 64), llm_int8_skip_modules null.
 		{"nf4", quant.Spec{Scheme: quant.NF4}, "BF16", "F32", 1e-5},
+		// llm-compressor's FP8_DYNAMIC ("float-quantized"): E4M3
+		// weights with BF16 scales amax/448 per channel, inputs cast
+		// to E4M3 per token (CastFP8Rows). Its own ids (fp8/input_ids),
+		// whose E4M3 inputs lie 4.3e-4 units (1 + |y|/128 of the value
+		// y = x·s cast) or more from a rounding midpoint, 4.5 times
+		// float32's deviation (the metadata's "closest_tie",
+		// "float32_deviation").
+		{"fp8", quant.Spec{Scheme: quant.FP8, Dynamic: true, Ignore: []string{"lm_head"}}, "BF16", "BF16", 1e-6},
 	}
 	for _, c := range cases {
 		t.Run(c.scheme, func(t *testing.T) {
+			ids := ids
+			if own, err := golden.Tensor(c.scheme + "/input_ids"); err == nil {
+				ids, err = own.Int32()
+				require.NoError(t, err)
+				require.Len(t, ids, 10)
+			}
 			dir := filepath.Join(quantGoldenDir, c.scheme)
 			cfg, err := LoadConfig(filepath.Join(dir, "config.json"))
 			require.NoError(t, err)
@@ -115,7 +133,8 @@ func TestQuantizedGolden(t *testing.T) {
 // compressed-tensors' layout for cfg's scheme, with the float tensors and
 // scales in the given dtypes and weight_shape I64, and that its codes
 // reach the most negative one (-128, -8), which compressed-tensors'
-// amax/127.5 and amax/7.5 give and our own quantizer never does.
+// amax/127.5 and amax/7.5 give and our own quantizer never does; for fp8,
+// weights F8_E4M3 holding ±448 (0x7e, 0xfe) and no NaN.
 func checkGoldenLayout(t *testing.T, path string, cfg Config, floatDType, scaleDType string) {
 	t.Helper()
 	f, err := safetensors.Open(path)
@@ -138,6 +157,15 @@ func checkGoldenLayout(t *testing.T, path string, cfg Config, floatDType, scaleD
 		assert.Equal(t, scaleDType, scale.DType, n)
 		_, err = f.Tensor(n + ".input_scale")
 		require.ErrorIs(t, err, safetensors.ErrNotFound, "a dynamic scheme has no input_scale")
+		if cfg.Quant.Scheme == quant.FP8 {
+			w, err := f.Tensor(n + ".weight")
+			require.NoError(t, err)
+			require.Equal(t, "F8_E4M3", w.DType, n)
+			for _, b := range w.Data {
+				counts[int(b)]++
+			}
+			continue
+		}
 		if !weightOnly {
 			w, err := f.Tensor(n + ".weight")
 			require.NoError(t, err)
@@ -159,6 +187,15 @@ func checkGoldenLayout(t *testing.T, path string, cfg Config, floatDType, scaleD
 				counts[int(word>>s&(1<<bits-1))-1<<(bits-1)]++
 			}
 		}
+	}
+	if cfg.Quant.Scheme == quant.FP8 {
+		// ±448 (0x7e, 0xfe): each row's amax, w/scale rounding to 448 or
+		// past it; no NaN (0x7f, 0xff).
+		assert.Positive(t, counts[0x7e], "no weight code 0x7e (448)")
+		assert.Positive(t, counts[0xfe], "no weight code 0xfe (-448)")
+		assert.Zero(t, counts[0x7f]+counts[0xff], "NaN weight codes")
+		t.Logf("%s: %d and %d of %d codes are ±448", strings.TrimPrefix(path, quantGoldenDir+"/"), counts[0x7e], counts[0xfe], sum(counts))
+		return
 	}
 	lo, hi := -1<<(bits-1), 1<<(bits-1)-1
 	assert.Positive(t, counts[lo], "no weight code of %d: the checkpoint does not exercise the full range", lo)

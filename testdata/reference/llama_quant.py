@@ -36,6 +36,19 @@ model's dtype; quantization_config "ignore": ["lm_head"]):
          from the low nibble up), X.weight_scale F32 [out, in/32],
          X.weight_shape I64 [2]
 
+  fp8    llm-compressor's FP8_DYNAMIC, "float-quantized" (the naive
+         compressor, FloatQuantizationCompressor), weights E4M3 channel,
+         input_activations E4M3 token dynamic; model dtype bfloat16:
+         X.weight F8_E4M3 [out, in] (the bytes of the codes; torch 1.13
+         has no float8 dtype, so they come from fp8.py's E4M3 table),
+         X.weight_scale BF16 [out, 1], no input_scale. Quantized by
+         compressed-tensors' float rule: amax = max|w| over the output
+         channel, scale = amax / 448 (FP8_E4M3_MAX; (q_max - q_min)/2 with
+         q_min, q_max = -448, 448) in bfloat16, code = float8_e4m3fn(
+         clamp(w / scale, -448, 448)), the division in bfloat16, then round
+         to nearest, ties to even. Codes ±448 (0x7e, 0xfe) occur wherever a
+         row's amax divides to 448 (or past it, clamped): asserted present.
+
 And one bitsandbytes checkpoint, as Hugging Face transformers saves a model
 loaded with BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=
 "nf4", bnb_4bit_use_double_quant=False) (bitsandbytes-foundation/
@@ -91,6 +104,12 @@ Files written (under testdata/golden/llama-quant):
   "min_code_count" and "max_code_count" are those of codes 0 and 15, and
   "high_nibble" and "low_nibble" their counts by nibble)
 
+  fp8/config.json, fp8/model.safetensors, and "fp8/logits" and metadata
+  "fp8" likewise, but on its own ids, "fp8/input_ids" I32 [10] (below);
+  "max_code_count" and "min_code_count" count codes 0x7e and 0xfe,
+  "weight_dtype" ("F8_E4M3") stands for "weight_bits", and "inputs",
+  "closest_tie", "float32_deviation" and "tie_unit" are as below
+
 Expected logits are computed in float64 (llama.py's LlamaForCausalLM) from
 the checkpoint as stored: the float tensors widened exactly, each quantized
 module's weight dequantized exactly (code · scale; for nf4 quant_map[code]
@@ -101,6 +120,11 @@ fake-quantized per token (row) as zbench's int8 kernels quantize it
 (kernels.Quant; the scale is that of vLLM's dynamic per-token int8 kernel
 too): s = max|x_row| / 127 (1 for a zero row),
 x -> clamp(round(x / s), -127, 127) · s, rounding half to even, in float64.
+For fp8 each quantized module's input is cast per token (row) to E4M3
+as zbench's FP8 kernels cast it (kernels.FP8's CastFP8Rows): a =
+fl32(max|x_row|), s = fl32(448 / a), code = E4M3(fl32(x · s)) (round to
+nearest, ties to even, satfinite), x -> code · fl32(1 / s) (fake_fp8_tokens);
+the weights are code · scale, the scale as stored (bfloat16-rounded).
 Weight-only schemes run the float inputs against the dequantized weights.
 
 A float32 run rounds an input x/s the other way when x/s lies closer to a
@@ -111,6 +135,17 @@ candidate sequences (torch.randint with llama.py's case_generator of
 or more from a midpoint ("closest_tie"), asserted more than twice the
 largest difference of any x/s between a float32 and a float64 run of the
 same model here ("float32_deviation", about 7e-5).
+
+fp8 likewise: a float32 run moves a value cast, y = fl32(x · s), by an
+absolute part (float32's error in x, relative to the row's amax, which s
+maps to 448) and a part relative to y (s's), about 1e-4 · (1 + |y|/128)
+in all. Its ids are the first of 256 candidate sequences ("llama-quant-fp8/
+<k>") whose fp8 inputs all lie FP8_TIE_MARGIN = 3e-4 units of 1 + |y|/128
+or more from a midpoint of neighbouring E4M3 values ("closest_tie", 4.3e-4
+for candidate 40), asserted more than twice the largest difference of any
+y between a float32 and a float64 run, in those units ("float32_deviation",
+about 1e-4; "tie_unit"). The w8a8 ids do not qualify; fp8's are stored as
+"fp8/input_ids", leaving "input_ids" as it was.
 
 Deterministic: fixed seeds, one thread. Requires torch (1.13 tested, CPU)
 and numpy; takes about two seconds. Run from anywhere:
@@ -129,6 +164,7 @@ import torch
 import golden_files
 import safetensors_file
 from bert import Tensors, compact
+from fp8 import E4M3
 from llama import LlamaConfig, LlamaForCausalLM, case_generator, synthetic_
 from safetensors_file import entry, serialize
 
@@ -142,11 +178,20 @@ N_IDS = 10
 # TIE_MARGIN code units or more from a rounding midpoint (choose_ids).
 CANDIDATES = 64
 TIE_MARGIN = 2e-4
+# fp8's own ids (fp8/input_ids): the first of FP8_CANDIDATES sequences
+# (case_generator "llama-quant-fp8/<k>") whose inputs cast to E4M3 lie
+# FP8_TIE_MARGIN or more from a midpoint, in units of 1 + |y|/128 of the
+# value y = fl32(x·s) cast (choose_fp8_ids).
+FP8_CANDIDATES = 256
+FP8_TIE_MARGIN = 3e-4
 
 # safetensors_file.py predates int8 tensors: I8's rank in the reference
 # implementation's Dtype enum (after U8), and its encoding.
 safetensors_file.ST_RANK.setdefault("I8", 5)
 safetensors_file.ENCODINGS.setdefault(torch.int8, ("I8", "i1"))
+# And F8_E4M3's rank (after I8, F8_E5M2), for the fp8 codes, which torch
+# 1.13 has no dtype for: they are written as their bytes (fp8_checkpoint).
+safetensors_file.ST_RANK.setdefault("F8_E4M3", 7)
 
 CONFIG = {
     "architectures": ["LlamaForCausalLM"],
@@ -188,6 +233,11 @@ NF4_LEVELS = torch.tensor([
     0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
     0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
 
+# The fp8 checkpoint: llm-compressor's FP8_DYNAMIC, compressed-tensors'
+# "float-quantized" format, in a bfloat16 model (so bfloat16 scales).
+FP8_FORMAT = "float-quantized"
+FP8_DTYPE = torch.bfloat16
+
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 # scheme: (format, weight bits, group size or None for per channel,
@@ -202,11 +252,11 @@ MODULES = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_att
            "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
 
 
-def quant_args(bits, strategy, group, dynamic=False, observer="minmax"):
+def quant_args(bits, strategy, group, dynamic=False, observer="minmax", typ="int"):
     """A QuantizationArgs as llm-compressor dumps it into config.json."""
     return {"actorder": None, "block_structure": None, "dynamic": dynamic, "group_size": group,
             "num_bits": bits, "observer": observer, "observer_kwargs": {}, "strategy": strategy,
-            "symmetric": True, "type": "int"}
+            "symmetric": True, "type": typ}
 
 
 def quantization_config(fmt, bits, group, act):
@@ -388,6 +438,134 @@ def nf4_checkpoint(sd):
 
 
 # ---------------------------------------------------------------------------
+# llm-compressor's FP8_DYNAMIC ("float-quantized")
+
+
+def fp8_quantization_config():
+    """The quantization_config llm-compressor writes for the FP8_DYNAMIC
+    preset scheme (compressed-tensors quant_scheme.py) with ignore
+    ["lm_head"]."""
+    weights = quant_args(8, "channel", None, typ="float")
+    inputs = quant_args(8, "token", None, dynamic=True, observer=None, typ="float")
+    return {
+        "config_groups": {"group_0": {"format": FP8_FORMAT, "input_activations": inputs,
+                                      "output_activations": None, "targets": ["Linear"], "weights": weights}},
+        "format": FP8_FORMAT,
+        "global_compression_ratio": None,
+        "ignore": ["lm_head"],
+        "kv_cache_scheme": None,
+        "quant_method": "compressed-tensors",
+        "quantization_status": "compressed",
+        "sparsity_config": {},
+    }
+
+
+def quantize_fp8_weight(w):
+    """The E4M3 codes (uint8 numpy [out, in]) and scales ([out, 1], in w's
+    dtype) of w (the model's dtype), as compressed-tensors computes them:
+    scale = amax / 448 and w / scale in w's dtype, clamped to ±448, then
+    cast to float8_e4m3fn (round to nearest even)."""
+    lo = torch.minimum(w.amin(-1, keepdim=True), torch.zeros((), dtype=w.dtype))
+    hi = torch.maximum(w.amax(-1, keepdim=True), torch.zeros((), dtype=w.dtype))
+    amax = torch.maximum(lo.abs(), hi.abs())
+    scale = amax / (float(E4M3.max - -E4M3.max) / 2)
+    # The eps clamp never binds here; clamp (exact: ±448 and the values are
+    # w's dtype's) runs in float32, which torch 1.13's CPU has for every
+    # dtype.
+    assert (scale.float() > torch.finfo(torch.float32).eps).all()
+    v = torch.clamp((w / scale).float(), -E4M3.max, E4M3.max)
+    return E4M3.encode(v.double().numpy()), scale
+
+
+def fp8_checkpoint(sd):
+    """The fp8 checkpoint of the float weights sd (of CONFIG), as
+    checkpoint returns; its stats those of codes ±448 (0x7e, 0xfe)."""
+    tensors, state = {}, {}
+    quantized = quantized_names()
+    counts = np.zeros(256, dtype=np.int64)
+    for n, w in sd.items():
+        w = w.to(FP8_DTYPE)
+        mod = n[:-len(".weight")]
+        if mod not in quantized:
+            tensors[n] = entry(n, w)
+            state[n] = w.double()
+            continue
+        codes, scale = quantize_fp8_weight(w)
+        out, inp = codes.shape
+        assert scale.shape == (out, 1) and scale.dtype == FP8_DTYPE
+        counts += np.bincount(codes.reshape(-1), minlength=256)
+        tensors[n] = ("F8_E4M3", [out, inp], codes.tobytes())
+        tensors[mod + ".weight_scale"] = entry(mod + ".weight_scale", scale)
+        state[n] = torch.from_numpy(E4M3.values[codes]) * scale.double()
+    assert counts[0x7f] == 0 and counts[0xff] == 0  # no NaN
+    # ±448, both signs: a row's amax w/scale rounds (in bfloat16) to or
+    # past 448.
+    assert counts[0x7e] > 0 and counts[0xfe] > 0, (counts[0x7e], counts[0xfe])
+    stats = {"max_code": "0x7e", "min_code": "0xfe", "max_code_count": int(counts[0x7e]),
+             "min_code_count": int(counts[0xfe]), "codes": int(counts.sum())}
+    return tensors, state, stats
+
+
+def fake_fp8_tokens(x):
+    """x (float [..., K]) cast per row to E4M3 as zbench's kernels do
+    (kernels.FP8's CastFP8Rows) and back, in x's dtype: a = fl32(max|x|),
+    s = fl32(448 / a), code = E4M3(fl32(x · s)), x -> code · fl32(1 / s);
+    also the values fl32(x · s) cast, float64."""
+    xn = x.detach().numpy()
+    a = np.abs(xn).max(-1, keepdims=True).astype(np.float32)
+    assert (a > 0).all() and np.isfinite(a).all()
+    s = np.float32(E4M3.max) / a  # float32 division, rounded once
+    y = (xn.astype(np.float64) * s.astype(np.float64)).astype(np.float32).astype(np.float64)
+    codes = E4M3.encode(y)
+    inv = (np.float32(1) / s).astype(np.float64)
+    return torch.from_numpy(E4M3.values[codes] * inv).to(x.dtype), torch.from_numpy(y)
+
+
+def fp8_units(y):
+    """FP8_UNIT of the values y cast (float64 numpy): 1 + |y|/128."""
+    return 1 + np.minimum(np.abs(y), E4M3.max) / 128
+
+
+def closest_fp8_tie(ys):
+    """The smallest distance of any of the values ys cast (fl32(x·s)) from a
+    midpoint of neighbouring E4M3 values (464, past 448, saturates), in
+    FP8_UNITs."""
+    y = np.concatenate([v.numpy().ravel() for v in ys])
+    a = np.minimum(np.abs(y), E4M3.max)
+    i = np.searchsorted(E4M3.pos, a, side="right") - 1
+    hi = np.minimum(i + 1, E4M3.maxcode)
+    mid = (E4M3.pos[i] + E4M3.pos[hi]) / 2
+    d = np.where(i == E4M3.maxcode, np.inf, np.abs(a - mid))
+    return float((d / fp8_units(y)).min())
+
+
+def fp8_deviation(y64, y32):
+    """The largest difference between the values y64 and y32 cast by a
+    float64 and a float32 run, in FP8_UNITs."""
+    a = np.concatenate([v.numpy().ravel() for v in y64])
+    b = np.concatenate([v.numpy().ravel() for v in y32])
+    return float((np.abs(a - b) / fp8_units(a)).max())
+
+
+def choose_fp8_ids(state):
+    """fp8's input ids: the first of the candidate sequences whose fp8
+    inputs (state is fp8's) all lie FP8_TIE_MARGIN FP8_UNITs or more from
+    an E4M3 midpoint, as choose_ids (the same return values)."""
+    V = CONFIG["vocab_size"]
+    for k in range(FP8_CANDIDATES):
+        ids = torch.randint(3, V, (N_IDS,), generator=case_generator(f"llama-quant-fp8/{k}"))
+        _, y64 = forward(state, ids, True, fq=fake_fp8_tokens)
+        tie = closest_fp8_tie(y64)
+        if tie < FP8_TIE_MARGIN:
+            continue
+        _, y32 = forward(state, ids, True, torch.float32, fq=fake_fp8_tokens)
+        dev = fp8_deviation(y64, y32)
+        assert tie > 2 * dev, (k, tie, dev)
+        return ids, k, tie, dev
+    raise AssertionError(f"no candidate of {FP8_CANDIDATES} has its fp8 inputs {FP8_TIE_MARGIN} from a tie")
+
+
+# ---------------------------------------------------------------------------
 # Goldens
 
 
@@ -441,16 +619,17 @@ def checkpoint(name, sd):
 
 
 @torch.no_grad()
-def forward(state, ids, act, dtype=torch.float64, config=CONFIG):
+def forward(state, ids, act, dtype=torch.float64, config=CONFIG, fq=fake_quant_tokens):
     """The logits [N, V] of the model (of config) of state on ids, in dtype,
-    each quantized module's input fake-quantized per token when act; and
-    the values x/s those inputs rounded."""
+    each quantized module's input fake-quantized per token by fq (int8 by
+    default; fake_fp8_tokens) when act; and the values those inputs
+    rounded (x/s, or fl32(x·s) for fp8)."""
     model = LlamaForCausalLM(LlamaConfig.from_dict(config)).to(dtype)
     model.load_state_dict({n: w.to(dtype) for n, w in state.items()})
     vs = []
     if act:
         def pre_hook(_module, args):
-            xq, v = fake_quant_tokens(args[0])
+            xq, v = fq(args[0])
             vs.append(v)
             return (xq,) + args[1:]
         for mod in quantized_names():
@@ -526,6 +705,26 @@ def build():
                 quant_rel_err=float(f"{qerr:.3g}"))
     t.put("nf4/logits", logits)
     t.meta["nf4"] = compact(meta)
+
+    tensors, state, stats = fp8_checkpoint(sd)
+    fids, fk, ftie, fdev = choose_fp8_ids(state)
+    d = f"{DIR}/fp8"
+    conf = dict(CONFIG, torch_dtype=DTYPE_NAMES[FP8_DTYPE], quantization_config=fp8_quantization_config())
+    files[d + "/config.json"] = (json.dumps(conf, indent=2, sort_keys=True) + "\n").encode()
+    files[d + "/model.safetensors"] = serialize(tensors, {"format": "pt"})
+    logits, vs = forward(state, fids, True, fq=fake_fp8_tokens)
+    assert len(vs) == len(quantized_names()) and closest_fp8_tie(vs) == ftie
+    float_logits, _ = forward({n: w.to(FP8_DTYPE).double() for n, w in sd.items()}, fids, False)
+    qerr = float((logits - float_logits).norm() / float_logits.norm())
+    meta = dict(stats, dir=d, scheme="fp8", format=FP8_FORMAT, torch_dtype=DTYPE_NAMES[FP8_DTYPE],
+                scale_dtype=safetensors_file.ENCODINGS[FP8_DTYPE][0], weight_dtype="F8_E4M3", group_size=None,
+                seed=SEED, ids=f"fp8 candidate {fk}", quant_rel_err=float(f"{qerr:.3g}"),
+                inputs="E4M3 per token: s = fl32(448/fl32(amax)), E4M3(fl32(x*s)) * fl32(1/s), ties to even",
+                closest_tie=float(f"{ftie:.3g}"), float32_deviation=float(f"{fdev:.3g}"),
+                tie_unit="1 + |y|/128, y = fl32(x*s)")
+    t.put("fp8/input_ids", fids.to(torch.int32))
+    t.put("fp8/logits", logits)
+    t.meta["fp8"] = compact(meta)
     files[DIR + "/logits.safetensors"] = t.serialize()
     return files
 
