@@ -454,7 +454,7 @@ func BenchmarkBERT(b *testing.B) {
 // the first shape only: its time is not FP8's speed, its rel-err is FP8's
 // accuracy.
 func benchBERTFP8(b *testing.B, dev kernels.Backend, golden *bertCase) {
-	if _, ok := dev.(kernels.FP8); !ok || testing.Short() {
+	if _, err := kernels.FP8Of(dev); err != nil || testing.Short() {
 		return
 	}
 	shapes := bertShapes(dev)

@@ -298,9 +298,9 @@ func transpose(m []float32, r, c int) []float32 {
 // in float32. Its rel-err is against the float32 product of the values
 // before the cast: E4M3's three mantissa bits cost about 3% per product.
 func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
-	q, ok := dev.(kernels.FP8)
-	if !ok {
-		b.Skipf("the %s backend has no FP8 ops (kernels.FP8)", dev.Name())
+	q, err := kernels.FP8Of(dev)
+	if err != nil {
+		b.Skip(err)
 	}
 	av, bv := uniform(1, kernels.F32, n*n), uniform(2, kernels.F32, n*n)
 	var codes [2]*kernels.Tensor

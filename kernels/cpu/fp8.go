@@ -33,6 +33,9 @@ func fp8Values(dt kernels.DType) *[256]float32 {
 	return e4m3Values
 }
 
+// FP8Supported is nil: the CPU emulates FP8 exactly.
+func (b *Backend) FP8Supported() error { return nil }
+
 // CastFP8 casts x, scaled, into q's FP8 format and records x's amax (see
 // kernels.FP8), in parallel blocks whose amaxes are merged.
 func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {

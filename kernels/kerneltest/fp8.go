@@ -10,14 +10,13 @@ import (
 
 func init() { suites = append(suites, fp8Tests()) }
 
-// fp8 returns the backend's FP8 ops, skipping the test where the backend
-// has none (a device without FP8, or a backend whose FP8 kernels are not
-// written): the skip says so.
+// fp8 returns the backend's FP8 ops, skipping the test where it has
+// none (not written, or a device without FP8: kernels.FP8Of says which).
 func (e *env) fp8() kernels.FP8 {
 	e.Helper()
-	q, ok := e.b.(kernels.FP8)
-	if !ok {
-		e.Skipf("the %s backend does not implement kernels.FP8", e.b.Name())
+	q, err := kernels.FP8Of(e.b)
+	if err != nil {
+		e.Skipf("no FP8 here: %v", err)
 	}
 	return q
 }

@@ -64,9 +64,9 @@ func (m *Model) QuantizeFP8() ([]LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
-	fo, ok := m.be.(kernels.FP8)
-	if !ok {
-		return nil, fmt.Errorf("bert: the %s backend has no FP8 ops (kernels.FP8): %w", m.be.Name(), kernels.ErrUnsupported)
+	fo, err := kernels.FP8Of(m.be)
+	if err != nil {
+		return nil, fmt.Errorf("bert: %w", err)
 	}
 	var reports []LinearReport
 	for i := range m.w.layers {

@@ -117,8 +117,8 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 	}
 	format, weightOnly := spec.Scheme.WeightOnly()
 	fp8 := spec.Scheme == quant.FP8
-	if _, ok := be.(kernels.FP8); fp8 && !ok {
-		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no FP8 ops (kernels.FP8): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	if _, err := kernels.FP8Of(be); fp8 && err != nil {
+		return nil, fmt.Errorf("llama: the checkpoint is %s: %w", spec.Scheme, err)
 	}
 	if _, ok := be.(kernels.Quant); !weightOnly && !fp8 && !ok {
 		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no int8 ops (kernels.Quant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)

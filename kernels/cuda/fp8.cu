@@ -1,0 +1,325 @@
+// fp8.cu: the FP8 op group (kernels/fp8.go): scaled casts into E4M3 and
+// E5M2 with the amax fused, the per-row (per-token) current-scaling cast,
+// and the scaled FP8 GEMM with float32 accumulation. Semantics:
+// kernels.FP8 and its CPU reference kernels/cpu/fp8.go.
+//
+// FP8 needs compute capability 8.9 or 9.0: the hardware conversion
+// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and mma.sync m16n8k32 with .e4m3 /
+// .e5m2 operands are sm_89+. Every kernel body is compiled only for
+// __CUDA_ARCH__ >= 890; the compute_75 and compute_80 images hold __trap()
+// stubs of the same signatures, and the Go side refuses other devices with
+// kernels.ErrUnsupported before launching.
+//
+// Encoding (enc_fp8_sat): v = x·scale rounded to float32 (__fmul_rn), then
+// cvt.rn.satfinite: round to nearest even, magnitudes beyond the largest
+// finite value (infinities too) saturating to it. A NaN v gives 0x7f with a
+// sign bit: scale's when it is NaN, else x's when x is NaN, else set (inf·0:
+// the default NaN of amd64, whose sign bit is set), so that the codes match
+// kernels.E4M3FromFloat32 / E5M2FromFloat32 of the CPU backend's float32
+// product x·scale byte for byte as Go 1.2x builds it for amd64 (measured:
+// a NaN scale's sign wins over a NaN x's); cvt's own NaN is 0x7f whatever
+// the sign, and __fmul_rn's is the canonical 0x7fffffff.
+//
+// Kernels (T = f32, f16, bf16: x's or out's dtype):
+//
+//  castfp8_T(uint8_t* q, float* amax, const T* x, const float* scale,
+//            long long n, int e5m2)
+//    q[i] = enc(x[i]·scale[0]) in E4M3 (e5m2 = 0) or E5M2. amax (NULL: none)
+//    must hold +0 before the launch: each block's max |x| (as float bits,
+//    which order as unsigned integers for non-negative floats, every NaN
+//    above +Inf) is merged by atomicMax, so a NaN in x makes amax a NaN.
+//    block = 256, any grid ≥ 1 (grid-stride); no dynamic shared memory.
+//  castfp8_rows_T(uint8_t* q, float* scale_inv, const T* x, long long rows,
+//                 int k, int e5m2)
+//    one block of 256 threads per row (grid-stride over rows): the row's
+//    amax, scale = fp8_max/amax (1 for amax 0, infinite or NaN;
+//    FLT_MAX where the division overflows), scale_inv[row] = 1/scale,
+//    q = enc(x·scale). No dynamic shared memory.
+//  fp8mm_A_B_T(T* c, const uint8_t* a, const uint8_t* b, const float*
+//              ascale_inv, const float* bscale_inv, const float* bias,
+//              int M, int N, int K, int a_per_row, int b_per_row, int act)
+//    A_B = e4m3_e4m3, e4m3_e5m2, e5m2_e4m3 (a's and b's formats): c [M, N]
+//    = act(Σ_k a[m, k]·b[n, k] · (ascale_inv[m or 0]·bscale_inv[n or 0]) +
+//    bias[n]), the sums by mma.sync m16n8k32 .f32 (float32 accumulation),
+//    then each operation rounded in turn in float32 (as the CPU backend),
+//    then once to T. bias may be NULL. Block tile 64x64, 64 bytes of K per
+//    step through one shared buffer, 4 warps of 32x32 (ldmatrix fragments
+//    as quant.cu's int8 kernels: the 8-bit fragments of m16n8k32 are the
+//    same for .s8 and .e4m3/.e5m2). Any M, N ≥ 1 and K ≥ 0: rows are read
+//    as 16-byte chunks when K % 16 == 0 and a, b are 16-byte aligned, else
+//    byte by byte; tiles past M, N, K are zero-filled.
+//    grid = (ceil(N/64), ceil(M/64)), block = 128, no dynamic shared memory.
+
+#include "common.cuh"
+
+namespace f8 {
+
+constexpr int THREADS = 256; // castfp8_T, castfp8_rows_T
+constexpr int BM = 64, BN = 64, BK = 64;
+constexpr int LDK = BK + 16; // shared pitch of an operand row (bytes): conflict-free ldmatrix
+constexpr int MM_THREADS = 128;
+static_assert(BM == 64 && BN == 64 && BK == 64 && LDK == 80 && MM_THREADS == 128 && THREADS == 256,
+              "launch comment and kernels/cuda/fp8.go out of date");
+
+__device__ __forceinline__ unsigned absbits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// block_umax returns the largest v of the block (blockDim.x a multiple of
+// 32, at most 1024) in every thread; every thread calls it. sh holds 32
+// words; it may be reused after the call returns (a barrier comes first).
+__device__ __forceinline__ unsigned block_umax(unsigned v, unsigned* sh) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    const int warps = (int)blockDim.x >> 5, wid = (int)threadIdx.x >> 5;
+    __syncthreads(); // sh may still be read by a previous call
+    if ((threadIdx.x & 31) == 0) sh[wid] = v;
+    __syncthreads();
+    for (int i = 0; i < warps; i++) v = max(v, sh[i]);
+    return v;
+}
+
+#if __CUDA_ARCH__ >= 890
+
+// enc_fp8_sat is the code of v = x·s (already rounded to float32) in E4M3
+// or E5M2 (see the file comment for the NaN's sign).
+__device__ __forceinline__ unsigned enc_fp8_sat(float v, float x, float s, bool e5m2) {
+    if (v != v) {
+        const bool neg = s != s ? signbit(s) : x != x ? signbit(x) : true;
+        return neg ? 0xffu : 0x7fu;
+    }
+    unsigned short h;
+    if (e5m2) {
+        asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;\n" : "=h"(h) : "f"(0.0f), "f"(v));
+    } else {
+        asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(h) : "f"(0.0f), "f"(v));
+    }
+    return (unsigned)h & 0xffu;
+}
+
+#endif
+
+template <typename T>
+__device__ void cast_impl(uint8_t* __restrict__ q, float* __restrict__ amax, const T* __restrict__ x,
+                          const float* __restrict__ scale, long long n, int e5m2) {
+#if __CUDA_ARCH__ >= 890
+    __shared__ unsigned sh[32];
+    const float s = scale[0];
+    unsigned m = 0;
+    for (long long i = grid_tid(); i < n; i += grid_stride()) {
+        const float xv = to_f32(x[i]);
+        m = max(m, absbits(xv));
+        q[i] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, s, e5m2 != 0);
+    }
+    if (amax == nullptr) return; // uniform across the block
+    m = block_umax(m, sh);
+    if (threadIdx.x == 0 && m != 0) atomicMax(reinterpret_cast<unsigned*>(amax), m);
+#else
+    __trap();
+#endif
+}
+
+template <typename T>
+__device__ void cast_rows_impl(uint8_t* __restrict__ q, float* __restrict__ scale_inv, const T* __restrict__ x,
+                               long long rows, int k, int e5m2) {
+#if __CUDA_ARCH__ >= 890
+    __shared__ unsigned sh[32];
+    const float fmax = e5m2 ? 57344.0f : 448.0f;
+    for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* xr = x + r * k;
+        uint8_t* qr = q + r * k;
+        unsigned m = 0;
+        for (int j = threadIdx.x; j < k; j += blockDim.x) m = max(m, absbits(to_f32(xr[j])));
+        m = block_umax(m, sh);
+        float s = 1.0f; // amax 0, infinite or NaN
+        if (m != 0 && m < 0x7f800000u) s = fminf(__fdiv_rn(fmax, __uint_as_float(m)), 3.40282346638528859812e+38f);
+        if (threadIdx.x == 0) scale_inv[r] = __fdiv_rn(1.0f, s);
+        for (int j = threadIdx.x; j < k; j += blockDim.x) {
+            const float xv = to_f32(xr[j]);
+            qr[j] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, s, e5m2 != 0);
+        }
+    }
+#else
+    __trap();
+#endif
+}
+
+// ---------------------------------------------------------------------------
+// The GEMM.
+
+constexpr int E4M3 = 0, E5M2 = 1;
+
+#if __CUDA_ARCH__ >= 890
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// mma_f8 is d += a·b for a 16x32 A fragment of format AF and a 32x8 B
+// fragment of format BF (the s8 m16n8k32 layout: a0 (row g, k 4t..4t+3),
+// a1 (g+8, 4t..), a2 (g, 16+4t..), a3 (g+8, 16+4t..); b0 (k 4t..4t+3,
+// column g), b1 (k 16+4t..); d0, d1 (row g, columns 2t, 2t+1), d2, d3 (row
+// g+8)), summed in float32.
+#define F8_MMA(TYPES)                                                                       \
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." TYPES ".f32 "                     \
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                  \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <int AF, int BF>
+__device__ __forceinline__ void mma_f8(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    if constexpr (AF == E4M3 && BF == E4M3) {
+        F8_MMA("e4m3.e4m3");
+    } else if constexpr (AF == E4M3 && BF == E5M2) {
+        F8_MMA("e4m3.e5m2");
+    } else {
+        static_assert(AF == E5M2 && BF == E4M3, "e5m2 x e5m2 is not an FP8MatMul pairing");
+        F8_MMA("e5m2.e4m3");
+    }
+}
+#undef F8_MMA
+
+// load_tile copies rows d0.. of g [D, K], bytes k0..k0+63, into the shared
+// tile s [64][LDK]: 256 chunks of 16 bytes, 2 per thread, zero outside
+// [0, D) x [0, K).
+__device__ __forceinline__ void load_tile(uint8_t* s, const uint8_t* __restrict__ g, int D, int K, int d0, int k0,
+                                          bool vec) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int c = (int)threadIdx.x + i * MM_THREADS;
+        const int r = c >> 2, kc = (c & 3) * 16;
+        const int row = d0 + r, k = k0 + kc;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (row < D) {
+            const uint8_t* p = g + (long long)row * K + k;
+            if (vec) {
+                if (k < K) v = *reinterpret_cast<const uint4*>(p);
+            } else {
+                unsigned w[4] = {0, 0, 0, 0};
+#pragma unroll
+                for (int e = 0; e < 16; e++)
+                    if (k + e < K) w[e >> 2] |= (unsigned)p[e] << (8 * (e & 3));
+                v = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+        *reinterpret_cast<uint4*>(s + r * LDK + kc) = v;
+    }
+}
+
+// epi_act is act_apply out of line: the epilogue's 32 unrolled elements
+// per thread would otherwise inline erf and tanh 32 times per kernel.
+__device__ __noinline__ float epi_act(float v, int act) { return act_apply(v, act); }
+
+#endif // __CUDA_ARCH__ >= 890
+
+template <int AF, int BF, typename T>
+__device__ void mm_impl(T* __restrict__ c, const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
+                        const float* __restrict__ ascale_inv, const float* __restrict__ bscale_inv,
+                        const float* __restrict__ bias, int M, int N, int K, int a_per_row, int b_per_row, int act) {
+#if __CUDA_ARCH__ >= 890
+    __shared__ __align__(16) uint8_t sA[BM * LDK];
+    __shared__ __align__(16) uint8_t sB[BN * LDK];
+    const int bm = (int)blockIdx.y * BM, bn = (int)blockIdx.x * BN;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm0 = (warp >> 1) * 32, wn0 = (warp & 1) * 32;
+    constexpr int MT = 2, NT = 4;
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+
+    const bool vec = K % 16 == 0 && ((uintptr_t)a & 15) == 0 && ((uintptr_t)b & 15) == 0;
+    const int j4 = lane >> 3, r8 = lane & 7;
+    // A: matrices (m0-7, k0-15) (m8-15, k0-15) (m0-7, k16-31) (m8-15, k16-31).
+    const unsigned aoff = smem_u32(sA) + (unsigned)((wm0 + (lane & 15)) * LDK + (lane >> 4) * 16);
+    // B: matrices (n0-7, k0-15) (n0-7, k16-31) (n8-15, k0-15) (n8-15, k16-31).
+    const unsigned boff = smem_u32(sB) + (unsigned)((wn0 + r8 + (j4 >> 1) * 8) * LDK + (j4 & 1) * 16);
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        __syncthreads(); // every warp is done reading the previous tile
+        load_tile(sA, a, M, K, bm, k0, vec);
+        load_tile(sB, b, N, K, bn, k0, vec);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK / 32; kk++) {
+            unsigned af[MT][4], bf[NT][2];
+#pragma unroll
+            for (int i = 0; i < MT; i++) ldsm_x4(af[i], aoff + i * 16 * LDK + kk * 32);
+#pragma unroll
+            for (int p = 0; p < NT / 2; p++) {
+                unsigned r[4];
+                ldsm_x4(r, boff + p * 16 * LDK + kk * 32);
+                bf[2 * p][0] = r[0];
+                bf[2 * p][1] = r[1];
+                bf[2 * p + 1][0] = r[2];
+                bf[2 * p + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int i = 0; i < MT; i++)
+#pragma unroll
+                for (int j = 0; j < NT; j++) mma_f8<AF, BF>(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+    }
+
+    // Epilogue: v = acc·(sa·sb), + bias, act, each rounded in float32 as
+    // the CPU backend does (no contraction), then rounded once to T.
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int i = 0; i < MT; i++) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = bm + wm0 + i * 16 + g + 8 * h;
+            if (row >= M) continue;
+            const float sa = ascale_inv[a_per_row ? row : 0];
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int col = bn + wn0 + j * 8 + 2 * t + e;
+                    if (col >= N) continue;
+                    float v = __fmul_rn(acc[i][j][2 * h + e], __fmul_rn(sa, bscale_inv[b_per_row ? col : 0]));
+                    if (bias != nullptr) v = __fadd_rn(v, bias[col]);
+                    c[(long long)row * N + col] = from_f32<T>(act == ACT_NONE ? v : epi_act(v, act));
+                }
+            }
+        }
+    }
+#else
+    __trap();
+#endif
+}
+
+} // namespace f8
+
+#define F8_CAST(NAME, T)                                                                                          \
+    extern "C" __global__ void __launch_bounds__(f8::THREADS)                                                     \
+        castfp8_##NAME(uint8_t* q, float* amax, const T* x, const float* scale, long long n, int e5m2) {          \
+        f8::cast_impl<T>(q, amax, x, scale, n, e5m2);                                                             \
+    }                                                                                                             \
+    extern "C" __global__ void __launch_bounds__(f8::THREADS)                                                     \
+        castfp8_rows_##NAME(uint8_t* q, float* scale_inv, const T* x, long long rows, int k, int e5m2) {          \
+        f8::cast_rows_impl<T>(q, scale_inv, x, rows, k, e5m2);                                                    \
+    }
+F8_CAST(f32, float)
+F8_CAST(f16, __half)
+F8_CAST(bf16, __nv_bfloat16)
+#undef F8_CAST
+
+#define F8_MM(AN, BN_, AF, BF, NAME, T)                                                                           \
+    extern "C" __global__ void __launch_bounds__(f8::MM_THREADS) fp8mm_##AN##_##BN_##_##NAME(                     \
+        T* c, const uint8_t* a, const uint8_t* b, const float* ascale_inv, const float* bscale_inv,               \
+        const float* bias, int M, int N, int K, int a_per_row, int b_per_row, int act) {                          \
+        f8::mm_impl<AF, BF, T>(c, a, b, ascale_inv, bscale_inv, bias, M, N, K, a_per_row, b_per_row, act);        \
+    }
+#define F8_MM_OUTS(AN, BN_, AF, BF)                                                                               \
+    F8_MM(AN, BN_, AF, BF, f32, float)                                                                            \
+    F8_MM(AN, BN_, AF, BF, f16, __half)                                                                           \
+    F8_MM(AN, BN_, AF, BF, bf16, __nv_bfloat16)
+F8_MM_OUTS(e4m3, e4m3, f8::E4M3, f8::E4M3)
+F8_MM_OUTS(e4m3, e5m2, f8::E4M3, f8::E5M2)
+F8_MM_OUTS(e5m2, e4m3, f8::E5M2, f8::E4M3)
+#undef F8_MM_OUTS
+#undef F8_MM

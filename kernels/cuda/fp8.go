@@ -1,0 +1,131 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+var _ kernels.FP8 = (*Backend)(nil)
+
+// Geometry of the FP8 kernels (kernels/cuda/fp8.cu).
+const (
+	// fp8CastThreads is the block of castfp8_T and castfp8_rows_T.
+	fp8CastThreads = 256
+	// fp8CastMaxBlocks bounds the grid of both casts, which are
+	// grid-stride loops.
+	fp8CastMaxBlocks = 1 << 20
+	// fp8mmTile is the block tile of fp8mm_A_B_T: 64×64 outputs.
+	fp8mmTile    = 64
+	fp8mmThreads = 128
+	// fp8MaxDim bounds M, N and K (and a row's length in the row cast),
+	// which the kernels hold in 32-bit integers with room for a tile past
+	// the end.
+	fp8MaxDim = math.MaxInt32 - 1024
+)
+
+// fp8Capable returns nil on a device whose kernel image holds the FP8
+// kernels, and otherwise an error wrapping kernels.ErrUnsupported. FP8
+// (cvt.satfinite to e4m3x2/e5m2x2, mma.sync with e4m3/e5m2 operands) needs
+// compute capability 8.9 or 9.0. Of those, only 9.0 loads an image with the
+// kernels compiled (sm_90a); an Ada GPU (8.9) loads the compute_80 PTX,
+// whose FP8 kernels are __trap() stubs, until make kernels builds a
+// compute_89 image.
+func (b *Backend) fp8Capable(op string) error {
+	switch {
+	case b.major == 9 && b.minor == 0:
+		return nil
+	case b.major == 8 && b.minor == 9:
+		return fmt.Errorf("cuda: %s: FP8 on compute capability 8.9 needs a compute_89 kernel image, which make kernels does not build (this device loads the %s image, without FP8 instructions): %w",
+			op, b.target, kernels.ErrUnsupported)
+	}
+	return fmt.Errorf("cuda: %s: FP8 needs compute capability 8.9 or 9.0; this device is %d.%d: %w",
+		op, b.major, b.minor, kernels.ErrUnsupported)
+}
+
+// FP8Supported is nil on a device that runs the FP8 kernels (see
+// fp8Capable).
+func (b *Backend) FP8Supported() error { return b.fp8Capable("FP8") }
+
+// fp8IsE5M2 is the kernels' e5m2 argument for an FP8 dtype.
+func fp8IsE5M2(dt kernels.DType) int32 { return int32(boolInt(dt == kernels.E5M2)) }
+
+// CastFP8 sets q = satfinite(round(x·scale)) and, when amax is not nil,
+// amax = max |x| (see kernels.FP8), in one kernel: amax is zeroed first and
+// every block merges its maximum into it.
+func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
+	if err := kernels.CheckCastFP8("cuda: CastFP8", b, q, amax, x, scale); err != nil {
+		return err
+	}
+	if err := b.fp8Capable("CastFP8"); err != nil {
+		return err
+	}
+	n := x.Len()
+	if amax != nil {
+		if err := b.memsetZero(ptrOf(amax), 4); err != nil {
+			return wrap("CastFP8", err)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	grid := dim3{x: min(ceilDiv(n, fp8CastThreads), fp8CastMaxBlocks)}
+	return wrap("CastFP8", b.launch("castfp8_"+x.DType().String(), grid, dim3{x: fp8CastThreads}, 0,
+		ptrOf(q), ptrOf(amax), ptrOf(x), ptrOf(scale), int64(n), fp8IsE5M2(q.DType())))
+}
+
+// CastFP8Rows casts each row of x with its own current scale (see
+// kernels.FP8): one block per row.
+func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
+	if err := kernels.CheckCastFP8Rows("cuda: CastFP8Rows", b, q, scaleInv, x); err != nil {
+		return err
+	}
+	if err := b.fp8Capable("CastFP8Rows"); err != nil {
+		return err
+	}
+	rows, k := x.Shape().Rows(), x.Shape().Last()
+	if k > fp8MaxDim {
+		return fmt.Errorf("cuda: CastFP8Rows: rows of %d elements are over the 2³¹ the kernel indexes: %w", k, kernels.ErrUnsupported)
+	}
+	if rows == 0 {
+		return nil
+	}
+	return wrap("CastFP8Rows", b.launch("castfp8_rows_"+x.DType().String(), dim3{x: min(rows, fp8CastMaxBlocks)},
+		dim3{x: fp8CastThreads}, 0, ptrOf(q), ptrOf(scaleInv), ptrOf(x), int64(rows), int32(k), fp8IsE5M2(q.DType())))
+}
+
+// fp8mmKernel names the FP8MatMul kernel for a's and b's formats and the
+// out dtype: fp8mm_e4m3_e4m3_f32, fp8mm_e4m3_e5m2_bf16, ...
+func fp8mmKernel(a, b, out kernels.DType) string {
+	return "fp8mm_" + a.String() + "_" + b.String() + "_" + out.String()
+}
+
+// FP8MatMul sets out = act(Σ decode(a)·decode(b) · aScaleInv·bScaleInv +
+// bias) (see kernels.FP8) by fp8mm_A_B_T: mma.sync m16n8k32 with e4m3 and
+// e5m2 operands and float32 accumulation, the epilogue fused.
+func (b *Backend) FP8MatMul(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams) error {
+	d, err := kernels.CheckFP8MatMul("cuda: FP8MatMul", b, out, a, w, p)
+	if err != nil {
+		return err
+	}
+	if err := b.fp8Capable("FP8MatMul"); err != nil {
+		return err
+	}
+	if d.M > fp8MaxDim || d.N > fp8MaxDim || d.K > fp8MaxDim {
+		return fmt.Errorf("cuda: FP8MatMul: a [%d %d] times b [%d %d] is over the 2³¹ the kernels index: %w",
+			d.M, d.K, d.N, d.K, kernels.ErrUnsupported)
+	}
+	if ceilDiv(d.M, fp8mmTile) > maxGridY {
+		return fmt.Errorf("cuda: FP8MatMul: %d rows (M) are over the %d one launch takes: %w", d.M, fp8mmTile*maxGridY, kernels.ErrUnsupported)
+	}
+	if d.M == 0 || d.N == 0 {
+		return nil
+	}
+	grid := dim3{x: ceilDiv(d.N, fp8mmTile), y: ceilDiv(d.M, fp8mmTile)}
+	return wrap("FP8MatMul", b.launch(fp8mmKernel(a.DType(), w.DType(), out.DType()), grid, dim3{x: fp8mmThreads}, 0,
+		ptrOf(out), ptrOf(a), ptrOf(w), ptrOf(p.AScaleInv), ptrOf(p.BScaleInv), ptrOf(p.Bias),
+		int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.AScaleInv.Len() > 1)), int32(boolInt(p.BScaleInv.Len() > 1)), int32(p.Act)))
+}
