@@ -14,6 +14,8 @@
 //
 // A scale multiplies a value before its cast; its inverse, carried with the
 // codes, multiplies the decoded value back: x ≈ decode(code)·scaleInv.
+// Block scaling keeps only the inverse, s, and divides by it before the
+// cast, as DeepSeek-V3 does (the two round differently).
 package fp8
 
 import (
