@@ -82,9 +82,9 @@ I32 (codes packed from the low bits up), X.weight_scale and X.weight_shape
 ("float-quantized"); for nf4 bitsandbytes' layout, which Hugging Face
 transformers reads (X.weight U8, X.weight.absmax, X.weight.quant_map,
 X.weight.quant_state.bitsandbytes__nf4); and config.json's
-quantization_config. Beside them,
-quantization-report.txt and .json: per layer the weight's (and for static
-w8a8 the input's) mean squared error and SQNR after quantize-dequantize,
+quantization_config. Beside them, quantization-report.txt and .json: per
+layer the weight's (and for static w8a8 the input's) mean squared error
+and SQNR after quantize-dequantize,
 the input's clipping point and the bytes against float32 and float16; for
 the model, the relative error of its outputs (BERT's last_hidden_state and
 pooler_output, Llama's logits) against the float model on one evaluation
