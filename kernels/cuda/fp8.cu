@@ -49,8 +49,45 @@
 //    as 16-byte chunks when K % 16 == 0 and a, b are 16-byte aligned, else
 //    byte by byte; tiles past M, N, K are zero-filled.
 //    grid = (ceil(N/64), ceil(M/64)), block = 128, no dynamic shared memory.
+//  fp8mm_sm90_A_B_T(T* c, const __grid_constant__ CUtensorMap tmA,
+//                   const __grid_constant__ CUtensorMap tmB, const float*
+//                   ascale_inv, const float* bscale_inv, const float* bias,
+//                   int M, int N, int K, int a_per_row, int b_per_row,
+//                   int act)
+//    The Hopper (sm_90a) kernels: fp8mm_A_B_T's semantics and epilogue,
+//    the sums by wgmma.mma_async m64n256k32 .f32.A.B (e4m3.e4m3,
+//    e4m3.e5m2, e5m2.e4m3) from shared memory, scale-d 1 and imm-scale-a,
+//    imm-scale-b 1. The CTA is qmatmul_sm90.cu's, byte for byte (FP8 codes
+//    are bytes as int8 values are): tile 128×256×128 (K in bytes), 384
+//    threads = a TMA producer warpgroup and two wgmma consumer warpgroups,
+//    a 4-stage ring of K-major 128-byte rows in the 128-byte swizzle with
+//    the same descriptors (SBO 1024, the kk-th k32 slice 32·kk bytes into
+//    the row), the float32 accumulators (the per-thread layout of the s32
+//    ones) staged through shared memory (pitch 264 floats) into the
+//    epilogue, each thread finishing four consecutive columns of every
+//    other row. Tensor maps are qmatmul_sm90_T's (kernels/cuda/quant.go,
+//    qmmSM90Specs): UINT8, dims {K, M} and {K, N}, boxes {128, 128} and
+//    {128, 256}, zero fill, so the tails of M, N and K add zeros.
+//    No promotion of partial sums: the accumulators stay in the tensor
+//    core for the whole of K (no copy into float32 registers every 128 of
+//    K, as DeepSeek-V3 and CUTLASS's FP8 "fast accumulation off" do):
+//    FP8MatMul promises float32 accumulation, and whether Hopper's FP8
+//    wgmma keeps fewer bits is a measurement (TestFP8AccumulatorGPU at
+//    K = 8192, which FP8MatMul sends here on 9.0), not an assumption;
+//    promotion would cost registers and a pipeline bubble per stage, and
+//    is to be added only if that test fails here.
+//    grid = (ceil(M/128)·ceil(N/256)), block = 384, dynamic shared memory
+//    197696 bytes (MAX_DYNAMIC_SHARED_SIZE_BYTES set). Preconditions:
+//    compute capability 9.0 (compute_75/80 hold __trap() stubs); K % 16 ==
+//    0, K ≥ 1; a and b 16-byte aligned; M, N ≥ 1, M + 128 and N + 256
+//    within int32 (fp8.go's chooseFP8MatMul asks M ≥ 128, N ≥ 256,
+//    K ≥ 128).
+
+#include <cuda.h>
+#include <stdint.h>
 
 #include "common.cuh"
+#include "sm90.cuh"
 
 namespace f8 {
 
@@ -292,6 +329,205 @@ __device__ void mm_impl(T* __restrict__ c, const uint8_t* __restrict__ a, const 
 #endif
 }
 
+
+// ---------------------------------------------------------------------------
+// The Hopper GEMM: fp8mm_sm90_A_B_T (file comment).
+
+namespace sm90 {
+
+constexpr int BM = 128, BN = 256, BK = 128; // BK: FP8 values, i.e. bytes
+constexpr int STAGES = 4, THREADS = 384;
+constexpr int A_BYTES = BM * BK;                                // 16384
+constexpr int B_BYTES = BN * BK;                                // 32768
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;                  // 49152
+constexpr int EPI_LD = BN + 8;                                  // staging pitch (floats): conflict-free float2 stores
+constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 16 * STAGES; // 197696
+static_assert(SMEM == 197696, "the launch comment and fp8.go (qmmSM90Smem) are out of date");
+static_assert(2 * 64 * EPI_LD * 4 <= STAGES * STAGE_BYTES, "the epilogue's staging does not fit in the stages");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+constexpr int GROUP_M = 16; // tile-rows per group of the rasterisation
+
+// wgmma_f8 issues d[64×256] += A[64×32]·B[32×256] in the formats AF, BF
+// with float32 accumulators, A and B K-major in shared memory described by
+// da and db; scale-d is 1 (accumulate; the caller zeroes d first),
+// imm-scale-a and imm-scale-b are 1 (no negation).
+#define F8_WGMMA(TYPES)                                                                                       \
+    asm volatile("{\n"                                                                                        \
+                 ".reg .pred p;\n"                                                                            \
+                 "setp.ne.b32 p, %130, 0;\n"                                                                  \
+                 "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " " SM90_ACC_REGS ", %128, %129, p, 1, 1;\n" \
+                 "}\n"                                                                                        \
+                 : SM90_ACC_OPERANDS("+f", d)                                                                 \
+                 : "l"(da), "l"(db), "r"(1))
+template <int AF, int BF> __device__ __forceinline__ void wgmma_f8(float (&d)[128], uint64_t da, uint64_t db) {
+    if constexpr (AF == E4M3 && BF == E4M3) {
+        F8_WGMMA("e4m3.e4m3");
+    } else if constexpr (AF == E4M3 && BF == E5M2) {
+        F8_WGMMA("e4m3.e5m2");
+    } else {
+        static_assert(AF == E5M2 && BF == E4M3, "e5m2 x e5m2 is not an FP8MatMul pairing");
+        F8_WGMMA("e5m2.e4m3");
+    }
+}
+#undef F8_WGMMA
+
+// fence_acc keeps the compiler from moving accesses of the accumulators
+// across this point (wgmma writes them asynchronously).
+__device__ __forceinline__ void fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// consume runs consumer warpgroup cw (0 or 1) over the ktiles stages of the
+// tile into d, as qmatmul_sm90.cu's consume. smem is the 1024-aligned
+// shared base.
+template <int AF, int BF>
+__device__ __forceinline__ void consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
+    const uint32_t full0 = smem + STAGES * STAGE_BYTES;
+    const uint32_t empty0 = full0 + 8 * STAGES;
+    const bool leader = (threadIdx.x % 128) == 0;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+    fence_acc(d);
+    int stage = 0, prev = 0;
+    uint32_t phase = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        sm90_mbar_wait(full0 + 8 * stage, phase);
+        const uint32_t a = smem + stage * STAGE_BYTES + cw * (64 * BK);
+        const uint32_t b = smem + stage * STAGE_BYTES + A_BYTES;
+        sm90_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 32; ++kk)
+            wgmma_f8<AF, BF>(d, sm90_desc(a + 32 * kk, 16, 1024), sm90_desc(b + 32 * kk, 16, 1024));
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<1>(); // the previous group (stage prev) is done
+        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
+        prev = stage;
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    sm90_wgmma_wait<0>();
+    fence_acc(d);
+}
+
+// gemm is the body of fp8mm_sm90_A_B_T; see the file comment.
+template <int AF, int BF, typename T>
+__device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* tmB, T* __restrict__ c,
+                                     const float* __restrict__ ascale_inv, const float* __restrict__ bscale_inv,
+                                     const float* __restrict__ bias, int M, int N, int K, int a_per_row, int b_per_row,
+                                     int act) {
+    extern __shared__ uint8_t f8sm90_dyn[];
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(f8sm90_dyn);
+    const uint32_t smem = (raw + 1023u) & ~1023u;
+    const uint32_t full0 = smem + STAGES * STAGE_BYTES;
+    const uint32_t empty0 = full0 + 8 * STAGES;
+
+    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
+    const int pid = blockIdx.x, inGroup = GROUP_M * tilesN;
+    const int firstM = (pid / inGroup) * GROUP_M;
+    const int groupM = min(tilesM - firstM, GROUP_M);
+    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
+    const int m0 = tm * BM, n0 = tn * BN;
+    const int ktiles = (K + BK - 1) / BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            sm90_mbar_init(full0 + 8 * s, 1);
+            sm90_mbar_init(empty0 + 8 * s, 2);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            sm90_prefetch_map(tmA);
+            sm90_prefetch_map(tmB);
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int kt = 0; kt < ktiles; ++kt) {
+                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                const uint32_t full = full0 + 8 * stage;
+                const uint32_t a = smem + stage * STAGE_BYTES;
+                const int k0 = kt * BK;
+                sm90_mbar_expect_tx(full, STAGE_BYTES);
+                sm90_tma_load_2d(a, tmA, full, k0, m0);
+                sm90_tma_load_2d(a + A_BYTES, tmB, full, k0, n0);
+                if (++stage == STAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1;
+    float d[128];
+    consume<AF, BF>(d, smem, ktiles, cw);
+
+    // Epilogue through shared memory once both consumers are done with
+    // every stage: consumer cw stages its 64×256 float block with a row
+    // pitch of EPI_LD floats.
+    asm volatile("bar.sync 1, 256;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    float* tile = reinterpret_cast<float*>(f8sm90_dyn + (smem - raw)) + cw * (64 * EPI_LD);
+    {
+        // Warp w holds rows 16w + lane/4 (d[4j], d[4j+1]) and
+        // 16w + lane/4 + 8 (d[4j+2], d[4j+3]) at columns 8j + 2·(lane%4) + {0, 1}.
+        const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+        float* q = tile + (warp * 16 + lane / 4) * EPI_LD + 2 * (lane % 4);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                *reinterpret_cast<float2*>(q + 8 * h * EPI_LD + 8 * j) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+        }
+    }
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
+
+    // Thread t finishes columns col..col+3 of rows t/64, t/64 + 2, … of the
+    // block with mm_impl's epilogue: v = acc·(sa·sb), + bias, act, each
+    // rounded in float32, then once to T.
+    const int t = threadIdx.x % 128, scol = 4 * (t % 64), col = n0 + scol;
+    if (col >= N) return;
+    const int nc = min(4, N - col);
+    float sbv[4], bv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        sbv[e] = e < nc ? bscale_inv[b_per_row ? col + e : 0] : 0.0f;
+        bv[e] = (e < nc && bias != nullptr) ? bias[col + e] : 0.0f;
+    }
+    const int r0 = m0 + cw * 64;
+    const float* q = tile + scol;
+    for (int r = t / 64; r < 64; r += 2) {
+        const int row = r0 + r;
+        if (row >= M) break;
+        const float4 s = *reinterpret_cast<const float4*>(q + r * EPI_LD);
+        const float acc[4] = {s.x, s.y, s.z, s.w};
+        const float sa = ascale_inv[a_per_row ? row : 0];
+        T* out = c + (long long)row * N + col;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            if (e >= nc) break;
+            float v = __fmul_rn(acc[e], __fmul_rn(sa, sbv[e]));
+            if (bias != nullptr) v = __fadd_rn(v, bv[e]);
+            out[e] = from_f32<T>(act == ACT_NONE ? v : epi_act(v, act));
+        }
+    }
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+} // namespace sm90
+
 } // namespace f8
 
 #define F8_CAST(NAME, T)                                                                                          \
@@ -323,3 +559,29 @@ F8_MM_OUTS(e4m3, e5m2, f8::E4M3, f8::E5M2)
 F8_MM_OUTS(e5m2, e4m3, f8::E5M2, f8::E4M3)
 #undef F8_MM_OUTS
 #undef F8_MM
+
+// F8_SM90 defines fp8mm_sm90_A_B_T; see the file comment for the launch
+// configuration and preconditions.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define F8_SM90_BODY(AF, BF, T)                                                                                   \
+    f8::sm90::gemm<AF, BF, T>(&tmA, &tmB, c, ascale_inv, bscale_inv, bias, M, N, K, a_per_row, b_per_row, act);
+#else
+#define F8_SM90_BODY(AF, BF, T) __trap();
+#endif
+#define F8_SM90(AN, BN_, AF, BF, NAME, T)                                                                         \
+    extern "C" __global__ void __launch_bounds__(f8::sm90::THREADS, 1) fp8mm_sm90_##AN##_##BN_##_##NAME(          \
+        T* c, const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,                   \
+        const float* ascale_inv, const float* bscale_inv, const float* bias, int M, int N, int K, int a_per_row,  \
+        int b_per_row, int act) {                                                                                 \
+        F8_SM90_BODY(AF, BF, T)                                                                                   \
+    }
+#define F8_SM90_OUTS(AN, BN_, AF, BF)                                                                             \
+    F8_SM90(AN, BN_, AF, BF, f32, float)                                                                          \
+    F8_SM90(AN, BN_, AF, BF, f16, __half)                                                                         \
+    F8_SM90(AN, BN_, AF, BF, bf16, __nv_bfloat16)
+F8_SM90_OUTS(e4m3, e4m3, f8::E4M3, f8::E4M3)
+F8_SM90_OUTS(e4m3, e5m2, f8::E4M3, f8::E5M2)
+F8_SM90_OUTS(e5m2, e4m3, f8::E5M2, f8::E4M3)
+#undef F8_SM90_OUTS
+#undef F8_SM90
+#undef F8_SM90_BODY

@@ -103,9 +103,49 @@ func fp8mmKernel(a, b, out kernels.DType) string {
 	return "fp8mm_" + a.String() + "_" + b.String() + "_" + out.String()
 }
 
+// fp8mmPath is the kernel FP8MatMul runs.
+type fp8mmPath int
+
+const (
+	// fp8mmMMA is fp8mm_A_B_T: mma.sync m16n8k32, on every FP8 device and
+	// for every shape.
+	fp8mmMMA fp8mmPath = iota
+	// fp8mmSM90 is fp8mm_sm90_A_B_T: wgmma m64n256k32 fed by TMA, on
+	// compute capability 9.0 (the kernels exist only in the sm_90a image),
+	// with qmatmul_sm90_T's CTA, tiles, stages and tensor maps (FP8 codes
+	// are bytes as int8 values are).
+	fp8mmSM90
+)
+
+// String names the path in test messages.
+func (p fp8mmPath) String() string { return [...]string{"mma", "hopper"}[p] }
+
+// fp8mmSM90Kernel names the Hopper FP8MatMul kernel: fp8mm_sm90_e4m3_e4m3_f32, ...
+func fp8mmSM90Kernel(a, b, out kernels.DType) string {
+	return "fp8mm_sm90_" + a.String() + "_" + b.String() + "_" + out.String()
+}
+
+// chooseFP8MatMul picks the kernel for a product of geometry d with a and w
+// at those addresses, as chooseQMatMul does: fp8mmSM90 on compute
+// capability 9.0 for at least a whole 128×256 tile and 128 of K (M ≥ 128,
+// N ≥ 256, K ≥ 128), K a multiple of 16 and a and w 16-byte aligned
+// (TMA's row strides and base addresses), M and N at most sm90MaxDim and
+// at most 2³¹−1 tiles; fp8mmMMA otherwise.
+func (b *Backend) chooseFP8MatMul(d kernels.FP8Dims, a, w devptr) fp8mmPath {
+	if b.major == 9 && b.minor == 0 && d.K%16 == 0 && a%16 == 0 && w%16 == 0 &&
+		d.M >= qmmSM90MinM && d.N >= qmmSM90MinN && d.K >= qmmSM90MinK &&
+		d.M <= sm90MaxDim && d.N <= sm90MaxDim &&
+		int64(ceilDiv(d.M, qmmSM90TileM))*int64(ceilDiv(d.N, qmmSM90TileN)) <= math.MaxInt32 {
+		return fp8mmSM90
+	}
+	return fp8mmMMA
+}
+
 // FP8MatMul sets out = act(Σ decode(a)·decode(b) · aScaleInv·bScaleInv +
-// bias) (see kernels.FP8) by fp8mm_A_B_T: mma.sync m16n8k32 with e4m3 and
-// e5m2 operands and float32 accumulation, the epilogue fused.
+// bias) (see kernels.FP8) with float32 accumulation, the epilogue fused:
+// by chooseFP8MatMul's kernel, fp8mm_sm90_A_B_T (wgmma) on Hopper for
+// large products, else fp8mm_A_B_T (mma.sync m16n8k32 with e4m3 and e5m2
+// operands).
 func (b *Backend) FP8MatMul(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams) error {
 	d, err := kernels.CheckFP8MatMul("cuda: FP8MatMul", b, out, a, w, p)
 	if err != nil {
@@ -118,14 +158,31 @@ func (b *Backend) FP8MatMul(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams
 		return fmt.Errorf("cuda: FP8MatMul: a [%d %d] times b [%d %d] is over the 2³¹ the kernels index: %w",
 			d.M, d.K, d.N, d.K, kernels.ErrUnsupported)
 	}
-	if ceilDiv(d.M, fp8mmTile) > maxGridY {
+	return b.launchFP8MM(out, a, w, p, d, b.chooseFP8MatMul(d, ptrOf(a), ptrOf(w)))
+}
+
+// launchFP8MM queues FP8MatMul on the kernel of path, whose preconditions
+// (chooseFP8MatMul's) the product meets; the caller has checked the
+// arguments.
+func (b *Backend) launchFP8MM(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams, d kernels.FP8Dims, path fp8mmPath) error {
+	if path == fp8mmMMA && ceilDiv(d.M, fp8mmTile) > maxGridY {
 		return fmt.Errorf("cuda: FP8MatMul: %d rows (M) are over the %d one launch takes: %w", d.M, fp8mmTile*maxGridY, kernels.ErrUnsupported)
 	}
 	if d.M == 0 || d.N == 0 {
 		return nil
 	}
+	tail := []any{ptrOf(p.AScaleInv), ptrOf(p.BScaleInv), ptrOf(p.Bias),
+		int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.AScaleInv.Len() > 1)), int32(boolInt(p.BScaleInv.Len() > 1)), int32(p.Act)}
+	if path == fp8mmSM90 {
+		tmA, tmB, err := b.qmmSM90Maps(qmmLaunch{a: ptrOf(a), b: ptrOf(w), m: d.M, n: d.N, k: d.K})
+		if err != nil {
+			return wrap("FP8MatMul", err)
+		}
+		grid := dim3{x: ceilDiv(d.M, qmmSM90TileM) * ceilDiv(d.N, qmmSM90TileN)}
+		return wrap("FP8MatMul", b.launch(fp8mmSM90Kernel(a.DType(), w.DType(), out.DType()), grid, dim3{x: qmmSM90Threads},
+			qmmSM90Smem, append([]any{ptrOf(out), tmA, tmB}, tail...)...))
+	}
 	grid := dim3{x: ceilDiv(d.N, fp8mmTile), y: ceilDiv(d.M, fp8mmTile)}
 	return wrap("FP8MatMul", b.launch(fp8mmKernel(a.DType(), w.DType(), out.DType()), grid, dim3{x: fp8mmThreads}, 0,
-		ptrOf(out), ptrOf(a), ptrOf(w), ptrOf(p.AScaleInv), ptrOf(p.BScaleInv), ptrOf(p.Bias),
-		int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.AScaleInv.Len() > 1)), int32(boolInt(p.BScaleInv.Len() > 1)), int32(p.Act)))
+		append([]any{ptrOf(out), ptrOf(a), ptrOf(w)}, tail...)...))
 }

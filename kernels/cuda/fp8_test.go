@@ -423,6 +423,175 @@ func TestFP8AccumulatorGPU(t *testing.T) {
 		k, errs[0], errs[1], float64(k)*0x1p-24, 0x1p-24)
 }
 
+// TestFP8SM90Launch checks, without a GPU, FP8MatMul's choice of
+// fp8mm_sm90_A_B_T (only on compute capability 9.0, only for M ≥ 128,
+// N ≥ 256, K ≥ 128, K % 16 == 0 and 16-byte aligned operands) and its
+// launches against the kernel's PTX parameters, the 227 KiB of shared
+// memory a block may have and fp8.cu's launch comment.
+func TestFP8SM90Launch(t *testing.T) {
+	assert.Equal(t, 197696, qmmSM90Smem, "fp8.cu's sm90::SMEM")
+	assert.LessOrEqual(t, qmmSM90Smem, 227<<10)
+	for _, cc := range [][2]int{{7, 5}, {8, 0}, {8, 9}, {9, 0}, {10, 0}, {12, 0}} {
+		var recs []launchRec
+		b := dryRun(cc[0], cc[1], &recs)
+		want := fp8mmMMA
+		if cc == [2]int{9, 0} {
+			want = fp8mmSM90
+		}
+		assert.Equal(t, want, b.chooseFP8MatMul(kernels.FP8Dims{M: 128, N: 256, K: 128}, 256, 512), "cc %v", cc)
+	}
+	var recs []launchRec
+	b := dryRun(9, 0, &recs)
+	for _, c := range []struct {
+		m, n, k int
+		a, w    devptr
+		want    fp8mmPath
+	}{
+		{128, 256, 128, 256, 512, fp8mmSM90}, {300, 520, 1040, 4096, 8192, fp8mmSM90}, {1 << 16, 1 << 14, 16 << 10, 256, 512, fp8mmSM90},
+		{127, 256, 128, 256, 512, fp8mmMMA}, {128, 255, 128, 256, 512, fp8mmMMA}, {128, 256, 112, 256, 512, fp8mmMMA},
+		{128, 256, 144, 256, 512, fp8mmSM90}, {128, 256, 136, 256, 512, fp8mmMMA}, {128, 256, 128, 264, 512, fp8mmMMA},
+		{128, 256, 128, 256, 520, fp8mmMMA},
+	} {
+		assert.Equal(t, c.want, b.chooseFP8MatMul(kernels.FP8Dims{M: c.m, N: c.n, K: c.k}, c.a, c.w), "%+v", c)
+	}
+	a := func(dt kernels.DType, shape ...int) *kernels.Tensor {
+		x, err := b.Alloc(dt, shape...)
+		require.NoError(t, err)
+		return x
+	}
+	f32 := kernels.F32
+	for _, pr := range fp8Pairs {
+		for _, dt := range kernels.FloatTypes {
+			require.NoError(t, b.FP8MatMul(a(dt, 2, 150, 300), a(pr[0], 2, 150, 256), a(pr[1], 300, 256),
+				kernels.FP8MatMulParams{AScaleInv: a(f32, 300), BScaleInv: a(f32, 300), Bias: a(f32, 300), Act: kernels.ActGELU}))
+			require.NoError(t, b.FP8MatMul(a(dt, 128, 256), a(pr[0], 128, 128), a(pr[1], 256, 128),
+				kernels.FP8MatMulParams{AScaleInv: a(f32, 1), BScaleInv: a(f32, 1)}))
+		}
+	}
+	params := ptxParams(t, "compute_80") // the sm_90a cubin's kernels are the compute_80 PTX's (TestImages)
+	seen := map[string]bool{}
+	for _, r := range recs {
+		seen[r.name] = true
+		want, ok := params[r.name]
+		if !assert.True(t, ok, "launch of %s, which the image lacks", r.name) {
+			continue
+		}
+		if !assert.Len(t, r.args, len(want), "%s: arguments %v, parameters %v", r.name, r.args, want) {
+			continue
+		}
+		for i, arg := range r.args {
+			assert.Contains(t, goParam(arg), want[i], "%s argument %d: Go %T for PTX %s", r.name, i, arg, want[i])
+		}
+		assert.Equal(t, qmmSM90Smem, r.smem, r.name)
+		assert.Equal(t, dim3{x: qmmSM90Threads, y: 1, z: 1}, r.block, r.name)
+		m, n := int(r.args[6].(int32)), int(r.args[7].(int32))
+		assert.Equal(t, dim3{x: ceilDiv(m, qmmSM90TileM) * ceilDiv(n, qmmSM90TileN), y: 1, z: 1}, r.grid, r.name)
+		if m == 300 {
+			assert.Equal(t, []any{int32(300), int32(300), int32(256), int32(1), int32(1), int32(kernels.ActGELU)}, r.args[6:], r.name)
+			assert.NotZero(t, r.args[5], "bias")
+		} else {
+			assert.Equal(t, []any{int32(128), int32(256), int32(128), int32(0), int32(0), int32(kernels.ActNone)}, r.args[6:], r.name)
+			assert.Zero(t, r.args[5], "no bias")
+		}
+	}
+	assert.Len(t, recs, 2*len(fp8Pairs)*len(kernels.FloatTypes))
+	for _, pr := range fp8Pairs {
+		for _, dt := range kernels.FloatTypes {
+			assert.True(t, seen[fp8mmSM90Kernel(pr[0], pr[1], dt)], "no launch of %s", fp8mmSM90Kernel(pr[0], pr[1], dt))
+		}
+	}
+}
+
+// fp8mmRunPath is fp8mmRun on g's kernel of path.
+func fp8mmRunPath(t *testing.T, g *Backend, path fp8mmPath, pr [2]kernels.DType, dt kernels.DType, ac, bc []byte, sa, sb, bias []float32,
+	m, n, k int, act kernels.Activation) []float64 {
+	t.Helper()
+	a, b := fp8Alloc(t, g, pr[0], m, k), fp8Alloc(t, g, pr[1], n, k)
+	require.NoError(t, g.Upload(a, ac))
+	require.NoError(t, g.Upload(b, bc))
+	out := fp8Alloc(t, g, dt, m, n)
+	p := kernels.FP8MatMulParams{AScaleInv: fp8HostTensor(t, g, kernels.F32, sa, len(sa)),
+		BScaleInv: fp8HostTensor(t, g, kernels.F32, sb, len(sb)), Act: act}
+	if bias != nil {
+		p.Bias = fp8HostTensor(t, g, kernels.F32, bias, n)
+	}
+	d, err := kernels.CheckFP8MatMul("test", g, out, a, b, p)
+	require.NoError(t, err)
+	if path == fp8mmSM90 {
+		require.Equal(t, fp8mmSM90, g.chooseFP8MatMul(d, ptrOf(a), ptrOf(b)), "FP8MatMul's choice")
+	}
+	require.NoError(t, g.launchFP8MM(out, a, b, p, d, path))
+	got, err := kernels.ToFloat32(out)
+	require.NoError(t, err)
+	o := make([]float64, len(got))
+	for i, v := range got {
+		o[i] = float64(v)
+	}
+	return o
+}
+
+// TestFP8MatMulSM90GPU checks the Hopper kernel (wgmma, float32
+// accumulators, no promotion) against the float64 product within
+// fp8mmCheck's float32-sum bound and against the mma.sync kernel (the
+// same bound; the number of outputs that differ is logged), in every
+// pairing and out dtype, on one whole tile and stage, tails of M, N and K,
+// and a K of 32 stages (round the 4-stage ring 8 times; float32 out only),
+// per-row scales with a bias, and the GELU (bf16 out, and at K = 4096).
+func TestFP8MatMulSM90GPU(t *testing.T) {
+	g, _ := fp8GPU(t)
+	if g.major != 9 || g.minor != 0 {
+		t.Skipf("the Hopper kernel needs compute capability 9.0; this device is %d.%d", g.major, g.minor)
+	}
+	rng := rand.New(rand.NewPCG(90, 8))
+	for _, shape := range [][3]int{{128, 256, 128}, {192, 320, 400}, {300, 520, 1040}, {256, 512, 4096}} {
+		m, n, k := shape[0], shape[1], shape[2]
+		for _, pr := range fp8Pairs {
+			ac, av := fp8RandCodes(rng, pr[0], 20, m*k)
+			bc, bv := fp8RandCodes(rng, pr[1], 50, n*k)
+			sa, sb, bias := make([]float32, m), make([]float32, n), make([]float32, n)
+			for i := range sa {
+				sa[i] = float32(0.01 + 0.01*rng.Float64())
+			}
+			for i := range sb {
+				sb[i] = float32(0.001 + 0.001*rng.Float64())
+				bias[i] = float32(rng.Float64()*2 - 1)
+			}
+			for _, dt := range kernels.FloatTypes {
+				if k > 2048 && dt != kernels.F32 { // the float64 reference is the test's cost
+					continue
+				}
+				for _, act := range []kernels.Activation{kernels.ActNone, kernels.ActGELU} {
+					if act != kernels.ActNone && dt != kernels.BF16 && k < 2048 {
+						continue
+					}
+					name := fmt.Sprintf("%v×%v into %v, %dx%dx%d, act %v", pr[0], pr[1], dt, m, n, k, act)
+					hop := fp8mmRunPath(t, g, fp8mmSM90, pr, dt, ac, bc, sa, sb, bias, m, n, k, act)
+					mma := fp8mmRunPath(t, g, fp8mmMMA, pr, dt, ac, bc, sa, sb, bias, m, n, k, act)
+					eh := fp8mmCheck(t, name+" hopper", hop, av, bv, sa, sb, bias, m, n, k, dt, act)
+					em := fp8mmCheck(t, name+" mma", mma, av, bv, sa, sb, bias, m, n, k, dt, act)
+					diff := 0
+					for i := range hop {
+						if hop[i] != mma[i] {
+							diff++
+						}
+					}
+					if dt == kernels.F32 && act == kernels.ActNone {
+						t.Logf("%s: largest error / Σ|a·b|·scales: hopper %.3g, mma %.3g; %d of %d outputs differ", name, eh, em, diff, len(hop))
+					}
+				}
+			}
+		}
+	}
+	// FP8MatMul itself takes the Hopper path there, bit for bit.
+	m, n, k := 192, 320, 400
+	pr := fp8Pairs[0]
+	ac, _ := fp8RandCodes(rng, pr[0], 20, m*k)
+	bc, _ := fp8RandCodes(rng, pr[1], 50, n*k)
+	one := []float32{1}
+	assert.Equal(t, fp8mmRunPath(t, g, fp8mmSM90, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone),
+		fp8mmRun(t, g, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone))
+}
+
 // TestFP8Errors checks the capability error's form on a real device
 // without FP8, and the arguments' checks before it.
 func TestFP8Errors(t *testing.T) {
