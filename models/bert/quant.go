@@ -64,8 +64,7 @@ func (m *Model) QuantizeFP8() ([]LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
-	fo, err := kernels.FP8Of(m.be)
-	if err != nil {
+	if _, err := kernels.FP8Of(m.be); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
 	var reports []LinearReport
@@ -74,7 +73,7 @@ func (m *Model) QuantizeFP8() ([]LinearReport, error) {
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
 		for s := range numSites {
 			for j, lin := range lins[s] {
-				r, err := m.quantizeFP8Linear(fo, lin, layerParam(i, siteLinears[s][j]))
+				r, err := m.quantizeLinear(lin, nil, layerParam(i, siteLinears[s][j]))
 				if err != nil {
 					return nil, err
 				}
@@ -83,59 +82,6 @@ func (m *Model) QuantizeFP8() ([]LinearReport, error) {
 		}
 	}
 	return reports, nil
-}
-
-// quantizeFP8Linear casts lin's weight to E4M3 per output channel on the
-// device and its bias to float32, and reports the weight's error.
-func (m *Model) quantizeFP8Linear(fo kernels.FP8, lin *linear, name string) (LinearReport, error) {
-	r := LinearReport{Name: name}
-	shape := lin.w.Shape()
-	out, in := shape[0], shape[1]
-	q := &qlinear{fp8: true}
-	var err error
-	if q.w, err = m.params.Alloc(name+".weight", kernels.E4M3, out, in); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
-	}
-	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
-	}
-	if err := fo.CastFP8Rows(q.w, q.wScale, lin.w); err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	w, err := kernels.ToFloat32(lin.w)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	deq, err := kernels.ToFloat32(q.w)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	inv, err := kernels.ToFloat32(q.wScale)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	for i := range deq {
-		deq[i] *= inv[i/in]
-	}
-	e, err := quant.Measure(w, deq)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	bias, err := kernels.ToFloat32(lin.b)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, out); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
-	}
-	if err := errors.Join(m.params.Release(lin.w), m.params.Release(lin.b)); err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	*lin = linear{q: q}
-	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
-	r.Bytes = q.w.Bytes() + q.wScale.Bytes() + q.b.Bytes()
-	r.F32Bytes, r.F16Bytes = int64(out*in*4+out*4), int64(out*in*2+out*2)
-	return r, nil
 }
 
 // Calibration is what Model.Quantize calibrates the inputs' scales with.
@@ -201,7 +147,7 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 			}
 			for j, lin := range lins[s] {
 				name := layerParam(i, siteLinears[s][j])
-				r, err := m.quantizeLinear(lin, scale, name)
+				r, err := m.quantizeLinear(lin, &scale, name)
 				if err != nil {
 					return nil, err
 				}
@@ -261,17 +207,22 @@ func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][nu
 }
 
 // quantizeLinear quantizes lin's weight per output channel on the device
-// and its bias to float32, reading its input with the static scale
-// inScale, and reports the weight's error.
-func (m *Model) quantizeLinear(lin *linear, inScale float32, name string) (LinearReport, error) {
+// and its bias to float32, and reports the weight's error: int8 reading
+// its input with the static scale *inScale, or FP8 (E4M3, its input cast
+// per token) when inScale is nil.
+func (m *Model) quantizeLinear(lin *linear, inScale *float32, name string) (LinearReport, error) {
 	shape := lin.w.Shape()
 	out, in := shape[0], shape[1]
-	q := &qlinear{}
+	q := &qlinear{fp8: inScale == nil}
+	codes := kernels.E4M3
 	var err error
-	if q.inScale, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{inScale}, 1); err != nil {
-		return LinearReport{}, fmt.Errorf("bert: %w", err)
+	if inScale != nil {
+		codes = kernels.I8
+		if q.inScale, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{*inScale}, 1); err != nil {
+			return LinearReport{}, fmt.Errorf("bert: %w", err)
+		}
 	}
-	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, out, in); err != nil {
+	if q.w, err = m.params.Alloc(name+".weight", codes, out, in); err != nil {
 		return LinearReport{}, fmt.Errorf("bert: %w", err)
 	}
 	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {

@@ -50,7 +50,7 @@ func (m *Model) Quantize() ([]quant.LinearReport, error) {
 	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		for _, mod := range m.w.layers[i].modules() {
-			r, err := m.quantizeLinear(mod.lin, layerParam(i, mod.name))
+			r, err := m.quantizeLinear(mod.lin, layerParam(i, mod.name), kernels.I8)
 			if err != nil {
 				return nil, err
 			}
@@ -61,11 +61,12 @@ func (m *Model) Quantize() ([]quant.LinearReport, error) {
 	return reports, nil
 }
 
-// quantizeLinear converts lin, named name (without ".weight"), to int8
-// on the device, releases its float weight and reports its error.
-func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, error) {
+// quantizeLinear converts lin, named name (without ".weight"), to codes
+// (I8, or E4M3 for FP8) with a scale per output channel on the device,
+// releases its float weight and reports its error.
+func (m *Model) quantizeLinear(lin *linear, name string, codes kernels.DType) (quant.LinearReport, error) {
 	shape := lin.w.Shape()
-	q, err := m.params.Alloc(name+".weight", kernels.I8, shape[0], shape[1])
+	q, err := m.params.Alloc(name+".weight", codes, shape[0], shape[1])
 	if err != nil {
 		return quant.LinearReport{}, fmt.Errorf("llama: %w", err)
 	}
@@ -83,6 +84,7 @@ func (m *Model) quantizeLinear(lin *linear, name string) (quant.LinearReport, er
 	}
 	*lin = linear{q: q, scale: scale}
 	m.int8++
+	m.fp8 = codes != kernels.I8
 	m.weightBits = 8
 	return r, nil
 }
@@ -311,14 +313,13 @@ func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
 	}
-	fo, err := kernels.FP8Of(m.be)
-	if err != nil {
+	if _, err := kernels.FP8Of(m.be); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
 	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		for _, mod := range m.w.layers[i].modules() {
-			r, err := m.quantizeFP8Linear(fo, mod.lin, layerParam(i, mod.name))
+			r, err := m.quantizeLinear(mod.lin, layerParam(i, mod.name), kernels.E4M3)
 			if err != nil {
 				return nil, err
 			}
@@ -327,53 +328,4 @@ func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 	}
 	m.Config.Quant = &quant.Spec{Scheme: quant.FP8, Dynamic: true, Ignore: QuantIgnored()}
 	return reports, nil
-}
-
-// quantizeFP8Linear converts lin, named name, to E4M3 per output channel,
-// releases its float weight and reports its error.
-func (m *Model) quantizeFP8Linear(fo kernels.FP8, lin *linear, name string) (quant.LinearReport, error) {
-	r := quant.LinearReport{Name: name}
-	shape := lin.w.Shape()
-	out, in := shape[0], shape[1]
-	q, err := m.params.Alloc(name+".weight", kernels.E4M3, out, in)
-	if err != nil {
-		return r, fmt.Errorf("llama: %w", err)
-	}
-	inv, err := m.params.Alloc(name+".weight_scale", kernels.F32, out)
-	if err != nil {
-		return r, errors.Join(fmt.Errorf("llama: %w", err), m.params.Release(q))
-	}
-	if err := fo.CastFP8Rows(q, inv, lin.w); err != nil {
-		return r, errors.Join(fmt.Errorf("llama: %s: %w", name, err), m.params.Release(q), m.params.Release(inv))
-	}
-	w, err := kernels.ToFloat32(lin.w)
-	if err != nil {
-		return r, fmt.Errorf("llama: %s: %w", name, err)
-	}
-	codes, err := kernels.ToFloat32(q)
-	if err != nil {
-		return r, fmt.Errorf("llama: %s: %w", name, err)
-	}
-	scales, err := kernels.ToFloat32(inv)
-	if err != nil {
-		return r, fmt.Errorf("llama: %s: %w", name, err)
-	}
-	for i := range codes {
-		codes[i] *= scales[i/in]
-	}
-	e, err := quant.Measure(w, codes)
-	if err != nil {
-		return r, fmt.Errorf("llama: %s: %w", name, err)
-	}
-	if err := m.params.Release(lin.w); err != nil {
-		return r, fmt.Errorf("llama: %s: %w", name, err)
-	}
-	*lin = linear{q: q, scale: inv}
-	m.int8++
-	m.fp8 = true
-	m.weightBits = 8
-	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
-	r.Bytes = q.Bytes() + inv.Bytes()
-	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
-	return r, nil
 }

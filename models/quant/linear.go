@@ -29,41 +29,28 @@ type LinearReport struct {
 }
 
 // QuantizeWeight quantizes w, a float linear weight [out, in] (nn.Linear's
-// layout) on be's device, with one scale per output channel: q (I8
-// [out, in]) and scale (F32 [out]) are set on the device by be's
-// kernels.Quant (Quantize with dynamic per-row scales, scale[r] =
-// max |w[r, :]| / 127). It returns the report of the weight named name:
-// the error of q·scale against w, computed by the device's Dequantize, and
-// the sizes. The input fields are left for the caller. be must implement
-// kernels.Quant; errors name the weight.
+// layout) on be's device, with one scale per output channel, into q's
+// dtype: I8 by be's kernels.Quant (Quantize with dynamic per-row scales,
+// scale[r] = max |w[r, :]| / 127), or E4M3/E5M2 by its kernels.FP8
+// (CastFP8Rows: each row's current scale, scale[r] its inverse); either
+// way w ≈ q·scale, scale F32 [out]. It returns the report of the weight
+// named name: the error of q·scale against w (dequantized by the device's
+// Dequantize for int8, by the FP8 codes' values on the host) and the
+// sizes. The input fields are left for the caller. be must have the ops
+// of q's dtype; errors name the weight.
 func QuantizeWeight(be kernels.Backend, q, scale, w *kernels.Tensor, name string) (LinearReport, error) {
 	r := LinearReport{Name: name}
-	qo, ok := be.(kernels.Quant)
-	if !ok {
-		return r, fmt.Errorf("quant: %s: the %s backend has no int8 ops (kernels.Quant): %w", name, be.Name(), kernels.ErrUnsupported)
-	}
 	shape := w.Shape()
 	if len(shape) != 2 {
 		return r, fmt.Errorf("quant: %s: weight of shape %v, want [out in]: %w", name, shape, kernels.ErrShape)
 	}
 	out, in := shape[0], shape[1]
-	if err := qo.Quantize(q, scale, w, true); err != nil {
+	got, err := quantizeRows(be, q, scale, w)
+	if err != nil {
 		return r, fmt.Errorf("quant: %s: %w", name, err)
 	}
 	ref, err := kernels.ToFloat32(w)
 	if err != nil {
-		return r, fmt.Errorf("quant: %s: %w", name, err)
-	}
-	deq, err := be.Alloc(kernels.F32, out, in)
-	if err != nil {
-		return r, fmt.Errorf("quant: %s: %w", name, err)
-	}
-	err = qo.Dequantize(deq, q, scale)
-	var got []float32
-	if err == nil {
-		got, err = kernels.ToFloat32(deq)
-	}
-	if err = errors.Join(err, be.Free(deq)); err != nil {
 		return r, fmt.Errorf("quant: %s: %w", name, err)
 	}
 	e, err := Measure(ref, got)
@@ -74,4 +61,48 @@ func QuantizeWeight(be kernels.Backend, q, scale, w *kernels.Tensor, name string
 	r.Bytes = q.Bytes() + scale.Bytes()
 	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
 	return r, nil
+}
+
+// quantizeRows quantizes w into q per row (see QuantizeWeight) and returns
+// q·scale.
+func quantizeRows(be kernels.Backend, q, scale, w *kernels.Tensor) ([]float32, error) {
+	if q.DType() != kernels.I8 {
+		fo, err := kernels.FP8Of(be)
+		if err != nil {
+			return nil, err
+		}
+		if err := fo.CastFP8Rows(q, scale, w); err != nil {
+			return nil, err
+		}
+		codes, err := kernels.ToFloat32(q)
+		if err != nil {
+			return nil, err
+		}
+		inv, err := kernels.ToFloat32(scale)
+		if err != nil {
+			return nil, err
+		}
+		in := w.Shape().Last()
+		for i := range codes {
+			codes[i] *= inv[i/in]
+		}
+		return codes, nil
+	}
+	qo, ok := be.(kernels.Quant)
+	if !ok {
+		return nil, fmt.Errorf("the %s backend has no int8 ops (kernels.Quant): %w", be.Name(), kernels.ErrUnsupported)
+	}
+	if err := qo.Quantize(q, scale, w, true); err != nil {
+		return nil, err
+	}
+	deq, err := be.Alloc(kernels.F32, w.Shape()...)
+	if err != nil {
+		return nil, err
+	}
+	err = qo.Dequantize(deq, q, scale)
+	var got []float32
+	if err == nil {
+		got, err = kernels.ToFloat32(deq)
+	}
+	return got, errors.Join(err, be.Free(deq))
 }
