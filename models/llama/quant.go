@@ -236,23 +236,27 @@ func (q *int8Bufs) projectWeightOnly(be kernels.Backend, out, in *kernels.Tensor
 	return nil
 }
 
-// project is the projector of an int8 module: its input quantized per
-// token (kernels.Quant's Quantize, dynamic) unless shared with the
-// previous module, then out = xq·Wqᵀ rescaled by the tokens' and the
-// output channels' scales (QMatMul), through q.sum and an Add when a
-// residual is added.
+// project is the projector of an int8 (FP8) module: its input quantized
+// per token (kernels.Quant's dynamic Quantize; kernels.FP8's CastFP8Rows)
+// unless shared with the previous module, then out = xq·Wqᵀ rescaled by
+// the tokens' and the output channels' scales (QMatMul; FP8MatMul),
+// through q.sum and an Add when a residual is added.
 func (q *int8Bufs) project(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual, shared bool) error {
-	if lin.q.DType() == kernels.E4M3 {
-		return q.projectFP8(be, out, in, lin, residual, shared)
-	}
-	qo := be.(kernels.Quant) // the model has int8 modules only on such a backend
+	// The model has int8 (FP8) modules only on a backend with the ops.
+	fp8 := lin.q.DType() != kernels.I8
 	width := in.Shape().Last()
 	if !shared || q.cur == nil || q.cur.Shape().Last() != width {
 		q.cur = q.xq[width]
 		if q.cur == nil {
-			return fmt.Errorf("no int8 buffer for an input of shape %v: %w", in.Shape(), kernels.ErrShape)
+			return fmt.Errorf("no buffer of codes for an input of shape %v: %w", in.Shape(), kernels.ErrShape)
 		}
-		if err := qo.Quantize(q.cur, q.scale, in, true); err != nil {
+		var err error
+		if fp8 {
+			err = be.(kernels.FP8).CastFP8Rows(q.cur, q.scale, in)
+		} else {
+			err = be.(kernels.Quant).Quantize(q.cur, q.scale, in, true)
+		}
+		if err != nil {
 			q.cur = nil
 			return fmt.Errorf("quantizing the input: %w", err)
 		}
@@ -261,37 +265,13 @@ func (q *int8Bufs) project(be kernels.Backend, out, in *kernels.Tensor, lin line
 	if residual {
 		dst = q.sum
 	}
-	if err := qo.QMatMul(dst, q.cur, lin.q, kernels.QMatMulParams{AScale: q.scale, BScale: lin.scale}); err != nil {
-		return err
+	var err error
+	if fp8 {
+		err = be.(kernels.FP8).FP8MatMul(dst, q.cur, lin.q, kernels.FP8MatMulParams{AScaleInv: q.scale, BScaleInv: lin.scale})
+	} else {
+		err = be.(kernels.Quant).QMatMul(dst, q.cur, lin.q, kernels.QMatMulParams{AScale: q.scale, BScale: lin.scale})
 	}
-	if residual {
-		return be.Add(out, out, q.sum)
-	}
-	return nil
-}
-
-// projectFP8 is project for an FP8 module: its input cast to E4M3 per
-// token (kernels.FP8's CastFP8Rows, each row with its current scale)
-// unless shared with the previous module, then the scaled FP8 product
-// over the E4M3 weight and its per-channel inverse scales.
-func (q *int8Bufs) projectFP8(be kernels.Backend, out, in *kernels.Tensor, lin linear, residual, shared bool) error {
-	fo := be.(kernels.FP8) // the model has FP8 modules only on such a backend
-	width := in.Shape().Last()
-	if !shared || q.cur == nil || q.cur.Shape().Last() != width {
-		q.cur = q.xq[width]
-		if q.cur == nil {
-			return fmt.Errorf("no FP8 buffer for an input of shape %v: %w", in.Shape(), kernels.ErrShape)
-		}
-		if err := fo.CastFP8Rows(q.cur, q.scale, in); err != nil {
-			q.cur = nil
-			return fmt.Errorf("casting the input: %w", err)
-		}
-	}
-	dst := out
-	if residual {
-		dst = q.sum
-	}
-	if err := fo.FP8MatMul(dst, q.cur, lin.q, kernels.FP8MatMulParams{AScaleInv: q.scale, BScaleInv: lin.scale}); err != nil {
+	if err != nil {
 		return err
 	}
 	if residual {
