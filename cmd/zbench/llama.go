@@ -26,8 +26,8 @@ var llamaDTypes = []string{"auto", "f32", "f16", "bf16"}
 // absent or unknown).
 func llamaPrecision(dtype string, cfg llama.Config) (nn.Precision, error) {
 	if dtype == "auto" {
-		for p, name := range torchDTypes {
-			if name == cfg.TorchDType {
+		for _, p := range []nn.Precision{nn.F16, nn.BF16} {
+			if llama.TorchDType(p) == cfg.TorchDType {
 				return p, nil
 			}
 		}
@@ -35,9 +35,6 @@ func llamaPrecision(dtype string, cfg llama.Config) (nn.Precision, error) {
 	}
 	return nn.ParsePrecision(dtype)
 }
-
-// torchDTypes are config.json's torch_dtype of the precisions.
-var torchDTypes = map[nn.Precision]string{nn.F32: "float32", nn.F16: "float16", nn.BF16: "bfloat16"}
 
 // loadLlama loads the checkpoint files on dev in dtype.
 func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llama.Model, error) {

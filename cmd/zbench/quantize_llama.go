@@ -78,7 +78,7 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 		return rep, err
 	}
 	// The float tensors are written in the model's precision.
-	if raw["torch_dtype"], err = json.Marshal(torchDTypes[prec]); err != nil {
+	if raw["torch_dtype"], err = json.Marshal(llama.TorchDType(prec)); err != nil {
 		return rep, err
 	}
 	if err := writeQuantized(j.out, tensors, raw, rep); err != nil {

@@ -382,8 +382,9 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	return out, nil
 }
 
-// torchDType is config.json's name of a precision.
-func torchDType(p nn.Precision) string {
+// TorchDType is config.json's torch_dtype of a precision (F32, F16 or
+// BF16; "" for another).
+func TorchDType(p nn.Precision) string {
 	return map[nn.Precision]string{nn.F32: "float32", nn.F16: "float16", nn.BF16: "bfloat16"}[p]
 }
 
@@ -403,7 +404,7 @@ func (m *Model) nf4Tensors(out *[]safetensors.Tensor, n string, qw *kernels.QWei
 	for _, v := range kernels.NF4Levels {
 		levels = binary.LittleEndian.AppendUint32(levels, math.Float32bits(v))
 	}
-	state, err := json.Marshal(quant.BNBQuantState{QuantType: "nf4", BlockSize: qw.Group, DType: torchDType(m.Precision), Shape: []int{rows, in}})
+	state, err := json.Marshal(quant.BNBQuantState{QuantType: "nf4", BlockSize: qw.Group, DType: TorchDType(m.Precision), Shape: []int{rows, in}})
 	if err != nil {
 		return err
 	}

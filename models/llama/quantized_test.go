@@ -87,7 +87,7 @@ func TestQuantizedCheckpointRoundTrip(t *testing.T) {
 					assert.Equal(t, []int{64 * 96 / 2, 1}, byName[q+".weight"].Shape)
 					assert.Equal(t, []int{64 * 96 / 32}, byName[q+".weight.absmax"].Shape)
 					assert.Equal(t, []int{16}, byName[q+".weight.quant_map"].Shape)
-					assert.JSONEq(t, `{"quant_type":"nf4","blocksize":32,"dtype":"`+torchDType(p)+`","shape":[64,96]}`,
+					assert.JSONEq(t, `{"quant_type":"nf4","blocksize":32,"dtype":"`+TorchDType(p)+`","shape":[64,96]}`,
 						string(byName[q+".weight.quant_state.bitsandbytes__nf4"].Data))
 				default:
 					words := 96 / 4 // down_proj [64, 96]: four int8 codes a word
