@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/nn"
@@ -89,17 +90,16 @@ func (c Config) moduleNames() []string {
 // floatParams are the parameters a quantized checkpoint keeps in floating
 // point, and the shapes of the quantized modules' weights by module name.
 func (c Config) floatParams() ([]nn.Param, map[string][]int) {
-	shapes := map[string][]int{}
-	for _, p := range c.Params() {
-		shapes[p.Name] = p.Shape
-	}
-	mods := map[string][]int{}
+	quantized := map[string]bool{}
 	for _, n := range c.moduleNames() {
-		mods[n] = shapes[n+".weight"]
+		quantized[n+".weight"] = true
 	}
 	var float []nn.Param
+	mods := map[string][]int{}
 	for _, p := range c.Params() {
-		if _, ok := mods[p.Name[:max(0, len(p.Name)-len(".weight"))]]; !ok {
+		if quantized[p.Name] {
+			mods[strings.TrimSuffix(p.Name, ".weight")] = p.Shape
+		} else {
 			float = append(float, p)
 		}
 	}
