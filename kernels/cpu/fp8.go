@@ -4,9 +4,6 @@ import (
 	"math"
 	"sync"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
-
 	"github.com/zbench/zbench/kernels"
 )
 
@@ -75,7 +72,7 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 }
 
 // FP8MatMul is the scaled FP8 GEMM (see kernels.FP8): a and b widened
-// exactly to float32 (b a block of rows at a time for a few rows of a),
+// exactly to float32 (b a block of rows at a time, never whole),
 // multiplied by the SGEMM (float32 accumulation), then each sum times
 // aScaleInv·bScaleInv (the two scales' float32 product), the bias and the
 // activation.
@@ -86,17 +83,13 @@ func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParam
 	}
 	a32 := in32(a)
 	cv, done := out32(out, false)
-	if g.M <= wgemvRows {
-		// Few rows (decode): widen b a block of rows at a time, never whole.
-		table, codes := fp8Values(bt.DType()), bytesOf(bt)
-		blockedGemmT(cv, a32, g.M, g.N, g.K, func(dst []float32, r int) {
-			for i, c := range codes[r*g.K : (r+1)*g.K] {
-				dst[i] = table[c]
-			}
-		})
-	} else {
-		blas32.Implementation().Sgemm(blas.NoTrans, blas.Trans, g.M, g.N, g.K, 1, a32, g.K, in32(bt), g.K, 0, cv, g.N)
-	}
+	// b widened a block of rows at a time, never whole.
+	table, codes := fp8Values(bt.DType()), bytesOf(bt)
+	blockedGemmT(cv, a32, g.M, g.N, g.K, func(dst []float32, r int) {
+		for i, c := range codes[r*g.K : (r+1)*g.K] {
+			dst[i] = table[c]
+		}
+	})
 	sa, sb := f32(p.AScaleInv), f32(p.BScaleInv)
 	var bias []float32
 	if p.Bias != nil {
