@@ -84,15 +84,8 @@ func TestFP8Launch(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range recs {
 		seen[r.name] = true
-		want, ok := params[r.name]
-		if !assert.True(t, ok, "launch of %s, which the image lacks", r.name) {
+		if !checkSignature(t, params, r) {
 			continue
-		}
-		if !assert.Len(t, r.args, len(want), "%s: arguments %v, parameters %v", r.name, r.args, want) {
-			continue
-		}
-		for i, arg := range r.args {
-			assert.Contains(t, goParam(arg), want[i], "%s argument %d: Go %T for PTX %s", r.name, i, arg, want[i])
 		}
 		assert.Zero(t, r.smem, r.name)
 		switch {
@@ -472,15 +465,8 @@ func TestFP8SM90Launch(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range recs {
 		seen[r.name] = true
-		want, ok := params[r.name]
-		if !assert.True(t, ok, "launch of %s, which the image lacks", r.name) {
+		if !checkSignature(t, params, r) {
 			continue
-		}
-		if !assert.Len(t, r.args, len(want), "%s: arguments %v, parameters %v", r.name, r.args, want) {
-			continue
-		}
-		for i, arg := range r.args {
-			assert.Contains(t, goParam(arg), want[i], "%s argument %d: Go %T for PTX %s", r.name, i, arg, want[i])
 		}
 		assert.Equal(t, qmmSM90Smem, r.smem, r.name)
 		assert.Equal(t, dim3{x: qmmSM90Threads, y: 1, z: 1}, r.block, r.name)
