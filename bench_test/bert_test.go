@@ -292,7 +292,7 @@ func (g *trainGolden) newTrainer(dev kernels.Backend) (*bert.Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bert.NewTrainer(dev, cfg, src, g.B, g.S, g.opt)
+	return bert.NewTrainer(dev, cfg, src, bert.TrainOptions{Batch: g.B, Seq: g.S, Opt: g.opt})
 }
 
 // compare runs tr's first step and returns the relative errors of the
@@ -655,7 +655,7 @@ func BenchmarkBERTTrain(b *testing.B) {
 }
 
 func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus nn.Corpus, golden *trainGolden, batch, seq int) {
-	tr, err := bert.NewTrainer(dev, cfg, bert.Synthetic(bertSeed), batch, seq, bert.DefaultAdamW())
+	tr, err := bert.NewTrainer(dev, cfg, bert.Synthetic(bertSeed), bert.TrainOptions{Batch: batch, Seq: seq, Opt: bert.DefaultAdamW()})
 	if err != nil {
 		b.Fatal(err)
 	}

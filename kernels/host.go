@@ -15,14 +15,23 @@ func FromFloat32(b Backend, dt DType, data []float32, shape ...int) (*Tensor, er
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, t.Bytes())
-	if err := EncodeFloat32(dt, buf, data); err != nil {
-		return nil, withCleanup(b.Free(t), err)
-	}
-	if err := b.Upload(t, buf); err != nil {
+	if err := UploadFloat32(t, data); err != nil {
 		return nil, withCleanup(b.Free(t), err)
 	}
 	return t, nil
+}
+
+// UploadFloat32 copies data, rounded to t's dtype, into t, which has
+// len(data) elements.
+func UploadFloat32(t *Tensor, data []float32) error {
+	if t.Len() != len(data) {
+		return fmt.Errorf("kernels: %d values into %v: %w", len(data), t, ErrShape)
+	}
+	buf := make([]byte, t.Bytes())
+	if err := EncodeFloat32(t.DType(), buf, data); err != nil {
+		return err
+	}
+	return t.Backend().Upload(t, buf)
 }
 
 // FromInt32 allocates an I32 tensor on b holding data.

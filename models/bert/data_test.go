@@ -76,7 +76,7 @@ func TestCorpusBatch(t *testing.T) {
 	}
 
 	// The batch trains.
-	tr := newTrainer(t, tinyCheckpoint(t), 4, 8, bert.DefaultAdamW())
+	tr := newTrainer(t, tinyCheckpoint(t), bert.TrainOptions{Batch: 4, Seq: 8, Opt: bert.DefaultAdamW()})
 	_, err = tr.Step(b)
 	require.NoError(t, err)
 

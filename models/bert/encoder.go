@@ -80,6 +80,9 @@ func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin lin
 	if s == siteFFNOut {
 		xq = b.xqI
 	}
+	if c := lin.q.in; c != nil {
+		return xq, be.(kernels.FP8).CastFP8(xq, c.amax, x, c.scale)
+	}
 	if lin.q.fp8 {
 		return xq, be.(kernels.FP8).CastFP8Rows(xq, b.xInv, x)
 	}
@@ -106,7 +109,11 @@ func (b *layerBufs) project(be kernels.Backend, out, x *kernels.Tensor, lin line
 	q := lin.q
 	var err error
 	if q.fp8 {
-		err = be.(kernels.FP8).FP8MatMul(dst, x, q.w, kernels.FP8MatMulParams{AScaleInv: b.xInv, BScaleInv: q.wScale, Bias: q.b, Act: act})
+		xInv := b.xInv
+		if q.in != nil {
+			xInv = q.in.scaleInv
+		}
+		err = be.(kernels.FP8).FP8MatMul(dst, x, q.w, kernels.FP8MatMulParams{AScaleInv: xInv, BScaleInv: q.wScale, Bias: q.b, Act: act})
 	} else {
 		err = be.(kernels.Quant).QMatMul(dst, x, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b, Act: act})
 	}
@@ -195,7 +202,10 @@ func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act k
 		return err
 	}
 	if b.u != nil { // training: the pre-activation is kept
-		if err := activated(be, b.f, b.u, x, l.ffnIn, act); err != nil {
+		if err := b.project(be, b.u, x, l.ffnIn, kernels.ActNone, nil); err != nil {
+			return err
+		}
+		if err := be.Act(b.f, b.u, act); err != nil {
 			return err
 		}
 	} else if err := b.project(be, b.f, x, l.ffnIn, act, nil); err != nil {
@@ -229,18 +239,6 @@ func residual(be kernels.Backend, out, in *kernels.Tensor, l linear, res *kernel
 		return err
 	}
 	return be.Add(out, out, res)
-}
-
-// activated sets f = act(in·wᵀ + b), keeping the pre-activation in u, or
-// fusing the activation into the matmul when u is nil.
-func activated(be kernels.Backend, f, u, in *kernels.Tensor, l linear, act kernels.Activation) error {
-	if u == nil {
-		return dense(be, f, in, l, act, false)
-	}
-	if err := dense(be, u, in, l, kernels.ActNone, false); err != nil {
-		return err
-	}
-	return be.Act(f, u, act)
 }
 
 // run calls steps in order and returns the first error.

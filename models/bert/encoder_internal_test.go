@@ -67,7 +67,7 @@ func TestTrainingAndInferenceForwardAgree(t *testing.T) {
 		TypeIDs: []int32{0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1},
 		Labels:  []int32{-100, 5, -100, -100, 6, -100, -100, -100, 12, -100, -100, -100},
 	}
-	tr, err := NewTrainer(be, cfg, Synthetic(3), B, S, DefaultAdamW())
+	tr, err := NewTrainer(be, cfg, Synthetic(3), TrainOptions{Batch: B, Seq: S, Opt: DefaultAdamW()})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tr.Close()) }()
 	rows, targets, err := tr.setBatch(batch)

@@ -43,10 +43,12 @@ var siteLinears = [numSites][]string{
 // qlinear is a linear layer in int8: w [out, in] with a scale per output
 // channel, the static scale of its input, and the bias in float32; or in
 // FP8 (fp8 set): w E4M3 with the inverse scale of each output channel as
-// wScale, the input cast per token (no inScale).
+// wScale, the input cast per token (no inScale), or, in FP8 training,
+// with one delayed scale (in) for the whole input and wScale [1].
 type qlinear struct {
 	w, wScale, inScale, b *kernels.Tensor
 	fp8                   bool
+	in                    *scaledCast
 }
 
 // FP8 reports whether the model's linears are FP8 (QuantizeFP8).

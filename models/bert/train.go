@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/fp8"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -26,16 +27,34 @@ type Batch struct {
 	Labels []int32
 }
 
+// TrainOptions are a Trainer's sizes, optimiser and arithmetic.
+type TrainOptions struct {
+	// Batch sequences of Seq tokens a step.
+	Batch, Seq int
+	Opt        nn.AdamW
+	// Precision is F32 (or zero) or BF16: bfloat16 mixed precision as
+	// Megatron-LM's --bf16 runs it, float32 master weights that AdamW
+	// updates and their bfloat16 copy that every op reads, activations
+	// and gradients in bfloat16, the loss in float32.
+	Precision nn.Precision
+	// FP8, when set, runs the encoder's linear layers in FP8 over
+	// BF16's arithmetic (Transformer Engine's Linear under
+	// fp8_autocast): see fp8Trainer.
+	FP8 *fp8.DelayedScaling
+}
+
 // Trainer trains BertForMaskedLM (encoder and masked-LM head, decoder
-// tied to the token embeddings, no pooler, no dropout) in float32 with an
-// explicit backward per layer over preallocated buffers.
+// tied to the token embeddings, no pooler, no dropout) with an explicit
+// backward per layer over preallocated buffers.
 type Trainer struct {
 	Config     Config
 	Batch, Seq int
 	Opt        nn.AdamW
 
 	be          kernels.Backend
+	dt          kernels.DType // of the weights, activations and gradients
 	state       *nn.TrainState
+	fp8         *fp8Trainer // nil unless FP8
 	w, g        weights
 	bufs        *nn.TensorSet
 	enc         encoderBufs     // ids and type ids [N]; each layer's input, output and what its backward reads
@@ -66,27 +85,42 @@ type mlmHead struct {
 	dgathered     *kernels.Tensor // [M, H]
 }
 
-// NewTrainer loads cfg's encoder and masked-LM head from src in float32
-// and allocates every buffer of a training step over batch sequences of
-// seq tokens.
-func NewTrainer(be kernels.Backend, cfg Config, src nn.Source, batch, seq int, opt nn.AdamW) (*Trainer, error) {
+// NewTrainer loads cfg's encoder and masked-LM head from src and
+// allocates every buffer of a training step of o.
+func NewTrainer(be kernels.Backend, cfg Config, src nn.Source, o TrainOptions) (*Trainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
+	batch, seq := o.Batch, o.Seq
 	if batch <= 0 || seq <= 0 || seq > cfg.MaxPositionEmbeddings {
 		return nil, fmt.Errorf("bert: batch %d, seq %d: want both > 0 and seq ≤ max_position_embeddings %d: %w",
 			batch, seq, cfg.MaxPositionEmbeddings, ErrInput)
 	}
-	state, err := nn.NewTrainState(be, src, cfg.Params(false, true))
+	prec := o.Precision
+	if prec == 0 {
+		prec = nn.F32
+	}
+	if prec != nn.F32 && prec != nn.BF16 {
+		return nil, fmt.Errorf("bert: training in %v: want f32 or bf16: %w", prec, ErrInput)
+	}
+	if o.FP8 != nil && prec != nn.BF16 {
+		return nil, fmt.Errorf("bert: FP8 training runs over bf16 (Precision %v): %w", prec, ErrInput)
+	}
+	state, err := nn.NewMixedTrainState(be, src, cfg.Params(false, true), prec.DType())
 	if err != nil {
 		return nil, err
 	}
 	t := &Trainer{
-		Config: cfg, Batch: batch, Seq: seq, Opt: opt, be: be, state: state,
+		Config: cfg, Batch: batch, Seq: seq, Opt: o.Opt, be: be, dt: prec.DType(), state: state,
 		w: wire(cfg, state.Values.Get), g: wire(cfg, state.Grads.Get), bufs: nn.NewTensorSet(be),
 	}
 	if err := t.allocActivations(); err != nil {
 		return nil, errors.Join(fmt.Errorf("bert: %w", err), t.Close())
+	}
+	if o.FP8 != nil {
+		if t.fp8, err = newFP8Trainer(t, *o.FP8); err != nil {
+			return nil, errors.Join(fmt.Errorf("bert: %w", err), t.Close())
+		}
 	}
 	return t, nil
 }
@@ -100,6 +134,7 @@ func (t *Trainer) allocActivations() error {
 	N := B * S
 	a := nn.Allocator{Set: t.bufs}
 	f32 := func(shape ...int) *kernels.Tensor { return a.Tensor(kernels.F32, shape...) }
+	act := func(shape ...int) *kernels.Tensor { return a.Tensor(t.dt, shape...) }
 	view := a.View
 	pos := make([]int32, S)
 	posBS := make([]int32, N)
@@ -115,27 +150,27 @@ func (t *Trainer) allocActivations() error {
 	e.ids, e.typeIDs = a.Ints("input_ids", nil, N), a.Ints("token_type_ids", nil, N)
 	t.posIDs, e.pos = a.Ints("position ids", posBS, N), a.Ints("position ids", pos, S)
 	e.keyLens = a.Ints("key lengths", lens, B)
-	e.posEmb, e.sum, e.emb, e.mean, e.rstd = f32(S, H), f32(N, H), f32(N, H), f32(N), f32(N)
+	e.posEmb, e.sum, e.emb, e.mean, e.rstd = act(S, H), act(N, H), act(N, H), f32(N), f32(N)
 	e.sum3 = view(e.sum, B, S, H)
-	t.q, t.k, t.v, t.ah = f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, S, nh, hd), f32(B, nh, S, hd)
+	t.q, t.k, t.v, t.ah = act(B, S, nh, hd), act(B, S, nh, hd), act(B, S, nh, hd), act(B, nh, S, hd)
 	t.qf, t.kf, t.vf = view(t.q, N, H), view(t.k, N, H), view(t.v, N, H)
 	x := e.emb
 	for range cfg.NumHiddenLayers {
 		l := layerBufs{
-			x: x, out: f32(N, H),
+			x: x, out: act(N, H),
 			q: t.qf, k: t.kf, v: t.vf, q4: t.q, k4: t.k, v4: t.v, ah: t.ah,
-			qh: f32(B, nh, S, hd), kh: f32(B, nh, S, hd), vh: f32(B, nh, S, hd),
-			a: f32(N, H), r1: f32(N, H), h1: f32(N, H), mean1: f32(N), rstd1: f32(N),
-			u: f32(N, I), f: f32(N, I), r2: f32(N, H), mean2: f32(N), rstd2: f32(N),
+			qh: act(B, nh, S, hd), kh: act(B, nh, S, hd), vh: act(B, nh, S, hd),
+			a: act(N, H), r1: act(N, H), h1: act(N, H), mean1: f32(N), rstd1: f32(N),
+			u: act(N, I), f: act(N, I), r2: act(N, H), mean2: f32(N), rstd2: f32(N),
 		}
 		l.a4 = view(l.a, B, S, nh, hd)
 		e.layers = append(e.layers, l)
 		x = l.out
 	}
-	t.dqh, t.dkh, t.dvh = f32(B, nh, S, hd), f32(B, nh, S, hd), f32(B, nh, S, hd)
-	t.dx, t.dx2, t.dr, t.dh = f32(N, H), f32(N, H), f32(N, H), f32(N, H)
+	t.dqh, t.dkh, t.dvh = act(B, nh, S, hd), act(B, nh, S, hd), act(B, nh, S, hd)
+	t.dx, t.dx2, t.dr, t.dh = act(N, H), act(N, H), act(N, H), act(N, H)
 	t.dh4 = view(t.dh, B, S, nh, hd)
-	t.dffn = f32(N, I)
+	t.dffn = act(N, I)
 	return a.Err()
 }
 
@@ -189,9 +224,10 @@ func (t *Trainer) sizeHead(rows, targets []int32) error {
 		h := &mlmHead{M: M, bufs: nn.NewTensorSet(t.be)}
 		a := nn.Allocator{Set: h.bufs}
 		f32 := func(shape ...int) *kernels.Tensor { return a.Tensor(kernels.F32, shape...) }
-		h.gathered, h.tu, h.ta, h.t = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
-		h.mean, h.rstd, h.logits, h.dlogits, h.loss = f32(M), f32(M), f32(M, V), f32(M, V), f32(M)
-		h.dt, h.dta, h.dtu, h.dgathered = f32(M, H), f32(M, H), f32(M, H), f32(M, H)
+		act := func(shape ...int) *kernels.Tensor { return a.Tensor(t.dt, shape...) }
+		h.gathered, h.tu, h.ta, h.t = act(M, H), act(M, H), act(M, H), act(M, H)
+		h.mean, h.rstd, h.logits, h.dlogits, h.loss = f32(M), f32(M), act(M, V), act(M, V), f32(M)
+		h.dt, h.dta, h.dtu, h.dgathered = act(M, H), act(M, H), act(M, H), act(M, H)
 		h.rows, h.targets = a.Tensor(kernels.I32, M), a.Tensor(kernels.I32, M)
 		if err := a.Err(); err != nil {
 			return errors.Join(fmt.Errorf("bert: masked-LM head: %w", err), h.bufs.Free())
@@ -218,11 +254,21 @@ func (t *Trainer) Step(b Batch) (float32, error) {
 	if err := t.sizeHead(rows, targets); err != nil {
 		return 0, err
 	}
+	if t.fp8 != nil {
+		if err := t.fp8.begin(); err != nil {
+			return 0, fmt.Errorf("bert: %w", err)
+		}
+	}
 	if err := t.forward(); err != nil {
 		return 0, err
 	}
 	if err := t.backward(); err != nil {
 		return 0, err
+	}
+	if t.fp8 != nil {
+		if err := t.fp8.end(); err != nil {
+			return 0, fmt.Errorf("bert: %w", err)
+		}
 	}
 	if err := t.state.Update(t.Opt); err != nil {
 		return 0, fmt.Errorf("bert: %w", err)
@@ -300,30 +346,24 @@ func (t *Trainer) backward() error {
 			func() error {
 				return be.LayerNormBackward(t.dr, gl.ln2.g, gl.ln2.b, dy, a.r2, l.ln2.g, a.mean2, a.rstd2)
 			},
-			func() error {
-				return kernels.MatMulBackward(be, t.dffn, gl.ffnOut.w, gl.ffnOut.b, t.dr, a.f, l.ffnOut.w, false)
-			},
+			func() error { return t.linearBackward(i, linOut, t.dffn, false, gl.ffnOut, t.dr, a.f) },
 			func() error { return be.ActBackward(t.dffn, t.dffn, a.u, act) },
-			func() error {
-				return kernels.MatMulBackward(be, t.dh, gl.ffnIn.w, gl.ffnIn.b, t.dffn, a.h1, l.ffnIn.w, false)
-			},
+			func() error { return t.linearBackward(i, linIn, t.dh, false, gl.ffnIn, t.dffn, a.h1) },
 			func() error { return be.Add(t.dh, t.dh, t.dr) },
 			// Attention block: h1 = LN(a·Woᵀ + bo + x).
 			func() error {
 				return be.LayerNormBackward(t.dr, gl.ln1.g, gl.ln1.b, t.dh, a.r1, l.ln1.g, a.mean1, a.rstd1)
 			},
-			func() error { return kernels.MatMulBackward(be, t.dh, gl.o.w, gl.o.b, t.dr, a.a, l.o.w, false) },
+			func() error { return t.linearBackward(i, linO, t.dh, false, gl.o, t.dr, a.a) },
 			func() error { return be.SwapAxes(t.ah, t.dh4) },
 			func() error { return be.AttentionBackward(t.dqh, t.dkh, t.dvh, t.ah, a.qh, a.kh, a.vh, attn) },
 			func() error { return be.SwapAxes(t.q, t.dqh) },
 			func() error { return be.SwapAxes(t.k, t.dkh) },
 			func() error { return be.SwapAxes(t.v, t.dvh) },
 			// dx = dq·Wq + dk·Wk + dv·Wv + dr, and the projections' gradients.
-			func() error { return kernels.MatMulBackward(be, dnext, gl.q.w, gl.q.b, t.qf, x, l.q.w, false) },
-			func() error { return be.MatMul(dnext, t.kf, l.k.w, kernels.MatMulParams{Beta: 1}) },
-			func() error { return kernels.MatMulBackward(be, nil, gl.k.w, gl.k.b, t.kf, x, l.k.w, false) },
-			func() error { return be.MatMul(dnext, t.vf, l.v.w, kernels.MatMulParams{Beta: 1}) },
-			func() error { return kernels.MatMulBackward(be, nil, gl.v.w, gl.v.b, t.vf, x, l.v.w, false) },
+			func() error { return t.linearBackward(i, linQ, dnext, false, gl.q, t.qf, x) },
+			func() error { return t.linearBackward(i, linK, dnext, true, gl.k, t.kf, x) },
+			func() error { return t.linearBackward(i, linV, dnext, true, gl.v, t.vf, x) },
 			func() error { return be.Add(dnext, dnext, t.dr) },
 		}
 		if err := run(steps...); err != nil {
@@ -350,11 +390,31 @@ func (t *Trainer) backward() error {
 	return nil
 }
 
+// linearBackward computes the gradients of layer i's linear j, out =
+// x·Wᵀ + b, from dout: dx = dout·W, added to dx when accumulate, and the
+// weight's and bias's gradients g; in FP8 when the trainer's linears are.
+func (t *Trainer) linearBackward(i, j int, dx *kernels.Tensor, accumulate bool, g linear, dout, x *kernels.Tensor) error {
+	if f := t.fp8.of(i, j); f != nil {
+		return t.fp8.backward(f, dx, accumulate, g, dout, x)
+	}
+	w := [numLinears]*linear{&t.w.layers[i].q, &t.w.layers[i].k, &t.w.layers[i].v, &t.w.layers[i].o,
+		&t.w.layers[i].ffnIn, &t.w.layers[i].ffnOut}[j].w
+	beta := float32(0)
+	if accumulate {
+		beta = 1
+	}
+	if err := t.be.MatMul(dx, dout, w, kernels.MatMulParams{Beta: beta}); err != nil {
+		return err
+	}
+	return kernels.MatMulBackward(t.be, nil, g.w, g.b, dout, x, w, false)
+}
+
 // Params lists the trained parameters (Hugging Face names).
 func (t *Trainer) Params() []nn.Param { return t.state.Params }
 
-// Param downloads a parameter's current values.
-func (t *Trainer) Param(name string) ([]float32, error) { return t.download(t.state.Values, name) }
+// Param downloads a parameter's current values (the float32 masters in
+// mixed precision).
+func (t *Trainer) Param(name string) ([]float32, error) { return t.download(t.state.Masters, name) }
 
 // Grad downloads a parameter's gradient from the last step.
 func (t *Trainer) Grad(name string) ([]float32, error) { return t.download(t.state.Grads, name) }
@@ -372,6 +432,9 @@ func (t *Trainer) Close() error {
 	var errs []error
 	if t.head != nil {
 		errs = append(errs, t.head.bufs.Free())
+	}
+	if t.fp8 != nil {
+		errs = append(errs, t.fp8.close())
 	}
 	return errors.Join(append(errs, t.bufs.Free(), t.state.Free())...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/fp8"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 )
@@ -37,9 +38,9 @@ func noStep() nn.AdamW {
 	return o
 }
 
-func newTrainer(t testing.TB, src nn.Source, batch, seq int, opt nn.AdamW) *bert.Trainer {
+func newTrainer(t testing.TB, src nn.Source, o bert.TrainOptions) *bert.Trainer {
 	t.Helper()
-	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, batch, seq, opt)
+	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, tr.Close()) })
 	return tr
@@ -57,7 +58,7 @@ func TestDefaultAdamW(t *testing.T) {
 }
 
 func TestTrainerBatchErrors(t *testing.T) {
-	tr := newTrainer(t, tinyCheckpoint(t), 2, 8, bert.DefaultAdamW())
+	tr := newTrainer(t, tinyCheckpoint(t), bert.TrainOptions{Batch: 2, Seq: 8, Opt: bert.DefaultAdamW()})
 	with := func(fn func(*bert.Batch)) bert.Batch {
 		b := smallBatch()
 		b.IDs, b.TypeIDs, b.Labels = slices.Clone(b.IDs), slices.Clone(b.TypeIDs), slices.Clone(b.Labels)
@@ -99,13 +100,13 @@ func TestTrainerBatchErrors(t *testing.T) {
 func TestNewTrainerErrors(t *testing.T) {
 	for _, tc := range []struct{ batch, seq int }{{2, 65}, {0, 8}, {2, 0}} {
 		be := cpu.New()
-		_, err := bert.NewTrainer(be, tinyCfg(), bert.Synthetic(1), tc.batch, tc.seq, bert.DefaultAdamW())
+		_, err := bert.NewTrainer(be, tinyCfg(), bert.Synthetic(1), bert.TrainOptions{Batch: tc.batch, Seq: tc.seq, Opt: bert.DefaultAdamW()})
 		assert.ErrorIs(t, err, bert.ErrInput, "batch %d seq %d", tc.batch, tc.seq)
 		assert.Zero(t, be.MemStats().CurrentBytes)
 	}
 	bad := tinyCfg()
 	bad.HiddenAct = "swish"
-	_, err := bert.NewTrainer(cpu.New(), bad, bert.Synthetic(1), 2, 8, bert.DefaultAdamW())
+	_, err := bert.NewTrainer(cpu.New(), bad, bert.Synthetic(1), bert.TrainOptions{Batch: 2, Seq: 8, Opt: bert.DefaultAdamW()})
 	assert.ErrorIs(t, err, bert.ErrConfig)
 
 	// A checkpoint without the masked-LM head cannot be trained.
@@ -113,7 +114,7 @@ func TestNewTrainerErrors(t *testing.T) {
 	ck, err := bert.OpenCheckpoint(writeCheckpoint(t, noHead))
 	require.NoError(t, err)
 	be := cpu.New()
-	_, err = bert.NewTrainer(be, tinyCfg(), ck, 2, 8, bert.DefaultAdamW())
+	_, err = bert.NewTrainer(be, tinyCfg(), ck, bert.TrainOptions{Batch: 2, Seq: 8, Opt: bert.DefaultAdamW()})
 	assert.ErrorIs(t, err, nn.ErrWeights)
 	assert.Contains(t, err.Error(), "cls.predictions")
 	assert.Zero(t, be.MemStats().CurrentBytes, "a failed NewTrainer frees what it allocated")
@@ -121,7 +122,7 @@ func TestNewTrainerErrors(t *testing.T) {
 
 func TestTrainerParamsAndClose(t *testing.T) {
 	be := cpu.New()
-	tr, err := bert.NewTrainer(be, tinyCfg(), tinyCheckpoint(t), 2, 8, bert.DefaultAdamW())
+	tr, err := bert.NewTrainer(be, tinyCfg(), tinyCheckpoint(t), bert.TrainOptions{Batch: 2, Seq: 8, Opt: bert.DefaultAdamW()})
 	require.NoError(t, err)
 	assert.Equal(t, tinyCfg().Params(false, true), tr.Params())
 	v, err := tr.Param("cls.predictions.bias")
@@ -172,7 +173,7 @@ func (p perturbed) Values(q nn.Param) ([]float32, error) {
 // lossAt is the trainer's loss on b with src's weights, without an update.
 func lossAt(t *testing.T, src nn.Source, b bert.Batch) float64 {
 	t.Helper()
-	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, 2, 8, noStep())
+	tr, err := bert.NewTrainer(cpu.New(), tinyCfg(), src, bert.TrainOptions{Batch: 2, Seq: 8, Opt: noStep()})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tr.Close()) }()
 	loss, err := tr.Step(b)
@@ -186,7 +187,7 @@ func lossAt(t *testing.T, src nn.Source, b bert.Batch) float64 {
 func TestTrainerGradientFiniteDifferences(t *testing.T) {
 	ck := tinyCheckpoint(t)
 	batch := smallBatch()
-	tr := newTrainer(t, ck, 2, 8, noStep())
+	tr := newTrainer(t, ck, bert.TrainOptions{Batch: 2, Seq: 8, Opt: noStep()})
 	before, err := tr.Param("encoder.layer.0.attention.self.query.weight")
 	require.NoError(t, err)
 	_, err = tr.Step(batch)
@@ -323,7 +324,7 @@ func (s scaled) Values(p nn.Param) ([]float32, error) {
 func TestTrainerAttentionGradients(t *testing.T) {
 	src := scaled{tinyCheckpoint(t), 12, []string{"attention.self.query.weight", "attention.self.key.weight"}}
 	batch := smallBatch()
-	tr := newTrainer(t, src, 2, 8, noStep())
+	tr := newTrainer(t, src, bert.TrainOptions{Batch: 2, Seq: 8, Opt: noStep()})
 	_, err := tr.Step(batch)
 	require.NoError(t, err)
 	for _, l := range []int{0, 1} {
@@ -377,7 +378,7 @@ func TestTrainerMatchesReference(t *testing.T) {
 	}
 	batch := bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")}
 	opt := nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
-	tr := newTrainer(t, tinyCheckpoint(t), 4, 16, opt)
+	tr := newTrainer(t, tinyCheckpoint(t), bert.TrainOptions{Batch: 4, Seq: 16, Opt: opt})
 	wantLoss := floats("loss")
 	require.Len(t, wantLoss, hp.Steps)
 
@@ -420,5 +421,99 @@ func TestTrainerMatchesReference(t *testing.T) {
 			// whose tiny gradient changes sign may differ by up to 2·LR.
 			assert.Less(t, worst, 2e-6, "%s after step 1: |Δ| %.3g at %d (want %v, got %v)", p.Name, worst, at, want[at], v[at])
 		}
+	}
+}
+
+// TestTrainerPrecisions replays the training golden in bfloat16 mixed
+// precision and with FP8 linears: the losses of its 10 steps follow the
+// float64 reference's closely; the gradients, taken at step 2 without an
+// update (so that FP8's delayed scales come from step 1's amaxes), are
+// bfloat16's and, in the FP8 linears, E5M2's rounding away from it.
+func TestTrainerPrecisions(t *testing.T) {
+	gold, err := safetensors.Open("../../testdata/golden/bert-train.safetensors")
+	require.NoError(t, err)
+	var hp struct {
+		LR          float32 `json:"lr"`
+		Beta1       float32 `json:"beta1"`
+		Beta2       float32 `json:"beta2"`
+		Eps         float32 `json:"eps"`
+		WeightDecay float32 `json:"weight_decay"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(gold.Metadata()["train"]), &hp))
+	tensor := func(name string) safetensors.Tensor {
+		x, err := gold.Tensor(name)
+		require.NoError(t, err)
+		return x
+	}
+	ints := func(name string) []int32 {
+		v, err := tensor(name).Int32()
+		require.NoError(t, err)
+		return v
+	}
+	floats := func(name string) []float32 {
+		v, err := tensor(name).Float32()
+		require.NoError(t, err)
+		return v
+	}
+	batch := bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")}
+	wantLoss := floats("loss")
+	for _, tc := range []struct {
+		name     string
+		o        bert.TrainOptions
+		linGrads float64 // the encoder linears' gradients' relative error
+	}{
+		{"bf16", bert.TrainOptions{Precision: nn.BF16}, 2.5e-2},
+		{"fp8", bert.TrainOptions{Precision: nn.BF16, FP8: &fp8.DelayedScaling{}}, 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tc.o
+			o.Batch, o.Seq = 4, 16
+			o.Opt = nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
+			tr := newTrainer(t, tinyCheckpoint(t), o)
+			for step, want := range wantLoss {
+				loss, err := tr.Step(batch)
+				require.NoError(t, err)
+				assert.InDelta(t, want, loss, 1.5e-3*float64(want), "loss of step %d", step+1)
+			}
+
+			o.Opt = noStep()
+			tr = newTrainer(t, tinyCheckpoint(t), o)
+			for range 2 {
+				_, err := tr.Step(batch)
+				require.NoError(t, err)
+			}
+			for _, p := range tr.Params() {
+				if strings.HasSuffix(p.Name, "attention.self.key.bias") {
+					continue // zero in exact arithmetic
+				}
+				g, err := tr.Grad(p.Name)
+				require.NoError(t, err)
+				name := p.Name
+				if !strings.HasPrefix(name, "cls.") {
+					name = "bert." + name
+				}
+				tol := 2.5e-2
+				if strings.HasPrefix(p.Name, "encoder.") && !strings.Contains(p.Name, "LayerNorm") {
+					tol = tc.linGrads
+				}
+				assert.Less(t, relErr(g, floats("grad/"+name)), tol, "gradient of %s", p.Name)
+			}
+		})
+	}
+}
+
+func TestTrainerPrecisionErrors(t *testing.T) {
+	for _, o := range []bert.TrainOptions{
+		{Precision: nn.F16},
+		{Precision: nn.Mixed},
+		{Precision: nn.F32, FP8: &fp8.DelayedScaling{}},
+		{FP8: &fp8.DelayedScaling{}},
+		{Precision: nn.BF16, FP8: &fp8.DelayedScaling{AmaxHistoryLen: -1}},
+	} {
+		be := cpu.New()
+		o.Batch, o.Seq, o.Opt = 2, 8, bert.DefaultAdamW()
+		_, err := bert.NewTrainer(be, tinyCfg(), bert.Synthetic(1), o)
+		assert.Error(t, err, "%+v", o)
+		assert.Zero(t, be.MemStats().CurrentBytes, "%+v: a failed NewTrainer frees what it allocated", o)
 	}
 }

@@ -86,6 +86,9 @@ func (r DelayedScaling) NewMeta(dt kernels.DType) (*Meta, error) {
 		history: make([]float32, n), scale: 1, unfused: r.Unfused}, nil
 }
 
+// DType is the format the tensor is cast into.
+func (m *Meta) DType() kernels.DType { return m.dt }
+
 // Scale is the scale this step casts with.
 func (m *Meta) Scale() float32 { return m.scale }
 

@@ -13,23 +13,52 @@ type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
 }
 
-// TrainState is what training a model's parameters keeps on the device,
-// in float32: each parameter's values, its gradient and AdamW's two
-// moments, the gradients and moments starting at zero.
+// TrainState is what training a model's parameters keeps on the device:
+// each parameter's values, its gradient and AdamW's two moments, the
+// gradients and moments starting at zero.
+//
+// In float32 training (DType F32) the values AdamW updates are the ones
+// the model reads. In mixed precision (DType BF16 or F16, Megatron-LM's
+// --bf16) AdamW updates float32 master values, Masters, and the model
+// reads their copy in DType, Values, cast after each update; the model
+// writes its gradients in DType, converted to float32 for the update.
 type TrainState struct {
 	// Params are the trained parameters, in the order of the updates.
 	Params []Param
+	// DType is the dtype of Values and Grads.
+	DType kernels.DType
 	// Values and Grads hold each parameter's values and gradient under
-	// its name: the model reads the first and writes the second.
+	// its name, in DType: the model reads the first and writes the
+	// second.
 	Values, Grads *TensorSet
-	m1, m2        *TensorSet
-	steps         int
+	// Masters holds the float32 values AdamW updates: Values itself in
+	// float32 training.
+	Masters *TensorSet
+	m1, m2  *TensorSet
+	grad32  map[string]*kernels.Tensor // mixed precision: a float32 gradient of each shape, reused parameter by parameter
+	scratch *TensorSet                 // what holds grad32
+	steps   int
 }
 
 // NewTrainState loads params from src and allocates their zeroed
-// gradients and moments on be. On an error it frees what it allocated.
+// gradients and moments on be, all in float32. On an error it frees what
+// it allocated.
 func NewTrainState(be kernels.Backend, src Source, params []Param) (*TrainState, error) {
-	s := &TrainState{Params: params, Values: NewTensorSet(be), Grads: NewTensorSet(be), m1: NewTensorSet(be), m2: NewTensorSet(be)}
+	return NewMixedTrainState(be, src, params, kernels.F32)
+}
+
+// NewMixedTrainState is NewTrainState with the model's values and
+// gradients in dt (F32, BF16 or F16) over float32 masters and moments.
+func NewMixedTrainState(be kernels.Backend, src Source, params []Param, dt kernels.DType) (*TrainState, error) {
+	if dt != kernels.F32 && dt != kernels.BF16 && dt != kernels.F16 {
+		return nil, fmt.Errorf("training in %v: want f32, bf16 or f16: %w", dt, kernels.ErrDType)
+	}
+	s := &TrainState{Params: params, DType: dt, Masters: NewTensorSet(be), Grads: NewTensorSet(be),
+		m1: NewTensorSet(be), m2: NewTensorSet(be), scratch: NewTensorSet(be), grad32: map[string]*kernels.Tensor{}}
+	s.Values = s.Masters
+	if dt != kernels.F32 {
+		s.Values = NewTensorSet(be)
+	}
 	if err := s.init(be, src); err != nil {
 		return nil, errors.Join(err, s.Free())
 	}
@@ -37,17 +66,36 @@ func NewTrainState(be kernels.Backend, src Source, params []Param) (*TrainState,
 }
 
 func (s *TrainState) init(be kernels.Backend, src Source) error {
-	if err := LoadParams(s.Values, src, s.Params, kernels.F32); err != nil {
+	if err := LoadParams(s.Masters, src, s.Params, kernels.F32); err != nil {
 		return err
 	}
 	for _, p := range s.Params {
-		for _, set := range []*TensorSet{s.Grads, s.m1, s.m2} {
-			z, err := set.Alloc(p.Name, kernels.F32, p.Shape...)
+		for _, z := range []struct {
+			set *TensorSet
+			dt  kernels.DType
+		}{{s.Grads, s.DType}, {s.m1, kernels.F32}, {s.m2, kernels.F32}} {
+			t, err := z.set.Alloc(p.Name, z.dt, p.Shape...)
 			if err != nil {
 				return err
 			}
-			if err := be.Fill(z, 0); err != nil {
+			if err := be.Fill(t, 0); err != nil {
 				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+		}
+		if s.DType == kernels.F32 {
+			continue
+		}
+		v, err := s.Values.Alloc(p.Name, s.DType, p.Shape...)
+		if err != nil {
+			return err
+		}
+		if err := be.Cast(v, s.Masters.Get(p.Name)); err != nil {
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		key := fmt.Sprint(p.Shape)
+		if s.grad32[key] == nil {
+			if s.grad32[key], err = s.scratch.Alloc("", kernels.F32, p.Shape...); err != nil {
+				return err
 			}
 		}
 	}
@@ -57,16 +105,31 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 // Update applies one AdamW step of opt to every parameter from its
 // gradient. Weight decay applies to parameters of two or more dimensions
 // (matrices and embedding tables), not to biases and layer-norm weights.
+// In mixed precision each gradient is converted to float32 first and the
+// updated masters are cast back into Values.
 func (s *TrainState) Update(opt AdamW) error {
 	s.steps++
-	be := s.Values.be
+	be := s.Masters.be
 	for _, p := range s.Params {
 		hp := kernels.AdamWParams{LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, Step: s.steps}
 		if len(p.Shape) >= 2 {
 			hp.WeightDecay = opt.WeightDecay
 		}
-		if err := be.AdamW(s.Values.Get(p.Name), s.Grads.Get(p.Name), s.m1.Get(p.Name), s.m2.Get(p.Name), hp); err != nil {
+		master, grad := s.Masters.Get(p.Name), s.Grads.Get(p.Name)
+		if s.DType != kernels.F32 {
+			g32 := s.grad32[fmt.Sprint(p.Shape)]
+			if err := be.Cast(g32, grad); err != nil {
+				return fmt.Errorf("gradient of %s to float32: %w", p.Name, err)
+			}
+			grad = g32
+		}
+		if err := be.AdamW(master, grad, s.m1.Get(p.Name), s.m2.Get(p.Name), hp); err != nil {
 			return fmt.Errorf("AdamW %s: %w", p.Name, err)
+		}
+		if s.DType != kernels.F32 {
+			if err := be.Cast(s.Values.Get(p.Name), master); err != nil {
+				return fmt.Errorf("%s to %v: %w", p.Name, s.DType, err)
+			}
 		}
 	}
 	return nil
@@ -77,5 +140,9 @@ func (s *TrainState) Steps() int { return s.steps }
 
 // Free releases everything.
 func (s *TrainState) Free() error {
-	return errors.Join(s.m2.Free(), s.m1.Free(), s.Grads.Free(), s.Values.Free())
+	errs := []error{s.scratch.Free(), s.m2.Free(), s.m1.Free(), s.Grads.Free(), s.Masters.Free()}
+	if s.Values != s.Masters {
+		errs = append(errs, s.Values.Free())
+	}
+	return errors.Join(errs...)
 }

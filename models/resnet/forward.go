@@ -279,11 +279,7 @@ func (f *Forward) SetPixels(vals []float32) error {
 	if want := f.N * 3 * f.H * f.W; len(vals) != want {
 		return fmt.Errorf("resnet: pixel_values has %d values, want [%d 3 %d %d] = %d", len(vals), f.N, f.H, f.W, want)
 	}
-	buf := make([]byte, 4*len(vals))
-	if err := kernels.EncodeFloat32(kernels.F32, buf, vals); err != nil {
-		return err
-	}
-	return f.m.be.Upload(f.pixels, buf)
+	return kernels.UploadFloat32(f.pixels, vals)
 }
 
 // Run queues the whole pass.
