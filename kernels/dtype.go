@@ -177,45 +177,51 @@ func (f fp8) decode(b uint8) float32 {
 
 // encode rounds x to nearest, ties to even, saturating to ±max (the
 // "satfinite" conversion of CUDA's __nv_cvt_float_to_fp8). NaN maps to NaN.
+// It works on x's bits: the significand, with its implicit bit, is
+// shifted right to the format's precision at x's exponent (further in
+// the format's subnormal range) and rounded up when the bits shifted out
+// are more than half, or half with an odd result; a carry out of the
+// significand moves into the exponent field, as it should.
 func (f fp8) encode(x float32) uint8 {
-	var sign uint8
-	if math.Signbit(float64(x)) {
-		sign = 0x80
-		x = -x
-	}
+	bits := math.Float32bits(x)
+	sign := uint8(bits>>24) & 0x80
+	bits &^= 1 << 31
 	switch {
-	case x != x:
+	case bits > 0x7f800000:
 		return 0x7f | sign // a NaN in both formats
-	case x >= f.max:
-		return sign | f.encodeFinite(f.max)
+	case math.Float32frombits(bits) >= f.max:
+		return sign | f.maxCode()
 	}
-	return sign | f.encodeFinite(x)
+	exp := int(bits >> 23) // biased by 127; 0 for zero and float32's subnormals, far below the formats'
+	if exp == 0 {
+		return sign
+	}
+	sig := bits&(1<<23-1) | 1<<23 // 24 bits
+	// The format's code before rounding is sig >> shift, with the
+	// exponent field added above the mantissa for normal numbers.
+	shift := 23 - int(f.man)
+	var base uint32
+	if e := exp - 127 + f.bias; e >= 1 {
+		base = uint32(e-1) << f.man // the implicit bit of sig adds the last 1
+	} else {
+		shift += 1 - e // subnormal: the smallest exponent's ulp
+		if shift > 24 {
+			return sign // below half the smallest subnormal
+		}
+	}
+	q, rest, half := sig>>shift, sig&(1<<shift-1), uint32(1)<<(shift-1)
+	if rest > half || rest == half && q&1 == 1 {
+		q++
+	}
+	return sign | uint8(base+q)
 }
 
-// encodeFinite rounds a non-negative finite x ≤ max.
-func (f fp8) encodeFinite(x float32) uint8 {
-	if x == 0 {
-		return 0
+// maxCode is the code of the format's largest finite value.
+func (f fp8) maxCode() uint8 {
+	if f.ieeeSpec {
+		return 0x7b // E5M2: exponent 30, mantissa 3
 	}
-	// Scale so that one unit in the last place of the target is 1, round
-	// to an integer with ties to even, then rebuild the code.
-	_, e := math.Frexp(float64(x)) // x = frac * 2^e, frac in [0.5,1)
-	exp := e - 1                   // x = 1.m * 2^exp
-	minExp := 1 - f.bias
-	if exp < minExp {
-		exp = minExp // subnormal range shares the smallest exponent's ulp
-	}
-	ulp := math.Ldexp(1, exp-int(f.man))
-	q := math.RoundToEven(float64(x) / ulp) // integer significand, maybe 2^(man+1)
-	if q >= float64(int(1)<<(f.man+1)) {
-		q /= 2
-		exp++
-	}
-	if q < float64(int(1)<<f.man) { // subnormal (or rounded to zero)
-		return uint8(q)
-	}
-	biased := exp + f.bias
-	return uint8(biased)<<f.man | uint8(int(q)-1<<f.man)
+	return 0x7e // E4M3: exponent 15, mantissa 6 (7 is NaN)
 }
 
 // E4M3FromFloat32 rounds f to the nearest FP8 E4M3 value, ties to even,
