@@ -625,10 +625,17 @@ func bertTrainBatches(dev kernels.Backend) []int {
 
 // BenchmarkBERTTrain is masked-LM training of the 6-layer encoder of
 // bert.Train6 (66,987,066 parameters, 43.5M besides the token embeddings)
-// with AdamW, float32, at seq 128. One op is a step: forward, loss,
-// backward, update. rel-err is the largest relative error of the same
-// code on this device against the reference's first step on the tiny
-// training golden (loss, every gradient, every updated parameter).
+// with AdamW at seq 128: in float32 (dtype=f32), in bfloat16 mixed
+// precision (bf16: float32 masters, bfloat16 weights, activations and
+// gradients) and with FP8 linears over bf16 (fp8: E4M3 forward, E5M2
+// gradients, delayed scaling; on devices with kernels.FP8, where on CPUs
+// FP8 is an emulation whose time is not FP8's speed). One op is a step:
+// forward, loss, backward, update. rel-err is, for f32, the largest
+// relative error of the same code on this device against the
+// reference's first step on the tiny training golden (loss, every
+// gradient, every updated parameter); for bf16 and fp8, the distance of
+// the end of a 200-step loss curve of the 6-layer model of
+// TestBERTTrainCurve from the reference's bf16 curve (at most 1%).
 func BenchmarkBERTTrain(b *testing.B) {
 	const seq = 128
 	cfg := bert.Train6()
@@ -645,17 +652,32 @@ func BenchmarkBERTTrain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	curve, err := loadTrainCurve()
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, dev := range devices {
-		for _, batch := range bertTrainBatches(dev) {
-			b.Run(fmt.Sprintf("dev=%s/dtype=f32/batch=%d/seq=%d", dev.Name(), batch, seq), func(b *testing.B) {
-				bertTrainBench(b, dev, cfg, corpus, golden, batch, seq)
-			})
+		for _, dtype := range []string{"f32", "bf16", "fp8"} {
+			if _, err := kernels.FP8Of(dev); err != nil && dtype == "fp8" {
+				continue
+			}
+			for _, batch := range bertTrainBatches(dev) {
+				b.Run(fmt.Sprintf("dev=%s/dtype=%s/batch=%d/seq=%d", dev.Name(), dtype, batch, seq), func(b *testing.B) {
+					bertTrainBench(b, dev, cfg, corpus, dtype, batch, seq, golden, curve)
+				})
+			}
 		}
 	}
 }
 
-func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus nn.Corpus, golden *trainGolden, batch, seq int) {
-	tr, err := bert.NewTrainer(dev, cfg, bert.Synthetic(bertSeed), bert.TrainOptions{Batch: batch, Seq: seq, Opt: bert.DefaultAdamW()})
+func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus nn.Corpus, dtype string, batch, seq int,
+	golden *trainGolden, curve *trainCurve) {
+	o, err := curveOptions(dtype)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Batch, o.Seq, o.Opt = batch, seq, bert.DefaultAdamW()
+	tr, err := bert.NewTrainer(dev, cfg, bert.Synthetic(bertSeed), o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -676,22 +698,13 @@ func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus n
 	}
 	H, V := float64(cfg.HiddenSize), float64(cfg.VocabSize)
 	head := 2*float64(masked)*H*H + 2*float64(masked)*H*V
-	params := cfg.CountParams(false, true)
+	params := float64(cfg.CountParams(false, true))
 	work := zbench.Workload{
 		FLOPs:    3 * (bertFLOPs(cfg, batch, seq) - 2*float64(batch)*H*H + head), // no pooler; backward ≈ 2× forward
-		Bytes:    16 * float64(params),                                           // parameter, gradient, two moments
+		Bytes:    16 * params,                                                    // parameter, gradient, two moments
 		DType:    kernels.F32,
 		Items:    float64(batch * seq),
 		ItemUnit: "tok/s",
-	}
-	step, first, last := 0, float32(0), float32(0)
-	op := func() error {
-		loss, err := tr.Step(batches[step%len(batches)])
-		if step == 0 {
-			first = loss
-		}
-		step, last = step+1, loss
-		return err
 	}
 	verify := func() (float64, error) {
 		gt, err := golden.newTrainer(dev)
@@ -709,6 +722,30 @@ func bertTrainBench(b *testing.B, dev kernels.Backend, cfg bert.Config, corpus n
 		}
 		return worst, nil
 	}
-	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: op, Verify: verify, MaxRelErr: 1e-4})
+	tol := 1e-4
+	if dtype != "f32" {
+		work.DType, work.Bytes = kernels.BF16, 20*params // and the bfloat16 copy and gradient
+		if o.FP8 != nil {
+			work.DType = kernels.E4M3
+		}
+		verify = func() (float64, error) {
+			loss, err := curve.run(dev, dtype)
+			if err != nil {
+				return 0, err
+			}
+			return curve.endErr(loss), nil
+		}
+		tol = curveTolerance
+	}
+	step, first, last := 0, float32(0), float32(0)
+	op := func() error {
+		loss, err := tr.Step(batches[step%len(batches)])
+		if step == 0 {
+			first = loss
+		}
+		step, last = step+1, loss
+		return err
+	}
+	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: op, Verify: verify, MaxRelErr: tol})
 	b.Logf("loss %.4f at step %d (first %.4f)", last, step, first)
 }

@@ -19,7 +19,7 @@ state_dict() keys are exactly Hugging Face's):
                     logits), loss = mean cross-entropy over labels != -100
   synthetic_        fills every parameter from the seeded generator
 
-Dropout is never applied (eval semantics; the training golden also runs
+Dropout is never applied (eval semantics; the training goldens also run
 without dropout). Semantics: embeddings = word + token_type (default zeros)
 + position (ids 0..S-1), LayerNorm; post-LN encoder layers with attention
 scores q·kᵀ/√head_dim + (1 − mask)·finfo(dtype).min; pooler =
@@ -72,8 +72,27 @@ Files written (under testdata/golden):
                                as in the checkpoint; metadata "train" (JSON
                                hyper-parameters), "weights", "reference",
                                "script", "format"
+  bert-train-curve.safetensors BertForMaskedLM on CURVE_CONFIG (6 layers,
+                               hidden 64, 2 heads, intermediate 256, vocab
+                               4096), synthetic weights of seed 20261126 (not
+                               stored), AdamW for 200 steps, step i on batch
+                               i % 50, in float32 and in bf16 mixed precision
+                               (float32 masters, the whole model and every op in
+                               bfloat16, loss in float32 of the bf16 logits,
+                               master grads = the bf16 grads): input_ids,
+                               labels I32 [50, 8, 32] (no padding; attention
+                               mask all ones and token types all 0, not
+                               stored; ids iid Zipf over 999..4095, p(id) ∝
+                               1/(id − 998), then masked as bert-train's with
+                               mask id 103); loss/f32, loss/bf16 F32 [200]
+                               (each step's, before its update); metadata
+                               "train" (JSON hyper-parameters), "config" (JSON
+                               HF config), "weights" ("synthetic"), "seed",
+                               "reference", "script", "format"
 
-Expected outputs are computed in float64 from the stored float32 weights.
+Expected outputs are computed in float64 from the stored float32 weights,
+except bert-train-curve's losses (float32 and bf16 training in torch, on
+one CPU thread).
 The safetensors files are written by this script itself with the reference
 implementation's layout: tensors ordered by decreasing dtype then name,
 "__metadata__" first, header padded with spaces to 8 bytes.
@@ -686,11 +705,12 @@ TRAIN = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 
          "mask_id": 3, "decay": "dim>=2"}
 
 
-def mlm_batch(gen, cfg, B, S, mask_id):
-    """Random ids and token types; ~15% of the positions of each row (at
-    least one) get a label (the original id) and their input replaced by
-    mask_id (80%), a random id (10%) or kept (10%)."""
-    ids, _, tt = make_inputs(gen, cfg, [S] * B, S)
+def mask_tokens(gen, ids, vocab_size, mask_id):
+    """(input, labels) of int64 ids [B, S]: ~15% of the positions of each
+    row (at least one) get a label (the original id) and their input
+    replaced by mask_id (80%), a random id in [0, vocab_size) (10%) or kept
+    (10%); labels are IGNORE_INDEX elsewhere."""
+    B, S = ids.shape
     labels = torch.full((B, S), IGNORE_INDEX, dtype=torch.int64)
     inp = ids.clone()
     for r in range(B):
@@ -703,7 +723,15 @@ def mlm_batch(gen, cfg, B, S, mask_id):
             if u < 0.8:
                 inp[r, j] = mask_id
             elif u < 0.9:
-                inp[r, j] = int(torch.randint(0, cfg.vocab_size, (1,), generator=gen))
+                inp[r, j] = int(torch.randint(0, vocab_size, (1,), generator=gen))
+    return inp, labels
+
+
+def mlm_batch(gen, cfg, B, S, mask_id):
+    """Random ids and token types (make_inputs, no padding), masked by
+    mask_tokens: (input, token_type_ids, labels)."""
+    ids, _, tt = make_inputs(gen, cfg, [S] * B, S)
+    inp, labels = mask_tokens(gen, ids, cfg.vocab_size, mask_id)
     return inp, tt, labels
 
 
@@ -743,6 +771,114 @@ def build_train(files, cfg, ckpt):
     return losses
 
 
+# The loss-curve golden: masked-LM training of a 6-layer BERT from synthetic
+# weights, in float32 and in bf16 mixed precision.
+CURVE_CONFIG = dict(TINY_CONFIG, **{
+    "architectures": ["BertForMaskedLM"], "vocab_size": 4096, "hidden_size": 64, "num_hidden_layers": 6,
+    "num_attention_heads": 2, "intermediate_size": 256, "max_position_embeddings": 128, "type_vocab_size": 2,
+    "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+})
+CURVE_SEED = 20261126
+CURVE_FORMAT = ("zbench-golden/1: tensors input_ids, labels, loss/<precision>; metadata train, config = JSON, "
+                "weights, seed")
+CURVE_BF16 = ("megatron-style: float32 master parameters; each step copies them (round to nearest even) into a "
+              "bfloat16 copy of the whole model, every op in bfloat16; loss = cross-entropy of the bf16 logits "
+              "converted to float32; backward through the bf16 model; master grad = the bf16 grad as float32; "
+              "AdamW steps the float32 masters")
+CURVE = {"lr": 5e-4, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01, "decay": "dim>=2",
+         "steps": 200, "batches": 50, "batch": 8, "seq": 32, "mask_id": 103, "zipf_ids": [999, 4095],
+         "precisions": ["f32", "bf16"], "bf16_recipe": CURVE_BF16}
+
+
+def zipf_ids(gen, shape, lo, hi):
+    """int64 ids in [lo, hi] drawn iid with p(id) ∝ 1/(id − lo + 1): u =
+    torch.rand(shape, float64) from gen, then the first rank r with u <
+    cdf[r], cdf the float64 cumulative sum of 1/(r+1) over the total."""
+    w = 1.0 / torch.arange(1, hi - lo + 2, dtype=torch.float64)
+    cdf = torch.cumsum(w, 0) / w.sum()
+    u = torch.rand(shape, dtype=torch.float64, generator=gen)
+    r = torch.searchsorted(cdf, u.reshape(-1), right=True).clamp_(max=hi - lo).reshape(shape)
+    return r + lo
+
+
+def curve_batches(cfg):
+    """The curve's batches: input_ids, labels int64 [batches, batch, seq];
+    per batch, from one generator (case_generator("bert-train-curve")),
+    zipf_ids then mask_tokens."""
+    gen = case_generator("bert-train-curve")
+    lo, hi = CURVE["zipf_ids"]
+    ins, labs = [], []
+    for _ in range(CURVE["batches"]):
+        ids = zipf_ids(gen, (CURVE["batch"], CURVE["seq"]), lo, hi)
+        inp, labels = mask_tokens(gen, ids, cfg.vocab_size, CURVE["mask_id"])
+        ins.append(inp)
+        labs.append(labels)
+    return torch.stack(ins), torch.stack(labs)
+
+
+def curve_optimizer(named):
+    decay = [p for _, p in named if p.dim() >= 2]
+    no_decay = [p for _, p in named if p.dim() < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": CURVE["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=CURVE["lr"], betas=(CURVE["beta1"], CURVE["beta2"]), eps=CURVE["eps"])
+
+
+def curve_train(cfg, inputs, labels, precision):
+    """The loss of each step (before its update) of training
+    synthetic_(BertForMaskedLM(cfg), CURVE_SEED) in precision "f32" or
+    "bf16" (CURVE_BF16), as float32 [steps]."""
+    master = synthetic_(BertForMaskedLM(cfg), CURVE_SEED)
+    named = list(master.named_parameters())
+    opt = curve_optimizer(named)
+    if precision == "bf16":
+        model = synthetic_(BertForMaskedLM(cfg), CURVE_SEED).to(torch.bfloat16)
+        pairs = list(zip([p for _, p in named], model.parameters()))
+    else:
+        assert precision == "f32", precision
+        model, pairs = master, None
+    V = cfg.vocab_size
+    ones = torch.ones_like(inputs[0])
+    losses = []
+    for step in range(CURVE["steps"]):
+        ids, lab = inputs[step % len(inputs)], labels[step % len(labels)]
+        opt.zero_grad(set_to_none=True)
+        if pairs is not None:
+            with torch.no_grad():
+                for pm, pb in pairs:
+                    pb.copy_(pm)
+                    pb.grad = None
+        _, logits = model(ids, ones)
+        loss = F.cross_entropy(logits.float().view(-1, V), lab.reshape(-1), ignore_index=IGNORE_INDEX)
+        losses.append(loss.detach().float())
+        loss.backward()
+        if pairs is not None:
+            for pm, pb in pairs:
+                pm.grad = pb.grad.float()
+        opt.step()
+    return torch.stack(losses)
+
+
+def build_curve(files):
+    cfg = BertConfig.from_dict(CURVE_CONFIG)
+    inputs, labels = curve_batches(cfg)
+    meta = std_meta(CURVE_FORMAT)
+    meta["train"] = compact(CURVE)
+    meta["config"] = compact(CURVE_CONFIG)
+    meta["weights"] = "synthetic"
+    meta["seed"] = str(CURVE_SEED)
+    t = Tensors(meta)
+    t.put("input_ids", inputs.int())
+    t.put("labels", labels.int())
+    curves = {}
+    for precision in CURVE["precisions"]:
+        curves[precision] = curve_train(cfg, inputs, labels, precision)
+        assert torch.isfinite(curves[precision]).all(), precision
+        t.put(f"loss/{precision}", curves[precision])
+    files["testdata/golden/bert-train-curve.safetensors"] = t.serialize()
+    return curves
+
+
 def build():
     """{repo-relative path: bytes} of every file this script writes."""
     torch.manual_seed(BASE_SEED)
@@ -752,6 +888,7 @@ def build():
     cfg, ckpt = build_tiny(files)
     build_train(files, cfg, ckpt)
     build_cases(files, cfg, ckpt)
+    build_curve(files)
     return files
 
 

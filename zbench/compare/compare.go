@@ -176,12 +176,15 @@ func DefaultTolerance(dtype string) float64 {
 // (the 2-layer test model: 4.3e-2 against 1e-2). BERT-base in FP8
 // (bert.Model.QuantizeFP8) is 1.1e-1 off the float64 reference, 3.5 times
 // its static int8's 3.2e-2, E4M3's 31 dB per input against int8's 40
-// over twelve layers.
+// over twelve layers. BenchmarkBERTTrain's rel-err in bf16 and fp8 is not
+// a tensor's but the distance of a 200-step loss curve's end from the
+// reference's bf16 run, which FP8 training must stay within 1% of.
 var DeepModels = map[string]map[string]float64{
-	"BenchmarkBERT":   {"fp8": 1.5e-1},
-	"model=tinyllama": {"bf16": 8e-2, "int8": 1.5e-1, "fp8": 5e-1},
-	"model=resnet101": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
-	"model=resnet152": {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
+	"BenchmarkBERT":      {"fp8": 1.5e-1},
+	"BenchmarkBERTTrain": {"bf16": 1e-2, "fp8": 1e-2},
+	"model=tinyllama":    {"bf16": 8e-2, "int8": 1.5e-1, "fp8": 5e-1},
+	"model=resnet101":    {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
+	"model=resnet152":    {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
 }
 
 // BenchTolerance is the rel-err accepted for the named benchmark (its
