@@ -124,9 +124,13 @@ tables:
 		$(GO) run ./cmd/zbench compare $(OUT)/torch.txt $(OUT)/$(RUN).txt; fi
 
 ## report: an HTML and markdown report with plots of the committed baselines
-## and of this machine's last make bench run, in .cache/bench/report/.
+## and training curves (the reference's bf16 curve first, which the others
+## are compared with) and of this machine's last make bench run, in
+## .cache/bench/report/.
 report:
 	@$(GO) run ./cmd/zbench report -o $(OUT)/report baselines/*/*.txt $(wildcard $(OUT)/zbench.txt $(OUT)/torch.txt) \
+		$(sort $(wildcard baselines/*/bert-train-curve/torch-bf16.jsonl)) \
+		$(filter-out %/torch-bf16.jsonl,$(sort $(wildcard baselines/*/bert-train-curve/*.jsonl))) \
 		| grep -E 'index.html|report.md'
 
 ## diff: the pull-request check: zbench diff BASE HEAD (default: HEAD against

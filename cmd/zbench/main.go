@@ -11,7 +11,7 @@
 //	compare    compare benchmark results, with a verdict per benchmark
 //	diff       benchmark two git revisions interleaved and compare them
 //	calibrate  A/A runs: false-verdict rate and the smallest change detectable
-//	report     write an HTML and markdown report with plots from benchmark files
+//	report     write an HTML and markdown report with plots from benchmark files and training logs
 //	infer      run a model on inputs from a safetensors file, write its outputs
 //	quantize   quantize a model to int8 by calibration, write its checkpoint and report
 //	generate   generate text with a Llama-family model, with its speed figures
@@ -89,7 +89,7 @@ var commands = []command{
 	{"compare", "compare benchmark results, with a verdict per benchmark", runCompare},
 	{"diff", "benchmark two git revisions interleaved and compare them", runDiff},
 	{"calibrate", "A/A runs: false-verdict rate and the smallest change detectable", runCalibrate},
-	{"report", "write an HTML and markdown report with plots from benchmark files", runReport},
+	{"report", "write an HTML and markdown report with plots from benchmark files and training logs", runReport},
 	{"infer", "run a model on inputs from a safetensors file, write its outputs", runInfer},
 	{"quantize", "quantize a model to int8 by calibration, write its checkpoint and a per-layer report", runQuantize},
 	{"generate", "generate text with a Llama-family model, with its speed figures", runGenerate},

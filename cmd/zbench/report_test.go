@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/trainlog"
 )
 
 // baselineDir holds the committed baselines of one machine.
@@ -195,8 +197,8 @@ func TestReportErrors(t *testing.T) {
 		{name: "missing file", args: []string{"-o", out, ourBaseline, missing}, wantErr: []string{missing, "no such file"}, wantIs: os.ErrNotExist},
 		{name: "empty file", args: []string{"-o", out, empty}, wantErr: []string{empty, "empty file"}, wantIs: results.ErrNoResults},
 		{name: "not benchmark output", args: []string{"-o", out, notBench}, wantErr: []string{notBench, "no benchmark results"}, wantIs: results.ErrNoResults},
-		{name: "no files", args: []string{"-o", out}, wantErr: []string{"report: no benchmark files given"}, wantUsage: true},
-		{name: "no args", args: nil, wantErr: []string{"report: no benchmark files given", "zbench report -h"}, wantUsage: true},
+		{name: "no files", args: []string{"-o", out}, wantErr: []string{"report: no benchmark files or training logs given"}, wantUsage: true},
+		{name: "no args", args: nil, wantErr: []string{"report: no benchmark files or training logs given", "zbench report -h"}, wantUsage: true},
 		{name: "unknown flag", args: []string{"-frob", ourBaseline}, wantErr: []string{"report: flag provided but not defined: -frob"}, wantUsage: true},
 		{name: "unknown flag after files", args: []string{ourBaseline, "-frob"}, wantErr: []string{"report: flag provided but not defined: -frob"}, wantUsage: true},
 		{name: "empty -o", args: []string{"-o", "", ourBaseline}, wantErr: []string{"-o: empty"}, wantUsage: true},
@@ -230,7 +232,8 @@ func TestReportHelpAndDefaultDir(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	err := runReport([]string{"-h"}, &stdout, &stderr)
 	require.ErrorIs(t, err, errHelp)
-	assert.Contains(t, stdout.String(), "usage: zbench report [-o DIR] [-title TEXT] FILE...")
+	assert.Contains(t, stdout.String(), "usage: zbench report [-o DIR] [-title TEXT] FILE|LOG.jsonl...")
+	assert.Contains(t, stdout.String(), "training logs (LOG.jsonl)")
 	assert.Contains(t, stdout.String(), "-o DIR")
 	assert.Empty(t, stderr.String())
 
@@ -279,4 +282,84 @@ func TestReportDefaultDirIgnored(t *testing.T) {
 	cmd := exec.Command("git", "check-ignore", "-q", "--no-index", "zbench-report/index.html")
 	cmd.Dir = strings.TrimSpace(string(top))
 	assert.NoError(t, cmd.Run(), "zbench-report/ is not in .gitignore")
+}
+
+// writeLog writes a training log of losses, one a step from step 0, as the
+// BERT training test writes it, into dir/name.
+func writeLog(t *testing.T, dir, name string, losses ...float64) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var b strings.Builder
+	for i, l := range losses {
+		fmt.Fprintf(&b, `{"step":%d,"loss":%v}`+"\n", i, l)
+	}
+	return writeFile(t, dir, name, []byte(b.String()))
+}
+
+// TestReportTrainingLogs: .jsonl files are training logs, plotted and
+// tabled, alone or beside benchmark files; the last-10 means are compared
+// with the first log's.
+func TestReportTrainingLogs(t *testing.T) {
+	curves := filepath.Join(t.TempDir(), "bert-train-curve")
+	// bf16: mean of the last 10 losses 2.0; fp8 2.01, +0.5%.
+	bf16 := writeLog(t, curves, "bf16.jsonl", 8.31, 6, 4, 3, 2.5, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2)
+	fp8 := writeLog(t, curves, "fp8.jsonl", 8.31, 6.1, 4.2, 3, 2.5, 2.01, 2.01, 2.01, 2.01, 2.01, 2.01, 2.01, 2.01, 2.01, 2.01)
+	for _, tc := range []struct {
+		name      string
+		files     []string
+		wantPlots []string
+	}{
+		{"logs alone", []string{bf16, fp8}, []string{"loss-step"}},
+		{"logs and benchmarks", []string{torchBaseline, bf16, fp8}, []string{"loss-step", "throughput-batch-bert"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			var stdout, stderr bytes.Buffer
+			require.NoError(t, run(append([]string{"report", "-o", dir}, tc.files...), &stdout, &stderr))
+			assert.Empty(t, stderr.String())
+			paths := strings.Fields(stdout.String())
+			for _, name := range tc.wantPlots {
+				assert.Contains(t, paths, filepath.Join(dir, name+".svg"))
+				assert.Contains(t, paths, filepath.Join(dir, name+".png"))
+			}
+			md := readString(t, filepath.Join(dir, "report.md"))
+			assert.Contains(t, md, "](loss-step.png)")
+			assert.Equal(t, []string{"bert-train-curve/bf16", "15", "14", "8.310", "2.000", "2.000", "reference", bf16},
+				tableRow(t, md, "## Training loss", "bert-train-curve/bf16"))
+			assert.Equal(t, []string{"bert-train-curve/fp8", "15", "14", "8.310", "2.010", "2.010", "+0.5%", fp8},
+				tableRow(t, md, "## Training loss", "bert-train-curve/fp8"))
+			page := readString(t, filepath.Join(dir, "index.html"))
+			assert.Equal(t, (len(paths)-2)/2, strings.Count(page, "<svg "), "every plot inline")
+		})
+	}
+}
+
+func TestReportTrainingLogErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := writeLog(t, dir, "good.jsonl", 3, 2, 1)
+	for _, tc := range []struct {
+		name, text string
+		wantErr    string // after "report: FILE"
+		wantIs     error
+	}{
+		{"empty", "", ": empty file: no training steps", trainlog.ErrNoSteps},
+		{"malformed line", `{"step":0,"loss":1}` + "\n" + `{"step":1,"loss":`, ":2: malformed JSON: unexpected end of JSON input: invalid training log", trainlog.ErrInvalid},
+		{"missing loss", `{"step":0}`, `:1: no "loss" field: invalid training log`, trainlog.ErrInvalid},
+		{"NaN loss", `{"step":0,"loss":1}` + "\n\n" + `{"step": 1, "loss": NaN}`, ":3: loss is NaN, not a finite number: invalid training log", trainlog.ErrInvalid},
+		{"negative step", `{"step":-3,"loss":1}`, ":1: step -3 is negative: invalid training log", trainlog.ErrInvalid},
+		{"repeated step", `{"step":0,"loss":1}` + "\n" + `{"step":0,"loss":1}`, ":2: step 0 after step 0: steps must increase: invalid training log", trainlog.ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "-")+".jsonl", []byte(tc.text))
+			out := filepath.Join(dir, "out")
+			var stdout, stderr bytes.Buffer
+			err := run([]string{"report", "-o", out, good, bad}, &stdout, &stderr)
+			require.Error(t, err)
+			assert.Equal(t, "report: "+bad+tc.wantErr, oneLine(err))
+			assert.ErrorIs(t, err, tc.wantIs)
+			assert.Equal(t, 1, exitCode(err))
+			assert.Empty(t, stdout.String())
+			assert.NoDirExists(t, out, "nothing written on error")
+		})
+	}
 }

@@ -67,26 +67,37 @@ func (s *source) role() string {
 	return "ours"
 }
 
+// A labeler names input files by the last two elements of their paths
+// without extension, telling apart files that would share a label.
+type labeler map[string]int
+
+// label returns the label of the file at path ("m1/zbench"), its last
+// element alone ("zbench") and the directory it is in ("m1"). The second
+// file of a label gets " (2)" added, and so on.
+func (seen labeler) label(path string) (label, base, dir string) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	base = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	dir = filepath.Base(filepath.Dir(path))
+	label = base
+	if dir != "" && dir != "." && dir != string(filepath.Separator) {
+		label = dir + "/" + base
+	}
+	seen[label]++
+	if n := seen[label]; n > 1 {
+		label += " (" + strconv.Itoa(n) + ")"
+		base += " (" + strconv.Itoa(n) + ")"
+	}
+	return label, base, dir
+}
+
 // newSources labels and classifies files.
 func newSources(files []*results.File) []*source {
 	srcs := make([]*source, 0, len(files))
-	seen := map[string]int{}
+	seen := labeler{}
 	for i, f := range files {
-		path := f.Path
-		if abs, err := filepath.Abs(path); err == nil {
-			path = abs
-		}
-		base := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
-		dir := filepath.Base(filepath.Dir(path))
-		label := base
-		if dir != "" && dir != "." && dir != string(filepath.Separator) {
-			label = dir + "/" + base
-		}
-		seen[label]++
-		if n := seen[label]; n > 1 {
-			label += " (" + strconv.Itoa(n) + ")"
-			base += " (" + strconv.Itoa(n) + ")"
-		}
+		label, base, dir := seen.label(f.Path)
 		s := &source{file: f, label: label, short: base, machine: dir, index: i}
 		for _, b := range f.Benchmarks {
 			if v, ok := b.Config[configImpl]; ok {

@@ -1,7 +1,8 @@
-// Package report writes a report of benchmark results: a self-contained
-// HTML page and a markdown file with tables and plots, from any set of
-// files of Go benchmark output (zbench's baselines, a fresh run, a peer's
-// output such as PyTorch's).
+// Package report writes a report of benchmark results and training runs: a
+// self-contained HTML page and a markdown file with tables and plots, from
+// any set of files of Go benchmark output (zbench's baselines, a fresh run,
+// a peer's output such as PyTorch's) and of training logs (package
+// trainlog), either or both.
 //
 // The report plots throughput and latency against batch size (benchmarks
 // with a batch= key; the batch of best throughput of each line below the
@@ -16,6 +17,13 @@
 // with "zbench" (the PyTorch peer prints "impl: torch-1.13.0a0"); every
 // other file is ours. Files are labelled by the last two elements of their
 // path without extension: "cpu-intel-xeon-f6-2core-amx/zbench".
+//
+// Training logs are labelled the same way ("bert-train-curve/fp8"). The
+// report plots their loss against step, one line per log, and tables each
+// log's number of steps, first and last loss and the mean loss of its last
+// 10 steps; given two or more logs, it also gives each log's last-10 mean
+// relative to that of the first log, so that a reader sees how close, say,
+// an fp8 run ends to a bf16 one.
 package report
 
 import (
@@ -28,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/trainlog"
 )
 
 // DefaultTitle is the title of a report whose Options give none.
@@ -46,19 +55,23 @@ type Options struct {
 	Title string
 }
 
-// ErrNoFiles is returned by Write when it is given no files.
-var ErrNoFiles = errors.New("no benchmark files to report on")
+// ErrNoFiles is returned by Write when it is given neither benchmark files
+// nor training logs.
+var ErrNoFiles = errors.New("no benchmark files or training logs to report on")
 
-// Write writes the report of files into dir, which it creates if needed:
-// HTMLFile (with every plot inline as SVG), MarkdownFile (which links the
-// PNG files) and NAME.svg and NAME.png for each plot. Files already in dir
-// under other names are left alone. It returns the paths it wrote, the
+// Write writes the report of benchmark files and training logs into dir,
+// which it creates if needed: HTMLFile (with every plot inline as SVG),
+// MarkdownFile (which links the PNG files) and NAME.svg and NAME.png for
+// each plot. Either files or logs may be empty, not both. Files already in
+// dir under other names are left alone. It returns the paths it wrote, the
 // HTML page and the markdown first.
 //
 // Benchmarks are matched across files by results.Benchmark.ID. A plot
-// that would be empty is left out, and the report says why.
-func Write(dir string, files []*results.File, opts Options) ([]string, error) {
-	if len(files) == 0 {
+// that would be empty is left out, and the report says why. The loss
+// curves of logs are in one plot, "loss-step", and the last-10 means of
+// logs are compared with that of logs[0].
+func Write(dir string, files []*results.File, logs []*trainlog.Log, opts Options) ([]string, error) {
+	if len(files) == 0 && len(logs) == 0 {
 		return nil, ErrNoFiles
 	}
 	for i, f := range files {
@@ -66,7 +79,12 @@ func Write(dir string, files []*results.File, opts Options) ([]string, error) {
 			return nil, fmt.Errorf("file %d is nil: %w", i, ErrNoFiles)
 		}
 	}
-	doc, err := build(files, opts)
+	for i, l := range logs {
+		if l == nil || len(l.Points) == 0 {
+			return nil, fmt.Errorf("training log %d is nil or empty: %w", i, ErrNoFiles)
+		}
+	}
+	doc, err := build(files, logs, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -167,8 +185,14 @@ func (s *section) para(format string, args ...any) {
 
 func (s *section) table(t *table) { s.blocks = append(s.blocks, block{table: t}) }
 
-// build analyses files into a document.
-func build(files []*results.File, opts Options) (*document, error) {
+// build analyses files and logs into a document: the benchmarks' sources,
+// plots and speed-ups, then the training loss, then every benchmark result.
+func build(files []*results.File, logs []*trainlog.Log, opts Options) (*document, error) {
+	title := opts.Title
+	if title == "" {
+		title = DefaultTitle
+	}
+	b := &builder{doc: &document{title: title}, ids: map[string]int{}, names: map[string]int{}}
 	srcs := newSources(files)
 	short := sameMachine(srcs)
 	name := func(s *source) string {
@@ -177,15 +201,30 @@ func build(files []*results.File, opts Options) (*document, error) {
 		}
 		return s.label
 	}
-	title := opts.Title
-	if title == "" {
-		title = DefaultTitle
+	if len(srcs) > 0 {
+		b.doc.intro = append(b.doc.intro,
+			fmt.Sprintf("Benchmark results of %d %s. Every figure is the median of the runs, with the 95%% confidence interval of the median as benchstat computes it (± the larger distance to its bounds; ∞ for fewer than 6 runs); rel-err is the accuracy against the reference measured in the same benchmark.", len(srcs), plural(len(srcs), "file", "files")))
+		if err := b.benchmarks(srcs, short, name); err != nil {
+			return nil, err
+		}
 	}
-	b := &builder{doc: &document{title: title}, ids: map[string]int{}, names: map[string]int{}}
-	b.doc.intro = []string{
-		fmt.Sprintf("Benchmark results of %d %s. Every figure is the median of the runs, with the 95%% confidence interval of the median as benchstat computes it (± the larger distance to its bounds; ∞ for fewer than 6 runs); rel-err is the accuracy against the reference measured in the same benchmark.", len(srcs), plural(len(srcs), "file", "files")),
+	if len(logs) > 0 {
+		b.doc.intro = append(b.doc.intro,
+			fmt.Sprintf("Training loss of %d %s, each a JSON line per logged step.", len(logs), plural(len(logs), "log", "logs")))
+		if err := b.training(logs); err != nil {
+			return nil, err
+		}
 	}
+	if len(srcs) > 0 {
+		b.results(srcs, name)
+	}
+	return b.doc, nil
+}
 
+// benchmarks adds the sections on benchmark files: their sources, the line
+// plots and the speed-ups against peers. short is whether the sources are
+// named by file name alone in legends; name names a source in tables.
+func (b *builder) benchmarks(srcs []*source, short bool, name func(*source) string) error {
 	// Sources.
 	s := b.section(2, "Sources")
 	t := &table{head: []string{"File", "Role", "impl", "BLAS", "Commit", "Benchmarks", "Path"}, right: []bool{false, false, false, false, false, true, false}}
@@ -220,7 +259,7 @@ func build(files []*results.File, opts Options) (*document, error) {
 		for _, lp := range lps {
 			f, err := plotLine(lp, short)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			b.figure(s, f)
 			if sw.xKey == "batch" && sw.what == "throughput" {
@@ -273,7 +312,7 @@ func build(files []*results.File, opts Options) (*document, error) {
 				}
 				f, err := plotSpeedup(name, w, part, ours, peer)
 				if err != nil {
-					return nil, err
+					return err
 				}
 				b.figure(ws, f)
 			}
@@ -301,8 +340,12 @@ func build(files []*results.File, opts Options) (*document, error) {
 		}
 	}
 
-	// Every result.
-	s = b.section(2, "Results")
+	return nil
+}
+
+// results adds the section of every benchmark result.
+func (b *builder) results(srcs []*source, name func(*source) string) {
+	s := b.section(2, "Results")
 	s.para("Every benchmark of every file: the median time per op, the throughput (the rate of work items the benchmark reports, such as seq/s, else GFLOP/s) and the accuracy, with the number of runs n.")
 	wls, rows := resultRows(srcs)
 	for _, w := range wls {
@@ -332,7 +375,6 @@ func build(files []*results.File, opts Options) (*document, error) {
 			ws.para("All with %s.", codeKeys(fixed))
 		}
 	}
-	return b.doc, nil
 }
 
 // environment is a table of the configuration settings that differ between

@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot"
 
 	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/trainlog"
 )
 
 // bench returns benchmark lines for name, one per time in ms, with the
@@ -128,7 +129,7 @@ func TestWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			paths, err := Write(dir, tc.files(t), Options{Title: "Test report"})
+			paths, err := Write(dir, tc.files(t), nil, Options{Title: "Test report"})
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, len(paths), 2)
 			assert.Equal(t, filepath.Join(dir, HTMLFile), paths[0])
@@ -189,15 +190,19 @@ func TestWriteErrors(t *testing.T) {
 		name    string
 		dir     string
 		files   []*results.File
+		logs    []*trainlog.Log
 		wantErr string
 		is      error
 	}{
-		{name: "no files", dir: t.TempDir(), wantErr: "no benchmark files to report on", is: ErrNoFiles},
+		{name: "no files", dir: t.TempDir(), wantErr: "no benchmark files or training logs to report on", is: ErrNoFiles},
 		{name: "nil file", dir: t.TempDir(), files: []*results.File{nil}, wantErr: "file 0 is nil", is: ErrNoFiles},
+		{name: "nil log", dir: t.TempDir(), logs: []*trainlog.Log{nil}, wantErr: "training log 0 is nil or empty", is: ErrNoFiles},
+		{name: "empty log", dir: t.TempDir(), logs: []*trainlog.Log{{Path: "a/b.jsonl"}}, wantErr: "training log 0 is nil or empty", is: ErrNoFiles},
+		{name: "log into a file", dir: filepath.Join(notDir, "sub"), logs: []*trainlog.Log{{Path: "a/b.jsonl", Points: []trainlog.Point{{Step: 0, Loss: 1}}}}, wantErr: notDir},
 		{name: "dir is a file", dir: filepath.Join(notDir, "sub"), files: []*results.File{ours(t, "m1/zbench.txt")}, wantErr: notDir},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Write(tc.dir, tc.files, Options{})
+			_, err := Write(tc.dir, tc.files, tc.logs, Options{})
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.wantErr)
 			assert.NotContains(t, err.Error(), "\n")
@@ -220,7 +225,7 @@ func TestWriteOddValues(t *testing.T) {
 	f := parse(t, "m1/odd.txt", text)
 	p := parse(t, "m1/peer.txt", "impl: torch\n"+strings.ReplaceAll(text, "NaN ns/op", "5 ns/op"))
 	dir := t.TempDir()
-	_, err := Write(dir, []*results.File{f, p}, Options{})
+	_, err := Write(dir, []*results.File{f, p}, nil, Options{})
 	require.NoError(t, err)
 	page := readFile(t, filepath.Join(dir, HTMLFile))
 	assert.NotContains(t, page, "<script>")
@@ -313,7 +318,7 @@ func TestManyBars(t *testing.T) {
 		p.WriteString(bench(name, []float64{2}, ""))
 	}
 	dir := t.TempDir()
-	paths, err := Write(dir, []*results.File{parse(t, "m/zbench.txt", o.String()), parse(t, "m/torch.txt", p.String())}, Options{})
+	paths, err := Write(dir, []*results.File{parse(t, "m/zbench.txt", o.String()), parse(t, "m/torch.txt", p.String())}, nil, Options{})
 	require.NoError(t, err)
 	assert.Contains(t, paths, filepath.Join(dir, "speedup-zbench-vs-torch-attention-1.png"))
 	assert.Contains(t, paths, filepath.Join(dir, "speedup-zbench-vs-torch-attention-2.png"))
@@ -430,7 +435,7 @@ func TestCrossHardware(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			_, err := Write(dir, tc.files, Options{})
+			_, err := Write(dir, tc.files, nil, Options{})
 			require.NoError(t, err)
 			md, err := os.ReadFile(filepath.Join(dir, MarkdownFile))
 			require.NoError(t, err)
