@@ -6,6 +6,10 @@
 #   NAME.compute_75.ptx   portable PTX: Turing (T4) and anything without a better image
 #   NAME.compute_80.ptx   PTX for Ampere, Ada and newer (bf16/tf32 mma, cp.async)
 #   NAME.sm_90a.cubin     Hopper (H100, H200): wgmma and TMA
+# and the sources of extra_targets one image more each:
+#   fp8.compute_89.ptx    Ada (L4, L40S, RTX 40): cvt to e4m3/e5m2 and mma.sync
+#                         with FP8 operands, which need sm_89; the CUDA backend
+#                         loads it on 8.9 in place of fp8.compute_80.ptx
 # PTX files start with a generated-code header. kernels/cuda/ptx/_MANIFEST
 # records what the images were built from and what they are: the nvcc version,
 # the flags and targets, the sha256 of every kernels/cuda/*.cu and *.cuh and of
@@ -62,6 +66,10 @@ targets=(
   "compute_80.ptx -ptx -arch=compute_80"
   "sm_90a.cubin -cubin -gencode=arch=compute_90a,code=sm_90a"
 )
+# SOURCE-NAME -> one more IMAGE-SUFFIX NVCC-ARGUMENTS for that source alone.
+declare -A extra_targets=(
+  [fp8]="compute_89.ptx -ptx -arch=compute_89"
+)
 dir=kernels/cuda/ptx
 manifest=$dir/_MANIFEST
 
@@ -83,13 +91,22 @@ header_lines() {
   echo "flags ${flags[*]}"
   local t
   for t in "${targets[@]}"; do echo "target $t"; done
+  for t in $(printf '%s\n' "${!extra_targets[@]}" | sort); do echo "target $t.cu ${extra_targets[$t]}"; done
+}
+
+# targets_of SRC: the targets a source is built for, one a line.
+targets_of() {
+  local name
+  name=$(basename "$1" .cu)
+  printf '%s\n' "${targets[@]}"
+  [ -z "${extra_targets[$name]:-}" ] || echo "${extra_targets[$name]}"
 }
 
 # images_of SRC: the image paths a source gives.
 images_of() {
   local name t
   name=$(basename "$1" .cu)
-  for t in "${targets[@]}"; do echo "$dir/$name.${t%% *}"; done
+  while IFS= read -r t; do echo "$dir/$name.${t%% *}"; done < <(targets_of "$1")
 }
 
 # committed_images: the files in kernels/cuda/ptx/ other than the manifest.
@@ -243,9 +260,10 @@ rebuild() {
   trap 'rm -rf "$tmp"' EXIT
   mkdir "$tmp/norm"
   differ=() extra=() identical=0 equivalent=0 retried=0
-  local src t img how pick i j
+  local src t img how pick i j src_targets
   for src in "${srcs[@]}"; do
-    for t in "${targets[@]}"; do
+    mapfile -t src_targets < <(targets_of "$src")
+    for t in "${src_targets[@]}"; do
       img=$(basename "$src" .cu).${t%% *}
       how= pick=
       for ((i = 1; i <= tries; i++)); do

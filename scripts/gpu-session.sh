@@ -6,7 +6,9 @@
 # On an H200 the CUDA tests, the golden tests, llama_hf_check and memcheck
 # over the conformance suite took under 90 s each; a whole bench
 # step takes far longer than ten minutes (narrow it below):
-#   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), then
+#   check   conformance suite and CUDA tests (ZBENCH_REQUIRE_GPU=1), the
+#           golden tests and the BERT training curves in f32, bf16 and FP8
+#           (OUT/bert-train-curve/*.jsonl, for zbench report), then
 #           compute-sanitizer memcheck and racecheck over the conformance suite,
 #           and testdata/reference/llama.py against transformers'
 #           LlamaForCausalLM (llama_hf_check.py)
@@ -45,7 +47,8 @@ case $step in
 check)
   (cd "$root/kernels/cuda" && ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.v -test.count=1) >"$out/cuda-test.txt" 2>&1 &&
     echo "cuda tests: PASS" || echo "cuda tests: FAIL (see cuda-test.txt)"
-  (cd "$root/bench_test" && "$bin/bench.test" -test.run 'Golden' -test.v) >"$out/golden-test.txt" 2>&1 &&
+  (cd "$root/bench_test" && "$bin/bench.test" -test.run 'Golden|TrainCurve' -test.v -bert.curve-log "$out/bert-train-curve") \
+    >"$out/golden-test.txt" 2>&1 &&
     echo "golden tests: PASS" || echo "golden tests: FAIL (see golden-test.txt)"
   if [ -x "$bin/zbench.test" ]; then
     (cd "$root/cmd/zbench" && "$bin/zbench.test" -test.v) >"$out/zbench-test.txt" 2>&1 &&

@@ -68,6 +68,9 @@ type Backend struct {
 	minor  int
 	l2     int64
 	target string
+	// preferred is a target whose image of a source, where ptx/ has
+	// one, is loaded in place of target's (preferredTarget).
+	preferred string
 
 	modules map[string]cmodule // the module that defines each kernel
 	funcs   map[string]*function
@@ -132,7 +135,7 @@ func New(ordinal int) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)
 	}
-	b.target = imageTarget(b.major, b.minor)
+	b.target, b.preferred = imageTarget(b.major, b.minor), preferredTarget(b.major, b.minor)
 	if b.target == "" {
 		return nil, fmt.Errorf("cuda: %s has compute capability %d.%d; zbench's kernels need 7.5 or newer: %w",
 			b.info.Name, b.major, b.minor, kernels.ErrNoDevice)
@@ -162,6 +165,32 @@ func imageTarget(major, minor int) string {
 	return ""
 }
 
+// preferredTarget names the images that replace imageTarget's for the
+// sources make kernels builds them for (build-kernels.sh's
+// extra_targets): compute_89 PTX on Ada (8.9), where FP8's instructions
+// are; empty on other devices.
+func preferredTarget(major, minor int) string {
+	if major == 8 && minor == 9 {
+		return "compute_89"
+	}
+	return ""
+}
+
+// hasImage reports whether ptx/ holds the named source's image for
+// target.
+func hasImage(source, target string) bool {
+	entries, err := images.ReadDir("ptx")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), source+"."+target+".") {
+			return true
+		}
+	}
+	return false
+}
+
 func (b *Backend) setUp() error {
 	var err error
 	if b.stream, err = newStream(b.ctx); err != nil {
@@ -179,7 +208,8 @@ func (b *Backend) setUp() error {
 	return nil
 }
 
-// loadModules loads every image of the device's target from ptx/ and
+// loadModules loads every image of the device's target from ptx/, or the
+// preferred target's image of the same source where there is one, and
 // records which module defines each kernel.
 func (b *Backend) loadModules() error {
 	entries, err := images.ReadDir("ptx")
@@ -192,6 +222,9 @@ func (b *Backend) loadModules() error {
 		name := e.Name()
 		if !strings.Contains(name, "."+b.target+".") {
 			continue
+		}
+		if source, _, _ := strings.Cut(name, "."); b.preferred != "" && hasImage(source, b.preferred) {
+			name = source + "." + b.preferred + ".ptx"
 		}
 		img, err := images.ReadFile(path.Join("ptx", name))
 		if err != nil {

@@ -6,9 +6,11 @@
 // FP8 needs compute capability 8.9 or 9.0: the hardware conversion
 // cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and mma.sync m16n8k32 with .e4m3 /
 // .e5m2 operands are sm_89+. Every kernel body is compiled only for
-// __CUDA_ARCH__ >= 890; the compute_75 and compute_80 images hold __trap()
-// stubs of the same signatures, and the Go side refuses other devices with
-// kernels.ErrUnsupported before launching.
+// __CUDA_ARCH__ >= 890: in the sm_90a cubin (Hopper) and in the
+// compute_89 PTX that make kernels builds for this file alone (Ada loads it
+// in place of fp8.compute_80.ptx); the compute_75 and compute_80 images
+// hold __trap() stubs of the same signatures, and the Go side refuses other
+// devices with kernels.ErrUnsupported before launching.
 //
 // Encoding (enc_fp8_sat): v = x·scale rounded to float32 (__fmul_rn), then
 // cvt.rn.satfinite: round to nearest even, magnitudes beyond the largest

@@ -30,17 +30,19 @@ const (
 // fp8Capable returns nil on a device whose kernel image holds the FP8
 // kernels, and otherwise an error wrapping kernels.ErrUnsupported. FP8
 // (cvt.satfinite to e4m3x2/e5m2x2, mma.sync with e4m3/e5m2 operands) needs
-// compute capability 8.9 or 9.0. Of those, only 9.0 loads an image with the
-// kernels compiled (sm_90a); an Ada GPU (8.9) loads the compute_80 PTX,
-// whose FP8 kernels are __trap() stubs, until make kernels builds a
-// compute_89 image.
+// compute capability 8.9 or 9.0: Hopper loads the sm_90a cubin, Ada the
+// compute_89 PTX of fp8.cu (in place of its compute_80 image, whose FP8
+// kernels are __trap() stubs).
 func (b *Backend) fp8Capable(op string) error {
 	switch {
 	case b.major == 9 && b.minor == 0:
 		return nil
 	case b.major == 8 && b.minor == 9:
-		return fmt.Errorf("cuda: %s: FP8 on compute capability 8.9 needs a compute_89 kernel image, which make kernels does not build (this device loads the %s image, without FP8 instructions): %w",
-			op, b.target, kernels.ErrUnsupported)
+		if b.preferred == "compute_89" && hasImage("fp8", b.preferred) {
+			return nil
+		}
+		return fmt.Errorf("cuda: %s: FP8 on compute capability 8.9 needs fp8.cu's compute_89 kernel image, which ptx/ lacks (run make kernels): %w",
+			op, kernels.ErrUnsupported)
 	}
 	return fmt.Errorf("cuda: %s: FP8 needs compute capability 8.9 or 9.0; this device is %d.%d: %w",
 		op, b.major, b.minor, kernels.ErrUnsupported)

@@ -57,63 +57,67 @@ func dryFP8(t *testing.T, b *Backend) []error {
 
 // TestFP8Launch checks FP8's refusal on devices without it (an error
 // wrapping kernels.ErrUnsupported that names the capability, and no
-// launch), and on compute capability 9.0 every launch against the
-// kernel's PTX parameters, the hardware's limits and the geometry
-// fp8.cu's comment states.
+// launch), and on compute capabilities 8.9 (fp8.cu's compute_89 PTX) and
+// 9.0 (the sm_90a cubin, whose kernels are the compute_80 PTX's) every
+// launch against the kernel's PTX parameters, the hardware's limits and
+// the geometry fp8.cu's comment states.
 func TestFP8Launch(t *testing.T) {
-	for _, cc := range [][2]int{{7, 5}, {8, 0}, {8, 6}, {8, 9}, {10, 0}, {12, 0}} {
+	for _, cc := range [][2]int{{7, 5}, {8, 0}, {8, 6}, {10, 0}, {12, 0}} {
 		t.Run(fmt.Sprintf("cc=%d.%d", cc[0], cc[1]), func(t *testing.T) {
 			var recs []launchRec
 			errs := dryFP8(t, dryRun(cc[0], cc[1], &recs))
 			for _, err := range errs {
 				require.ErrorIs(t, err, kernels.ErrUnsupported)
-				if cc == [2]int{8, 9} {
-					assert.ErrorContains(t, err, "FP8 on compute capability 8.9 needs a compute_89 kernel image")
-				} else {
-					assert.ErrorContains(t, err, fmt.Sprintf("FP8 needs compute capability 8.9 or 9.0; this device is %d.%d", cc[0], cc[1]))
-				}
+				assert.ErrorContains(t, err, fmt.Sprintf("FP8 needs compute capability 8.9 or 9.0; this device is %d.%d", cc[0], cc[1]))
 			}
 			assert.Empty(t, recs, "launches on a device without FP8")
 		})
 	}
-	var recs []launchRec
-	for _, err := range dryFP8(t, dryRun(9, 0, &recs)) {
-		require.NoError(t, err)
-	}
-	params := ptxParams(t, "compute_80") // the sm_90a cubin's kernels are the compute_80 PTX's (TestImages)
-	seen := map[string]bool{}
-	for _, r := range recs {
-		seen[r.name] = true
-		if !checkSignature(t, params, r) {
-			continue
-		}
-		assert.Zero(t, r.smem, r.name)
-		switch {
-		case len(r.name) > 5 && r.name[:5] == "fp8mm":
-			assert.Equal(t, dim3{x: fp8mmThreads, y: 1, z: 1}, r.block, r.name)
-			m, n := int(r.args[6].(int32)), int(r.args[7].(int32))
-			assert.Equal(t, dim3{x: ceilDiv(n, fp8mmTile), y: ceilDiv(m, fp8mmTile), z: 1}, r.grid, r.name)
-		default:
-			assert.Equal(t, dim3{x: fp8CastThreads, y: 1, z: 1}, r.block, r.name)
-			assert.LessOrEqual(t, r.grid.x, fp8CastMaxBlocks, r.name)
-		}
-	}
-	for _, dt := range kernels.FloatTypes {
-		s := dt.String()
-		must := []string{"castfp8_" + s, "castfp8_rows_" + s}
-		for _, pr := range fp8Pairs {
-			must = append(must, fp8mmKernel(pr[0], pr[1], dt))
-		}
-		for _, name := range must {
-			assert.True(t, seen[name], "no launch of %s", name)
-		}
-	}
-	// The per-row flags and the sizes of one product.
-	for _, r := range recs {
-		if r.name == "fp8mm_e4m3_e5m2_bf16" && r.args[6].(int32) == 130 && r.args[11].(int32) == int32(kernels.ActGELU) {
-			assert.Equal(t, []any{int32(130), int32(70), int32(r.args[8].(int32)), int32(1), int32(1), int32(kernels.ActGELU)}, r.args[6:])
-			assert.NotZero(t, r.args[5], "bias")
-		}
+	for _, c := range []struct {
+		cc     [2]int
+		target string
+	}{{[2]int{8, 9}, "compute_89"}, {[2]int{9, 0}, "compute_80"}} {
+		t.Run(fmt.Sprintf("cc=%d.%d", c.cc[0], c.cc[1]), func(t *testing.T) {
+			var recs []launchRec
+			for _, err := range dryFP8(t, dryRun(c.cc[0], c.cc[1], &recs)) {
+				require.NoError(t, err)
+			}
+			params := ptxParams(t, c.target)
+			seen := map[string]bool{}
+			for _, r := range recs {
+				seen[r.name] = true
+				if !checkSignature(t, params, r) {
+					continue
+				}
+				assert.Zero(t, r.smem, r.name)
+				switch {
+				case len(r.name) > 5 && r.name[:5] == "fp8mm":
+					assert.Equal(t, dim3{x: fp8mmThreads, y: 1, z: 1}, r.block, r.name)
+					m, n := int(r.args[6].(int32)), int(r.args[7].(int32))
+					assert.Equal(t, dim3{x: ceilDiv(n, fp8mmTile), y: ceilDiv(m, fp8mmTile), z: 1}, r.grid, r.name)
+				default:
+					assert.Equal(t, dim3{x: fp8CastThreads, y: 1, z: 1}, r.block, r.name)
+					assert.LessOrEqual(t, r.grid.x, fp8CastMaxBlocks, r.name)
+				}
+			}
+			for _, dt := range kernels.FloatTypes {
+				s := dt.String()
+				must := []string{"castfp8_" + s, "castfp8_rows_" + s}
+				for _, pr := range fp8Pairs {
+					must = append(must, fp8mmKernel(pr[0], pr[1], dt))
+				}
+				for _, name := range must {
+					assert.True(t, seen[name], "no launch of %s", name)
+				}
+			}
+			// The per-row flags and the sizes of one product.
+			for _, r := range recs {
+				if r.name == "fp8mm_e4m3_e5m2_bf16" && r.args[6].(int32) == 130 && r.args[11].(int32) == int32(kernels.ActGELU) {
+					assert.Equal(t, []any{int32(130), int32(70), int32(r.args[8].(int32)), int32(1), int32(1), int32(kernels.ActGELU)}, r.args[6:])
+					assert.NotZero(t, r.args[5], "bias")
+				}
+			}
+		})
 	}
 }
 

@@ -25,19 +25,34 @@ func entries(t *testing.T, name string, img []byte) []string {
 }
 
 // TestImages checks, without a GPU, that the three targets in ptx/ define
-// the same kernels (TestLaunchSignatures checks that those launched exist).
+// the same kernels (TestLaunchSignatures checks that those launched exist),
+// and that fp8.cu's compute_89 image, the only image of its target,
+// defines its compute_80 image's.
 func TestImages(t *testing.T) {
 	files, err := images.ReadDir("ptx")
 	require.NoError(t, err)
 	byTarget := map[string][]string{}
+	bySource := map[string]map[string][]string{} // target → source → kernels
 	for _, f := range files {
 		img, err := images.ReadFile(path.Join("ptx", f.Name()))
 		require.NoError(t, err)
 		parts := strings.Split(f.Name(), ".")
 		require.Len(t, parts, 3, "image name %s is not NAME.TARGET.EXT", f.Name())
-		byTarget[parts[1]] = append(byTarget[parts[1]], entries(t, f.Name(), img)...)
+		names := entries(t, f.Name(), img)
+		if bySource[parts[1]] == nil {
+			bySource[parts[1]] = map[string][]string{}
+		}
+		bySource[parts[1]][parts[0]] = names
+		if parts[1] != "compute_89" {
+			byTarget[parts[1]] = append(byTarget[parts[1]], names...)
+		}
 	}
 	require.Len(t, byTarget, 3, "targets in ptx/: %v", byTarget)
+	require.Len(t, bySource["compute_89"], 1, "compute_89 images: %v", bySource["compute_89"])
+	require.NotEmpty(t, bySource["compute_89"]["fp8"])
+	assert.Equal(t, bySource["compute_80"]["fp8"], bySource["compute_89"]["fp8"])
+	assert.True(t, hasImage("fp8", "compute_89"))
+	assert.False(t, hasImage("matmul", "compute_89"))
 	for target, names := range byTarget {
 		slices.Sort(names)
 		assert.Equal(t, len(names), len(slices.Compact(slices.Clone(names))), "%s defines a kernel twice", target)
@@ -55,5 +70,10 @@ func TestImageTarget(t *testing.T) {
 		{9, 0, "sm_90a"}, {10, 0, "compute_80"}, {12, 0, "compute_80"},
 	} {
 		assert.Equal(t, c.want, imageTarget(c.major, c.minor), "%d.%d", c.major, c.minor)
+		want := ""
+		if c.major == 8 && c.minor == 9 {
+			want = "compute_89"
+		}
+		assert.Equal(t, want, preferredTarget(c.major, c.minor), "%d.%d", c.major, c.minor)
 	}
 }

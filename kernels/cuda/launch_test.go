@@ -27,7 +27,7 @@ type launchRec struct {
 // dryRun returns a backend that records launches instead of running them,
 // as a device of compute capability major.minor with 132 multiprocessors.
 func dryRun(major, minor int, recs *[]launchRec) *Backend {
-	b := &Backend{major: major, minor: minor, target: imageTarget(major, minor), l2: 50 << 20,
+	b := &Backend{major: major, minor: minor, target: imageTarget(major, minor), preferred: preferredTarget(major, minor), l2: 50 << 20,
 		info: kernels.DeviceInfo{Kind: kernels.GPU, Name: "dry run", Cores: 132}}
 	b.record = func(name string, grid, block dim3, smem int, args []any) {
 		*recs = append(*recs, launchRec{name, grid, block, smem, args})
