@@ -397,8 +397,7 @@ func (t *Trainer) linearBackward(i, j int, dx *kernels.Tensor, accumulate bool, 
 	if f := t.fp8.of(i, j); f != nil {
 		return t.fp8.backward(f, dx, accumulate, g, dout, x)
 	}
-	w := [numLinears]*linear{&t.w.layers[i].q, &t.w.layers[i].k, &t.w.layers[i].v, &t.w.layers[i].o,
-		&t.w.layers[i].ffnIn, &t.w.layers[i].ffnOut}[j].w
+	w := t.w.layers[i].linears()[j].w
 	beta := float32(0)
 	if accumulate {
 		beta = 1

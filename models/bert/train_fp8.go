@@ -40,6 +40,16 @@ const (
 	numLinears
 )
 
+// linears returns l's linear layers in the order of the lin constants.
+func (l *layer) linears() [numLinears]*linear {
+	return [numLinears]*linear{&l.q, &l.k, &l.v, &l.o, &l.ffnIn, &l.ffnOut}
+}
+
+// linearNames are the names of a layer's linears (under
+// encoder.layer.N.), in the order of the lin constants.
+var linearNames = [numLinears]string{siteLinears[siteQKV][0], siteLinears[siteQKV][1], siteLinears[siteQKV][2],
+	siteLinears[siteAttnOut][0], siteLinears[siteFFNIn][0], siteLinears[siteFFNOut][0]}
+
 // scaledCast is one cast tensor's delayed scaling on the device: the
 // scale the cast multiplies by and its inverse, carried with the codes
 // (F32 [1] each, set from meta at the start of each step), and the amax
@@ -114,12 +124,9 @@ func (f *fp8Trainer) alloc(r fp8.DelayedScaling) error {
 	for i := range t.w.layers {
 		l, b := &t.w.layers[i], &t.enc.layers[i]
 		b.xqH, b.xqI = f.xq[H], f.xq[I]
-		lins := [numLinears]*linear{&l.q, &l.k, &l.v, &l.o, &l.ffnIn, &l.ffnOut}
-		names := [numLinears]string{siteLinears[siteQKV][0], siteLinears[siteQKV][1], siteLinears[siteQKV][2],
-			siteLinears[siteAttnOut][0], siteLinears[siteFFNIn][0], siteLinears[siteFFNOut][0]}
 		var row [numLinears]*fp8Linear
 		var x *scaledCast
-		for j, lin := range lins {
+		for j, lin := range l.linears() {
 			var err error
 			if j <= linV && x == nil || j > linV {
 				if x, err = newCast(kernels.E4M3); err != nil {
@@ -143,7 +150,7 @@ func (f *fp8Trainer) alloc(r fp8.DelayedScaling) error {
 				return err
 			}
 			// The bias is added in float32 by the FP8 GEMM: the master's.
-			bias := t.state.Masters.Get(layerParam(i, names[j]) + ".bias")
+			bias := t.state.Masters.Get(layerParam(i, linearNames[j]) + ".bias")
 			lin.q = &qlinear{w: fl.wq, wScale: fl.w.scaleInv, b: bias, fp8: true, in: x}
 			row[j] = fl
 		}
