@@ -7,7 +7,11 @@ hf asks for transformers where it is missing; its ResNet benchmark runs
 torchvision's ResNet-50 with zbench's FLOP and byte counts, within
 tolerance; its int8 cases (the W8A8 matmul, BERT-base under dynamic
 quantization) run on the CPU's quantized engine with zbench's counts,
-within int8's tolerances.
+within int8's tolerances; its e4m3 case (the scaled FP8 matmul through
+torch._scaled_mm) says why it is skipped where torch or the device cannot
+run it (Debian's torch 1.13 has no FP8 dtype), and its scales, saturation
+and both forms of torch._scaled_mm (torch 2.1-2.3's and 2.4+'s, stood in
+for on the CPU) give benchFP8MatMul's product.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -18,6 +22,8 @@ is skipped: a missing torch or library fails with what to install.
     /usr/bin/python3 baselines/peers/torch_bench_test.py    (make peer-test)
 """
 
+import json
+import math
 import os
 import subprocess
 import sys
@@ -53,6 +59,90 @@ def openblas_libdir():
         if os.path.exists(os.path.join(d, "libblas.so.3")):
             return d
     raise AssertionError(f"no OpenBLAS in {LIBDIR}/openblas-pthread or openblas-openmp: {SETUP}")
+
+
+# Runs in a peer's Python: torch_bench's FP8 helpers on the CPU, with
+# float16 standing in for float8_e4m3fn and Python stand-ins for both
+# forms of torch._scaled_mm (and a GPU's compute capability), so that the
+# logic runs without FP8 kernels; prints what the test checks, as JSON.
+FP8_SCRIPT = r"""
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import torch_bench as tb
+
+res = {"version": torch.__version__, "has_fp8": hasattr(torch, "float8_e4m3fn")}
+a = tb.uniform(1, (64, 64), torch.float32, "cpu")
+s = tb.fp8_scale(a)
+res["scale"] = [s.dtype == torch.float32, list(s.shape), s.item(), (torch.tensor(448.0) / a.abs().max()).item()]
+sat = tb.e4m3_saturated(a, s)
+res["sat_amax"] = sat.abs().max().item()
+res["sat_edges"] = tb.e4m3_saturated(torch.tensor([float("nan"), 1e30, -1e30, 0.5]), torch.ones(1)).tolist()
+res["zero_scale"] = tb.fp8_scale(torch.zeros(4, 4)).tolist()
+res["cases"] = {f"{'gpu' if gpu else 'cpu'}-{'short' if short else 'full'}":
+                [n for dt, n, _ in tb.matmul_cases(short, gpu) if dt == "e4m3"]
+                for gpu in (False, True) for short in (False, True)}
+res["native"] = tb.fp8_config_lines(tb.Ctx("cpu", False, False))
+
+torch.float8_e4m3fn = torch.float16
+torch.cuda.get_device_capability = lambda d=None: (8, 0)
+torch.cuda.get_device_name = lambda d=None: "NVIDIA A100"
+torch._scaled_mm = lambda *args, **kw: 1 / 0  # must not be tried below 8.9
+gpu = tb.Ctx("cpu", False, False)
+gpu.cuda = True
+res["sm80"] = tb.fp8_config_lines(gpu)
+torch.cuda.get_device_capability = lambda d=None: (9, 0)
+res["sm90"] = tb.fp8_unsupported(gpu)
+
+calls = []
+
+
+def product(a, b, sa, sb):
+    assert a.dtype == b.dtype == torch.float16 and b.stride(0) == 1, "e4m3 a times column-major b"
+    assert sa.dtype == sb.dtype == torch.float32 and sa.numel() == sb.numel() == 1
+    return (a.float() @ b.float()) * sa * sb
+
+
+def modern(a, b, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False, out=None):
+    assert out_dtype == torch.float32 and not use_fast_accum
+    calls.append("modern" + ("-out" if out is not None else ""))
+    r = product(a, b, scale_a, scale_b)
+    return r if out is None else out.copy_(r)
+
+
+def legacy(a, b, *, bias=None, out_dtype=None, scale_a=None, scale_b=None, scale_result=None, use_fast_accum=False,
+           out=None):
+    assert out_dtype == torch.float32 and not use_fast_accum
+    calls.append("legacy" + ("-out" if out is not None else ""))
+    r = product(a, b, scale_a, scale_b)
+    if out is None:
+        return r, r.abs().amax()
+    out[0].copy_(r)
+    out[1].copy_(r.abs().amax())
+    return out
+
+
+def nokernel(*args, **kw):
+    raise NotImplementedError("Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend.\nmore")
+
+
+for name, f in (("modern", modern), ("legacy", legacy), ("nokernel", nokernel)):
+    torch._scaled_mm = f
+    for alloc in (False, True):
+        calls.clear()
+        ctx = tb.Ctx("cpu", alloc, False)
+        r = {"config": tb.fp8_config_lines(ctx)}
+        try:
+            w = tb.fp8matmul_setup(ctx, 256)
+        except NotImplementedError as e:
+            r["skip"] = str(e)
+        else:
+            w.op()
+            r.update({"rel_err": w.check(), "flops": w.flops, "bytes": w.nbytes})
+        r["calls"] = sorted(set(calls))
+        res[f"{name}-{'alloc' if alloc else 'prealloc'}"] = r
+print(json.dumps(res))
+"""
 
 
 def config(stdout):
@@ -241,6 +331,89 @@ class GuardTest(unittest.TestCase):
         self.assertAlmostEqual(bert["seq/s"] * bert["ns/op"] / 1e9, 1, delta=1e-3, msg=rows[1])  # batch 1
         self.assertLess(bert["rel-err"], 5e-2, rows[1])
         self.assertGreater(bert["rel-err"], 1e-3, rows[1])
+
+    # The e4m3 case (BenchmarkMatMul's FP8 product, 1024 on CPUs): run
+    # where torch has FP8 and a CPU torch._scaled_mm, else skipped with the
+    # reason on both the fp8-engine line and the SKIP line.
+
+    def test_e4m3(self):
+        name = "BenchmarkMatMul/dev=cpu/dtype=e4m3/m=1024/n=1024/k=1024/transfer=resident"
+        r = self.peer("--benchtime", "1x", "--threads", "2", "--min-threads", "2",
+                      "--bench", "MatMul$/dev=cpu/dtype=e4m3", libdir=self.openblas)
+        self.assertRuns(r)
+        engine = config(r.stdout).get("fp8-engine", "")
+        rows = [l.split() for l in r.stdout.splitlines() if l.startswith("Benchmark")]
+        if engine.startswith("none ("):  # the reason: test_e4m3_helpers
+            why = engine[len("none ("):-1]
+            self.assertIn(f"--- SKIP: {name}: {why}\n", r.stderr)
+            self.assertEqual(rows, [], r.stdout)
+            self.assertIn("PASS", r.stdout.splitlines())
+            return
+        self.assertEqual(engine, "torch._scaled_mm", r.stdout)
+        self.assertEqual([row[0] for row in rows], [name + "-2"], r.stdout)
+        mm = {rows[0][i + 1]: float(rows[0][i]) for i in range(2, len(rows[0]) - 1, 2)}
+        # benchFP8MatMul: 2n³; e4m3 a and b read, the float32 output
+        # written; E4M3's rounding (about 3.7% here) under 1e-1.
+        self.assertAlmostEqual(mm["GFLOP/s"] * mm["ns/op"] / (2 * 1024 ** 3), 1, delta=1e-3, msg=rows[0])
+        self.assertAlmostEqual(mm["GB/s"] * mm["ns/op"] / (6 * 1024 ** 2), 1, delta=1e-3, msg=rows[0])
+        self.assertLess(mm["rel-err"], 1e-1, rows[0])
+        self.assertGreater(mm["rel-err"], 1e-2, rows[0])
+
+    def test_e4m3_short_has_none(self):
+        r = self.peer("--short", "--benchtime", "1x", "--threads", "2", "--min-threads", "2",
+                      "--bench", "MatMul$/dev=cpu/dtype=e4m3", libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertIn("fp8-engine", config(r.stdout))
+        self.assertNotIn("Benchmark", r.stdout, "bench_test's -short has no e4m3 case")
+        self.assertNotIn("SKIP", r.stderr)
+
+    def test_e4m3_helpers(self):
+        e = {k: v for k, v in os.environ.items() if k not in CLEARED}
+        e["LD_LIBRARY_PATH"] = self.openblas
+        p = subprocess.run([sys.executable, "-c", FP8_SCRIPT, HERE], capture_output=True, text=True, env=e, timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+        # s = 448/amax in float32, [1]; x·s clamped to ±448, NaN kept.
+        is_f32, shape, scale, want = res["scale"]
+        self.assertTrue(is_f32)
+        self.assertEqual(shape, [1])
+        self.assertEqual(scale, want)
+        self.assertEqual(res["sat_amax"], 448.0)
+        self.assertTrue(math.isnan(res["sat_edges"][0]), res["sat_edges"])
+        self.assertEqual(res["sat_edges"][1:], [448.0, -448.0, 0.5])
+        self.assertEqual(res["zero_scale"], [1.0])
+        # bench_test's matmulCases.
+        self.assertEqual(res["cases"], {"cpu-full": [1024], "cpu-short": [], "gpu-full": [4096, 8192], "gpu-short": []})
+        # Skipped below compute capability 8.9 without trying the op; not
+        # for that reason at 9.0.
+        self.assertEqual(res["sm80"], ["fp8-engine: none (NVIDIA A100 is compute capability 8.0: FP8 tensor cores need 8.9)"])
+        self.assertIsNone(res["sm90"])
+        native = res["native"][0]
+        if not res["has_fp8"]:  # Debian's torch 1.13
+            self.assertEqual(native, f"fp8-engine: none (torch {res['version']} has no torch.float8_e4m3fn: "
+                                     "FP8 E4M3 needs torch >= 2.1)")
+        self.assertTrue(native == "fp8-engine: torch._scaled_mm" or native.startswith("fp8-engine: none ("), native)
+        # torch 2.4+'s form (positional scales, a tensor back) and 2.1-2.3's
+        # (keyword scales, (out, amax) back), into the preallocated output
+        # (out=) or a new one (--alloc): the scaled product of the cast
+        # values, float16's rounding of them here.
+        for form in ("modern", "legacy"):
+            want_calls = {"prealloc": [form, form + "-out"], "alloc": [form]}
+            for mode, calls in want_calls.items():
+                r = res[f"{form}-{mode}"]
+                self.assertEqual(r["config"], ["fp8-engine: torch._scaled_mm"], r)
+                self.assertEqual(r["calls"], calls, r)
+                self.assertEqual(r["flops"], 2 * 256 ** 3, r)
+                self.assertEqual(r["bytes"], 6 * 256 ** 2, r)
+                self.assertLess(r["rel_err"], 1e-3, r)
+        # No kernel for the device: skipped, the error's first line the
+        # reason, once for both forms.
+        why = (f"torch {res['version']}'s _scaled_mm fails on cpu: "
+               "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend.")
+        for mode in ("prealloc", "alloc"):
+            r = res[f"nokernel-{mode}"]
+            self.assertEqual(r["skip"], why, r)
+            self.assertEqual(r["config"], [f"fp8-engine: none ({why})"], r)
 
     def test_hf_llama_needs_transformers(self):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2", "--llama", "hf", libdir=self.openblas)
