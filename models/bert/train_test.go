@@ -346,10 +346,17 @@ func argmaxAbs(v []float32, skip int) int {
 	return best
 }
 
-// TestTrainerMatchesReference replays testdata/golden/bert-train.safetensors
-// (PyTorch BertForMaskedLM, float64): the gradients of step 1, the
-// parameters after it and the losses of 10 AdamW steps.
-func TestTrainerMatchesReference(t *testing.T) {
+// trainGolden is testdata/golden/bert-train.safetensors (PyTorch
+// BertForMaskedLM, float64): one batch [4, 16], the optimiser, each step's
+// loss, and floats for its other tensors.
+type trainGolden struct {
+	batch  bert.Batch
+	opt    nn.AdamW
+	loss   []float32
+	floats func(name string) []float32
+}
+
+func loadTrainGolden(t *testing.T) trainGolden {
 	gold, err := safetensors.Open("../../testdata/golden/bert-train.safetensors")
 	require.NoError(t, err)
 	var hp struct {
@@ -376,11 +383,22 @@ func TestTrainerMatchesReference(t *testing.T) {
 		require.NoError(t, err)
 		return v
 	}
-	batch := bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")}
-	opt := nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
-	tr := newTrainer(t, tinyCheckpoint(t), bert.TrainOptions{Batch: 4, Seq: 16, Opt: opt})
-	wantLoss := floats("loss")
-	require.Len(t, wantLoss, hp.Steps)
+	g := trainGolden{
+		batch:  bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")},
+		opt:    nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay},
+		loss:   floats("loss"),
+		floats: floats,
+	}
+	require.Len(t, g.loss, hp.Steps)
+	return g
+}
+
+// TestTrainerMatchesReference replays the training golden: the gradients
+// of step 1, the parameters after it and the losses of 10 AdamW steps.
+func TestTrainerMatchesReference(t *testing.T) {
+	g := loadTrainGolden(t)
+	batch, floats, wantLoss := g.batch, g.floats, g.loss
+	tr := newTrainer(t, tinyCheckpoint(t), bert.TrainOptions{Batch: 4, Seq: 16, Opt: g.opt})
 
 	fileName := func(p string) string {
 		if strings.HasPrefix(p, "cls.") {
@@ -388,7 +406,7 @@ func TestTrainerMatchesReference(t *testing.T) {
 		}
 		return "bert." + p
 	}
-	for step := range hp.Steps {
+	for step := range wantLoss {
 		loss, err := tr.Step(batch)
 		require.NoError(t, err)
 		assert.InDelta(t, wantLoss[step], loss, 2e-5*float64(wantLoss[step]), "loss of step %d", step+1)
@@ -396,16 +414,16 @@ func TestTrainerMatchesReference(t *testing.T) {
 			continue
 		}
 		for _, p := range tr.Params() {
-			g, err := tr.Grad(p.Name)
+			grad, err := tr.Grad(p.Name)
 			require.NoError(t, err)
 			want := floats("grad/" + fileName(p.Name))
 			if strings.HasSuffix(p.Name, "attention.self.key.bias") {
 				// Zero in exact arithmetic (softmax is shift invariant).
 				for i := range want {
-					assert.InDelta(t, want[i], g[i], 1e-6, "gradient of %s[%d]", p.Name, i)
+					assert.InDelta(t, want[i], grad[i], 1e-6, "gradient of %s[%d]", p.Name, i)
 				}
 			} else {
-				assert.Less(t, relErr(g, want), 1e-4, "gradient of %s", p.Name)
+				assert.Less(t, relErr(grad, want), 1e-4, "gradient of %s", p.Name)
 			}
 
 			v, err := tr.Param(p.Name)
@@ -430,33 +448,7 @@ func TestTrainerMatchesReference(t *testing.T) {
 // update (so that FP8's delayed scales come from step 1's amaxes), are
 // bfloat16's and, in the FP8 linears, E5M2's rounding away from it.
 func TestTrainerPrecisions(t *testing.T) {
-	gold, err := safetensors.Open("../../testdata/golden/bert-train.safetensors")
-	require.NoError(t, err)
-	var hp struct {
-		LR          float32 `json:"lr"`
-		Beta1       float32 `json:"beta1"`
-		Beta2       float32 `json:"beta2"`
-		Eps         float32 `json:"eps"`
-		WeightDecay float32 `json:"weight_decay"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(gold.Metadata()["train"]), &hp))
-	tensor := func(name string) safetensors.Tensor {
-		x, err := gold.Tensor(name)
-		require.NoError(t, err)
-		return x
-	}
-	ints := func(name string) []int32 {
-		v, err := tensor(name).Int32()
-		require.NoError(t, err)
-		return v
-	}
-	floats := func(name string) []float32 {
-		v, err := tensor(name).Float32()
-		require.NoError(t, err)
-		return v
-	}
-	batch := bert.Batch{IDs: ints("input_ids"), TypeIDs: ints("token_type_ids"), Labels: ints("labels")}
-	wantLoss := floats("loss")
+	g := loadTrainGolden(t)
 	for _, tc := range []struct {
 		name     string
 		o        bert.TrainOptions
@@ -468,10 +460,10 @@ func TestTrainerPrecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o
 			o.Batch, o.Seq = 4, 16
-			o.Opt = nn.AdamW{LR: hp.LR, Beta1: hp.Beta1, Beta2: hp.Beta2, Eps: hp.Eps, WeightDecay: hp.WeightDecay}
+			o.Opt = g.opt
 			tr := newTrainer(t, tinyCheckpoint(t), o)
-			for step, want := range wantLoss {
-				loss, err := tr.Step(batch)
+			for step, want := range g.loss {
+				loss, err := tr.Step(g.batch)
 				require.NoError(t, err)
 				assert.InDelta(t, want, loss, 1.5e-3*float64(want), "loss of step %d", step+1)
 			}
@@ -479,14 +471,14 @@ func TestTrainerPrecisions(t *testing.T) {
 			o.Opt = noStep()
 			tr = newTrainer(t, tinyCheckpoint(t), o)
 			for range 2 {
-				_, err := tr.Step(batch)
+				_, err := tr.Step(g.batch)
 				require.NoError(t, err)
 			}
 			for _, p := range tr.Params() {
 				if strings.HasSuffix(p.Name, "attention.self.key.bias") {
 					continue // zero in exact arithmetic
 				}
-				g, err := tr.Grad(p.Name)
+				grad, err := tr.Grad(p.Name)
 				require.NoError(t, err)
 				name := p.Name
 				if !strings.HasPrefix(name, "cls.") {
@@ -496,7 +488,7 @@ func TestTrainerPrecisions(t *testing.T) {
 				if strings.HasPrefix(p.Name, "encoder.") && !strings.Contains(p.Name, "LayerNorm") {
 					tol = tc.linGrads
 				}
-				assert.Less(t, relErr(g, floats("grad/"+name)), tol, "gradient of %s", p.Name)
+				assert.Less(t, relErr(grad, g.floats("grad/"+name)), tol, "gradient of %s", p.Name)
 			}
 		})
 	}
