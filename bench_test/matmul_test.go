@@ -29,8 +29,8 @@ func (c matmulCase) dtypeName() string {
 
 // matmulCases are square sizes 256…4096 in f32 with host↔device round
 // trips at 1024 and 4096, and 16-bit types at 1024; GPUs add the tensor-core
-// sizes: f16, bf16, int8 and e4m3 at 4096 and 8192, tf32 at 4096; CPUs add
-// int8 at 1024 and 4096 and e4m3 (emulated) at 1024. -short keeps 256 and 1024 resident, a 256 round trip
+// sizes: f16, bf16, int8, e4m3 and e5m2 at 4096 and 8192, tf32 at 4096;
+// CPUs add int8 at 1024 and 4096 and e4m3 and e5m2 (emulated) at 1024. -short keeps 256 and 1024 resident, a 256 round trip
 // and int8 at 256 (and bf16 at 4096 on GPUs).
 func matmulCases(dev kernels.Backend) []matmulCase {
 	gpu := dev.Info().Kind == kernels.GPU
@@ -51,13 +51,14 @@ func matmulCases(dev kernels.Backend) []matmulCase {
 		matmulCase{kernels.F16, 1024, true, false}, matmulCase{kernels.BF16, 1024, true, false})
 	if !gpu {
 		cs = append(cs, matmulCase{kernels.I8, 1024, true, false}, matmulCase{kernels.I8, 4096, true, false},
-			matmulCase{kernels.E4M3, 1024, true, false})
+			matmulCase{kernels.E4M3, 1024, true, false}, matmulCase{kernels.E5M2, 1024, true, false})
 	}
 	if gpu {
 		cs = append(cs, matmulCase{kernels.F32, 4096, true, true})
 		for _, n := range []int{4096, 8192} {
 			cs = append(cs, matmulCase{kernels.F16, n, true, false}, matmulCase{kernels.BF16, n, true, false},
-				matmulCase{kernels.I8, n, true, false}, matmulCase{kernels.E4M3, n, true, false})
+				matmulCase{kernels.I8, n, true, false}, matmulCase{kernels.E4M3, n, true, false},
+				matmulCase{kernels.E5M2, n, true, false})
 		}
 	}
 	return cs
@@ -170,8 +171,8 @@ func benchMatMul(b *testing.B, dev kernels.Backend, c matmulCase) {
 	case kernels.I8:
 		benchQMatMul(b, dev, c.n)
 		return
-	case kernels.E4M3:
-		benchFP8MatMul(b, dev, c.n)
+	case kernels.E4M3, kernels.E5M2:
+		benchFP8MatMul(b, dev, c.n, c.dt)
 		return
 	}
 	n := c.n
@@ -292,12 +293,15 @@ func transpose(m []float32, r, c int) []float32 {
 	return t
 }
 
-// benchFP8MatMul times the scaled FP8 product of kernels.FP8: a [n, n] and
-// the transpose of b [n, n], each cast to E4M3 with a per-tensor current
-// scale (448/amax), float32 sums, the scales applied to each and stored
-// in float32. Its rel-err is against the float32 product of the values
-// before the cast: E4M3's three mantissa bits cost about 3% per product.
-func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
+// benchFP8MatMul times the scaled FP8 product of kernels.FP8: a [n, n] in
+// adt and the transpose of b [n, n] in E4M3, each cast with a per-tensor
+// current scale (fp8_max/amax), float32 sums, the scales applied to each
+// and stored in float32: dtype=e4m3 is the forward's product, dtype=e5m2
+// the backward's (a gradient in E5M2 times a weight or an activation in
+// E4M3). Its rel-err is against the float32 product of the values before
+// the cast: E4M3's three mantissa bits cost about 3% per product, E5M2's
+// two about twice that.
+func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int, adt kernels.DType) {
 	q, err := kernels.FP8Of(dev)
 	if err != nil {
 		b.Skip(err)
@@ -310,8 +314,12 @@ func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
 		for _, x := range v {
 			amax = max(amax, float32(math.Abs(float64(x))))
 		}
-		s := kernels.FP8Max(kernels.E4M3) / amax
-		codes[i] = alloc(b, dev, kernels.E4M3, n, n)
+		dt := kernels.E4M3
+		if i == 0 {
+			dt = adt
+		}
+		s := kernels.FP8Max(dt) / amax
+		codes[i] = alloc(b, dev, dt, n, n)
 		if err := q.CastFP8(codes[i], nil, upload(b, dev, kernels.F32, v, n, n), upload(b, dev, kernels.F32, []float32{s}, 1)); err != nil {
 			b.Fatal(err)
 		}
@@ -321,7 +329,7 @@ func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
 	p := kernels.FP8MatMulParams{AScaleInv: inv[0], BScaleInv: inv[1]}
 	zbench.Measure(b, zbench.Bench{
 		Dev:  dev,
-		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 2*float64(n*n) + 4*float64(n*n), DType: kernels.E4M3},
+		Work: zbench.Workload{FLOPs: 2 * float64(n) * float64(n) * float64(n), Bytes: 2*float64(n*n) + 4*float64(n*n), DType: adt},
 		Op:   func() error { return q.FP8MatMul(out, codes[0], codes[1], p) },
 		Verify: func() (float64, error) {
 			got, err := kernels.ToFloat32(out)
@@ -330,6 +338,6 @@ func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int) {
 			}
 			return sampledMatMulErr(got, av, transpose(bv, n, n), n, n, n, 256), nil
 		},
-		MaxRelErr: kernels.Tolerance(kernels.E4M3),
+		MaxRelErr: kernels.Tolerance(adt),
 	})
 }
