@@ -52,11 +52,12 @@ var linearNames = [numLinears]string{siteLinears[siteQKV][0], siteLinears[siteQK
 
 // scaledCast is one cast tensor's delayed scaling on the device: the
 // scale the cast multiplies by and its inverse, carried with the codes
-// (F32 [1] each, set from meta at the start of each step), and the amax
-// the cast records (F32 [1]).
+// (F32 [1] each, set from meta at the start of each step where it
+// changed), and the amax the cast records (F32 [1]).
 type scaledCast struct {
 	meta                  *fp8.Meta
 	scale, scaleInv, amax *kernels.Tensor
+	uploaded              float32 // the scale the device holds; 0 before the first upload
 }
 
 // fp8Linear is one linear layer's FP8 state in training.
@@ -171,11 +172,14 @@ func (f *fp8Trainer) of(i, j int) *fp8Linear {
 // casts each weight and its transpose.
 func (f *fp8Trainer) begin() error {
 	for _, c := range f.casts {
-		if err := kernels.UploadFloat32(c.scale, []float32{c.meta.Scale()}); err != nil {
-			return fmt.Errorf("fp8 scale: %w", err)
-		}
-		if err := kernels.UploadFloat32(c.scaleInv, []float32{c.meta.ScaleInv()}); err != nil {
-			return fmt.Errorf("fp8 scale: %w", err)
+		if s := c.meta.Scale(); s != c.uploaded {
+			if err := kernels.UploadFloat32(c.scale, []float32{s}); err != nil {
+				return fmt.Errorf("fp8 scale: %w", err)
+			}
+			if err := kernels.UploadFloat32(c.scaleInv, []float32{c.meta.ScaleInv()}); err != nil {
+				return fmt.Errorf("fp8 scale: %w", err)
+			}
+			c.uploaded = s
 		}
 	}
 	for i, row := range f.lins {

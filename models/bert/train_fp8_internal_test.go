@@ -68,4 +68,16 @@ func TestFP8TrainerDelayedScaling(t *testing.T) {
 			}
 		}
 	}
+	// The next step casts with the updated scales: begin uploads them.
+	require.NoError(t, f.begin())
+	for _, c := range f.casts {
+		for _, x := range []struct {
+			t    *kernels.Tensor
+			want float32
+		}{{c.scale, c.meta.Scale()}, {c.scaleInv, c.meta.ScaleInv()}} {
+			v, err := kernels.ToFloat32(x.t)
+			require.NoError(t, err)
+			assert.Equal(t, []float32{x.want}, v)
+		}
+	}
 }
