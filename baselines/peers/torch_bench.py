@@ -260,17 +260,22 @@ quantized engine on CPUs, the first of fbgemm, x86, onednn (Debian's torch
     against torchvision's float64 logits, as for f32, held to bench_test's
     resnetInt8Tolerance of that case, 3e-2 (RESNET_TOLERANCE).
 
-dtype=e4m3 is FP8 (OCP E4M3, torch.float8_e4m3fn: no infinities, largest
-finite value 448) through torch._scaled_mm, cuBLASLt's scaled FP8 GEMM on
-CUDA (the config line "fp8-engine:"):
+dtype=e4m3 and dtype=e5m2 are FP8 (OCP E4M3, torch.float8_e4m3fn: no
+infinities, largest finite value 448; OCP E5M2, torch.float8_e5m2:
+largest finite value 57344) through torch._scaled_mm, cuBLASLt's scaled
+FP8 GEMM on CUDA (the config line "fp8-engine:"):
 
-  * BenchmarkMatMul dtype=e4m3 (1024 on CPUs, 4096 and 8192 on GPUs, none
-    with --short) is bench_test's benchFP8MatMul: a [n, n] and b [n, n]
-    uniform in [-1, 1) (the int8 case's float32 values), each cast to E4M3
-    outside the timer with its per-tensor current scale s = 448/amax in
-    float32: x·s rounded to float32, clamped to ±448 (CastFP8's
-    saturation; torch's cast does not saturate, past 464 it gives NaN)
-    and rounded to nearest even by .to(torch.float8_e4m3fn). The op is
+  * BenchmarkMatMul dtype=e4m3 and dtype=e5m2 (1024 on CPUs, 4096 and
+    8192 on GPUs, none with --short) are bench_test's benchFP8MatMul: a
+    [n, n] and b [n, n] uniform in [-1, 1) (the int8 case's float32
+    values), b cast to E4M3 and a to E4M3 (e4m3: the forward's product) or
+    to E5M2 (e5m2: the backward's, a gradient in E5M2 times a weight or an
+    activation in E4M3), outside the timer, each with its per-tensor
+    current scale s = fp8_max/amax in float32 (448 for E4M3, 57344 for
+    E5M2): x·s rounded to float32, clamped to ±fp8_max (CastFP8's
+    saturation; torch's casts do not saturate: past 464 float8_e4m3fn
+    gives NaN, from 61440 float8_e5m2 gives inf) and rounded to nearest
+    even by .to(torch.float8_e4m3fn) or .to(torch.float8_e5m2). The op is
     torch._scaled_mm(qa, qbᵀ, scale_a=1/sa, scale_b=1/sb,
     out_dtype=torch.float32): qa times the transpose of qb (a weight's
     layout, qb.t() the column-major view cuBLASLt wants, no copy), float32
@@ -280,24 +285,27 @@ CUDA (the config line "fp8-engine:"):
     one). torch 2.4+ takes the scales as required arguments and returns
     the product; 2.1 to 2.3 take them as optional keywords and return
     (product, amax): the peer uses whichever this torch takes. GFLOP/s
-    counts 2n³; GB/s the e4m3 operands and the float32 output (2n² + 4n²
+    counts 2n³; GB/s the FP8 operands and the float32 output (2n² + 4n²
     bytes, as benchFP8MatMul). rel-err: 256 sampled entries against the
     float64 product of the float32 values before the cast (the int8
-    case's check), held to kernels.Tolerance(E4M3), 1e-1 (E4M3's three
-    mantissa bits cost about 3% per product). Skipped ("--- SKIP:" and
-    "fp8-engine: none (why)") where torch has no float8_e4m3fn or no
-    _scaled_mm (torch < 2.1: Debian's 1.13 on CPUs), where an NVIDIA GPU
-    is below compute capability 8.9 (Ada, Hopper and newer have FP8
-    tensor cores), and where _scaled_mm fails on a 16×16 product tried
-    first (no kernel for the device: CPUs run it where torch has a CPU
-    _scaled_mm, as zbench runs E4M3 emulated on CPUs).
+    case's check), held to kernels.Tolerance(E4M3) and (E5M2), 1e-1
+    (E4M3's three mantissa bits cost about 3% per product, E5M2's two
+    about twice that). Skipped ("--- SKIP:" and "fp8-engine: none (why)")
+    where torch has no float8_e4m3fn, no float8_e5m2 or no _scaled_mm
+    (torch < 2.1: Debian's 1.13 on CPUs), where an NVIDIA GPU is below
+    compute capability 8.9 (Ada, Hopper and newer have FP8 tensor cores),
+    and where _scaled_mm fails on a 16×16 product tried first, e4m3×e4m3
+    for both cases, then e5m2×e4m3 for e5m2 (no kernel for the device:
+    CPUs run it where torch has a CPU _scaled_mm, as zbench runs FP8
+    emulated on CPUs; a torch without that mix skips e5m2 alone, the
+    config line then "fp8-engine: torch._scaled_mm (e5m2: none (why))").
 
 On GPUs (--device cuda), as on the Go side:
 
   * BenchmarkMatMul adds the tensor-core cases: dtype=tf32 at 4096 (float32
     tensors with TF32 matmuls allowed, for that case only: every other case,
-    f32 included, runs with TF32 off) and f16, bf16, int8 and e4m3 at 4096
-    and 8192;
+    f32 included, runs with TF32 off) and f16, bf16, int8, e4m3 and e5m2
+    at 4096 and 8192;
   * BenchmarkKernels names end in /cache=hot or /cache=cold: cold writes
     zeros over an L2-sized buffer and synchronises before every timed call,
     outside the timer, and times each call (op and synchronize) on its own.
@@ -337,9 +345,9 @@ HIDDEN, HEADS, HEAD_D, FFN, LN_EPS = 768, 12, 64, 3072, 1e-12
 
 # tf32 is float32 storage with TF32 tensor-core matmuls (BenchmarkMatMul on
 # GPUs only); int8 is the int8 operands of BenchmarkMatMul's W8A8 product
-# (its output is float32) and BenchmarkBERT's int8 linear layers. e4m3
-# (BenchmarkMatMul's FP8 product) is not here: torch.float8_e4m3fn is
-# torch >= 2.1's (fp8matmul_setup).
+# (its output is float32) and BenchmarkBERT's int8 linear layers. e4m3 and
+# e5m2 (BenchmarkMatMul's FP8 products) are not here: torch.float8_e4m3fn
+# and float8_e5m2 are torch >= 2.1's (FP8_FORMATS, fp8matmul_setup).
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32,
           "int8": torch.int8}
 
@@ -347,10 +355,11 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "t
 # mantissas in) gets f16's, as in bench_test; int8 is bench_test's
 # int8MatMulErr, for the W8A8 product against the float32 product of the
 # unquantized inputs (per-tensor int8 of uniform values errs by about 0.4%
-# per element, 0.6% in a product); e4m3 is kernels.Tolerance(E4M3), for the
-# scaled FP8 product against the float32 product of the values before the
-# cast (E4M3's three mantissa bits cost about 3% per product).
-TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3, "int8": 1e-2, "e4m3": 1e-1}
+# per element, 0.6% in a product); e4m3 and e5m2 are kernels.Tolerance(E4M3)
+# and (E5M2), for the scaled FP8 products against the float32 product of
+# the values before the cast (E4M3's three mantissa bits cost about 3% per
+# product, e5m2's E5M2 a with its two about twice that).
+TOLERANCE = {"f32": 2e-5, "f16": 2e-3, "bf16": 1.6e-2, "tf32": 2e-3, "int8": 1e-2, "e4m3": 1e-1, "e5m2": 1e-1}
 
 # Largest rel-err accepted for a whole model's outputs (BenchmarkBERT,
 # BenchmarkBERTTrain): five times the single ops' for the 16-bit dtypes;
@@ -367,8 +376,17 @@ QMAX = 127
 # no infinities, torch.float8_e4m3fn.
 E4M3_MAX = 448.0
 
+# FP8 E5M2's largest finite value (kernels.FP8Max(E5M2)): OCP's E5M2, with
+# infinities, torch.float8_e5m2.
+E5M2_MAX = 57344.0
+
+# BenchmarkMatMul's FP8 dtypes, a's format in the scaled product (b is
+# always E4M3): the name of its torch dtype (torch >= 2.1) and its largest
+# finite value.
+FP8_FORMATS = {"e4m3": ("float8_e4m3fn", E4M3_MAX), "e5m2": ("float8_e5m2", E5M2_MAX)}
+
 # The compute capability of NVIDIA's FP8 tensor cores (Ada 8.9, Hopper
-# 9.0 and newer), below which the e4m3 case is skipped, as zbench's CUDA
+# 9.0 and newer), below which the FP8 cases are skipped, as zbench's CUDA
 # backend skips it (kernels.FP8.FP8Supported).
 FP8_MIN_CAPABILITY = (8, 9)
 
@@ -879,7 +897,7 @@ class Ctx:
         self.has_sdpa = hasattr(F, "scaled_dot_product_attention")
         self.l2_bytes = 0
         self._flush_buf = None
-        self._fp8 = None  # fp8_gemm's (call, why not), found once
+        self._fp8 = {}  # fp8_gemm's (call, why not) per FP8 dtype of a, found once
         if self.cuda:
             # Conv nets of fixed shapes: cuDNN times its algorithms for
             # each new shape and keeps the fastest (the PyTorch tuning
@@ -1049,9 +1067,9 @@ def upcast_op(x_in, out, f32_op, inputs_f32, out_f32):
 
 def matmul_cases(short, gpu):
     """bench_test's matmulCases: GPUs add the tensor-core sizes, tf32 at
-    4096 and f16, bf16, int8 and e4m3 at 4096 and 8192 (bf16 at 4096 with
-    -short); CPUs add int8 at 1024 and 4096 and e4m3 at 1024; -short has
-    int8 at 256 on every device and no e4m3."""
+    4096 and f16, bf16, int8, e4m3 and e5m2 at 4096 and 8192 (bf16 at 4096
+    with -short); CPUs add int8 at 1024 and 4096 and e4m3 and e5m2 at 1024;
+    -short has int8 at 256 on every device and no FP8."""
     if short:
         cs = [("f32", 256, "resident"), ("f32", 1024, "resident"), ("f32", 256, "roundtrip"), ("int8", 256, "resident")]
         if gpu:
@@ -1060,11 +1078,13 @@ def matmul_cases(short, gpu):
     cs = [("f32", n, "resident") for n in (256, 512, 1024, 2048, 4096)]
     cs += [("f32", 1024, "roundtrip"), ("f32", 4096, "roundtrip"), ("f16", 1024, "resident"), ("bf16", 1024, "resident")]
     if not gpu:
-        cs += [("int8", 1024, "resident"), ("int8", 4096, "resident"), ("e4m3", 1024, "resident")]
+        cs += [("int8", 1024, "resident"), ("int8", 4096, "resident"), ("e4m3", 1024, "resident"),
+               ("e5m2", 1024, "resident")]
     if gpu:
         cs.append(("tf32", 4096, "resident"))
         for n in (4096, 8192):
-            cs += [("f16", n, "resident"), ("bf16", n, "resident"), ("int8", n, "resident"), ("e4m3", n, "resident")]
+            cs += [("f16", n, "resident"), ("bf16", n, "resident"), ("int8", n, "resident"), ("e4m3", n, "resident"),
+                   ("e5m2", n, "resident")]
     return cs
 
 
@@ -1271,7 +1291,7 @@ def sampled_abt_err(out, a, b, n):
     """rel-err of out = a·bᵀ (a and b [n, n], b in a weight's layout) over
     256 random entries against the float64 products of a and b as given
     (bench_test's sampledMatMulErr of a and transpose(b)): for the int8 and
-    e4m3 cases, the float32 values before quantization, so that the error
+    FP8 cases, the float32 values before quantization, so that the error
     is the accuracy the speed costs. out[i, j] = a[i, :]·b[j, :]."""
     rng = np.random.default_rng(3)
     i = torch.from_numpy(rng.integers(0, n, 256))
@@ -1283,38 +1303,50 @@ def sampled_abt_err(out, a, b, n):
     return rel_err(got, want)
 
 
-def fp8_scale(x):
-    """The per-tensor current scale of x's cast to E4M3, as bench_test's
-    benchFP8MatMul takes it: s = 448/amax(|x|) in float32, a float32
-    tensor [1] on x's device (1 where x is all zeros, as CastFP8Rows
-    takes it for a row of zeros)."""
+def fp8_dtype(dt):
+    """The torch dtype of FP8 dtype dt (FP8_FORMATS): torch.float8_e4m3fn
+    or torch.float8_e5m2."""
+    return getattr(torch, FP8_FORMATS[dt][0])
+
+
+def fp8_scale(x, dt):
+    """The per-tensor current scale of x's cast to FP8 dtype dt, as
+    bench_test's benchFP8MatMul takes it: s = fp8_max/amax(|x|) in float32
+    (448/amax for e4m3, 57344/amax for e5m2), a float32 tensor [1] on x's
+    device (1 where x is all zeros, as CastFP8Rows takes it for a row of
+    zeros)."""
     amax = x.detach().abs().amax().float().reshape(1)
-    return torch.where(amax == 0, torch.ones_like(amax), torch.full_like(amax, E4M3_MAX) / amax)
+    return torch.where(amax == 0, torch.ones_like(amax), torch.full_like(amax, FP8_FORMATS[dt][1]) / amax)
 
 
-def e4m3_saturated(x, s):
-    """x·s rounded to float32 and clamped to E4M3's finite range, ±448:
-    the values CastFP8 rounds to E4M3 (satfinite: beyond 448 saturates to
-    it; NaN stays NaN). torch's cast to float8_e4m3fn does not saturate
-    (past 464 it gives NaN, e4m3fn having no infinity), hence the clamp
-    first."""
-    return (x.float() * s).clamp_(-E4M3_MAX, E4M3_MAX)
+def fp8_saturated(x, s, dt):
+    """x·s rounded to float32 and clamped to FP8 dtype dt's finite range
+    (±448 for e4m3, ±57344 for e5m2): the values CastFP8 rounds to E4M3 or
+    E5M2 (satfinite: beyond the largest finite value saturates to it; NaN
+    stays NaN). torch's casts do not saturate (float8_e4m3fn, having no
+    infinity, gives NaN past 464; float8_e5m2 gives inf from 61440), hence
+    the clamp first."""
+    m = FP8_FORMATS[dt][1]
+    return (x.float() * s).clamp_(-m, m)
 
 
-def cast_e4m3(x, s):
-    """CastFP8 of x with scale s into torch.float8_e4m3fn: round to nearest
-    even of e4m3_saturated(x, s)."""
-    return e4m3_saturated(x, s).to(torch.float8_e4m3fn)
+def cast_fp8(x, s, dt):
+    """CastFP8 of x with scale s into FP8 dtype dt (torch.float8_e4m3fn or
+    torch.float8_e5m2): round to nearest even of fp8_saturated(x, s, dt)."""
+    return fp8_saturated(x, s, dt).to(fp8_dtype(dt))
 
 
-def fp8_unsupported(ctx):
-    """Why this torch or ctx's device cannot run dtype=e4m3 through
-    torch._scaled_mm, found without running it: torch has no
-    float8_e4m3fn or no _scaled_mm (both from 2.1), or the NVIDIA GPU is
-    below compute capability 8.9. None when nothing says so (fp8_gemm then
-    tries the op)."""
-    if not hasattr(torch, "float8_e4m3fn"):
-        return f"torch {torch.__version__} has no torch.float8_e4m3fn: FP8 E4M3 needs torch >= 2.1"
+def fp8_unsupported(ctx, dt):
+    """Why this torch or ctx's device cannot run BenchmarkMatMul's FP8 dtype
+    dt (a in dt, b in E4M3) through torch._scaled_mm, found without running
+    it: torch has no float8_e4m3fn, no float8_e5m2 (for e5m2) or no
+    _scaled_mm (all from 2.1), or the NVIDIA GPU is below compute
+    capability 8.9. None when nothing says so (fp8_gemm then tries the
+    op)."""
+    for d in dict.fromkeys(("e4m3", dt)):
+        name = FP8_FORMATS[d][0]
+        if not hasattr(torch, name):
+            return f"torch {torch.__version__} has no torch.{name}: FP8 {d.upper()} needs torch >= 2.1"
     if not hasattr(torch, "_scaled_mm"):
         return f"torch {torch.__version__} has no torch._scaled_mm: the scaled FP8 GEMM needs torch >= 2.1"
     if ctx.cuda and getattr(torch.version, "hip", None) is None:
@@ -1338,22 +1370,28 @@ def _scaled_mm_legacy(a, b, sa, sb):
     return r[0] if isinstance(r, (tuple, list)) else r
 
 
-def fp8_gemm(ctx):
-    """(call, why): call(qa, bt, scale_a, scale_b) runs torch._scaled_mm
-    into a new float32 product on ctx's device in the form this torch takes
-    (the modern one, else the 2.1-2.3 one), tried on a 16×16 product of
-    ones; or (None, why not) (fp8_unsupported, or the try's error: no
-    kernel for the device, an FP8 flavour it lacks). Found once per ctx."""
-    if ctx._fp8 is None:
-        why = fp8_unsupported(ctx)
+def fp8_gemm(ctx, dt):
+    """(call, why) for FP8 dtype dt: call(qa, bt, scale_a, scale_b) runs
+    torch._scaled_mm into a new float32 product on ctx's device in the form
+    this torch takes (the modern one, else the 2.1-2.3 one), tried on a
+    16×16 product of ones, qa in dt and bt in E4M3; or (None, why not)
+    (fp8_unsupported, or the try's error: no kernel for the device, an FP8
+    flavour or mix it lacks). e5m2 is tried only where e4m3 runs (else
+    skipped for e4m3's reason: its b is E4M3 too). Found once per ctx and
+    dt."""
+    if dt not in ctx._fp8:
+        why = fp8_unsupported(ctx, dt)
         call = None
+        if why is None and dt != "e4m3":
+            why = fp8_gemm(ctx, "e4m3")[1]
         if why is None:
-            x = torch.ones(16, 16, device=ctx.device).to(torch.float8_e4m3fn)
+            x = torch.ones(16, 16, device=ctx.device).to(fp8_dtype(dt))
+            y = torch.ones(16, 16, device=ctx.device).to(fp8_dtype("e4m3"))
             one = torch.ones(1, device=ctx.device)
             errs = []
             for f in (_scaled_mm_modern, _scaled_mm_legacy):
                 try:
-                    got = f(x, x.t(), one, one)
+                    got = f(x, y.t(), one, one)
                     ctx.sync()
                 except (TypeError, RuntimeError, NotImplementedError) as e:
                     msg = (str(e).strip().split("\n")[0] or type(e).__name__)[:200]
@@ -1368,35 +1406,42 @@ def fp8_gemm(ctx):
                     break
                 errs.append(f"a {tuple(got.shape)} {got.dtype} product of ones that is not all 16")
             if call is None:
-                why = f"torch {torch.__version__}'s _scaled_mm fails on {ctx.device}: " + "; ".join(errs)
-        ctx._fp8 = (call, why)
-    return ctx._fp8
+                mix = "" if dt == "e4m3" else f" for {FP8_FORMATS[dt][0]} a and float8_e4m3fn b"
+                why = f"torch {torch.__version__}'s _scaled_mm fails on {ctx.device}{mix}: " + "; ".join(errs)
+        ctx._fp8[dt] = (call, why)
+    return ctx._fp8[dt]
 
 
 def fp8_config_lines(ctx):
-    """The config line of the e4m3 case: fp8-engine, torch._scaled_mm or
-    none (why not: the case is skipped)."""
-    call, why = fp8_gemm(ctx)
+    """The config line of the FP8 cases: fp8-engine, torch._scaled_mm or
+    none (why not: both cases are skipped); torch._scaled_mm (e5m2: none
+    (why not)) where e4m3 runs but this torch or device lacks the
+    e5m2×e4m3 mix (the e5m2 case alone is skipped)."""
+    call, why = fp8_gemm(ctx, "e4m3")
     if call is None:
         return [f"fp8-engine: none ({why})"]
+    call, why = fp8_gemm(ctx, "e5m2")
+    if call is None:
+        return [f"fp8-engine: torch._scaled_mm (e5m2: none ({why}))"]
     return ["fp8-engine: torch._scaled_mm"]
 
 
-def fp8matmul_setup(ctx, n):
-    """BenchmarkMatMul dtype=e4m3: the scaled FP8 product of bench_test's
-    benchFP8MatMul, out = (qa·qbᵀ)·(1/sa)·(1/sb) in float32, of a [n, n]
-    and b [n, n] uniform in [-1, 1) (the int8 case's), each cast to E4M3
-    with its per-tensor current scale (fp8_scale, cast_e4m3) outside the
-    timer; the op is torch._scaled_mm(qa, qbᵀ, 1/sa, 1/sb) with float32
-    out and accumulation (use_fast_accum off), qbᵀ the column-major view
-    cuBLASLt wants."""
-    call, why = fp8_gemm(ctx)
+def fp8matmul_setup(ctx, n, dt):
+    """BenchmarkMatMul dtype=e4m3 and dtype=e5m2 (dt): the scaled FP8 product
+    of bench_test's benchFP8MatMul, out = (qa·qbᵀ)·(1/sa)·(1/sb) in
+    float32, of a [n, n] and b [n, n] uniform in [-1, 1) (the int8 case's),
+    a cast to dt (E4M3 or E5M2) and b to E4M3, each with its per-tensor
+    current scale (fp8_scale, cast_fp8) outside the timer; the op is
+    torch._scaled_mm(qa, qbᵀ, 1/sa, 1/sb) with float32 out and
+    accumulation (use_fast_accum off), qbᵀ the column-major view cuBLASLt
+    wants."""
+    call, why = fp8_gemm(ctx, dt)
     if call is None:
         raise NotImplementedError(why)
     dev = ctx.device
     a, b = uniform(1, (n, n), torch.float32, dev), uniform(2, (n, n), torch.float32, dev)
-    sa, sb = fp8_scale(a), fp8_scale(b)
-    qa, qb = cast_e4m3(a, sa), cast_e4m3(b, sb)
+    sa, sb = fp8_scale(a, dt), fp8_scale(b, "e4m3")
+    qa, qb = cast_fp8(a, sa, dt), cast_fp8(b, sb, "e4m3")
     inv_a, inv_b = 1 / sa, 1 / sb  # float32 [1]: the scales' inverses
     bt = qb.t()  # [k, n], column-major: no copy
     box = [None]
@@ -1426,7 +1471,7 @@ def fp8matmul_setup(ctx, n):
             op = lambda: box.__setitem__(0, call(qa, bt, inv_a, inv_b))
             op()
 
-    # Against the float32 values before the cast; e4m3 a and b read, the
+    # Against the float32 values before the cast; FP8 a and b read, the
     # float32 output written (benchFP8MatMul's bytes).
     return Work(op, lambda: sampled_abt_err(box[0], a, b, n), flops=2.0 * n * n * n, nbytes=6.0 * n * n)
 
@@ -2413,8 +2458,8 @@ def benchmarks(ctx, short):
         if dt == "int8":
             out.append(Bench(name, dt, lambda n=n: qmatmul_setup(ctx, n)))
             continue
-        if dt == "e4m3":
-            out.append(Bench(name, dt, lambda n=n: fp8matmul_setup(ctx, n)))
+        if dt in FP8_FORMATS:
+            out.append(Bench(name, dt, lambda dt=dt, n=n: fp8matmul_setup(ctx, n, dt)))
             continue
         out.append(Bench(name, dt, lambda dt=dt, n=n, transfer=transfer: matmul_setup(ctx, dt, n, transfer),
                          tf32=dt == "tf32"))

@@ -7,11 +7,12 @@ hf asks for transformers where it is missing; its ResNet benchmark runs
 torchvision's ResNet-50 with zbench's FLOP and byte counts, within
 tolerance; its int8 cases (the W8A8 matmul, BERT-base under dynamic
 quantization) run on the CPU's quantized engine with zbench's counts,
-within int8's tolerances; its e4m3 case (the scaled FP8 matmul through
-torch._scaled_mm) says why it is skipped where torch or the device cannot
-run it (Debian's torch 1.13 has no FP8 dtype), and its scales, saturation
-and both forms of torch._scaled_mm (torch 2.1-2.3's and 2.4+'s, stood in
-for on the CPU) give benchFP8MatMul's product.
+within int8's tolerances; its e4m3 and e5m2 cases (the scaled FP8
+matmuls through torch._scaled_mm) say why they are skipped where torch or
+the device cannot run them (Debian's torch 1.13 has no FP8 dtype), and
+their scales, saturation and both forms of torch._scaled_mm (torch
+2.1-2.3's and 2.4+'s, stood in for on the CPU) give benchFP8MatMul's
+products.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -62,9 +63,10 @@ def openblas_libdir():
 
 
 # Runs in a peer's Python: torch_bench's FP8 helpers on the CPU, with
-# float16 standing in for float8_e4m3fn and Python stand-ins for both
-# forms of torch._scaled_mm (and a GPU's compute capability), so that the
-# logic runs without FP8 kernels; prints what the test checks, as JSON.
+# float16 standing in for float8_e4m3fn and float8_e5m2 and Python
+# stand-ins for both forms of torch._scaled_mm (and a GPU's compute
+# capability), so that the logic runs without FP8 kernels; prints what the
+# test checks, as JSON.
 FP8_SCRIPT = r"""
 import json, sys
 import torch
@@ -73,33 +75,50 @@ import torch_bench as tb
 
 res = {"version": torch.__version__, "has_fp8": hasattr(torch, "float8_e4m3fn")}
 a = tb.uniform(1, (64, 64), torch.float32, "cpu")
-s = tb.fp8_scale(a)
-res["scale"] = [s.dtype == torch.float32, list(s.shape), s.item(), (torch.tensor(448.0) / a.abs().max()).item()]
-sat = tb.e4m3_saturated(a, s)
-res["sat_amax"] = sat.abs().max().item()
-res["sat_edges"] = tb.e4m3_saturated(torch.tensor([float("nan"), 1e30, -1e30, 0.5]), torch.ones(1)).tolist()
-res["zero_scale"] = tb.fp8_scale(torch.zeros(4, 4)).tolist()
-res["cases"] = {f"{'gpu' if gpu else 'cpu'}-{'short' if short else 'full'}":
-                [n for dt, n, _ in tb.matmul_cases(short, gpu) if dt == "e4m3"]
-                for gpu in (False, True) for short in (False, True)}
-res["native"] = tb.fp8_config_lines(tb.Ctx("cpu", False, False))
+for dt, m in (("e4m3", 448.0), ("e5m2", 57344.0)):
+    s = tb.fp8_scale(a, dt)
+    r = {"scale": [s.dtype == torch.float32, list(s.shape), s.item(), (torch.tensor(m) / a.abs().max()).item()]}
+    r["sat_amax"] = tb.fp8_saturated(a, s, dt).abs().max().item()
+    r["sat_edges"] = tb.fp8_saturated(torch.tensor([float("nan"), 1e30, -1e30, 0.5, 60000.0]), torch.ones(1),
+                                       dt).tolist()
+    r["zero_scale"] = tb.fp8_scale(torch.zeros(4, 4), dt).tolist()
+    r["cases"] = {f"{'gpu' if gpu else 'cpu'}-{'short' if short else 'full'}":
+                  [n for d, n, _ in tb.matmul_cases(short, gpu) if d == dt]
+                  for gpu in (False, True) for short in (False, True)}
+    res[dt] = r
+res["order"] = [d for d, n, _ in tb.matmul_cases(False, True) if n == 8192]
+native = tb.Ctx("cpu", False, False)
+res["native"] = tb.fp8_config_lines(native)
+res["native_e5m2"] = tb.fp8_gemm(native, "e5m2")[1]
 
+# torch with float8_e4m3fn and _scaled_mm but no float8_e5m2: e5m2 alone is
+# unsupported.
 torch.float8_e4m3fn = torch.float16
+torch._scaled_mm = lambda *args, **kw: 1 / 0  # must not be tried below 8.9
+e5m2 = getattr(torch, "float8_e5m2", None)
+if e5m2 is not None:
+    del torch.float8_e5m2
+res["no_e5m2"] = [tb.fp8_unsupported(tb.Ctx("cpu", False, False), dt) for dt in ("e4m3", "e5m2")]
+torch.float8_e5m2 = torch.float16
+
 torch.cuda.get_device_capability = lambda d=None: (8, 0)
 torch.cuda.get_device_name = lambda d=None: "NVIDIA A100"
-torch._scaled_mm = lambda *args, **kw: 1 / 0  # must not be tried below 8.9
 gpu = tb.Ctx("cpu", False, False)
 gpu.cuda = True
 res["sm80"] = tb.fp8_config_lines(gpu)
+res["sm80_e5m2"] = tb.fp8_unsupported(gpu, "e5m2")
 torch.cuda.get_device_capability = lambda d=None: (9, 0)
-res["sm90"] = tb.fp8_unsupported(gpu)
+res["sm90"] = [tb.fp8_unsupported(gpu, dt) for dt in ("e4m3", "e5m2")]
 
 calls = []
+seen = []  # |a|'s and |b|'s largest values and a's scale, per timed product
 
 
 def product(a, b, sa, sb):
-    assert a.dtype == b.dtype == torch.float16 and b.stride(0) == 1, "e4m3 a times column-major b"
+    assert a.dtype == b.dtype == torch.float16 and b.stride(0) == 1, "FP8 a times column-major b"
     assert sa.dtype == sb.dtype == torch.float32 and sa.numel() == sb.numel() == 1
+    if a.shape[0] == 256:
+        seen.append([a.float().abs().max().item(), b.float().abs().max().item(), sa.item()])
     return (a.float() @ b.float()) * sa * sb
 
 
@@ -126,21 +145,50 @@ def nokernel(*args, **kw):
     raise NotImplementedError("Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend.\nmore")
 
 
+a256 = tb.uniform(1, (256, 256), torch.float32, "cpu")
 for name, f in (("modern", modern), ("legacy", legacy), ("nokernel", nokernel)):
     torch._scaled_mm = f
     for alloc in (False, True):
-        calls.clear()
         ctx = tb.Ctx("cpu", alloc, False)
-        r = {"config": tb.fp8_config_lines(ctx)}
-        try:
-            w = tb.fp8matmul_setup(ctx, 256)
-        except NotImplementedError as e:
-            r["skip"] = str(e)
-        else:
-            w.op()
-            r.update({"rel_err": w.check(), "flops": w.flops, "bytes": w.nbytes})
-        r["calls"] = sorted(set(calls))
-        res[f"{name}-{'alloc' if alloc else 'prealloc'}"] = r
+        config = tb.fp8_config_lines(ctx)
+        for dt in ("e4m3", "e5m2"):
+            calls.clear()
+            seen.clear()
+            r = {"config": config}
+            try:
+                w = tb.fp8matmul_setup(ctx, 256, dt)
+            except NotImplementedError as e:
+                r["skip"] = str(e)
+            else:
+                w.op()
+                r.update({"rel_err": w.check(), "flops": w.flops, "bytes": w.nbytes, "seen": seen[-1],
+                          "inv_scale": (1 / tb.fp8_scale(a256, dt)).item()})
+            r["calls"] = sorted(set(calls))
+            res[f"{name}-{'alloc' if alloc else 'prealloc'}-{dt}"] = r
+
+
+# A torch whose _scaled_mm lacks the e5m2×e4m3 mix (bfloat16 stands in
+# for float8_e5m2 here, to tell a's dtype from b's): e4m3 runs, e5m2 alone
+# is skipped, with the reason on the config line.
+def nomix(a, b, scale_a, scale_b, out_dtype=None, out=None, **kw):
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"mixed FP8 operands are not supported: {a.dtype} and {b.dtype}\nmore")
+    return modern(a, b, scale_a, scale_b, out_dtype=out_dtype, out=out, **kw)
+
+
+torch.float8_e5m2 = torch.bfloat16
+torch._scaled_mm = nomix
+ctx = tb.Ctx("cpu", False, False)
+r = {"config": tb.fp8_config_lines(ctx)}
+for dt in ("e4m3", "e5m2"):
+    try:
+        w = tb.fp8matmul_setup(ctx, 256, dt)
+    except NotImplementedError as e:
+        r[dt] = "skip: " + str(e)
+    else:
+        w.op()
+        r[dt] = w.check()
+res["nomix"] = r
 print(json.dumps(res))
 """
 
@@ -332,88 +380,132 @@ class GuardTest(unittest.TestCase):
         self.assertLess(bert["rel-err"], 5e-2, rows[1])
         self.assertGreater(bert["rel-err"], 1e-3, rows[1])
 
-    # The e4m3 case (BenchmarkMatMul's FP8 product, 1024 on CPUs): run
-    # where torch has FP8 and a CPU torch._scaled_mm, else skipped with the
-    # reason on both the fp8-engine line and the SKIP line.
+    # The FP8 cases (BenchmarkMatMul's scaled FP8 products, 1024 on CPUs:
+    # e4m3, a and b in E4M3; e5m2, a in E5M2): run where torch has FP8 and
+    # a CPU torch._scaled_mm, else skipped with the reason on both the
+    # fp8-engine line and the SKIP line.
 
-    def test_e4m3(self):
-        name = "BenchmarkMatMul/dev=cpu/dtype=e4m3/m=1024/n=1024/k=1024/transfer=resident"
+    def check_fp8(self, dt, err_min):
+        name = f"BenchmarkMatMul/dev=cpu/dtype={dt}/m=1024/n=1024/k=1024/transfer=resident"
         r = self.peer("--benchtime", "1x", "--threads", "2", "--min-threads", "2",
-                      "--bench", "MatMul$/dev=cpu/dtype=e4m3", libdir=self.openblas)
+                      "--bench", f"MatMul$/dev=cpu/dtype={dt}", libdir=self.openblas)
         self.assertRuns(r)
         engine = config(r.stdout).get("fp8-engine", "")
         rows = [l.split() for l in r.stdout.splitlines() if l.startswith("Benchmark")]
-        if engine.startswith("none ("):  # the reason: test_e4m3_helpers
+        # The reason (test_fp8_helpers): none (why) skips both cases;
+        # torch._scaled_mm (e5m2: none (why)) the e5m2 case alone.
+        mixless = "torch._scaled_mm (e5m2: none ("
+        why = None
+        if engine.startswith("none ("):
             why = engine[len("none ("):-1]
+        elif engine.startswith(mixless) and dt == "e5m2":
+            why = engine[len(mixless):-2]
+        if why is not None:
             self.assertIn(f"--- SKIP: {name}: {why}\n", r.stderr)
             self.assertEqual(rows, [], r.stdout)
             self.assertIn("PASS", r.stdout.splitlines())
             return
-        self.assertEqual(engine, "torch._scaled_mm", r.stdout)
+        self.assertTrue(engine == "torch._scaled_mm" or engine.startswith(mixless), r.stdout)
         self.assertEqual([row[0] for row in rows], [name + "-2"], r.stdout)
         mm = {rows[0][i + 1]: float(rows[0][i]) for i in range(2, len(rows[0]) - 1, 2)}
-        # benchFP8MatMul: 2n³; e4m3 a and b read, the float32 output
-        # written; E4M3's rounding (about 3.7% here) under 1e-1.
+        # benchFP8MatMul: 2n³; FP8 a and b read, the float32 output
+        # written; FP8's rounding under 1e-1.
         self.assertAlmostEqual(mm["GFLOP/s"] * mm["ns/op"] / (2 * 1024 ** 3), 1, delta=1e-3, msg=rows[0])
         self.assertAlmostEqual(mm["GB/s"] * mm["ns/op"] / (6 * 1024 ** 2), 1, delta=1e-3, msg=rows[0])
         self.assertLess(mm["rel-err"], 1e-1, rows[0])
-        self.assertGreater(mm["rel-err"], 1e-2, rows[0])
+        self.assertGreater(mm["rel-err"], err_min, rows[0])
 
-    def test_e4m3_short_has_none(self):
+    def test_e4m3(self):
+        self.check_fp8("e4m3", 1e-2)  # E4M3's rounding: about 3.7% here
+
+    def test_e5m2(self):
+        self.check_fp8("e5m2", 3e-2)  # E5M2 a: about 6% (zbench: 0.0606)
+
+    def test_fp8_short_has_none(self):
         r = self.peer("--short", "--benchtime", "1x", "--threads", "2", "--min-threads", "2",
-                      "--bench", "MatMul$/dev=cpu/dtype=e4m3", libdir=self.openblas)
+                      "--bench", "MatMul$/dev=cpu/dtype=(e4m3|e5m2)", libdir=self.openblas)
         self.assertRuns(r)
         self.assertIn("fp8-engine", config(r.stdout))
-        self.assertNotIn("Benchmark", r.stdout, "bench_test's -short has no e4m3 case")
+        self.assertNotIn("Benchmark", r.stdout, "bench_test's -short has no FP8 case")
         self.assertNotIn("SKIP", r.stderr)
 
-    def test_e4m3_helpers(self):
+    def test_fp8_helpers(self):
         e = {k: v for k, v in os.environ.items() if k not in CLEARED}
         e["LD_LIBRARY_PATH"] = self.openblas
         p = subprocess.run([sys.executable, "-c", FP8_SCRIPT, HERE], capture_output=True, text=True, env=e, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr)
         res = json.loads(p.stdout.strip().splitlines()[-1])
-        # s = 448/amax in float32, [1]; x·s clamped to ±448, NaN kept.
-        is_f32, shape, scale, want = res["scale"]
-        self.assertTrue(is_f32)
-        self.assertEqual(shape, [1])
-        self.assertEqual(scale, want)
-        self.assertEqual(res["sat_amax"], 448.0)
-        self.assertTrue(math.isnan(res["sat_edges"][0]), res["sat_edges"])
-        self.assertEqual(res["sat_edges"][1:], [448.0, -448.0, 0.5])
-        self.assertEqual(res["zero_scale"], [1.0])
-        # bench_test's matmulCases.
-        self.assertEqual(res["cases"], {"cpu-full": [1024], "cpu-short": [], "gpu-full": [4096, 8192], "gpu-short": []})
+        # s = fp8_max/amax in float32, [1]; x·s clamped to ±fp8_max (448,
+        # 57344), NaN kept, 60000 saturating (torch's E5M2 cast rounds it
+        # to inf).
+        for dt, m in (("e4m3", 448.0), ("e5m2", 57344.0)):
+            r = res[dt]
+            is_f32, shape, scale, want = r["scale"]
+            self.assertTrue(is_f32, dt)
+            self.assertEqual(shape, [1], dt)
+            self.assertEqual(scale, want, dt)
+            self.assertEqual(r["sat_amax"], m, dt)
+            self.assertTrue(math.isnan(r["sat_edges"][0]), r)
+            self.assertEqual(r["sat_edges"][1:], [m, -m, 0.5, m], dt)
+            self.assertEqual(r["zero_scale"], [1.0], dt)
+            # bench_test's matmulCases.
+            self.assertEqual(r["cases"], {"cpu-full": [1024], "cpu-short": [], "gpu-full": [4096, 8192],
+                                          "gpu-short": []}, dt)
+        self.assertEqual(res["order"], ["f16", "bf16", "int8", "e4m3", "e5m2"])
+        # A torch without float8_e5m2 skips e5m2 alone.
+        self.assertEqual(res["no_e5m2"], [None, f"torch {res['version']} has no torch.float8_e5m2: "
+                                                "FP8 E5M2 needs torch >= 2.1"])
         # Skipped below compute capability 8.9 without trying the op; not
         # for that reason at 9.0.
-        self.assertEqual(res["sm80"], ["fp8-engine: none (NVIDIA A100 is compute capability 8.0: FP8 tensor cores need 8.9)"])
-        self.assertIsNone(res["sm90"])
+        sm80 = "NVIDIA A100 is compute capability 8.0: FP8 tensor cores need 8.9"
+        self.assertEqual(res["sm80"], [f"fp8-engine: none ({sm80})"])
+        self.assertEqual(res["sm80_e5m2"], sm80)
+        self.assertEqual(res["sm90"], [None, None])
         native = res["native"][0]
-        if not res["has_fp8"]:  # Debian's torch 1.13
-            self.assertEqual(native, f"fp8-engine: none (torch {res['version']} has no torch.float8_e4m3fn: "
-                                     "FP8 E4M3 needs torch >= 2.1)")
-        self.assertTrue(native == "fp8-engine: torch._scaled_mm" or native.startswith("fp8-engine: none ("), native)
+        if not res["has_fp8"]:  # Debian's torch 1.13: both skipped, one reason
+            why = f"torch {res['version']} has no torch.float8_e4m3fn: FP8 E4M3 needs torch >= 2.1"
+            self.assertEqual(native, f"fp8-engine: none ({why})")
+            self.assertEqual(res["native_e5m2"], why)
+        if native == "fp8-engine: torch._scaled_mm":
+            self.assertIsNone(res["native_e5m2"])
+        elif native.startswith("fp8-engine: none ("):
+            self.assertEqual(native, f"fp8-engine: none ({res['native_e5m2']})")
+        else:
+            self.assertEqual(native, f"fp8-engine: torch._scaled_mm (e5m2: none ({res['native_e5m2']}))")
         # torch 2.4+'s form (positional scales, a tensor back) and 2.1-2.3's
         # (keyword scales, (out, amax) back), into the preallocated output
         # (out=) or a new one (--alloc): the scaled product of the cast
-        # values, float16's rounding of them here.
+        # values, float16's rounding of them here; a cast with its own
+        # format's scale (|qa| up to 448 or 57344), b always E4M3's.
         for form in ("modern", "legacy"):
-            want_calls = {"prealloc": [form, form + "-out"], "alloc": [form]}
+            want_calls = {"prealloc": [form + "-out"], "alloc": [form]}
             for mode, calls in want_calls.items():
-                r = res[f"{form}-{mode}"]
-                self.assertEqual(r["config"], ["fp8-engine: torch._scaled_mm"], r)
-                self.assertEqual(r["calls"], calls, r)
-                self.assertEqual(r["flops"], 2 * 256 ** 3, r)
-                self.assertEqual(r["bytes"], 6 * 256 ** 2, r)
-                self.assertLess(r["rel_err"], 1e-3, r)
-        # No kernel for the device: skipped, the error's first line the
-        # reason, once for both forms.
+                for dt, m in (("e4m3", 448.0), ("e5m2", 57344.0)):
+                    r = res[f"{form}-{mode}-{dt}"]
+                    self.assertEqual(r["config"], ["fp8-engine: torch._scaled_mm"], r)
+                    self.assertEqual(r["calls"], calls, r)
+                    self.assertEqual(r["flops"], 2 * 256 ** 3, r)
+                    self.assertEqual(r["bytes"], 6 * 256 ** 2, r)
+                    self.assertLess(r["rel_err"], 1e-3, r)
+                    self.assertEqual(r["seen"], [m, 448.0, r["inv_scale"]], r)
+        # No kernel for the device: both skipped, the error's first line the
+        # reason, once for both forms; e5m2 not tried.
         why = (f"torch {res['version']}'s _scaled_mm fails on cpu: "
                "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend.")
         for mode in ("prealloc", "alloc"):
-            r = res[f"nokernel-{mode}"]
-            self.assertEqual(r["skip"], why, r)
-            self.assertEqual(r["config"], [f"fp8-engine: none ({why})"], r)
+            for dt in ("e4m3", "e5m2"):
+                r = res[f"nokernel-{mode}-{dt}"]
+                self.assertEqual(r["skip"], why, r)
+                self.assertEqual(r["config"], [f"fp8-engine: none ({why})"], r)
+                self.assertEqual(r["calls"], [], r)
+        # No e5m2×e4m3 mix: e4m3 runs, e5m2 alone is skipped, the mix's
+        # error the reason.
+        why = (f"torch {res['version']}'s _scaled_mm fails on cpu for float8_e5m2 a and float8_e4m3fn b: "
+               "mixed FP8 operands are not supported: torch.bfloat16 and torch.float16")
+        r = res["nomix"]
+        self.assertEqual(r["config"], [f"fp8-engine: torch._scaled_mm (e5m2: none ({why}))"], r)
+        self.assertLess(r["e4m3"], 1e-3, r)
+        self.assertEqual(r["e5m2"], "skip: " + why, r)
 
     def test_hf_llama_needs_transformers(self):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2", "--llama", "hf", libdir=self.openblas)
