@@ -177,43 +177,42 @@ func (f fp8) decode(b uint8) float32 {
 
 // encode rounds x to nearest, ties to even, saturating to ±max (the
 // "satfinite" conversion of CUDA's __nv_cvt_float_to_fp8). NaN maps to NaN.
-// It works on x's bits: the significand, with its implicit bit, is
-// shifted right to the format's precision at x's exponent (further in
-// the format's subnormal range) and rounded up when the bits shifted out
-// are more than half, or half with an odd result; a carry out of the
-// significand moves into the exponent field, as it should.
+// It works on x's bits, without branches on the value (which the
+// rounding of random data would mispredict): the significand, with its
+// implicit bit, is shifted right to the format's precision at x's
+// exponent (further in the format's subnormal range; past every bit for
+// zero, float32's subnormals and anything below half the smallest
+// subnormal) and rounded up when the bits shifted out are more than
+// half, or half with an odd result; a carry out of the significand moves
+// into the exponent field, as it should.
 func (f fp8) encode(x float32) uint8 {
 	bits := math.Float32bits(x)
 	sign := uint8(bits>>24) & 0x80
-	bits &^= 1 << 31
-	switch {
-	case bits > 0x7f800000:
-		return 0x7f | sign // a NaN in both formats
-	case math.Float32frombits(bits) >= f.max:
-		return sign | f.maxCode()
-	}
-	exp := int(bits >> 23) // biased by 127; 0 for zero and float32's subnormals, far below the formats'
-	if exp == 0 {
-		return sign
-	}
-	sig := bits&(1<<23-1) | 1<<23 // 24 bits
-	// The format's code before rounding is sig >> shift, with the
-	// exponent field added above the mantissa for normal numbers.
-	shift := 23 - int(f.man)
-	var base uint32
-	if e := exp - 127 + f.bias; e >= 1 {
-		base = uint32(e-1) << f.man // the implicit bit of sig adds the last 1
-	} else {
-		shift += 1 - e // subnormal: the smallest exponent's ulp
-		if shift > 24 {
-			return sign // below half the smallest subnormal
-		}
-	}
+	abs := bits &^ (1 << 31)
+	exp := int32(abs >> 23) // biased by 127; 0 for zero and float32's subnormals
+	sig := abs&(1<<23-1) | uint32(b2i(exp != 0))<<23
+	e := exp - 127 + int32(f.bias) // the format's biased exponent; below 1 in its subnormal range
+	shift := int32(23-f.man) + max(1-e, 0)
+	shift = min(shift, 31)               // 25 or more leaves nothing of a 24-bit significand
+	base := uint32(max(e-1, 0)) << f.man // the exponent field, less the implicit bit sig adds
 	q, rest, half := sig>>shift, sig&(1<<shift-1), uint32(1)<<(shift-1)
-	if rest > half || rest == half && q&1 == 1 {
-		q++
+	q += uint32(b2i(rest > half) | b2i(rest == half)&q)
+	code := uint8(base + q)
+	if math.Float32frombits(abs) >= f.max {
+		code = f.maxCode()
 	}
-	return sign | uint8(base+q)
+	if abs > 0x7f800000 {
+		code = 0x7f // a NaN in both formats
+	}
+	return sign | code
+}
+
+// b2i is 1 for true and 0 for false.
+func b2i(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // maxCode is the code of the format's largest finite value.
@@ -222,6 +221,28 @@ func (f fp8) maxCode() uint8 {
 		return 0x7b // E5M2: exponent 30, mantissa 3
 	}
 	return 0x7e // E4M3: exponent 15, mantissa 6 (7 is NaN)
+}
+
+// EncodeFP8 sets dst[i] to src[i]·scale (the product rounded to float32)
+// rounded into dt, E4M3 or E5M2, as E4M3FromFloat32 and E5M2FromFloat32
+// round, and returns the largest |src[i]| (NaN when one is NaN): the loop
+// of a scaled cast with its amax. dst has src's length.
+func EncodeFP8(dt DType, dst []uint8, src []float32, scale float32) (amax float32, err error) {
+	f := fmtE4M3
+	switch {
+	case dt == E5M2:
+		f = fmtE5M2
+	case dt != E4M3:
+		return 0, fmt.Errorf("kernels: encode into %v: want e4m3 or e5m2: %w", dt, ErrDType)
+	case len(dst) != len(src):
+		return 0, fmt.Errorf("kernels: encode %d values into %d codes: %w", len(src), len(dst), ErrShape)
+	}
+	dst = dst[:len(src)]
+	for i, v := range src {
+		amax = max(amax, math.Float32frombits(math.Float32bits(v)&^(1<<31))) // max keeps a NaN
+		dst[i] = f.encode(v * scale)
+	}
+	return amax, nil
 }
 
 // E4M3FromFloat32 rounds f to the nearest FP8 E4M3 value, ties to even,

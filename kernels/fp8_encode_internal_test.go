@@ -94,3 +94,29 @@ func BenchmarkFP8Encode(b *testing.B) {
 		})
 	}
 }
+
+func TestEncodeFP8(t *testing.T) {
+	src := []float32{0.5, -3, 1e-9, 200, float32(math.Inf(-1)), -0.0}
+	for _, c := range []struct {
+		dt  DType
+		enc func(float32) uint8
+	}{{E4M3, E4M3FromFloat32}, {E5M2, E5M2FromFloat32}} {
+		dst := make([]uint8, len(src))
+		amax, err := EncodeFP8(c.dt, dst, src, 4)
+		require.NoError(t, err)
+		require.True(t, math.IsInf(float64(amax), 1), "%v: amax %v", c.dt, amax)
+		for i, v := range src {
+			require.Equal(t, c.enc(v*4), dst[i], "%v: %g", c.dt, v)
+		}
+		amax, err = EncodeFP8(c.dt, dst[:2], []float32{1, float32(math.NaN())}, 1)
+		require.NoError(t, err)
+		require.True(t, math.IsNaN(float64(amax)), "%v: a NaN's amax", c.dt)
+		amax, err = EncodeFP8(c.dt, dst[:3], []float32{-2, 1, 0}, 1)
+		require.NoError(t, err)
+		require.Equal(t, float32(2), amax)
+	}
+	_, err := EncodeFP8(BF16, make([]uint8, 1), []float32{1}, 1)
+	require.ErrorIs(t, err, ErrDType)
+	_, err = EncodeFP8(E4M3, make([]uint8, 1), []float32{1, 2}, 1)
+	require.ErrorIs(t, err, ErrShape)
+}

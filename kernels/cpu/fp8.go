@@ -39,33 +39,26 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 	if err := kernels.CheckCastFP8("cpu: castfp8", b, q, amax, x, scale); err != nil {
 		return err
 	}
-	s := f32(scale)[0]
-	enc := kernels.E4M3FromFloat32
-	if q.DType() == kernels.E5M2 {
-		enc = kernels.E5M2FromFloat32
-	}
+	s, dt := f32(scale)[0], q.DType()
 	codes := bytesOf(q)
 	var mu sync.Mutex
 	var m float32
-	nan := false
 	parallelFor(x.Len(), 16, func(lo, hi int) {
-		v := loadRange(x, lo, hi, make([]float32, hi-lo))
+		var buf []float32
+		if x.DType() != kernels.F32 {
+			buf = make([]float32, min(hi-lo, ewBlock))
+		}
 		var bm float32
-		bnan := false
-		for i, xv := range v {
-			a := float32(math.Abs(float64(xv)))
-			bm = max(bm, a)
-			bnan = bnan || xv != xv
-			codes[lo+i] = enc(xv * s)
+		for i := lo; i < hi; i += ewBlock {
+			j := min(i+ewBlock, hi)
+			a, _ := kernels.EncodeFP8(dt, codes[i:j], loadRange(x, i, j, buf), s) // dtypes and lengths checked
+			bm = max(bm, a)                                                       // max keeps a NaN
 		}
 		mu.Lock()
-		m, nan = max(m, bm), nan || bnan
+		m = max(m, bm)
 		mu.Unlock()
 	})
 	if amax != nil {
-		if nan {
-			m = float32(math.NaN())
-		}
 		f32(amax)[0] = m
 	}
 	return nil
@@ -123,11 +116,8 @@ func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
 		return err
 	}
 	rows, k := x.Shape().Rows(), x.Shape().Last()
-	enc := kernels.E4M3FromFloat32
-	if q.DType() == kernels.E5M2 {
-		enc = kernels.E5M2FromFloat32
-	}
-	fmax := kernels.FP8Max(q.DType())
+	dt := q.DType()
+	fmax := kernels.FP8Max(dt)
 	codes, inv := bytesOf(q), f32(scaleInv)
 	parallelFor(rows, k, func(lo, hi int) {
 		buf := make([]float32, k)
@@ -142,9 +132,7 @@ func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
 				s = min(fmax/amax, math.MaxFloat32) // float32's largest where the division overflows
 			}
 			inv[r] = 1 / s
-			for i, xv := range v {
-				codes[r*k+i] = enc(xv * s)
-			}
+			_, _ = kernels.EncodeFP8(dt, codes[r*k:(r+1)*k], v, s) // dtypes and lengths checked
 		}
 	})
 	return nil

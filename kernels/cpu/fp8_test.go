@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -72,4 +73,33 @@ func widen(v []float32) []float64 {
 		out[i] = float64(x)
 	}
 	return out
+}
+
+// BenchmarkCastFP8 times CastFP8 with its amax over a million N(0, 1)
+// float32 values into each FP8 format.
+func BenchmarkCastFP8(b *testing.B) {
+	be := cpu.New()
+	const n = 1 << 20
+	vals := make([]float32, n)
+	for i := range vals {
+		vals[i] = float32(math.Sin(float64(i))) * 3
+	}
+	x, err := kernels.FromFloat32(be, kernels.F32, vals, n)
+	require.NoError(b, err)
+	scale, err := kernels.FromFloat32(be, kernels.F32, []float32{100}, 1)
+	require.NoError(b, err)
+	amax, err := be.Alloc(kernels.F32, 1)
+	require.NoError(b, err)
+	for _, dt := range []kernels.DType{kernels.E4M3, kernels.E5M2} {
+		q, err := be.Alloc(dt, n)
+		require.NoError(b, err)
+		b.Run("dtype="+dt.String(), func(b *testing.B) {
+			b.SetBytes(5 * n)
+			for b.Loop() {
+				if err := be.CastFP8(q, amax, x, scale); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
