@@ -96,7 +96,7 @@ func BenchmarkFP8Encode(b *testing.B) {
 }
 
 func TestEncodeFP8(t *testing.T) {
-	src := []float32{0.5, -3, 1e-9, 200, float32(math.Inf(-1)), -0.0}
+	src := []float32{0.5, -3, 1e-9, 200, float32(math.Inf(-1)), float32(math.Copysign(0, -1))}
 	for _, c := range []struct {
 		dt  DType
 		enc func(float32) uint8
