@@ -23,10 +23,6 @@ import (
 // (regenerate with: /usr/bin/python3 testdata/reference/kernels.py).
 const goldenPath = "../testdata/golden/kernels.safetensors"
 
-// goldenGlobals are the metadata keys that describe the file rather than a
-// case.
-var goldenGlobals = []string{"format", "reference", "script", "seed"}
-
 // caseParams are the parameters of a golden case, from its metadata JSON.
 // Which keys an op takes is listed in its goldenOp.
 type caseParams struct {
@@ -430,7 +426,7 @@ func openGolden(path string) (*safetensors.File, []string, error) {
 		return nil, nil, fmt.Errorf("golden: %w", err)
 	}
 	meta := f.Metadata()
-	for _, k := range goldenGlobals {
+	for _, k := range safetensors.GoldenGlobals {
 		if _, ok := meta[k]; !ok {
 			return nil, nil, fmt.Errorf("golden %s: metadata has no %q: not written by testdata/reference/kernels.py?", path, k)
 		}
@@ -451,7 +447,7 @@ func openGolden(path string) (*safetensors.File, []string, error) {
 		cases = append(cases, c)
 	}
 	for k := range meta {
-		if !withTensors[k] && !slices.Contains(goldenGlobals, k) {
+		if !withTensors[k] && !slices.Contains(safetensors.GoldenGlobals, k) {
 			return nil, nil, fmt.Errorf("golden %s: metadata key %q names no case with tensors", path, k)
 		}
 	}

@@ -2,7 +2,6 @@ package kernels_test
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -45,15 +44,9 @@ func openFP8Golden(t *testing.T) fp8Golden {
 	meta := f.Metadata()
 	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
 	require.Equal(t, "testdata/reference/fp8.py", meta["script"])
-	g := fp8Golden{f: f, cases: map[string]fp8GoldenCase{}}
-	for name, v := range meta {
-		if slices.Contains([]string{"format", "reference", "script", "seed"}, name) {
-			continue
-		}
-		var c fp8GoldenCase
-		require.NoError(t, json.Unmarshal([]byte(v), &c), name)
-		g.cases[name] = c
-	}
+	g := fp8Golden{f: f}
+	g.cases, err = safetensors.GoldenCases[fp8GoldenCase](f)
+	require.NoError(t, err)
 	return g
 }
 

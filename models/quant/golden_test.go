@@ -1,7 +1,6 @@
 package quant_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -47,15 +46,9 @@ func openGolden(t *testing.T) golden {
 	meta := f.Metadata()
 	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
 	require.Equal(t, "testdata/reference/quant.py", meta["script"])
-	g := golden{f: f, cases: map[string]goldenCase{}}
-	for name, v := range meta {
-		if slices.Contains([]string{"format", "reference", "script", "seed"}, name) {
-			continue
-		}
-		var c goldenCase
-		require.NoError(t, json.Unmarshal([]byte(v), &c), name)
-		g.cases[name] = c
-	}
+	g := golden{f: f}
+	g.cases, err = safetensors.GoldenCases[goldenCase](f)
+	require.NoError(t, err)
 	return g
 }
 
