@@ -84,6 +84,16 @@ type fp8Trainer struct {
 	xTq, dyTq map[int]*kernels.Tensor    // their casts, E4M3 and E5M2
 	dx        map[int]*kernels.Tensor    // [N, w]: a dgrad before it is added
 	wT        map[[2]int]*kernels.Tensor // [in, out]: a transposed weight
+	// xTqOf is what xTq holds by width, the input cast, so that query,
+	// key and value, which read one input with one cast, transpose and
+	// cast it once a step.
+	xTqOf map[int]castInput
+}
+
+// castInput is a layer input and the cast it is cast with.
+type castInput struct {
+	x *kernels.Tensor
+	c *scaledCast
 }
 
 // newFP8Trainer makes every linear layer of t's encoder FP8 under r.
@@ -94,7 +104,8 @@ func newFP8Trainer(t *Trainer, r fp8.DelayedScaling) (*fp8Trainer, error) {
 	}
 	f := &fp8Trainer{t: t, ops: ops, bufs: nn.NewTensorSet(t.be),
 		xq: map[int]*kernels.Tensor{}, dyq: map[int]*kernels.Tensor{}, xT: map[int]*kernels.Tensor{}, dyT: map[int]*kernels.Tensor{},
-		xTq: map[int]*kernels.Tensor{}, dyTq: map[int]*kernels.Tensor{}, dx: map[int]*kernels.Tensor{}, wT: map[[2]int]*kernels.Tensor{}}
+		xTq: map[int]*kernels.Tensor{}, dyTq: map[int]*kernels.Tensor{}, dx: map[int]*kernels.Tensor{}, wT: map[[2]int]*kernels.Tensor{},
+		xTqOf: map[int]castInput{}}
 	if err := f.alloc(r); err != nil {
 		return nil, errors.Join(err, f.bufs.Free())
 	}
@@ -171,6 +182,7 @@ func (f *fp8Trainer) of(i, j int) *fp8Linear {
 // begin starts a step: it sets every cast's scale from its history and
 // casts each weight and its transpose.
 func (f *fp8Trainer) begin() error {
+	clear(f.xTqOf) // the inputs change every step
 	for _, c := range f.casts {
 		if s := c.meta.Scale(); s != c.uploaded {
 			if err := kernels.UploadFloat32(c.scale, []float32{s}); err != nil {
@@ -225,8 +237,19 @@ func (f *fp8Trainer) backward(l *fp8Linear, dx *kernels.Tensor, accumulate bool,
 		func() error { return f.ops.CastFP8(dyq, l.dy.amax, dout, l.dy.scale) },
 		func() error { return transpose(be, dyT, dout) },
 		func() error { return f.ops.CastFP8(dyTq, nil, dyT, l.dy.scale) },
-		func() error { return transpose(be, xT, x) },
-		func() error { return f.ops.CastFP8(xTq, nil, xT, l.x.scale) },
+		func() error {
+			if f.xTqOf[in] == (castInput{x, l.x}) {
+				return nil
+			}
+			if err := transpose(be, xT, x); err != nil {
+				return err
+			}
+			if err := f.ops.CastFP8(xTq, nil, xT, l.x.scale); err != nil {
+				return err
+			}
+			f.xTqOf[in] = castInput{x, l.x}
+			return nil
+		},
 		func() error {
 			return f.ops.FP8MatMul(g.w, dyTq, xTq, kernels.FP8MatMulParams{AScaleInv: l.dy.scaleInv, BScaleInv: l.x.scaleInv})
 		},

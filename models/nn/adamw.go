@@ -35,8 +35,8 @@ type TrainState struct {
 	// float32 training.
 	Masters *TensorSet
 	m1, m2  *TensorSet
-	grad32  map[string]*kernels.Tensor // mixed precision: a float32 gradient of each shape, reused parameter by parameter
-	scratch *TensorSet                 // what holds grad32
+	grad32  []*kernels.Tensor // mixed precision: each parameter's float32 gradient, one tensor per shape shared by the parameters of that shape
+	scratch *TensorSet        // what holds grad32
 	steps   int
 }
 
@@ -54,7 +54,7 @@ func NewMixedTrainState(be kernels.Backend, src Source, params []Param, dt kerne
 		return nil, fmt.Errorf("training in %v: want f32, bf16 or f16: %w", dt, kernels.ErrDType)
 	}
 	s := &TrainState{Params: params, DType: dt, Masters: NewTensorSet(be), Grads: NewTensorSet(be),
-		m1: NewTensorSet(be), m2: NewTensorSet(be), scratch: NewTensorSet(be), grad32: map[string]*kernels.Tensor{}}
+		m1: NewTensorSet(be), m2: NewTensorSet(be), scratch: NewTensorSet(be)}
 	s.Values = s.Masters
 	if dt != kernels.F32 {
 		s.Values = NewTensorSet(be)
@@ -69,6 +69,7 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 	if err := LoadParams(s.Masters, src, s.Params, kernels.F32); err != nil {
 		return err
 	}
+	byShape := map[string]*kernels.Tensor{}
 	for _, p := range s.Params {
 		for _, z := range []struct {
 			set *TensorSet
@@ -93,11 +94,12 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 		key := fmt.Sprint(p.Shape)
-		if s.grad32[key] == nil {
-			if s.grad32[key], err = s.scratch.Alloc("", kernels.F32, p.Shape...); err != nil {
+		if byShape[key] == nil {
+			if byShape[key], err = s.scratch.Alloc("", kernels.F32, p.Shape...); err != nil {
 				return err
 			}
 		}
+		s.grad32 = append(s.grad32, byShape[key])
 	}
 	return nil
 }
@@ -110,14 +112,14 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 func (s *TrainState) Update(opt AdamW) error {
 	s.steps++
 	be := s.Masters.be
-	for _, p := range s.Params {
+	for i, p := range s.Params {
 		hp := kernels.AdamWParams{LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, Step: s.steps}
 		if len(p.Shape) >= 2 {
 			hp.WeightDecay = opt.WeightDecay
 		}
 		master, grad := s.Masters.Get(p.Name), s.Grads.Get(p.Name)
 		if s.DType != kernels.F32 {
-			g32 := s.grad32[fmt.Sprint(p.Shape)]
+			g32 := s.grad32[i]
 			if err := be.Cast(g32, grad); err != nil {
 				return fmt.Errorf("gradient of %s to float32: %w", p.Name, err)
 			}
