@@ -352,6 +352,23 @@ func fp8mmCheck(t *testing.T, name string, out []float64, av, bv []float64, sa, 
 	return worst
 }
 
+// fp8mmOperands draws the operands of an m×n×k FP8MatMul of the pairing
+// pr: a's and b's codes and values, a scale inverse per row of each
+// (their first element also serving as the per-tensor one) and a bias.
+func fp8mmOperands(rng *rand.Rand, pr [2]kernels.DType, m, n, k int) (ac []byte, av []float64, bc []byte, bv []float64, sa, sb, bias []float32) {
+	ac, av = fp8RandCodes(rng, pr[0], 20, m*k)
+	bc, bv = fp8RandCodes(rng, pr[1], 50, n*k)
+	sa, sb, bias = make([]float32, m), make([]float32, n), make([]float32, n)
+	for i := range sa {
+		sa[i] = float32(0.01 + 0.01*rng.Float64())
+	}
+	for i := range sb {
+		sb[i] = float32(0.001 + 0.001*rng.Float64())
+		bias[i] = float32(rng.Float64()*2 - 1)
+	}
+	return ac, av, bc, bv, sa, sb, bias
+}
+
 // TestFP8MatMulGPU checks FP8MatMul in every pairing into every out dtype
 // against the float64 product within the float32-sum bound, on tails of
 // M, N and K (K aligned to 16 and not, and a's rows unaligned), per-tensor
@@ -363,16 +380,7 @@ func TestFP8MatMulGPU(t *testing.T) {
 	for _, shape := range [][3]int{{1, 5, 16}, {7, 33, 48}, {64, 64, 64}, {130, 200, 1000}, {257, 70, 77}, {200, 300, 2048}} {
 		m, n, k := shape[0], shape[1], shape[2]
 		for _, pr := range fp8Pairs {
-			ac, av := fp8RandCodes(rng, pr[0], 20, m*k)
-			bc, bv := fp8RandCodes(rng, pr[1], 50, n*k)
-			sa, sb, bias := make([]float32, m), make([]float32, n), make([]float32, n)
-			for i := range sa {
-				sa[i] = float32(0.01 + 0.01*rng.Float64())
-			}
-			for i := range sb {
-				sb[i] = float32(0.001 + 0.001*rng.Float64())
-				bias[i] = float32(rng.Float64()*2 - 1)
-			}
+			ac, av, bc, bv, sa, sb, bias := fp8mmOperands(rng, pr, m, n, k)
 			for _, dt := range kernels.FloatTypes {
 				name := fmt.Sprintf("%v×%v into %v, %dx%dx%d", pr[0], pr[1], dt, m, n, k)
 				out := fp8mmRun(t, g, pr, dt, ac, bc, sa[:1], sb[:1], nil, m, n, k, kernels.ActNone)
@@ -536,16 +544,7 @@ func TestFP8MatMulSM90GPU(t *testing.T) {
 	for _, shape := range [][3]int{{128, 256, 128}, {192, 320, 400}, {300, 520, 1040}, {256, 512, 4096}} {
 		m, n, k := shape[0], shape[1], shape[2]
 		for _, pr := range fp8Pairs {
-			ac, av := fp8RandCodes(rng, pr[0], 20, m*k)
-			bc, bv := fp8RandCodes(rng, pr[1], 50, n*k)
-			sa, sb, bias := make([]float32, m), make([]float32, n), make([]float32, n)
-			for i := range sa {
-				sa[i] = float32(0.01 + 0.01*rng.Float64())
-			}
-			for i := range sb {
-				sb[i] = float32(0.001 + 0.001*rng.Float64())
-				bias[i] = float32(rng.Float64()*2 - 1)
-			}
+			ac, av, bc, bv, sa, sb, bias := fp8mmOperands(rng, pr, m, n, k)
 			for _, dt := range kernels.FloatTypes {
 				if k > 2048 && dt != kernels.F32 { // the float64 reference is the test's cost
 					continue
