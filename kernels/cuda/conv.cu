@@ -183,40 +183,6 @@ struct KPos {
     }
 };
 
-__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
-    return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
-}
-
-// 4-element vector load/store between T memory and float registers. p must
-// be aligned to 4·sizeof(T).
-__device__ __forceinline__ void ld4(const float* p, float (&v)[4]) {
-    const float4 x = *reinterpret_cast<const float4*>(p);
-    v[0] = x.x;
-    v[1] = x.y;
-    v[2] = x.z;
-    v[3] = x.w;
-}
-__device__ __forceinline__ float from_bits(unsigned b, __half) { return __half2float(__ushort_as_half((unsigned short)b)); }
-__device__ __forceinline__ float from_bits(unsigned b, __nv_bfloat16) { return __uint_as_float(b << 16); }
-__device__ __forceinline__ unsigned bits16(__half h) { return (unsigned)__half_as_ushort(h); }
-__device__ __forceinline__ unsigned bits16(__nv_bfloat16 h) { return (unsigned)__bfloat16_as_ushort(h); }
-template <typename T> __device__ __forceinline__ void ld4(const T* p, float (&v)[4]) {
-    const uint2 x = *reinterpret_cast<const uint2*>(p);
-    v[0] = from_bits(x.x & 0xffffu, T());
-    v[1] = from_bits(x.x >> 16, T());
-    v[2] = from_bits(x.y & 0xffffu, T());
-    v[3] = from_bits(x.y >> 16, T());
-}
-__device__ __forceinline__ void st4(float* p, const float (&v)[4]) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-template <typename T> __device__ __forceinline__ void st4(T* p, const float (&v)[4]) {
-    uint2 x;
-    x.x = bits16(from_f32<T>(v[0])) | (bits16(from_f32<T>(v[1])) << 16);
-    x.y = bits16(from_f32<T>(v[2])) | (bits16(from_f32<T>(v[3])) << 16);
-    *reinterpret_cast<uint2*>(p) = x;
-}
-
 // Bias4 is the bias of 4 consecutive output channels, the first n of
 // them loaded (once per thread, for every row it stores); on is false
 // without a bias.

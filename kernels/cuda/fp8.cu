@@ -375,45 +375,17 @@ template <int AF, int BF> __device__ __forceinline__ void wgmma_f8(float (&d)[12
 }
 #undef F8_WGMMA
 
-// fence_acc keeps the compiler from moving accesses of the accumulators
-// across this point (wgmma writes them asynchronously).
-__device__ __forceinline__ void fence_acc(float (&d)[128]) {
-#pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // consume runs consumer warpgroup cw (0 or 1) over the ktiles stages of the
-// tile into d, as qmatmul_sm90.cu's consume. smem is the 1024-aligned
-// shared base.
+// tile into d. smem is the 1024-aligned shared base.
 template <int AF, int BF>
 __device__ __forceinline__ void consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
     const uint32_t full0 = smem + STAGES * STAGE_BYTES;
-    const uint32_t empty0 = full0 + 8 * STAGES;
-    const bool leader = (threadIdx.x % 128) == 0;
-#pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-    fence_acc(d);
-    int stage = 0, prev = 0;
-    uint32_t phase = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        sm90_mbar_wait(full0 + 8 * stage, phase);
-        const uint32_t a = smem + stage * STAGE_BYTES + cw * (64 * BK);
-        const uint32_t b = smem + stage * STAGE_BYTES + A_BYTES;
-        sm90_wgmma_fence();
+    sm90_consume_stages<STAGES, STAGE_BYTES>(d, smem, full0, full0 + 8 * STAGES, ktiles, [&](uint32_t stage) {
+        const uint32_t a = stage + cw * (64 * BK), b = stage + A_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk)
             wgmma_f8<AF, BF>(d, sm90_desc(a + 32 * kk, 16, 1024), sm90_desc(b + 32 * kk, 16, 1024));
-        sm90_wgmma_commit();
-        sm90_wgmma_wait<1>(); // the previous group (stage prev) is done
-        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
-        prev = stage;
-        if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-    sm90_wgmma_wait<0>();
-    fence_acc(d);
+    });
 }
 
 // gemm is the body of fp8mm_sm90_A_B_T; see the file comment.
@@ -428,45 +400,18 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
     const uint32_t full0 = smem + STAGES * STAGE_BYTES;
     const uint32_t empty0 = full0 + 8 * STAGES;
 
-    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-    const int pid = blockIdx.x, inGroup = GROUP_M * tilesN;
-    const int firstM = (pid / inGroup) * GROUP_M;
-    const int groupM = min(tilesM - firstM, GROUP_M);
-    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
-    const int m0 = tm * BM, n0 = tn * BN;
+    int m0, n0;
+    sm90_tile_origin<BM, BN, GROUP_M>(M, N, m0, n0);
     const int ktiles = (K + BK - 1) / BK;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            sm90_mbar_init(full0 + 8 * s, 1);
-            sm90_mbar_init(empty0 + 8 * s, 2);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    sm90_pipeline_init<STAGES>(full0, empty0);
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
-            sm90_prefetch_map(tmA);
-            sm90_prefetch_map(tmB);
-            int stage = 0;
-            uint32_t phase = 0;
-            for (int kt = 0; kt < ktiles; ++kt) {
-                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const uint32_t full = full0 + 8 * stage;
-                const uint32_t a = smem + stage * STAGE_BYTES;
-                const int k0 = kt * BK;
-                sm90_mbar_expect_tx(full, STAGE_BYTES);
-                sm90_tma_load_2d(a, tmA, full, k0, m0);
-                sm90_tma_load_2d(a + A_BYTES, tmB, full, k0, n0);
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
-            }
-        }
+        sm90_produce<STAGES, STAGE_BYTES, BK>(tmA, tmB, smem, full0, empty0, ktiles,
+                                              [&](uint32_t a, uint32_t full, int k0) {
+                                                  sm90_tma_load_2d(a, tmA, full, k0, m0);
+                                                  sm90_tma_load_2d(a + A_BYTES, tmB, full, k0, n0);
+                                              });
         return;
     }
 

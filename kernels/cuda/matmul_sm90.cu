@@ -116,14 +116,6 @@ __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uin
     }
 }
 
-// sm90_fence_acc keeps the compiler from moving accesses of the accumulators
-// across this point (CUTLASS's warpgroup_fence_operand): wgmma writes them
-// asynchronously, behind the compiler's back.
-__device__ __forceinline__ void sm90_fence_acc(float (&d)[128]) {
-#pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // sm90_load2 reads the two adjacent elements at p (4-byte aligned) as float.
 __device__ __forceinline__ float2 sm90_load2(const __nv_bfloat16* p) {
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
@@ -145,37 +137,16 @@ __device__ __forceinline__ void sm90_store2(__half* p, float a, float b) {
 template <bool BF16, int TNSPB>
 __device__ __forceinline__ void sm90_consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
     const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
-    const uint32_t empty0 = full0 + 8 * SM90_STAGES;
-    const bool leader = (threadIdx.x % 128) == 0;
+    sm90_consume_stages<SM90_STAGES, SM90_STAGE_BYTES>(
+        d, smem, full0, full0 + 8 * SM90_STAGES, ktiles, [&](uint32_t stage) {
+            const uint32_t a = stage + cw * (64 * 128), b = stage + SM90_A_BYTES;
 #pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0.0f;
-    sm90_fence_acc(d);
-    int stage = 0, prev = 0;
-    uint32_t phase = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        sm90_mbar_wait(full0 + 8 * stage, phase);
-        const uint32_t a = smem + stage * SM90_STAGE_BYTES + cw * (64 * 128);
-        const uint32_t b = smem + stage * SM90_STAGE_BYTES + SM90_A_BYTES;
-        sm90_wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < SM90_BK / 16; ++kk) {
-            const uint64_t da = sm90_desc(a + 32 * kk, 16, 1024);
-            const uint64_t db = TNSPB ? sm90_desc(b + 2048 * kk, 8192, 1024) : sm90_desc(b + 32 * kk, 16, 1024);
-            sm90_wgmma_256<BF16, TNSPB>(d, da, db);
-        }
-        sm90_wgmma_commit();
-        // The group just committed may still run; the previous one (which
-        // read stage prev) is done, so that stage goes back to the producer.
-        sm90_wgmma_wait<1>();
-        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
-        prev = stage;
-        if (++stage == SM90_STAGES) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-    sm90_wgmma_wait<0>();
-    sm90_fence_acc(d);
+            for (int kk = 0; kk < SM90_BK / 16; ++kk) {
+                const uint64_t da = sm90_desc(a + 32 * kk, 16, 1024);
+                const uint64_t db = TNSPB ? sm90_desc(b + 2048 * kk, 8192, 1024) : sm90_desc(b + 32 * kk, 16, 1024);
+                sm90_wgmma_256<BF16, TNSPB>(d, da, db);
+            }
+        });
 }
 
 // sm90_matmul is the kernel body; see the file comment.
@@ -191,58 +162,26 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
     const uint32_t empty0 = full0 + 8 * SM90_STAGES;
 
-    // Tile coordinates: groups of SM90_GROUP_M tile-rows, tile-rows fastest
-    // within a group, so CTAs running together share B columns and A rows.
-    const int tilesM = (M + SM90_BM - 1) / SM90_BM, tilesN = (N + SM90_BN - 1) / SM90_BN;
-    const int pid = blockIdx.x, inGroup = SM90_GROUP_M * tilesN;
-    const int firstM = (pid / inGroup) * SM90_GROUP_M;
-    const int groupM = min(tilesM - firstM, SM90_GROUP_M);
-    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
-    const int m0 = tm * SM90_BM, n0 = tn * SM90_BN;
+    int m0, n0;
+    sm90_tile_origin<SM90_BM, SM90_BN, SM90_GROUP_M>(M, N, m0, n0);
     const int z = blockIdx.z, zb = sharedB ? 0 : z;
     const int ktiles = (K + SM90_BK - 1) / SM90_BK;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < SM90_STAGES; ++s) {
-            sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx
-            sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    sm90_pipeline_init<SM90_STAGES>(full0, empty0);
 
     const int wg = threadIdx.x / 128;
-    if (wg == 0) {
-        // Producer warpgroup: give registers to the consumers; one thread
-        // issues every load.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
-            sm90_prefetch_map(tmA);
-            sm90_prefetch_map(tmB);
-            int stage = 0;
-            uint32_t phase = 0;
-            for (int kt = 0; kt < ktiles; ++kt) {
-                // Wait until both consumers released this stage's previous
-                // contents (parity phase^1: the first round passes at once).
-                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const uint32_t full = full0 + 8 * stage;
-                const uint32_t a = smem + stage * SM90_STAGE_BYTES;
+    if (wg == 0) { // the producer warpgroup: one thread issues every load
+        sm90_produce<SM90_STAGES, SM90_STAGE_BYTES, SM90_BK>(
+            tmA, tmB, smem, full0, empty0, ktiles, [&](uint32_t a, uint32_t full, int k0) {
                 const uint32_t b = a + SM90_A_BYTES;
-                const int k0 = kt * SM90_BK;
-                sm90_mbar_expect_tx(full, SM90_STAGE_BYTES);
                 sm90_tma_load_3d(a, tmA, full, k0, m0, z);
                 if (transB) {
                     sm90_tma_load_3d(b, tmB, full, k0, n0, zb);
                 } else {
 #pragma unroll
-                    for (int j = 0; j < SM90_BN / 64; ++j) sm90_tma_load_3d(b + 8192 * j, tmB, full, n0 + 64 * j, k0, zb);
+                    for (int j = 0; j < SM90_BN / 64; ++j)
+                        sm90_tma_load_3d(b + 8192 * j, tmB, full, n0 + 64 * j, k0, zb);
                 }
-                if (++stage == SM90_STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
-            }
-        }
+            });
         return;
     }
 

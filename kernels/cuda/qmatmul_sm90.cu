@@ -114,46 +114,16 @@ __device__ __forceinline__ void wgmma_s8(int (&d)[128], uint64_t da, uint64_t db
                  : "l"(da), "l"(db), "r"(1));
 }
 
-// fence_acc keeps the compiler from moving accesses of the accumulators
-// across this point (CUTLASS's warpgroup_fence_operand): wgmma writes them
-// asynchronously, behind the compiler's back.
-__device__ __forceinline__ void fence_acc(int (&d)[128]) {
-#pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+r"(d[i])::"memory");
-}
-
 // consume runs consumer warpgroup cw (0 or 1) over the ktiles stages of the
 // tile into d. smem is the 1024-aligned shared base.
 __device__ __forceinline__ void consume(int (&d)[128], uint32_t smem, int ktiles, int cw) {
     const uint32_t full0 = smem + STAGES * STAGE_BYTES;
-    const uint32_t empty0 = full0 + 8 * STAGES;
-    const bool leader = (threadIdx.x % 128) == 0;
-#pragma unroll
-    for (int i = 0; i < 128; ++i) d[i] = 0;
-    fence_acc(d);
-    int stage = 0, prev = 0;
-    uint32_t phase = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        sm90_mbar_wait(full0 + 8 * stage, phase);
-        const uint32_t a = smem + stage * STAGE_BYTES + cw * (64 * BK);
-        const uint32_t b = smem + stage * STAGE_BYTES + A_BYTES;
-        sm90_wgmma_fence();
+    sm90_consume_stages<STAGES, STAGE_BYTES>(d, smem, full0, full0 + 8 * STAGES, ktiles, [&](uint32_t stage) {
+        const uint32_t a = stage + cw * (64 * BK), b = stage + A_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk)
             wgmma_s8(d, sm90_desc(a + 32 * kk, 16, 1024), sm90_desc(b + 32 * kk, 16, 1024));
-        sm90_wgmma_commit();
-        // The group just committed may still run; the previous one (which
-        // read stage prev) is done, so that stage goes back to the producer.
-        sm90_wgmma_wait<1>();
-        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
-        prev = stage;
-        if (++stage == STAGES) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-    sm90_wgmma_wait<0>();
-    fence_acc(d);
+    });
 }
 
 // gemm is the body of qmatmul_sm90_T; see the file comment.
@@ -168,51 +138,18 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
     const uint32_t full0 = smem + STAGES * STAGE_BYTES;
     const uint32_t empty0 = full0 + 8 * STAGES;
 
-    // Tile coordinates: groups of GROUP_M tile-rows, tile-rows fastest
-    // within a group, so CTAs running together share B rows and A rows.
-    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
-    const int pid = blockIdx.x, inGroup = GROUP_M * tilesN;
-    const int firstM = (pid / inGroup) * GROUP_M;
-    const int groupM = min(tilesM - firstM, GROUP_M);
-    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
-    const int m0 = tm * BM, n0 = tn * BN;
+    int m0, n0;
+    sm90_tile_origin<BM, BN, GROUP_M>(M, N, m0, n0);
     const int ktiles = (K + BK - 1) / BK;
-
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx
-            sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    sm90_pipeline_init<STAGES>(full0, empty0);
 
     const int wg = threadIdx.x / 128;
-    if (wg == 0) {
-        // Producer warpgroup: give registers to the consumers; one thread
-        // issues every load.
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 0) {
-            sm90_prefetch_map(tmA);
-            sm90_prefetch_map(tmB);
-            int stage = 0;
-            uint32_t phase = 0;
-            for (int kt = 0; kt < ktiles; ++kt) {
-                // Wait until both consumers released this stage's previous
-                // contents (parity phase^1: the first round passes at once).
-                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const uint32_t full = full0 + 8 * stage;
-                const uint32_t a = smem + stage * STAGE_BYTES;
-                const int k0 = kt * BK;
-                sm90_mbar_expect_tx(full, STAGE_BYTES);
-                sm90_tma_load_2d(a, tmA, full, k0, m0);
-                sm90_tma_load_2d(a + A_BYTES, tmB, full, k0, n0);
-                if (++stage == STAGES) {
-                    stage = 0;
-                    phase ^= 1;
-                }
-            }
-        }
+    if (wg == 0) { // the producer warpgroup: one thread issues every load
+        sm90_produce<STAGES, STAGE_BYTES, BK>(tmA, tmB, smem, full0, empty0, ktiles,
+                                              [&](uint32_t a, uint32_t full, int k0) {
+                                                  sm90_tma_load_2d(a, tmA, full, k0, m0);
+                                                  sm90_tma_load_2d(a + A_BYTES, tmB, full, k0, n0);
+                                              });
         return;
     }
 
@@ -253,8 +190,8 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
         const float os = qk::out_scale(ep);
         // col is a multiple of 4: with ldc one too, every row's four columns
         // are as aligned as c and the residual.
-        const bool vec = ldc % 4 == 0 && qk::aligned_to(c, 4 * sizeof(T)) &&
-                         (ep.residual == nullptr || qk::aligned_to(ep.residual, 4 * sizeof(T))) && col + 3 < N;
+        const bool vec = ldc % 4 == 0 && aligned_to(c, 4 * sizeof(T)) &&
+                         (ep.residual == nullptr || aligned_to(ep.residual, 4 * sizeof(T))) && col + 3 < N;
         const int r0 = m0 + cw * 64;
         const int* q = tile + scol;
 #pragma unroll 2

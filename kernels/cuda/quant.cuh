@@ -29,47 +29,6 @@ __device__ __forceinline__ unsigned pack4(int q0, int q1, int q2, int q3) {
            ((unsigned)(q3 & 0xff) << 24);
 }
 
-__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
-    return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
-}
-
-// 4-element vector load and store between T memory and float registers;
-// p must be aligned to 4·sizeof(T). Stores round once to T (from_f32).
-__device__ __forceinline__ void ld4(const float* p, float (&v)[4]) {
-    const float4 x = *reinterpret_cast<const float4*>(p);
-    v[0] = x.x;
-    v[1] = x.y;
-    v[2] = x.z;
-    v[3] = x.w;
-}
-__device__ __forceinline__ void ld4(const __half* p, float (&v)[4]) {
-    const uint2 x = *reinterpret_cast<const uint2*>(p);
-    v[0] = __half2float(__ushort_as_half((unsigned short)(x.x & 0xffffu)));
-    v[1] = __half2float(__ushort_as_half((unsigned short)(x.x >> 16)));
-    v[2] = __half2float(__ushort_as_half((unsigned short)(x.y & 0xffffu)));
-    v[3] = __half2float(__ushort_as_half((unsigned short)(x.y >> 16)));
-}
-__device__ __forceinline__ void ld4(const __nv_bfloat16* p, float (&v)[4]) {
-    const uint2 x = *reinterpret_cast<const uint2*>(p);
-    v[0] = __uint_as_float(x.x << 16);
-    v[1] = __uint_as_float(x.x & 0xffff0000u);
-    v[2] = __uint_as_float(x.y << 16);
-    v[3] = __uint_as_float(x.y & 0xffff0000u);
-}
-
-__device__ __forceinline__ unsigned bits16(__half h) { return (unsigned)__half_as_ushort(h); }
-__device__ __forceinline__ unsigned bits16(__nv_bfloat16 h) { return (unsigned)__bfloat16_as_ushort(h); }
-
-__device__ __forceinline__ void st4(float* p, const float (&v)[4]) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-}
-template <typename T> __device__ __forceinline__ void st4(T* p, const float (&v)[4]) {
-    uint2 x;
-    x.x = bits16(from_f32<T>(v[0])) | (bits16(from_f32<T>(v[1])) << 16);
-    x.y = bits16(from_f32<T>(v[2])) | (bits16(from_f32<T>(v[3])) << 16);
-    *reinterpret_cast<uint2*>(p) = x;
-}
-
 // ---------------------------------------------------------------------------
 // The QMatMul epilogue.
 

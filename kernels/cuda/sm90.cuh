@@ -105,4 +105,113 @@ __device__ __forceinline__ void sm90_prefetch_map(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// ---------------------------------------------------------------------------
+// The warp-specialised pipeline of the three Hopper GEMMs (matmul_sm90.cu,
+// qmatmul_sm90.cu, fp8.cu): a ring of STAGES shared-memory stages of
+// STAGE_BYTES, each with a full mbarrier (the producer's arrive.expect_tx,
+// count 1) and an empty one (one arrive per consumer warpgroup, count 2);
+// warpgroup 0 produces (TMA), warpgroups 1 and 2 consume (wgmma).
+
+// sm90_fence_acc keeps the compiler from moving accesses of the accumulators
+// across this point (CUTLASS's warpgroup_fence_operand): wgmma writes them
+// asynchronously, behind the compiler's back.
+__device__ __forceinline__ void sm90_fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void sm90_fence_acc(int (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+
+// sm90_tile_origin sets m0, n0 to the first row and column of this CTA's
+// BM×BN output tile: tiles in groups of GROUP_M tile-rows, tile-rows
+// fastest within a group, so that CTAs running together share rows of B
+// and of A.
+template <int BM, int BN, int GROUP_M>
+__device__ __forceinline__ void sm90_tile_origin(int M, int N, int& m0, int& n0) {
+    const int tilesM = (M + BM - 1) / BM, tilesN = (N + BN - 1) / BN;
+    const int pid = blockIdx.x, inGroup = GROUP_M * tilesN;
+    const int firstM = (pid / inGroup) * GROUP_M;
+    const int groupM = min(tilesM - firstM, GROUP_M);
+    const int tm = firstM + (pid % inGroup) % groupM, tn = (pid % inGroup) / groupM;
+    m0 = tm * BM;
+    n0 = tn * BN;
+}
+
+// sm90_pipeline_init has thread 0 initialise the ring's mbarriers, full
+// ones at full0 and empty ones at empty0 (8 bytes each), and synchronises
+// the CTA.
+template <int STAGES> __device__ __forceinline__ void sm90_pipeline_init(uint32_t full0, uint32_t empty0) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            sm90_mbar_init(full0 + 8 * s, 1);  // the producer's arrive.expect_tx
+            sm90_mbar_init(empty0 + 8 * s, 2); // one arrive per consumer warpgroup
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
+
+// sm90_produce is the producer warpgroup: it gives registers to the
+// consumers, and its thread 0 fills the ring from smem (the 1024-aligned
+// shared base), one stage for each of the ktiles k-tiles of BK: once both
+// consumers released the stage's previous contents (parity phase^1: the
+// first round passes at once) it expects STAGE_BYTES on the stage's full
+// barrier and calls load(stage, full, k0) to issue the TMA loads of
+// k-tile k0 into the stage at shared address stage.
+template <int STAGES, int STAGE_BYTES, int BK, typename Load>
+__device__ __forceinline__ void sm90_produce(const CUtensorMap* tmA, const CUtensorMap* tmB, uint32_t smem,
+                                             uint32_t full0, uint32_t empty0, int ktiles, Load load) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (threadIdx.x == 0) {
+        sm90_prefetch_map(tmA);
+        sm90_prefetch_map(tmB);
+        int stage = 0;
+        uint32_t phase = 0;
+        for (int kt = 0; kt < ktiles; ++kt) {
+            sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
+            const uint32_t full = full0 + 8 * stage;
+            sm90_mbar_expect_tx(full, STAGE_BYTES);
+            load(smem + stage * STAGE_BYTES, full, kt * BK);
+            if (++stage == STAGES) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+    }
+}
+
+// sm90_consume_stages is a consumer warpgroup's loop over the ktiles stages
+// into the accumulators d, zeroed first: it waits for each stage's loads,
+// calls mma(stage) to issue its wgmma on the stage at shared address stage,
+// commits them and, once the group before has completed (the group just
+// committed may still run), gives that group's stage back to the producer;
+// then it waits for the last group.
+template <int STAGES, int STAGE_BYTES, typename Acc, typename Mma>
+__device__ __forceinline__ void sm90_consume_stages(Acc (&d)[128], uint32_t smem, uint32_t full0, uint32_t empty0,
+                                                    int ktiles, Mma mma) {
+    const bool leader = (threadIdx.x % 128) == 0;
+#pragma unroll
+    for (int i = 0; i < 128; ++i) d[i] = 0;
+    sm90_fence_acc(d);
+    int stage = 0, prev = 0;
+    uint32_t phase = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        sm90_mbar_wait(full0 + 8 * stage, phase);
+        sm90_wgmma_fence();
+        mma(smem + stage * STAGE_BYTES);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<1>();
+        if (kt > 0 && leader) sm90_mbar_arrive(empty0 + 8 * prev);
+        prev = stage;
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    sm90_wgmma_wait<0>();
+    sm90_fence_acc(d);
+}
+
 #endif // __CUDA_ARCH_FEAT_SM90_ALL

@@ -72,10 +72,6 @@ __constant__ float NF4[16] = {
     0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f,
 };
 
-__device__ __forceinline__ bool aligned_to(const void* p, unsigned bytes) {
-    return ((uintptr_t)p & (uintptr_t)(bytes - 1)) == 0;
-}
-
 // level is the value of 4-bit code c (0..15) before the scale; tab holds
 // nf4's levels.
 template <int FMT> __device__ __forceinline__ float level(unsigned c, const float* tab) {
