@@ -479,45 +479,65 @@ func TestReLUHalfExhaustive(t *testing.T) {
 	}
 }
 
-// TestAct16Exhaustive checks the fused 16-bit activations against the
-// float32 round trip they replace (vecmath's widening, the float32
-// function, vecmath's rounding), bit for bit, NaNs included, over all
-// 65,536 values of each type, and at every tail length in place.
+// TestAct16Exhaustive checks the 16-bit activations (looked up in
+// act16Table's tables) against the float32 round trip they replace, over
+// all 65,536 values of each type, bit for bit, NaNs included, with
+// vecmath and with the scalar code; then at every tail length, in place.
 func TestAct16Exhaustive(t *testing.T) {
-	if !vecmath.Available || !vecmath.CastAvailable || !vecmath.AVX512 {
-		t.Skip("the fused 16-bit activations need AVX-512")
-	}
-	for name, a := range map[string]kernels.Activation{"gelu": kernels.ActGELU, "gelu-tanh": kernels.ActGELUTanh, "silu": kernels.ActSiLU} {
-		for _, tc := range []struct {
-			dt     kernels.DType
-			widen  func([]float32, []uint16)
-			narrow func([]uint16, []float32)
-		}{
-			{kernels.F16, vecmath.F16ToF32, vecmath.F32ToF16},
-			{kernels.BF16, vecmath.BF16ToF32, vecmath.F32ToBF16},
-		} {
-			t.Run(name+"/"+tc.dt.String(), func(t *testing.T) {
-				f := act16(a, tc.dt)
-				require.NotNil(t, f)
-				src := make([]uint16, 1<<16)
-				for i := range src {
-					src[i] = uint16(i)
-				}
-				wide, want := make([]float32, len(src)), make([]uint16, len(src))
-				tc.widen(wide, src)
-				applyAct(wide, wide, a)
-				tc.narrow(want, wide)
-				got := make([]uint16, len(src))
-				f(got, src)
-				for i := range src {
-					require.Equal(t, want[i], got[i], "f(%#04x)", src[i])
-				}
-				for n := range 40 {
-					part := slices.Clone(src[30001 : 30001+n])
-					f(part, part)
-					require.Equal(t, want[30001:30001+n], part, "%d values in place", n)
-				}
-			})
+	acts := map[string]kernels.Activation{"gelu": kernels.ActGELU, "gelu-tanh": kernels.ActGELUTanh,
+		"silu": kernels.ActSiLU, "tanh": kernels.ActTanh}
+	defer func(v bool) { useVecmath = v }(useVecmath)
+	for _, vec := range []bool{false, true} {
+		useVecmath = vec && vecmath.Available
+		for name, a := range acts {
+			for _, tc := range []struct {
+				dt     kernels.DType
+				widen  func([]float32, []uint16)
+				narrow func([]uint16, []float32)
+				w      func(uint16) float32
+				n      func(float32) uint16
+			}{
+				{kernels.F16, vecmath.F16ToF32, vecmath.F32ToF16, kernels.F16ToFloat32, kernels.F16FromFloat32},
+				{kernels.BF16, vecmath.BF16ToF32, vecmath.F32ToBF16, kernels.BF16ToFloat32, kernels.BF16FromFloat32},
+			} {
+				t.Run(fmt.Sprintf("%s/%v/vecmath=%v", name, tc.dt, useVecmath), func(t *testing.T) {
+					f := act16(a, tc.dt)
+					require.NotNil(t, f)
+					src := make([]uint16, 1<<16)
+					for i := range src {
+						src[i] = uint16(i)
+					}
+					// The round trip, by the path applyAct and the casts take.
+					wide, want := make([]float32, len(src)), make([]uint16, len(src))
+					if vecmath.CastAvailable {
+						tc.widen(wide, src)
+					} else {
+						for i, h := range src {
+							wide[i] = tc.w(h)
+						}
+					}
+					applyAct(wide, wide, a)
+					if vecmath.CastAvailable {
+						tc.narrow(want, wide)
+					} else {
+						for i, v := range wide {
+							want[i] = tc.n(v)
+						}
+					}
+					got := make([]uint16, len(src))
+					f(got, src)
+					for i := range src {
+						require.Equal(t, want[i], got[i], "f(%#04x)", src[i])
+					}
+					for n := range 40 {
+						part := slices.Clone(src[30001 : 30001+n])
+						f(part, part)
+						require.Equal(t, got[30001:30001+n], part, "%d values in place", n)
+					}
+				})
+			}
 		}
 	}
+	assert.Nil(t, act16(kernels.ActNone, kernels.BF16))
+	assert.Nil(t, act16(kernels.ActGELU, kernels.F32))
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
@@ -171,22 +172,8 @@ func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
 	}
 	buf = buf[:hi-lo]
 	switch t.DType() {
-	case kernels.F16:
-		if vecmath.CastAvailable {
-			vecmath.F16ToF32(buf, u16(t)[lo:hi])
-			break
-		}
-		for i, h := range u16(t)[lo:hi] {
-			buf[i] = kernels.F16ToFloat32(h)
-		}
-	case kernels.BF16:
-		if vecmath.CastAvailable {
-			vecmath.BF16ToF32(buf, u16(t)[lo:hi])
-			break
-		}
-		for i, h := range u16(t)[lo:hi] {
-			buf[i] = kernels.BF16ToFloat32(h)
-		}
+	case kernels.F16, kernels.BF16:
+		widen16(t.DType(), buf, u16(t)[lo:hi])
 	case kernels.E4M3, kernels.E5M2:
 		table := fp8Values(t.DType())
 		for i, c := range bytesOf(t)[lo:hi] {
@@ -197,6 +184,48 @@ func loadRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
 		_ = kernels.DecodeFloat32(t.DType(), buf, bytesOf(t)[lo*sz:hi*sz]) // sizes match by construction
 	}
 	return buf
+}
+
+// widen16 sets dst[i] to the float32 of the 16-bit float src[i] of dtype
+// dt (F16 or BF16): vecmath's casts where they run, the scalar ones
+// elsewhere.
+func widen16(dt kernels.DType, dst []float32, src []uint16) {
+	src = src[:len(dst)]
+	switch {
+	case vecmath.CastAvailable && dt == kernels.F16:
+		vecmath.F16ToF32(dst, src)
+	case vecmath.CastAvailable:
+		vecmath.BF16ToF32(dst, src)
+	case dt == kernels.F16:
+		for i, h := range src {
+			dst[i] = kernels.F16ToFloat32(h)
+		}
+	default:
+		for i, h := range src {
+			dst[i] = kernels.BF16ToFloat32(h)
+		}
+	}
+}
+
+// narrow16 sets dst[i] to src[i] rounded to the 16-bit float dtype dt (F16
+// or BF16), ties to even: vecmath's casts where they run, the scalar ones
+// elsewhere.
+func narrow16(dt kernels.DType, dst []uint16, src []float32) {
+	src = src[:len(dst)]
+	switch {
+	case vecmath.CastAvailable && dt == kernels.F16:
+		vecmath.F32ToF16(dst, src)
+	case vecmath.CastAvailable:
+		vecmath.F32ToBF16(dst, src)
+	case dt == kernels.F16:
+		for i, v := range src {
+			dst[i] = kernels.F16FromFloat32(v)
+		}
+	default:
+		for i, v := range src {
+			dst[i] = kernels.BF16FromFloat32(v)
+		}
+	}
 }
 
 // destRange returns where the new values of t's elements [lo, hi) are computed:
@@ -214,24 +243,8 @@ func destRange(t *kernels.Tensor, lo, hi int, buf []float32) []float32 {
 func flushRange(t *kernels.Tensor, lo int, vals []float32) {
 	switch t.DType() {
 	case kernels.F32:
-	case kernels.F16:
-		dst := u16(t)[lo : lo+len(vals)]
-		if vecmath.CastAvailable {
-			vecmath.F32ToF16(dst, vals)
-			break
-		}
-		for i, v := range vals {
-			dst[i] = kernels.F16FromFloat32(v)
-		}
-	case kernels.BF16:
-		dst := u16(t)[lo : lo+len(vals)]
-		if vecmath.CastAvailable {
-			vecmath.F32ToBF16(dst, vals)
-			break
-		}
-		for i, v := range vals {
-			dst[i] = kernels.BF16FromFloat32(v)
-		}
+	case kernels.F16, kernels.BF16:
+		narrow16(t.DType(), u16(t)[lo:lo+len(vals)], vals)
 	default:
 		sz := t.DType().Size()
 		_ = kernels.EncodeFloat32(t.DType(), bytesOf(t)[lo*sz:(lo+len(vals))*sz], vals) // sizes match by construction
@@ -390,7 +403,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 	}
 	if f := act16(a, x.DType()); f != nil {
 		dst, src := u16(out), u16(x)
-		parallelFor(len(dst), actCost(a), func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
+		parallelFor(len(dst), 1, func(lo, hi int) { f(dst[lo:hi], src[lo:hi]) })
 		return nil
 	}
 	mapBlocks(out, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
@@ -401,31 +414,68 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 
 // act16 returns activation a on the 16-bit values of dtype dt, with the
 // same bits as applyAct's float32 round trip and without it: ReLU on the
-// bits (reluHalf) and vecmath's fused forms of the others where AVX-512
-// runs; nil where dt is not F16 or BF16 or there is no such form.
+// bits (reluHalf), and every other activation but ActNone by looking each
+// value up in the activation's table (act16Table); nil where dt is not F16
+// or BF16.
 func act16(a kernels.Activation, dt kernels.DType) func(dst, src []uint16) {
 	inf, quiet, ok := halfBits(dt)
-	if !ok {
+	switch {
+	case !ok || a == kernels.ActNone:
 		return nil
-	}
-	if a == kernels.ActReLU {
+	case a == kernels.ActReLU:
 		return func(dst, src []uint16) { reluHalf(dst, src, inf, quiet) }
 	}
-	var fused func(dst, src []uint16, bf16 bool)
-	switch {
-	case !useVecmath || !vecmath.AVX512:
-	case a == kernels.ActGELU:
-		fused = vecmath.GELU16
-	case a == kernels.ActGELUTanh:
-		fused = vecmath.GELUTanh16
-	case a == kernels.ActSiLU:
-		fused = vecmath.SiLU16
+	t := act16Table(a, dt)
+	return func(dst, src []uint16) { lookup16(dst, src, t) }
+}
+
+// act16Key names one of act16Table's tables: the activation, the dtype,
+// and whether applyAct ran vecmath's functions when it was built.
+type act16Key struct {
+	a   kernels.Activation
+	dt  kernels.DType
+	vec bool
+}
+
+// act16Tables holds the tables act16Table has built, by act16Key.
+var act16Tables sync.Map
+
+// act16Table returns the table of activation a on the 16-bit float type
+// dt: entry h is what the float32 round trip (widen16, applyAct, narrow16)
+// gives for the value whose bits are h, for all 65,536 bit patterns,
+// computed once and shared. A 16-bit input has so few values that looking
+// its result up (128 KiB, which stays in L2) is exact and cheaper than
+// computing it: GELU's erfc, exponential and division are tens of
+// operations a value, the lookup two loads and a store.
+func act16Table(a kernels.Activation, dt kernels.DType) *[1 << 16]uint16 {
+	k := act16Key{a, dt, useVecmath}
+	if t, ok := act16Tables.Load(k); ok {
+		return t.(*[1 << 16]uint16)
 	}
-	if fused == nil {
-		return nil
+	t := new([1 << 16]uint16)
+	for h := range t {
+		t[h] = uint16(h)
 	}
-	bf16 := dt == kernels.BF16
-	return func(dst, src []uint16) { fused(dst, src, bf16) }
+	wide := make([]float32, len(t))
+	widen16(dt, wide, t[:])
+	applyAct(wide, wide, a)
+	narrow16(dt, t[:], wide)
+	v, _ := act16Tables.LoadOrStore(k, t)
+	return v.(*[1 << 16]uint16)
+}
+
+// lookup16 sets dst[i] = t[src[i]]; dst may be src. Four values an
+// iteration keep four independent loads in flight.
+func lookup16(dst, src []uint16, t *[1 << 16]uint16) {
+	src = src[:len(dst)]
+	i := 0
+	for ; i+4 <= len(src); i += 4 {
+		s, d := src[i:i+4:i+4], dst[i:i+4:i+4]
+		d[0], d[1], d[2], d[3] = t[s[0]], t[s[1]], t[s[2]], t[s[3]]
+	}
+	for ; i < len(src); i++ {
+		dst[i] = t[src[i]]
+	}
 }
 
 // halfBits returns the bits of +Inf and the quiet bit of NaNs of the 16-bit

@@ -143,65 +143,6 @@ done: \
 	VZEROUPPER; \
 	RET
 
-// The activations on 16-bit floats, fused: each vector of 16 values widened
-// as the casts widen, the function, and the result rounded as the casts
-// round, in registers (the same bits as F16ToF32 or BF16ToF32, the float32
-// function and F32ToF16 or F32ToBF16).
-
-// BF16OUT sets Z3 to the bfloat16 of the float32 bits in Z0 as
-// cast_amd64.s's BF16ROUND, using Z1, Z2 and K2, with (b>>16)&1 as
-// (b<<15)>>31 so that only two constants are needed: Z30 holds 0x7fff and
-// Z31 0x40.
-#define BF16OUT \
-	VPSRLD $16, Z0, Z1; \
-	VPSLLD $15, Z0, Z2; \
-	VPSRLD $31, Z2, Z2; \
-	VPADDD Z30, Z0, Z3; \
-	VPADDD Z2, Z3, Z3; \
-	VPSRLD $16, Z3, Z3; \
-	VCMPPS $3, Z0, Z0, K2; \
-	VPORD Z31, Z1, K2, Z3
-
-#define BF16CONST BCAST(0x7fff, Z30); BCAST(0x40, Z31)
-
-// The loads and stores of LOOP16: 16 bfloat16 or binary16 values from SI
-// into Z0 as float32, and Z0 rounded to DI; the K forms under the mask K1.
-#define LOADBF16 VPMOVZXWD (SI), Z0; VPSLLD $16, Z0, Z0
-#define LOADBF16K VPMOVZXWD.Z (SI), K1, Z0; VPSLLD $16, Z0, Z0
-#define STOREBF16 BF16OUT; VPMOVDW Z3, (DI)
-#define STOREBF16K BF16OUT; VPMOVDW Z3, K1, (DI)
-#define LOADF16 VCVTPH2PS (SI), Z0
-#define LOADF16K VCVTPH2PS.Z (SI), K1, Z0
-#define STOREF16 VCVTPS2PH $0, Z0, (DI)
-#define STOREF16K VCVTPS2PH $0, Z0, K1, (DI)
-
-// LOOP16 applies BODY to n = CX 16-bit values from SI to DI, 16 at a time
-// (LOAD, BODY, STORE) and the rest under the mask K1 (LOADK, STOREK).
-#define LOOP16(LOAD, LOADK, BODY, STORE, STOREK) \
-	MOVQ dst+0(FP), DI; \
-	MOVQ src+8(FP), SI; \
-	MOVQ n+16(FP), CX; \
-loop: \
-	CMPQ CX, $16; \
-	JLT tail; \
-	LOAD; \
-	BODY; \
-	STORE; \
-	ADDQ $32, SI; \
-	ADDQ $32, DI; \
-	SUBQ $16, CX; \
-	JMP loop; \
-tail: \
-	TESTQ CX, CX; \
-	JZ done; \
-	TAILMASK; \
-	LOADK; \
-	BODY; \
-	STOREK; \
-done: \
-	VZEROUPPER; \
-	RET
-
 // GELUCONST, GELUTANHCONST and SILUCONST load the constants of GELU,
 // GELUTANH and SILU (see those).
 #define GELUCONST \
@@ -583,36 +524,3 @@ ntail:
 ndone:
 	VZEROUPPER
 	RET
-
-// func geluBF16AVX512(dst, src *uint16, n int)
-TEXT ·geluBF16AVX512(SB), NOSPLIT, $0-24
-	GELUCONST
-	BF16CONST
-	LOOP16(LOADBF16, LOADBF16K, GELU, STOREBF16, STOREBF16K)
-
-// func geluF16AVX512(dst, src *uint16, n int)
-TEXT ·geluF16AVX512(SB), NOSPLIT, $0-24
-	GELUCONST
-	LOOP16(LOADF16, LOADF16K, GELU, STOREF16, STOREF16K)
-
-// func geluTanhBF16AVX512(dst, src *uint16, n int)
-TEXT ·geluTanhBF16AVX512(SB), NOSPLIT, $0-24
-	GELUTANHCONST
-	BF16CONST
-	LOOP16(LOADBF16, LOADBF16K, GELUTANH, STOREBF16, STOREBF16K)
-
-// func geluTanhF16AVX512(dst, src *uint16, n int)
-TEXT ·geluTanhF16AVX512(SB), NOSPLIT, $0-24
-	GELUTANHCONST
-	LOOP16(LOADF16, LOADF16K, GELUTANH, STOREF16, STOREF16K)
-
-// func siluBF16AVX512(dst, src *uint16, n int)
-TEXT ·siluBF16AVX512(SB), NOSPLIT, $0-24
-	SILUCONST
-	BF16CONST
-	LOOP16(LOADBF16, LOADBF16K, SILU, STOREBF16, STOREBF16K)
-
-// func siluF16AVX512(dst, src *uint16, n int)
-TEXT ·siluF16AVX512(SB), NOSPLIT, $0-24
-	SILUCONST
-	LOOP16(LOADF16, LOADF16K, SILU, STOREF16, STOREF16K)

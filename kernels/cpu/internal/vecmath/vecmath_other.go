@@ -54,11 +54,3 @@ func Normalize(dst, src, gamma, beta []float32, mean, rstd float32) {
 	panic("vecmath: no assembly on this architecture")
 }
 
-// GELU16 is the assembly GELU on 16-bit floats, absent here; it panics.
-func GELU16(dst, src []uint16, bf16 bool) { panic("vecmath: no assembly on this architecture") }
-
-// GELUTanh16 is the assembly GELUTanh on 16-bit floats, absent here; it panics.
-func GELUTanh16(dst, src []uint16, bf16 bool) { panic("vecmath: no assembly on this architecture") }
-
-// SiLU16 is the assembly SiLU on 16-bit floats, absent here; it panics.
-func SiLU16(dst, src []uint16, bf16 bool) { panic("vecmath: no assembly on this architecture") }
