@@ -53,4 +53,3 @@ func SumSqDev64(src []float32, c float64) float64 {
 func Normalize(dst, src, gamma, beta []float32, mean, rstd float32) {
 	panic("vecmath: no assembly on this architecture")
 }
-
