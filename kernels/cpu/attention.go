@@ -6,6 +6,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
@@ -179,13 +180,25 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 
 	d, sk, group := g.D, g.Sk, g.Hq/g.Hkv
 	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
-	wide := q.DType() != kernels.F32 // 16-bit: widened a tile and a head at a time
+	// bfloat16 runs both GEMMs on bfloat16 operands (the probabilities
+	// rounded to bfloat16, as a bfloat16 softmax leaves them) where the
+	// processor has AVX-512 BF16; other 16-bit types are widened a tile
+	// and a head at a time.
+	bf := q.DType() == kernels.BF16 && sgemmasm.AvailableBF16
+	wide := q.DType() != kernels.F32 && !bf
 	parallelFor(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
 		var qb, kb, vb, ob []float32
+		var pb []uint16
+		if wide || bf {
+			ob = make([]float32, attnGemmRows*d)
+		}
 		if wide {
-			qb, ob = make([]float32, attnGemmRows*d), make([]float32, attnGemmRows*d)
+			qb = make([]float32, attnGemmRows*d)
 			kb, vb = make([]float32, sk*d), make([]float32, sk*d)
+		}
+		if bf {
+			pb = make([]uint16, attnGemmRows*sk)
 		}
 		var kt, vt []float32
 		lastKV := -1
@@ -204,12 +217,25 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 				flushRange(out, first, dst)
 				continue
 			}
+			sc := scores[:rows*n]
+			if bf {
+				kh, vh := u16(k)[kv:kv+sk*d], u16(v)[kv:kv+sk*d]
+				bf16SerialWith(asmBF16Kernel, false, true, rows, n, d, g.scale, u16(q)[first:first+rows*d], d, kh, d, 0, sc, n)
+				for r := range rows {
+					row := sc[r*n : (r+1)*n]
+					softmaxRow(row, row, g.visible(i0+r, bi), 1)
+				}
+				p := pb[:rows*n]
+				narrow16(kernels.BF16, p, sc)
+				bf16SerialWith(asmBF16Kernel, false, false, rows, d, n, 1, p, n, vh, d, 0, dst, d)
+				flushRange(out, first, dst)
+				continue
+			}
 			if kv != lastKV { // a goroutine's tiles run through a head in order
 				kt, vt = loadRange(k, kv, kv+sk*d, kb), loadRange(v, kv, kv+sk*d, vb)
 				lastKV = kv
 			}
 			qt := loadRange(q, first, first+rows*d, qb)
-			sc := scores[:rows*n]
 			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qt, d, kt, d, 0, sc, n)
 			for r := range rows {
 				row := sc[r*n : (r+1)*n]

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	xcpu "golang.org/x/sys/cpu"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 
@@ -32,7 +33,7 @@ var ErrEngine = errors.New("CPU engine unavailable")
 // global, so every Backend of a process shares it.
 type engineChoice struct {
 	name   string       // one of Engines, or "auto"
-	blas   string       // the GEMMs, as DeviceInfo.BLAS names them: goBLASName, "openblas", "onednn" or goBLASName+"+onednn-bf16"
+	blas   string       // the GEMMs, as DeviceInfo.BLAS names them: goBLASName (+"+"+ownBF16Name), "openblas", "onednn" or goBLASName+"+onednn-bf16"
 	detail string       // the loaded library's own description
 	impl   blas.Float32 // what blas32 is to use
 	bf16   bf16Gemmer   // the bfloat16 GEMM, or nil to widen to float32
@@ -40,7 +41,7 @@ type engineChoice struct {
 }
 
 var engine = chooseEngine(os.Getenv(EngineEnv), engineLibs{openblas: openBLASNames, onednn: oneDNNNames},
-	sgemmasm.Available512)
+	sgemmasm.Available512, xcpu.X86.HasAMXBF16)
 
 func init() {
 	if engine.impl != nil {
@@ -61,17 +62,23 @@ var oneDNNNames = []string{"libdnnl.so.2", "libdnnl.so"}
 
 // chooseEngine resolves a value of EngineEnv, loading a library from libs
 // when it is wanted; ownFirst says that our SGEMM is the fastest float32
-// GEMM on this machine.
+// GEMM on this machine, and amx that the processor multiplies bfloat16
+// in AMX tiles.
 //
 // Unset, it takes the fastest float32 GEMM and the fastest bfloat16 GEMM
 // this machine has, as measured on this repository's AVX-512 machine: our
 // SGEMM where its AVX-512 kernel runs (ahead of oneDNN's on BERT, ResNet
 // and LoRA, whose products are small or multiply by transposed weights,
 // and of OpenBLAS 0.3.21's, whose newest kernels are AVX2), else oneDNN's,
-// else OpenBLAS's, else ours; and oneDNN's bfloat16 GEMM (AVX-512 BF16 or
-// AMX, where the processor has them) wherever oneDNN is installed.
-func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
+// else OpenBLAS's, else ours; and for bfloat16, oneDNN's where the
+// processor has AMX (eight times AVX-512 BF16's multiply-adds a cycle), else
+// ours where it has AVX-512 BF16 (ahead of oneDNN's on BERT's products),
+// else oneDNN's where it is installed.
+func chooseEngine(want string, libs engineLibs, ownFirst, amx bool) engineChoice {
 	purego := engineChoice{name: "purego", blas: goBLASName, impl: goBLASImpl{}}
+	if own := ownBF16(); own != nil {
+		purego.blas, purego.bf16 = goBLASName+"+"+ownBF16Name, own
+	}
 	load := func(name string, names []string, loader func([]string) (blas.Float32, string, error)) engineChoice {
 		impl, detail, err := loader(names)
 		if err != nil {
@@ -90,6 +97,10 @@ func chooseEngine(want string, libs engineLibs, ownFirst bool) engineChoice {
 	case "onednn":
 		return onednn()
 	case "", "auto":
+		if ownFirst && purego.bf16 != nil && !amx {
+			purego.name = "auto"
+			return purego
+		}
 		dnn := onednn()
 		switch {
 		case ownFirst && dnn.err == nil:

@@ -19,24 +19,29 @@ func TestChooseEngine(t *testing.T) {
 	installed := engineLibs{openblas: openBLASNames, onednn: oneDNNNames}
 	none := engineLibs{openblas: missing, onednn: missing}
 	onlyOpenBLAS := engineLibs{openblas: openBLASNames, onednn: missing}
+	own := ownBF16()
+	pureName := goBLASName
+	if own != nil {
+		pureName += "+" + ownBF16Name
+	}
 	for _, tc := range []struct {
-		want     string
-		libs     engineLibs
-		ownFirst bool
-		name     string
-		err      string
+		want          string
+		libs          engineLibs
+		ownFirst, amx bool
+		name          string
+		err           string
 	}{
-		{"purego", installed, false, "purego", ""},
-		{" purego ", installed, false, "purego", ""},
-		{"", none, false, "purego", ""}, // auto: pure Go where nothing is installed
-		{"auto", none, false, "purego", ""},
-		{"auto", onlyOpenBLAS, true, "purego", ""}, // our SGEMM is the faster here
-		{"openblas", none, true, "", "ZBENCH_CPU_ENGINE=openblas: "},
-		{"onednn", none, true, "", "ZBENCH_CPU_ENGINE=onednn: oneDNN cannot be loaded"},
-		{"mkl", installed, false, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas, onednn`},
+		{"purego", installed, false, false, "purego", ""},
+		{" purego ", installed, false, true, "purego", ""},
+		{"", none, false, false, "purego", ""}, // auto: pure Go where nothing is installed
+		{"auto", none, false, false, "purego", ""},
+		{"auto", onlyOpenBLAS, true, false, "purego", ""}, // our SGEMM is the faster here
+		{"openblas", none, true, false, "", "ZBENCH_CPU_ENGINE=openblas: "},
+		{"onednn", none, true, false, "", "ZBENCH_CPU_ENGINE=onednn: oneDNN cannot be loaded"},
+		{"mkl", installed, false, false, "", `ZBENCH_CPU_ENGINE="mkl": want one of purego, openblas, onednn`},
 	} {
-		t.Run(fmt.Sprintf("%q/own-first=%v", tc.want, tc.ownFirst), func(t *testing.T) {
-			c := chooseEngine(tc.want, tc.libs, tc.ownFirst)
+		t.Run(fmt.Sprintf("%q/own-first=%v/amx=%v", tc.want, tc.ownFirst, tc.amx), func(t *testing.T) {
+			c := chooseEngine(tc.want, tc.libs, tc.ownFirst, tc.amx)
 			if tc.err != "" {
 				require.ErrorIs(t, c.err, ErrEngine)
 				assert.ErrorContains(t, c.err, tc.err)
@@ -44,33 +49,49 @@ func TestChooseEngine(t *testing.T) {
 				return
 			}
 			require.NoError(t, c.err)
+			if tc.want == "auto" && tc.ownFirst && own != nil {
+				tc.name = "auto"
+			}
 			assert.Equal(t, tc.name, c.name)
-			assert.Equal(t, goBLASName, c.blas)
+			assert.Equal(t, pureName, c.blas)
 			assert.Equal(t, goBLASImpl{}, c.impl)
-			assert.Nil(t, c.bf16)
+			assert.Equal(t, own != nil, isOwnBF16(c.bf16))
+			if own == nil {
+				assert.Nil(t, c.bf16)
+			}
 		})
 	}
 	// Where a library is installed, auto loads it: oneDNN for its
-	// bfloat16 GEMM beside our SGEMM when ours is the faster, for both
-	// otherwise; OpenBLAS when oneDNN is missing and ours is the slower.
+	// bfloat16 GEMM beside our SGEMM when ours is the faster and our
+	// bfloat16 GEMM does not run or AMX does, for both otherwise; OpenBLAS
+	// when oneDNN is missing and ours is the slower.
 	if _, _, err := loadOneDNN(oneDNNNames); err == nil {
-		c := chooseEngine("", installed, true)
+		c := chooseEngine("", installed, true, true)
 		require.NoError(t, c.err)
 		assert.Equal(t, "auto", c.name)
 		assert.Equal(t, goBLASName+"+onednn-bf16", c.blas)
 		assert.Equal(t, goBLASImpl{}, c.impl)
 		assert.NotNil(t, c.bf16)
 		assert.Contains(t, c.detail, "oneDNN ")
-		c = chooseEngine("", installed, false)
+		c = chooseEngine("", installed, true, false)
+		require.NoError(t, c.err)
+		assert.Equal(t, "auto", c.name)
+		if own != nil {
+			assert.Equal(t, pureName, c.blas)
+			assert.True(t, isOwnBF16(c.bf16))
+		} else {
+			assert.Equal(t, goBLASName+"+onednn-bf16", c.blas)
+		}
+		c = chooseEngine("", installed, false, false)
 		require.NoError(t, c.err)
 		assert.Equal(t, "onednn", c.name)
 		assert.Equal(t, c.impl, c.bf16)
-		c = chooseEngine("onednn", installed, true)
+		c = chooseEngine("onednn", installed, true, false)
 		require.NoError(t, c.err)
 		assert.Equal(t, "onednn", c.name)
 	}
 	if _, _, err := loadOpenBLAS(openBLASNames); err == nil {
-		c := chooseEngine("", onlyOpenBLAS, false)
+		c := chooseEngine("", onlyOpenBLAS, false, false)
 		require.NoError(t, c.err)
 		assert.Equal(t, "openblas", c.name)
 		assert.NotEmpty(t, c.detail)
@@ -89,6 +110,12 @@ func requireLib(t *testing.T, load func([]string) (blas.Float32, string, error),
 	require.NoError(t, err)
 	t.Logf("%s", detail)
 	return impl
+}
+
+// isOwnBF16 reports whether g is our bfloat16 GEMM on the assembly kernel.
+func isOwnBF16(g bf16Gemmer) bool {
+	o, ok := g.(bf16Gemm)
+	return ok && o.kern.name == asmBF16Kernel.name
 }
 
 // TestLibSgemm checks the loaded engines' SGEMM against gonum's over every

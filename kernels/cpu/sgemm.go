@@ -107,62 +107,73 @@ func gemmFits(n, rows, cols, ld int) bool {
 	return rows > 0 && cols > 0 && ld >= cols && n >= (rows-1)*ld+cols
 }
 
-// sgemmWith is the SGEMM on valid arguments with micro-kernel kern: the
-// rows of c (or its columns, when it is wider than tall) are split into
-// one contiguous range per goroutine, each an independent product.
+// sgemmWith is the SGEMM on valid arguments with micro-kernel kern, split
+// over goroutines by gemmParts.
 func sgemmWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	gemmParts(tA, tB, m, n, k, kern.mr, kern.nr, lda, ldb, ldc, func(m, n, ao, bo, co int) {
+		sgemmSerialWith(kern, tA, tB, m, n, k, alpha, a[ao:], lda, b[bo:], ldb, beta, c[co:], ldc)
+	})
+}
+
+// gemmParts splits a product of valid arguments into independent products
+// over goroutines: the rows of c (or its columns, when it is wider than
+// tall) in one contiguous range per goroutine, in units of the
+// micro-kernel's mr rows (or nr columns). It calls part with each range's
+// size and the offsets of its op(a), op(b) and c in the operands, on the
+// calling goroutine alone for products under sgemmSerial.
+func gemmParts(tA, tB bool, m, n, k, mr, nr, lda, ldb, ldc int, part func(m, n, aoff, boff, coff int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if m*n*k < sgemmSerial {
 		workers = 1
 	}
-	unit, total := kern.mr, m
+	unit, total := mr, m
 	if n > m {
-		unit, total = kern.nr, n
+		unit, total = nr, n
 	}
 	units := (total + unit - 1) / unit
 	workers = min(workers, units)
 	if workers <= 1 {
-		sgemmSerialWith(kern, tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		part(m, n, 0, 0, 0)
 		return
 	}
 	chunk := (units + workers - 1) / workers * unit
 	var wg sync.WaitGroup
 	for lo := 0; lo < total; lo += chunk {
 		hi := min(lo+chunk, total)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if n > m { // columns lo:hi of op(b) and c
 				boff := lo
 				if tB {
 					boff = lo * ldb
 				}
-				sgemmSerialWith(kern, tA, tB, m, hi-lo, k, alpha, a, lda, b[boff:], ldb, beta, c[lo:], ldc)
+				part(m, hi-lo, 0, boff, lo)
 				return
 			}
 			aoff := lo * lda // rows lo:hi of op(a) and c
 			if tA {
 				aoff = lo
 			}
-			sgemmSerialWith(kern, tA, tB, hi-lo, n, k, alpha, a[aoff:], lda, b, ldb, beta, c[lo*ldc:], ldc)
-		}()
+			part(hi-lo, n, aoff, 0, lo*ldc)
+		})
 	}
 	wg.Wait()
 }
 
 // sgemmBufs holds a goroutine's packing buffers between products.
-var sgemmBufs = sync.Pool{New: func() any { return new(sgemmBuf) }}
+var sgemmBufs = sync.Pool{New: func() any { return new(gemmBuf[float32]) }}
 
-// sgemmBuf is one goroutine's packed operands and edge tile.
-type sgemmBuf struct {
-	a, b, tile []float32
+// gemmBuf is one goroutine's packed operands (float32, or bfloat16 pairs)
+// and edge tile.
+type gemmBuf[E float32 | uint32] struct {
+	a, b []E
+	tile []float32
 }
 
 // grow returns s with at least n elements.
-func grow(s []float32, n int) []float32 {
+func grow[E float32 | uint32](s []E, n int) []E {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]E, n)
 	}
 	return s[:n]
 }
@@ -170,14 +181,30 @@ func grow(s []float32, n int) []float32 {
 // sgemmSerialWith is the blocked SGEMM on the calling goroutine.
 func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
-	mr, nr := kern.mr, kern.nr
-	buf := sgemmBufs.Get().(*sgemmBuf)
+	buf := sgemmBufs.Get().(*gemmBuf[float32])
 	defer sgemmBufs.Put(buf)
-	kc0 := min(k, sgemmKC)
+	mr, nr := kern.mr, kern.nr
+	gemmBlocked(buf, mr, nr, 1, m, n, k, alpha, beta, c, ldc,
+		func(dst []float32, ic, mc, pc, kc int) { packA(dst, a, lda, tA, ic, mc, pc, kc, mr) },
+		func(dst []float32, pc, kc, jc, nc int) { packB(dst, b, ldb, tB, pc, kc, jc, nc, nr) },
+		kern.fn)
+}
+
+// gemmBlocked is the blocked product c = alpha·op(a)·op(b) + beta·c on the
+// calling goroutine, with buf's buffers: a kc-deep slice of op(b), sgemmNC
+// columns wide, packed into nr-column panels (packB), and an mc×kc block
+// of op(a) into mr-row panels (packA), the micro-kernel kern multiplying
+// one panel of each into an mr×nr tile of c. A packed element holds
+// kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
+// ⌈kc/kstep⌉ elements deep. Edge tiles go through buf.tile.
+func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
+	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int),
+	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32)) {
+	kk0 := (min(k, sgemmKC) + kstep - 1) / kstep
 	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
 	mc0 := min((m+mr-1)/mr*mr, sgemmMC)
-	buf.a = grow(buf.a, mc0*kc0)
-	buf.b = grow(buf.b, kc0*nc0)
+	buf.a = grow(buf.a, mc0*kk0)
+	buf.b = grow(buf.b, kk0*nc0)
 	buf.tile = grow(buf.tile, mr*nr)
 	pa, pb, tile := buf.a, buf.b, buf.tile
 
@@ -185,26 +212,27 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 		nc := min(sgemmNC, n-jc)
 		for pc := 0; pc < k; pc += sgemmKC {
 			kc := min(sgemmKC, k-pc)
+			kk := (kc + kstep - 1) / kstep
 			bt := beta
 			if pc > 0 {
 				bt = 1
 			}
-			packB(pb, b, ldb, tB, pc, kc, jc, nc, nr)
+			packB(pb, pc, kc, jc, nc)
 			for ic := 0; ic < m; ic += sgemmMC {
 				mc := min(sgemmMC, m-ic)
-				packA(pa, a, lda, tA, ic, mc, pc, kc, mr)
+				packA(pa, ic, mc, pc, kc)
 				for jr := 0; jr < nc; jr += nr {
 					nn := min(nr, nc-jr)
-					bp := pb[jr*kc : (jr+nr)*kc]
+					bp := pb[jr*kk : (jr+nr)*kk]
 					for ir := 0; ir < mc; ir += mr {
 						mm := min(mr, mc-ir)
-						ap := pa[ir*kc : (ir+mr)*kc]
+						ap := pa[ir*kk : (ir+mr)*kk]
 						ci := (ic+ir)*ldc + jc + jr
 						if mm == mr && nn == nr {
-							kern.fn(kc, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt)
+							kern(kk, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt)
 							continue
 						}
-						kern.fn(kc, ap, bp, tile, nr, 1, 0)
+						kern(kk, ap, bp, tile, nr, 1, 0)
 						for i := range mm {
 							row := c[ci+i*ldc : ci+i*ldc+nn]
 							t := tile[i*nr : i*nr+nn]

@@ -25,3 +25,20 @@ func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32)
 //
 //go:noescape
 func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// AvailableBF16 reports whether KernelBF16x12x32 runs on this CPU
+// (AVX-512F and AVX-512 BF16).
+var AvailableBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16
+
+// KernelBF16x12x32 is Kernel12x32 on bfloat16 pairs, in AVX-512 BF16
+// (VDPBF16PS): for packed panels a (k2·12 pairs, a[p*12+i] holding
+// op(a)[i][2p] in its low half and op(a)[i][2p+1] in its high half) and b
+// (k2·32 pairs, b[p*32+j] likewise op(b)[2p][j] and op(b)[2p+1][j]) it
+// sets the 12×32 tile at c to alpha·a·b + beta·c, summing in float32
+// (each pair's two exact products added in turn, odd then even, with
+// bfloat16 and float32 subnormals flushed to zero). k2 ≥ 1, and the
+// caller vouches for the bounds.
+//
+//go:generate go run gen_bf16.go
+//go:noescape
+func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32)

@@ -21,3 +21,13 @@ func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32) {
 func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
+
+// AvailableBF16 reports whether KernelBF16x12x32 runs on this CPU: never
+// without the assembly.
+var AvailableBF16 = false
+
+// KernelBF16x12x32 is the AVX-512 BF16 micro-kernel, absent here; it
+// panics.
+func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemmasm: no assembly kernel on this architecture")
+}

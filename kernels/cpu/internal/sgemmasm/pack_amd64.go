@@ -17,3 +17,13 @@ func PackA12(dst, a *float32, lda, kc int)
 //
 //go:noescape
 func PackBT32(dst, b *float32, ldb, kc int)
+
+// PackPairs32 packs a 32-column panel of bfloat16 pairs for
+// KernelBF16x12x32 from a row-major matrix whose k runs down the columns:
+// dst[p*32+j] holds b[2p*ldb+j] in its low half and b[(2p+1)*ldb+j] in its
+// high half, for j < 32 and p < k2. It runs where Available512 holds;
+// k2 ≥ 1, and the caller vouches for the bounds (32·k2 words at dst,
+// (2k2−1)·ldb+32 values at b).
+//
+//go:noescape
+func PackPairs32(dst *uint32, b *uint16, ldb, k2 int)

@@ -469,3 +469,31 @@ bt32next:
 	JNZ bt32half
 	VZEROUPPER
 	RET
+
+// func PackPairs32(dst *uint32, b *uint16, ldb, k2 int)
+TEXT ·PackPairs32(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ b+8(FP), SI
+	MOVQ ldb+16(FP), R8
+	MOVQ k2+24(FP), CX
+	SHLQ $1, R8
+	LEAQ (SI)(R8*1), DX
+	SHLQ $1, R8
+pairs32:
+	VPMOVZXWD (SI), Z0
+	VPMOVZXWD 32(SI), Z1
+	VPMOVZXWD (DX), Z2
+	VPMOVZXWD 32(DX), Z3
+	VPSLLD $16, Z2, Z2
+	VPSLLD $16, Z3, Z3
+	VPORD Z2, Z0, Z0
+	VPORD Z3, Z1, Z1
+	VMOVDQU32 Z0, (DI)
+	VMOVDQU32 Z1, 64(DI)
+	ADDQ R8, SI
+	ADDQ R8, DX
+	ADDQ $128, DI
+	DECQ CX
+	JNZ pairs32
+	VZEROUPPER
+	RET

@@ -13,3 +13,9 @@ func PackA12(dst, a *float32, lda, kc int) {
 func PackBT32(dst, b *float32, ldb, kc int) {
 	panic("sgemmasm: no assembly packing on this architecture")
 }
+
+// PackPairs32 is the AVX-512 packing of bfloat16 pairs, absent here; it
+// panics.
+func PackPairs32(dst *uint32, b *uint16, ldb, k2 int) {
+	panic("sgemmasm: no assembly packing on this architecture")
+}
