@@ -119,9 +119,10 @@ func sgemmWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []fl
 // gemmParts splits a product of valid arguments into independent products
 // over goroutines: the rows of c (or its columns, when it is wider than
 // tall) in one contiguous range per goroutine, in units of the
-// micro-kernel's mr rows (or nr columns). It calls part with each range's
-// size and the offsets of its op(a), op(b) and c in the operands, on the
-// calling goroutine alone for products under sgemmSerial.
+// micro-kernel's mr rows (or nr columns), run by parallelFor. It calls
+// part with each range's size and the offsets of its op(a), op(b) and c in
+// the operands, on the calling goroutine alone for products under
+// sgemmSerial.
 func gemmParts(tA, tB bool, m, n, k, mr, nr, lda, ldb, ldc int, part func(m, n, aoff, boff, coff int)) {
 	workers := runtime.GOMAXPROCS(0)
 	if m*n*k < sgemmSerial {
@@ -138,26 +139,25 @@ func gemmParts(tA, tB bool, m, n, k, mr, nr, lda, ldb, ldc int, part func(m, n, 
 		return
 	}
 	chunk := (units + workers - 1) / workers * unit
-	var wg sync.WaitGroup
-	for lo := 0; lo < total; lo += chunk {
-		hi := min(lo+chunk, total)
-		wg.Go(func() {
+	parts := (total + chunk - 1) / chunk
+	parallelFor(parts, grain, func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			lo, hi := p*chunk, min((p+1)*chunk, total)
 			if n > m { // columns lo:hi of op(b) and c
 				boff := lo
 				if tB {
 					boff = lo * ldb
 				}
 				part(m, hi-lo, 0, boff, lo)
-				return
+				continue
 			}
 			aoff := lo * lda // rows lo:hi of op(a) and c
 			if tA {
 				aoff = lo
 			}
 			part(hi-lo, n, aoff, 0, lo*ldc)
-		})
-	}
-	wg.Wait()
+		}
+	})
 }
 
 // sgemmBufs holds a goroutine's packing buffers between products.
