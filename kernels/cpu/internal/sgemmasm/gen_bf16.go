@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 )
 
 // vdpbf16ps returns the machine code of VDPBF16PS zmm dst, zmm src1, zmm
@@ -46,7 +47,7 @@ func main() {
 	p("//go:build amd64 && !purego")
 	p("")
 	p("#include \"textflag.h\"")
-	p("#include \"store_amd64.h\"")
+	p("#include \"tile12x32_amd64.h\"")
 	p("")
 	p("// func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32)")
 	p("TEXT ·KernelBF16x12x32(SB), NOSPLIT, $0-48")
@@ -56,9 +57,7 @@ func main() {
 	p("\tMOVQ c+24(FP), DX")
 	p("\tMOVQ ldc+32(FP), R8")
 	p("\tSHLQ $2, R8")
-	for r := 8; r < 32; r++ {
-		p("\tVPXORD Z%d, Z%d, Z%d", r, r, r)
-	}
+	p("\tENTER12X32")
 	// step is one pair of k: b's 32 pairs in Z0 and Z1, each row's pair of
 	// a broadcast into one of Z2…Z7 in turn, and 24 dot products into the
 	// accumulators Z8…Z31 (row i in Z(8+2i) and Z(9+2i)).
@@ -74,15 +73,10 @@ func main() {
 				for _, b := range vdpbf16ps(acc, h, t) {
 					bs = append(bs, fmt.Sprintf("BYTE $0x%02x", b))
 				}
-				p("\t%s // VDPBF16PS Z%d, Z%d, Z%d", join(bs), acc, h, t)
+				p("\t%s // VDPBF16PS Z%d, Z%d, Z%d", strings.Join(bs, "; "), acc, h, t)
 			}
 		}
 	}
-	p("\tMOVQ CX, BX")
-	p("\tSHRQ $2, BX")
-	p("\tANDQ $3, CX")
-	p("\tTESTQ BX, BX")
-	p("\tJZ tail512")
 	p("loop512x4:")
 	for s := range 4 {
 		step(s)
@@ -104,15 +98,4 @@ func main() {
 	if err := os.WriteFile("bf16_amd64.s", w.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}
-}
-
-func join(s []string) string {
-	var b bytes.Buffer
-	for i, x := range s {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(x)
-	}
-	return b.String()
 }

@@ -1,3 +1,37 @@
+// ENTER12X32 zeroes the accumulators Z8…Z31 of a 12×32 micro-kernel and
+// splits its depth CX into BX steps of four and CX single steps, jumping to
+// tail512 where there is no step of four.
+#define ENTER12X32 \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23; \
+	VPXORD Z24, Z24, Z24; \
+	VPXORD Z25, Z25, Z25; \
+	VPXORD Z26, Z26, Z26; \
+	VPXORD Z27, Z27, Z27; \
+	VPXORD Z28, Z28, Z28; \
+	VPXORD Z29, Z29, Z29; \
+	VPXORD Z30, Z30, Z30; \
+	VPXORD Z31, Z31, Z31; \
+	MOVQ CX, BX; \
+	SHRQ $2, BX; \
+	ANDQ $3, CX; \
+	TESTQ BX, BX; \
+	JZ tail512
+
 // STORE12X32 sets the 12×32 tile of c at DX (row stride R8 bytes) to
 // alpha·Z8…Z31 + beta·c, the accumulators holding rows of 32 in pairs of
 // registers; beta 0 stores without reading c. Its labels are
