@@ -129,16 +129,15 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 func packPairsAlong(d []uint32, src []uint16, ld, rows, kc, w int) {
 	k2 := (kc + 1) / 2
 	d = d[:k2*w]
-	words := func(s []uint16) *float32 { return (*float32)(unsafe.Pointer(unsafe.SliceData(s))) }
 	if rows == w && kc%2 == 0 && ld%2 == 0 && uintptr(unsafe.Pointer(&src[0]))%4 == 0 && sgemmasm.Available512 {
 		_ = src[(rows-1)*ld+kc-1]
-		dw := (*float32)(unsafe.Pointer(&d[0]))
+		dw, sw := (*float32)(unsafe.Pointer(&d[0])), (*float32)(unsafe.Pointer(&src[0]))
 		switch w {
 		case 12:
-			sgemmasm.PackA12(dw, words(src), ld/2, k2)
+			sgemmasm.PackA12(dw, sw, ld/2, k2)
 			return
 		case 32:
-			sgemmasm.PackBT32(dw, words(src), ld/2, k2)
+			sgemmasm.PackBT32(dw, sw, ld/2, k2)
 			return
 		}
 	}
@@ -219,14 +218,7 @@ func kernelGoBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta
 		}
 	}
 	for i := range mr {
-		row := (*[nr]float32)(c[i*ldc:])
-		for j := range nr {
-			if beta == 0 {
-				row[j] = alpha * acc[i][j]
-			} else {
-				row[j] = alpha*acc[i][j] + beta*row[j]
-			}
-		}
+		scaleInto(c[i*ldc:i*ldc+nr], acc[i][:], alpha, beta)
 	}
 }
 

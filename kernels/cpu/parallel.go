@@ -14,8 +14,9 @@ const grain = 1 << 14
 // goroutines and calls f(lo, hi) for each; cost is the work per index in
 // elements, so that small jobs stay on one goroutine. The chunks run on the
 // process's team (see team): the calling goroutine and GOMAXPROCS−1
-// persistent workers, each chunk taken first by the one running on the
-// processor that took it last time. A call that finds the team busy (a
+// persistent workers, chunk p taken first by the one running on a
+// processor whose number is p modulo the chunks, so that each call over
+// the same data gives each chunk to the same processor. A call that finds the team busy (a
 // nested call, or another goroutine's) runs its chunks on goroutines of
 // their own.
 func parallelFor(n, cost int, f func(lo, hi int)) {

@@ -234,17 +234,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 						}
 						kern(kk, ap, bp, tile, nr, 1, 0)
 						for i := range mm {
-							row := c[ci+i*ldc : ci+i*ldc+nn]
-							t := tile[i*nr : i*nr+nn]
-							if bt == 0 {
-								for j := range row {
-									row[j] = alpha * t[j]
-								}
-							} else {
-								for j := range row {
-									row[j] = alpha*t[j] + bt*row[j]
-								}
-							}
+							scaleInto(c[ci+i*ldc:ci+i*ldc+nn], tile[i*nr:i*nr+nn], alpha, bt)
 						}
 					}
 				}
@@ -354,15 +344,21 @@ func kernelGo6x16(k int, a, b, c []float32, ldc int, alpha, beta float32) {
 		}
 	}
 	for i := range mr {
-		row := (*[nr]float32)(c[i*ldc:])
-		if beta == 0 {
-			for j := range nr {
-				row[j] = alpha * acc[i][j]
-			}
-			continue
+		scaleInto(c[i*ldc:i*ldc+nr], acc[i][:], alpha, beta)
+	}
+}
+
+// scaleInto sets dst[j] = alpha·acc[j] + beta·dst[j] (a micro-kernel's
+// store of a row), without reading dst when beta is 0.
+func scaleInto(dst, acc []float32, alpha, beta float32) {
+	dst = dst[:len(acc)]
+	if beta == 0 {
+		for j, v := range acc {
+			dst[j] = alpha * v
 		}
-		for j := range nr {
-			row[j] = alpha*acc[i][j] + beta*row[j]
-		}
+		return
+	}
+	for j, v := range acc {
+		dst[j] = alpha*v + beta*dst[j]
 	}
 }
