@@ -226,7 +226,10 @@ func (f fp8) maxCode() uint8 {
 // EncodeFP8 sets dst[i] to src[i]·scale (the product rounded to float32)
 // rounded into dt, E4M3 or E5M2, as E4M3FromFloat32 and E5M2FromFloat32
 // round, and returns the largest |src[i]| (NaN when one is NaN): the loop
-// of a scaled cast with its amax. dst has src's length.
+// of a scaled cast with its amax. dst has src's length. A NaN product's
+// sign is defined, not left to the processor's choice between two NaN
+// operands: scale's when scale is NaN, else src[i]'s when it is NaN, else
+// set (∞·0), as the CUDA backend encodes it.
 func EncodeFP8(dt DType, dst []uint8, src []float32, scale float32) (amax float32, err error) {
 	f := fmtE4M3
 	switch {
@@ -240,9 +243,26 @@ func EncodeFP8(dt DType, dst []uint8, src []float32, scale float32) (amax float3
 	dst = dst[:len(src)]
 	for i, v := range src {
 		amax = max(amax, math.Float32frombits(math.Float32bits(v)&^(1<<31))) // max keeps a NaN
-		dst[i] = f.encode(v * scale)
+		p := v * scale
+		if p != p {
+			p = nanProduct(v, scale)
+		}
+		dst[i] = f.encode(p)
 	}
 	return amax, nil
+}
+
+// nanProduct is the NaN that EncodeFP8 gives v·scale when the product is
+// NaN (see EncodeFP8).
+func nanProduct(v, scale float32) float32 {
+	sign := uint32(1 << 31) // ∞·0
+	switch {
+	case scale != scale:
+		sign = math.Float32bits(scale) & (1 << 31)
+	case v != v:
+		sign = math.Float32bits(v) & (1 << 31)
+	}
+	return math.Float32frombits(sign | 0x7fc00000)
 }
 
 // E4M3FromFloat32 rounds f to the nearest FP8 E4M3 value, ties to even,

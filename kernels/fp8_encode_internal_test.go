@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -119,4 +120,40 @@ func TestEncodeFP8(t *testing.T) {
 	require.ErrorIs(t, err, ErrDType)
 	_, err = EncodeFP8(E4M3, make([]uint8, 1), []float32{1, 2}, 1)
 	require.ErrorIs(t, err, ErrShape)
+}
+
+// TestEncodeFP8NaNSign checks the sign EncodeFP8 gives a NaN product: the
+// scale's when it is NaN, else the value's, else set (∞·0), whatever the
+// processor would pick between two NaN operands.
+func TestEncodeFP8NaNSign(t *testing.T) {
+	pos, neg := math.Float32frombits(0x7fc00000), math.Float32frombits(0xffc00000)
+	inf := float32(math.Inf(1))
+	for _, c := range []struct {
+		name     string
+		v, scale float32
+		neg      bool
+	}{
+		{"+NaN·+NaN", pos, pos, false},
+		{"-NaN·+NaN", neg, pos, false},
+		{"+NaN·-NaN", pos, neg, true},
+		{"-NaN·-NaN", neg, neg, true},
+		{"1·-NaN", 1, neg, true},
+		{"-1·+NaN", -1, pos, false},
+		{"-NaN·2", neg, 2, true},
+		{"+NaN·-2", pos, -2, false},
+		{"∞·0", inf, 0, true},
+		{"-∞·0", -inf, 0, true},
+		{"0·∞", 0, inf, true},
+	} {
+		for _, dt := range []DType{E4M3, E5M2} {
+			dst := make([]uint8, 1)
+			_, err := EncodeFP8(dt, dst, []float32{c.v}, c.scale)
+			require.NoError(t, err)
+			want := uint8(0x7f)
+			if c.neg {
+				want = 0xff
+			}
+			assert.Equal(t, want, dst[0], "%s into %v", c.name, dt)
+		}
+	}
 }

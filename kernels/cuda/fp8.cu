@@ -15,12 +15,11 @@
 // Encoding (enc_fp8_sat): v = x·scale rounded to float32 (__fmul_rn), then
 // cvt.rn.satfinite: round to nearest even, magnitudes beyond the largest
 // finite value (infinities too) saturating to it. A NaN v gives 0x7f with a
-// sign bit: scale's when it is NaN, else x's when x is NaN, else set (inf·0:
-// the default NaN of amd64, whose sign bit is set), so that the codes match
-// kernels.E4M3FromFloat32 / E5M2FromFloat32 of the CPU backend's float32
-// product x·scale byte for byte as Go 1.2x builds it for amd64 (measured:
-// a NaN scale's sign wins over a NaN x's); cvt's own NaN is 0x7f whatever
-// the sign, and __fmul_rn's is the canonical 0x7fffffff.
+// sign bit: scale's when it is NaN, else x's when x is NaN, else set (inf·0),
+// as kernels.EncodeFP8 defines it for every backend (the processor's own
+// choice between two NaN operands is not used: the CPU's depends on the
+// compiler's operand order); cvt's own NaN is 0x7f whatever the sign, and
+// __fmul_rn's is the canonical 0x7fffffff.
 //
 // Kernels (T = f32, f16, bf16: x's or out's dtype):
 //
@@ -42,14 +41,18 @@
 //              int M, int N, int K, int a_per_row, int b_per_row, int act)
 //    A_B = e4m3_e4m3, e4m3_e5m2, e5m2_e4m3 (a's and b's formats): c [M, N]
 //    = act(Σ_k a[m, k]·b[n, k] · (ascale_inv[m or 0]·bscale_inv[n or 0]) +
-//    bias[n]), the sums by mma.sync m16n8k32 .f32 (float32 accumulation),
-//    then each operation rounded in turn in float32 (as the CPU backend),
-//    then once to T. bias may be NULL. Block tile 64x64, 64 bytes of K per
-//    step through one shared buffer, 4 warps of 32x32 (ldmatrix fragments
-//    as quant.cu's int8 kernels: the 8-bit fragments of m16n8k32 are the
-//    same for .s8 and .e4m3/.e5m2). Any M, N ≥ 1 and K ≥ 0: rows are read
-//    as 16-byte chunks when K % 16 == 0 and a, b are 16-byte aligned, else
-//    byte by byte; tiles past M, N, K are zero-filled.
+//    bias[n]), the sums in float32: by mma.sync m16n8k32 .f32 on Ada, and
+//    on Hopper, which has no FP8 mma.sync (ptxas emulates it, and its
+//    emulation's sums were wrong on an H100), by two m16n8k16 f16 products
+//    per k32 step of the codes widened exactly to f16 (cvt.rn.f16x2.e4m3x2
+//    and .e5m2x2); then each operation rounded in turn in float32 (as the
+//    CPU backend), then once to T. bias may be NULL. Block tile 64x64, 64
+//    bytes of K per step through one shared buffer, 4 warps of 32x32
+//    (ldmatrix fragments as quant.cu's int8 kernels: the 8-bit fragments
+//    of m16n8k32 are the same for .s8 and .e4m3/.e5m2). Any M, N ≥ 1 and
+//    K ≥ 0: rows are read as 16-byte chunks when K % 16 == 0 and a, b are
+//    16-byte aligned, else byte by byte; tiles past M, N, K are
+//    zero-filled.
 //    grid = (ceil(N/64), ceil(M/64)), block = 128, no dynamic shared memory.
 //  fp8mm_sm90_A_B_T(T* c, const __grid_constant__ CUtensorMap tmA,
 //                   const __grid_constant__ CUtensorMap tmB, const float*
@@ -57,32 +60,32 @@
 //                   int M, int N, int K, int a_per_row, int b_per_row,
 //                   int act)
 //    The Hopper (sm_90a) kernels: fp8mm_A_B_T's semantics and epilogue,
-//    the sums by wgmma.mma_async m64n256k32 .f32.A.B (e4m3.e4m3,
-//    e4m3.e5m2, e5m2.e4m3) from shared memory, scale-d 1 and imm-scale-a,
-//    imm-scale-b 1. The CTA is qmatmul_sm90.cu's, byte for byte (FP8 codes
-//    are bytes as int8 values are): tile 128×256×128 (K in bytes), 384
-//    threads = a TMA producer warpgroup and two wgmma consumer warpgroups,
-//    a 4-stage ring of K-major 128-byte rows in the 128-byte swizzle with
-//    the same descriptors (SBO 1024, the kk-th k32 slice 32·kk bytes into
-//    the row), the float32 accumulators (the per-thread layout of the s32
-//    ones) staged through shared memory (pitch 264 floats) into the
-//    epilogue, each thread finishing four consecutive columns of every
-//    other row. Tensor maps are qmatmul_sm90_T's (kernels/cuda/quant.go,
-//    qmmSM90Specs): UINT8, dims {K, M} and {K, N}, boxes {128, 128} and
-//    {128, 256}, zero fill, so the tails of M, N and K add zeros.
-//    No promotion of partial sums: the accumulators stay in the tensor
-//    core for the whole of K (no copy into float32 registers every 128 of
-//    K, as DeepSeek-V3 and CUTLASS's FP8 "fast accumulation off" do):
-//    FP8MatMul promises float32 accumulation, and whether Hopper's FP8
-//    wgmma keeps fewer bits is a measurement (TestFP8AccumulatorGPU at
-//    K = 8192, which FP8MatMul sends here on 9.0), not an assumption;
-//    promotion would cost registers and a pipeline bubble per stage, and
-//    is to be added only if that test fails here.
-//    grid = (ceil(M/128)·ceil(N/256)), block = 384, dynamic shared memory
-//    197696 bytes (MAX_DYNAMIC_SHARED_SIZE_BYTES set). Preconditions:
+//    the sums by wgmma.mma_async m64n128k32 .f32.A.B (e4m3.e4m3,
+//    e4m3.e5m2, e5m2.e4m3) from shared memory, imm-scale-a and imm-scale-b
+//    1, promoted: Hopper's FP8 wgmma does not sum in float32 (on an H100,
+//    without promotion, a K = 8192 product of positive values came out
+//    13% low: TestFP8AccumulatorGPU), so each stage's four wgmma (128 of
+//    K, the first with scale-d 0) sum in the tensor core, and once they
+//    have completed their sums are added to float32 registers, as
+//    DeepSeek-V3's kernels and CUTLASS's FP8 GEMMs without "fast
+//    accumulation" do (and torch._scaled_mm by default). The error left is
+//    the tensor core's within 128 of K, bounded in the tests by
+//    fp8SM90AccErr. Tile 128×128×128 (K in bytes), 384 threads = a TMA
+//    producer warpgroup and two wgmma consumer warpgroups (rows 0-63 and
+//    64-127, 64 accumulators and 64 promoted sums per thread), a 6-stage
+//    ring of K-major 128-byte rows in the 128-byte swizzle with
+//    qmatmul_sm90.cu's descriptors (SBO 1024, the kk-th k32 slice 32·kk
+//    bytes into the row), the promoted sums (the per-thread layout of the
+//    wgmma accumulators) staged through shared memory (pitch 136 floats)
+//    into the epilogue, each thread finishing four consecutive columns of
+//    every fourth row. Tensor maps (kernels/cuda/fp8.go, fp8SM90Specs):
+//    UINT8, dims {K, M} and {K, N}, boxes {128, 128}, zero fill, so the
+//    tails of M, N and K add zeros.
+//    grid = (ceil(M/128)·ceil(N/128)), block = 384, dynamic shared memory
+//    197728 bytes (MAX_DYNAMIC_SHARED_SIZE_BYTES set). Preconditions:
 //    compute capability 9.0 (compute_75/80 hold __trap() stubs); K % 16 ==
-//    0, K ≥ 1; a and b 16-byte aligned; M, N ≥ 1, M + 128 and N + 256
-//    within int32 (fp8.go's chooseFP8MatMul asks M ≥ 128, N ≥ 256,
+//    0, K ≥ 1; a and b 16-byte aligned; M, N ≥ 1, M + 128 and N + 128
+//    within int32 (fp8.go's chooseFP8MatMul asks M ≥ 128, N ≥ 128,
 //    K ≥ 128).
 
 #include <cuda.h>
@@ -196,6 +199,27 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
                  : "r"(addr));
 }
 
+// cvt_f16x2 widens two FP8 codes of format F (the low and the high byte
+// of v) exactly into two f16s (every E4M3 and E5M2 value is an f16 value).
+template <int F> __device__ __forceinline__ unsigned cvt_f16x2(unsigned short v) {
+    unsigned r;
+    if constexpr (F == E4M3) {
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(r) : "h"(v));
+    } else {
+        asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(r) : "h"(v));
+    }
+    return r;
+}
+
+// mma_f16 is d += a·b for m16n8k16 f16 fragments, summed in float32.
+__device__ __forceinline__ void mma_f16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                        unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 // mma_f8 is d += a·b for a 16x32 A fragment of format AF and a 32x8 B
 // fragment of format BF (the s8 m16n8k32 layout: a0 (row g, k 4t..4t+3),
 // a1 (g+8, 4t..), a2 (g, 16+4t..), a3 (g+8, 16+4t..); b0 (k 4t..4t+3,
@@ -208,6 +232,22 @@ __device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 template <int AF, int BF>
 __device__ __forceinline__ void mma_f8(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if __CUDA_ARCH__ >= 900
+    // Hopper has no FP8 mma.sync: ptxas emulates it, and the emulation's
+    // sums were wrong on an H100 (rel-err 0.48 against the float64
+    // reference; CUTLASS's maintainers: the instruction is Ada's, emulated
+    // on sm_90). So the codes are widened here, exactly, to f16 and summed
+    // by two m16n8k16 f16 products with float32 accumulators. The k of a
+    // product's fragments may be any permutation common to A and B: thread
+    // t's k 4t, 4t+1 (the low halves of a0..a3, b0, b1) take f16 k 2t, 2t+1,
+    // and 4t+2, 4t+3 (the high halves) take 8+2t, 9+2t.
+    const auto lo = [](unsigned v) { return (unsigned short)(v & 0xffffu); };
+    const auto hi = [](unsigned v) { return (unsigned short)(v >> 16); };
+    mma_f16(d, cvt_f16x2<AF>(lo(a[0])), cvt_f16x2<AF>(lo(a[1])), cvt_f16x2<AF>(hi(a[0])), cvt_f16x2<AF>(hi(a[1])),
+            cvt_f16x2<BF>(lo(b0)), cvt_f16x2<BF>(hi(b0)));
+    mma_f16(d, cvt_f16x2<AF>(lo(a[2])), cvt_f16x2<AF>(lo(a[3])), cvt_f16x2<AF>(hi(a[2])), cvt_f16x2<AF>(hi(a[3])),
+            cvt_f16x2<BF>(lo(b1)), cvt_f16x2<BF>(hi(b1)));
+#else
     if constexpr (AF == E4M3 && BF == E4M3) {
         F8_MMA("e4m3.e4m3");
     } else if constexpr (AF == E4M3 && BF == E5M2) {
@@ -216,6 +256,7 @@ __device__ __forceinline__ void mma_f8(float (&d)[4], const unsigned (&a)[4], un
         static_assert(AF == E5M2 && BF == E4M3, "e5m2 x e5m2 is not an FP8MatMul pairing");
         F8_MMA("e5m2.e4m3");
     }
+#endif
 }
 #undef F8_MMA
 
@@ -337,33 +378,48 @@ __device__ void mm_impl(T* __restrict__ c, const uint8_t* __restrict__ a, const 
 
 namespace sm90 {
 
-constexpr int BM = 128, BN = 256, BK = 128; // BK: FP8 values, i.e. bytes
-constexpr int STAGES = 4, THREADS = 384;
+constexpr int BM = 128, BN = 128, BK = 128; // BK: FP8 values, i.e. bytes
+constexpr int STAGES = 6, THREADS = 384;
 constexpr int A_BYTES = BM * BK;                                // 16384
-constexpr int B_BYTES = BN * BK;                                // 32768
-constexpr int STAGE_BYTES = A_BYTES + B_BYTES;                  // 49152
+constexpr int B_BYTES = BN * BK;                                // 16384
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;                  // 32768
 constexpr int EPI_LD = BN + 8;                                  // staging pitch (floats): conflict-free float2 stores
-constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 16 * STAGES; // 197696
-static_assert(SMEM == 197696, "the launch comment and fp8.go (qmmSM90Smem) are out of date");
+constexpr int SMEM = 1024 + STAGES * STAGE_BYTES + 16 * STAGES; // 197728
+static_assert(SMEM == 197728, "the launch comment and fp8.go (fp8SM90Smem) are out of date");
 static_assert(2 * 64 * EPI_LD * 4 <= STAGES * STAGE_BYTES, "the epilogue's staging does not fit in the stages");
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 constexpr int GROUP_M = 16; // tile-rows per group of the rasterisation
+constexpr int ACC = BN / 2; // float32 accumulators per thread (m64n128)
 
-// wgmma_f8 issues d[64×256] += A[64×32]·B[32×256] in the formats AF, BF
+// F8_ACC_REGS is the accumulator list {%%0, …, %%63} of a m64n128 wgmma,
+// its operands F8_ACC_OPERANDS.
+#define F8_ACC_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define F8_ACC_OPERANDS(C, d) \
+    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+    C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+    C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+    C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
+
+// wgmma_f8 issues d[64×128] (+)= A[64×32]·B[32×128] in the formats AF, BF
 // with float32 accumulators, A and B K-major in shared memory described by
-// da and db; scale-d is 1 (accumulate; the caller zeroes d first),
+// da and db: scale-d is acc (0: d is overwritten, 1: accumulated),
 // imm-scale-a and imm-scale-b are 1 (no negation).
 #define F8_WGMMA(TYPES)                                                                                       \
     asm volatile("{\n"                                                                                        \
                  ".reg .pred p;\n"                                                                            \
-                 "setp.ne.b32 p, %130, 0;\n"                                                                  \
-                 "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " " SM90_ACC_REGS ", %128, %129, p, 1, 1;\n" \
+                 "setp.ne.b32 p, %66, 0;\n"                                                                   \
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPES " " F8_ACC_REGS ", %64, %65, p, 1, 1;\n" \
                  "}\n"                                                                                        \
-                 : SM90_ACC_OPERANDS("+f", d)                                                                 \
-                 : "l"(da), "l"(db), "r"(1))
-template <int AF, int BF> __device__ __forceinline__ void wgmma_f8(float (&d)[128], uint64_t da, uint64_t db) {
+                 : F8_ACC_OPERANDS("+f", d)                                                                   \
+                 : "l"(da), "l"(db), "r"(acc))
+template <int AF, int BF>
+__device__ __forceinline__ void wgmma_f8(float (&d)[ACC], uint64_t da, uint64_t db, int acc) {
     if constexpr (AF == E4M3 && BF == E4M3) {
         F8_WGMMA("e4m3.e4m3");
     } else if constexpr (AF == E4M3 && BF == E5M2) {
@@ -374,18 +430,42 @@ template <int AF, int BF> __device__ __forceinline__ void wgmma_f8(float (&d)[12
     }
 }
 #undef F8_WGMMA
+#undef F8_ACC_OPERANDS
+#undef F8_ACC_REGS
 
 // consume runs consumer warpgroup cw (0 or 1) over the ktiles stages of the
-// tile into d. smem is the 1024-aligned shared base.
+// tile into f, promoting: each stage's four wgmma (128 of K) sum into the
+// tensor core's accumulators d, the first overwriting them, and once they
+// have completed d is added into f in float32 registers (the file
+// comment). smem is the 1024-aligned shared base.
 template <int AF, int BF>
-__device__ __forceinline__ void consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
-    const uint32_t full0 = smem + STAGES * STAGE_BYTES;
-    sm90_consume_stages<STAGES, STAGE_BYTES>(d, smem, full0, full0 + 8 * STAGES, ktiles, [&](uint32_t stage) {
-        const uint32_t a = stage + cw * (64 * BK), b = stage + A_BYTES;
+__device__ __forceinline__ void consume(float (&f)[ACC], uint32_t smem, int ktiles, int cw) {
+    const uint32_t full0 = smem + STAGES * STAGE_BYTES, empty0 = full0 + 8 * STAGES;
+    const bool leader = (threadIdx.x % 128) == 0;
+    float d[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) f[i] = d[i] = 0.0f;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        sm90_mbar_wait(full0 + 8 * stage, phase);
+        sm90_fence_acc(d);
+        sm90_wgmma_fence();
+        const uint32_t a = smem + stage * STAGE_BYTES + cw * (64 * BK), b = smem + stage * STAGE_BYTES + A_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk)
-            wgmma_f8<AF, BF>(d, sm90_desc(a + 32 * kk, 16, 1024), sm90_desc(b + 32 * kk, 16, 1024));
-    });
+            wgmma_f8<AF, BF>(d, sm90_desc(a + 32 * kk, 16, 1024), sm90_desc(b + 32 * kk, 16, 1024), kk > 0);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<0>();
+        sm90_fence_acc(d);
+        if (leader) sm90_mbar_arrive(empty0 + 8 * stage);
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) f[i] += d[i];
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
 }
 
 // gemm is the body of fp8mm_sm90_A_B_T; see the file comment.
@@ -417,11 +497,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1;
-    float d[128];
+    float d[ACC];
     consume<AF, BF>(d, smem, ktiles, cw);
 
     // Epilogue through shared memory once both consumers are done with
-    // every stage: consumer cw stages its 64×256 float block with a row
+    // every stage: consumer cw stages its 64×128 float block with a row
     // pitch of EPI_LD floats.
     asm volatile("bar.sync 1, 256;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -440,10 +520,11 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory");
 
-    // Thread t finishes columns col..col+3 of rows t/64, t/64 + 2, … of the
+    // Thread t finishes columns col..col+3 of rows t/32, t/32 + 4, … of the
     // block with mm_impl's epilogue: v = acc·(sa·sb), + bias, act, each
     // rounded in float32, then once to T.
-    const int t = threadIdx.x % 128, scol = 4 * (t % 64), col = n0 + scol;
+    constexpr int TPR = BN / 4; // threads per row
+    const int t = threadIdx.x % 128, scol = 4 * (t % TPR), col = n0 + scol;
     if (col >= N) return;
     const int nc = min(4, N - col);
     float sbv[4], bv[4];
@@ -454,7 +535,7 @@ __device__ __forceinline__ void gemm(const CUtensorMap* tmA, const CUtensorMap* 
     }
     const int r0 = m0 + cw * 64;
     const float* q = tile + scol;
-    for (int r = t / 64; r < 64; r += 2) {
+    for (int r = t / TPR; r < 64; r += 128 / TPR) {
         const int row = r0 + r;
         if (row >= M) break;
         const float4 s = *reinterpret_cast<const float4*>(q + r * EPI_LD);

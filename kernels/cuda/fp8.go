@@ -25,6 +25,16 @@ const (
 	// which the kernels hold in 32-bit integers with room for a tile past
 	// the end.
 	fp8MaxDim = math.MaxInt32 - 1024
+
+	// fp8SM90TileM, fp8SM90TileN and fp8SM90TileK are the tile of
+	// fp8mm_sm90_A_B_T (K in bytes), fp8SM90Stages its ring's depth, and
+	// fp8SM90Smem its dynamic shared memory: 1024 bytes of alignment, the
+	// stages, two mbarriers per stage.
+	fp8SM90TileM  = 128
+	fp8SM90TileN  = 128
+	fp8SM90TileK  = 128
+	fp8SM90Stages = 6
+	fp8SM90Smem   = 1024 + fp8SM90Stages*(fp8SM90TileM+fp8SM90TileN)*fp8SM90TileK + 16*fp8SM90Stages
 )
 
 // fp8Capable returns nil on a device whose kernel image holds the FP8
@@ -99,6 +109,15 @@ func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
 		dim3{x: fp8CastThreads}, 0, ptrOf(q), ptrOf(scaleInv), ptrOf(x), int64(rows), int32(k), fp8IsE5M2(q.DType())))
 }
 
+// fp8SM90Specs are the tensor maps of fp8mm_sm90_A_B_T: a [M, K] and
+// b [N, K] of bytes, boxes of 128 rows of 128 bytes.
+func fp8SM90Specs(l qmmLaunch) (a, b tensorMapSpec) {
+	k := uint64(l.k)
+	a = tensorMapSpec{l.a, []uint64{k, uint64(l.m)}, []uint64{k}, []uint32{fp8SM90TileK, fp8SM90TileM}}
+	b = tensorMapSpec{l.b, []uint64{k, uint64(l.n)}, []uint64{k}, []uint32{fp8SM90TileK, fp8SM90TileN}}
+	return a, b
+}
+
 // fp8mmKernel names the FP8MatMul kernel for a's and b's formats and the
 // out dtype: fp8mm_e4m3_e4m3_f32, fp8mm_e4m3_e5m2_bf16, ...
 func fp8mmKernel(a, b, out kernels.DType) string {
@@ -112,10 +131,10 @@ const (
 	// fp8mmMMA is fp8mm_A_B_T: mma.sync m16n8k32, on every FP8 device and
 	// for every shape.
 	fp8mmMMA fp8mmPath = iota
-	// fp8mmSM90 is fp8mm_sm90_A_B_T: wgmma m64n256k32 fed by TMA, on
-	// compute capability 9.0 (the kernels exist only in the sm_90a image),
-	// with qmatmul_sm90_T's CTA, tiles, stages and tensor maps (FP8 codes
-	// are bytes as int8 values are).
+	// fp8mmSM90 is fp8mm_sm90_A_B_T: wgmma m64n128k32 fed by TMA, its
+	// sums promoted to float32 registers every 128 of K, on compute
+	// capability 9.0 (the kernels exist only in the sm_90a image), with
+	// qmatmul_sm90_T's pipeline and a 128×128 tile.
 	fp8mmSM90
 )
 
@@ -129,15 +148,15 @@ func fp8mmSM90Kernel(a, b, out kernels.DType) string {
 
 // chooseFP8MatMul picks the kernel for a product of geometry d with a and w
 // at those addresses, as chooseQMatMul does: fp8mmSM90 on compute
-// capability 9.0 for at least a whole 128×256 tile and 128 of K (M ≥ 128,
-// N ≥ 256, K ≥ 128), K a multiple of 16 and a and w 16-byte aligned
+// capability 9.0 for at least a whole 128×128 tile and 128 of K (M ≥ 128,
+// N ≥ 128, K ≥ 128), K a multiple of 16 and a and w 16-byte aligned
 // (TMA's row strides and base addresses), M and N at most sm90MaxDim and
 // at most 2³¹−1 tiles; fp8mmMMA otherwise.
 func (b *Backend) chooseFP8MatMul(d kernels.FP8Dims, a, w devptr) fp8mmPath {
 	if b.major == 9 && b.minor == 0 && d.K%16 == 0 && a%16 == 0 && w%16 == 0 &&
-		d.M >= qmmSM90MinM && d.N >= qmmSM90MinN && d.K >= qmmSM90MinK &&
+		d.M >= fp8SM90TileM && d.N >= fp8SM90TileN && d.K >= fp8SM90TileK &&
 		d.M <= sm90MaxDim && d.N <= sm90MaxDim &&
-		int64(ceilDiv(d.M, qmmSM90TileM))*int64(ceilDiv(d.N, qmmSM90TileN)) <= math.MaxInt32 {
+		int64(ceilDiv(d.M, fp8SM90TileM))*int64(ceilDiv(d.N, fp8SM90TileN)) <= math.MaxInt32 {
 		return fp8mmSM90
 	}
 	return fp8mmMMA
@@ -176,13 +195,13 @@ func (b *Backend) launchFP8MM(out, a, w *kernels.Tensor, p kernels.FP8MatMulPara
 	tail := []any{ptrOf(p.AScaleInv), ptrOf(p.BScaleInv), ptrOf(p.Bias),
 		int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.AScaleInv.Len() > 1)), int32(boolInt(p.BScaleInv.Len() > 1)), int32(p.Act)}
 	if path == fp8mmSM90 {
-		tmA, tmB, err := b.qmmSM90Maps(qmmLaunch{a: ptrOf(a), b: ptrOf(w), m: d.M, n: d.N, k: d.K})
+		tmA, tmB, err := b.byteMaps(fp8SM90Specs(qmmLaunch{a: ptrOf(a), b: ptrOf(w), m: d.M, n: d.N, k: d.K}))
 		if err != nil {
 			return wrap("FP8MatMul", err)
 		}
-		grid := dim3{x: ceilDiv(d.M, qmmSM90TileM) * ceilDiv(d.N, qmmSM90TileN)}
+		grid := dim3{x: ceilDiv(d.M, fp8SM90TileM) * ceilDiv(d.N, fp8SM90TileN)}
 		return wrap("FP8MatMul", b.launch(fp8mmSM90Kernel(a.DType(), w.DType(), out.DType()), grid, dim3{x: qmmSM90Threads},
-			qmmSM90Smem, append([]any{ptrOf(out), tmA, tmB}, tail...)...))
+			fp8SM90Smem, append([]any{ptrOf(out), tmA, tmB}, tail...)...))
 	}
 	grid := dim3{x: ceilDiv(d.N, fp8mmTile), y: ceilDiv(d.M, fp8mmTile)}
 	return wrap("FP8MatMul", b.launch(fp8mmKernel(a.DType(), w.DType(), out.DType()), grid, dim3{x: fp8mmThreads}, 0,

@@ -196,7 +196,12 @@ func qmmSM90Specs(l qmmLaunch) (a, b tensorMapSpec) {
 
 // qmmSM90Maps encodes qmmSM90Specs's tensor maps for l.
 func (b *Backend) qmmSM90Maps(l qmmLaunch) (tmA, tmB tensorMap, err error) {
-	sa, sb := qmmSM90Specs(l)
+	return b.byteMaps(qmmSM90Specs(l))
+}
+
+// byteMaps encodes the tensor maps of two byte matrices (int8 or FP8
+// codes) with the 128-byte swizzle.
+func (b *Backend) byteMaps(sa, sb tensorMapSpec) (tmA, tmB tensorMap, err error) {
 	var errA, errB error
 	err = b.call("cuTensorMapEncodeTiled", func() {
 		tmA, errA = encodeTensorMap(sa.base, kernels.I8, sa.dims, sa.strides, sa.box, true)

@@ -115,13 +115,13 @@ __device__ __forceinline__ void sm90_prefetch_map(const CUtensorMap* map) {
 // sm90_fence_acc keeps the compiler from moving accesses of the accumulators
 // across this point (CUTLASS's warpgroup_fence_operand): wgmma writes them
 // asynchronously, behind the compiler's back.
-__device__ __forceinline__ void sm90_fence_acc(float (&d)[128]) {
+template <int N> __device__ __forceinline__ void sm90_fence_acc(float (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-__device__ __forceinline__ void sm90_fence_acc(int (&d)[128]) {
+template <int N> __device__ __forceinline__ void sm90_fence_acc(int (&d)[N]) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+r"(d[i])::"memory");
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
 }
 
 // sm90_tile_origin sets m0, n0 to the first row and column of this CTA's
