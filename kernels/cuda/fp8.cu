@@ -121,11 +121,19 @@ __device__ __forceinline__ unsigned block_umax(unsigned v, unsigned* sh) {
 
 #if __CUDA_ARCH__ >= 890
 
+// sign_bit is x's sign bit, read from its bits: widening an f16 or bf16
+// NaN to float32 on the GPU (cvt.f32.f16) gives the canonical NaN, whose
+// sign is clear whatever x's was.
+__device__ __forceinline__ bool sign_bit(float x) { return __float_as_uint(x) >> 31; }
+__device__ __forceinline__ bool sign_bit(__half x) { return __half_as_ushort(x) >> 15; }
+__device__ __forceinline__ bool sign_bit(__nv_bfloat16 x) { return __bfloat16_as_ushort(x) >> 15; }
+
 // enc_fp8_sat is the code of v = x·s (already rounded to float32) in E4M3
-// or E5M2 (see the file comment for the NaN's sign).
-__device__ __forceinline__ unsigned enc_fp8_sat(float v, float x, float s, bool e5m2) {
+// or E5M2, xneg the sign bit of x as stored (see the file comment for the
+// NaN's sign).
+__device__ __forceinline__ unsigned enc_fp8_sat(float v, float x, bool xneg, float s, bool e5m2) {
     if (v != v) {
-        const bool neg = s != s ? signbit(s) : x != x ? signbit(x) : true;
+        const bool neg = s != s ? signbit(s) : x != x ? xneg : true;
         return neg ? 0xffu : 0x7fu;
     }
     unsigned short h;
@@ -147,9 +155,10 @@ __device__ void cast_impl(uint8_t* __restrict__ q, float* __restrict__ amax, con
     const float s = scale[0];
     unsigned m = 0;
     for (long long i = grid_tid(); i < n; i += grid_stride()) {
-        const float xv = to_f32(x[i]);
+        const T xi = x[i];
+        const float xv = to_f32(xi);
         m = max(m, absbits(xv));
-        q[i] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, s, e5m2 != 0);
+        q[i] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, sign_bit(xi), s, e5m2 != 0);
     }
     if (amax == nullptr) return; // uniform across the block
     m = block_umax(m, sh);
@@ -175,8 +184,9 @@ __device__ void cast_rows_impl(uint8_t* __restrict__ q, float* __restrict__ scal
         if (m != 0 && m < 0x7f800000u) s = fminf(__fdiv_rn(fmax, __uint_as_float(m)), 3.40282346638528859812e+38f);
         if (threadIdx.x == 0) scale_inv[r] = __fdiv_rn(1.0f, s);
         for (int j = threadIdx.x; j < k; j += blockDim.x) {
-            const float xv = to_f32(xr[j]);
-            qr[j] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, s, e5m2 != 0);
+            const T xj = xr[j];
+            const float xv = to_f32(xj);
+            qr[j] = (uint8_t)enc_fp8_sat(__fmul_rn(xv, s), xv, sign_bit(xj), s, e5m2 != 0);
         }
     }
 #else
