@@ -403,19 +403,6 @@ static_assert(2 * 64 * EPI_LD * 4 <= STAGES * STAGE_BYTES, "the epilogue's stagi
 constexpr int GROUP_M = 16; // tile-rows per group of the rasterisation
 constexpr int ACC = BN / 2; // float32 accumulators per thread (m64n128)
 
-// F8_ACC_REGS is the accumulator list {%%0, …, %%63} of a m64n128 wgmma,
-// its operands F8_ACC_OPERANDS.
-#define F8_ACC_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define F8_ACC_OPERANDS(C, d) \
-    C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
-    C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
-    C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
-    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
-    C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
-    C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
-    C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
-    C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
-
 // wgmma_f8 issues d[64×128] (+)= A[64×32]·B[32×128] in the formats AF, BF
 // with float32 accumulators, A and B K-major in shared memory described by
 // da and db: scale-d is acc (0: d is overwritten, 1: accumulated),
@@ -424,9 +411,9 @@ constexpr int ACC = BN / 2; // float32 accumulators per thread (m64n128)
     asm volatile("{\n"                                                                                        \
                  ".reg .pred p;\n"                                                                            \
                  "setp.ne.b32 p, %66, 0;\n"                                                                   \
-                 "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPES " " F8_ACC_REGS ", %64, %65, p, 1, 1;\n" \
+                 "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPES " " SM90_ACC64_REGS ", %64, %65, p, 1, 1;\n" \
                  "}\n"                                                                                        \
-                 : F8_ACC_OPERANDS("+f", d)                                                                   \
+                 : SM90_ACC64_OPERANDS("+f", d)                                                                  \
                  : "l"(da), "l"(db), "r"(acc))
 template <int AF, int BF>
 __device__ __forceinline__ void wgmma_f8(float (&d)[ACC], uint64_t da, uint64_t db, int acc) {
@@ -440,8 +427,6 @@ __device__ __forceinline__ void wgmma_f8(float (&d)[ACC], uint64_t da, uint64_t 
     }
 }
 #undef F8_WGMMA
-#undef F8_ACC_OPERANDS
-#undef F8_ACC_REGS
 
 // consume runs consumer warpgroup cw (0 or 1) over the ktiles stages of the
 // tile into f, promoting: each stage's four wgmma (128 of K) sum into the
