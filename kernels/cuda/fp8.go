@@ -112,10 +112,7 @@ func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
 // fp8SM90Specs are the tensor maps of fp8mm_sm90_A_B_T: a [M, K] and
 // b [N, K] of bytes, boxes of 128 rows of 128 bytes.
 func fp8SM90Specs(l qmmLaunch) (a, b tensorMapSpec) {
-	k := uint64(l.k)
-	a = tensorMapSpec{l.a, []uint64{k, uint64(l.m)}, []uint64{k}, []uint32{fp8SM90TileK, fp8SM90TileM}}
-	b = tensorMapSpec{l.b, []uint64{k, uint64(l.n)}, []uint64{k}, []uint32{fp8SM90TileK, fp8SM90TileN}}
-	return a, b
+	return byteSpecs(l, fp8SM90TileK, fp8SM90TileM, fp8SM90TileN)
 }
 
 // fp8mmKernel names the FP8MatMul kernel for a's and b's formats and the

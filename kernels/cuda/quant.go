@@ -188,9 +188,16 @@ type tensorMapSpec struct {
 // bytes of K by 128 rows of a and 256 rows of b, with the 128-byte swizzle
 // (kernels/cuda/qmatmul_sm90.cu).
 func qmmSM90Specs(l qmmLaunch) (a, b tensorMapSpec) {
+	return byteSpecs(l, qmmSM90TileK, qmmSM90TileM, qmmSM90TileN)
+}
+
+// byteSpecs returns the tensor maps of l's a [m, k] and b [n, k] as 2-D
+// byte tensors, K innermost, read in boxes of tileK bytes of K by tileM
+// rows of a and tileN rows of b.
+func byteSpecs(l qmmLaunch, tileK, tileM, tileN uint32) (a, b tensorMapSpec) {
 	k := uint64(l.k)
-	a = tensorMapSpec{l.a, []uint64{k, uint64(l.m)}, []uint64{k}, []uint32{qmmSM90TileK, qmmSM90TileM}}
-	b = tensorMapSpec{l.b, []uint64{k, uint64(l.n)}, []uint64{k}, []uint32{qmmSM90TileK, qmmSM90TileN}}
+	a = tensorMapSpec{l.a, []uint64{k, uint64(l.m)}, []uint64{k}, []uint32{tileK, tileM}}
+	b = tensorMapSpec{l.b, []uint64{k, uint64(l.n)}, []uint64{k}, []uint32{tileK, tileN}}
 	return a, b
 }
 
