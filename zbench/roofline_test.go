@@ -10,6 +10,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
+	"github.com/zbench/zbench/zbench/internal/cpuclock"
 )
 
 // matmul4096 is the work of a 4096³ f32 matmul: 137 GFLOP over 201 MB.
@@ -63,6 +64,17 @@ func TestPeakOfCPU(t *testing.T) {
 	assert.Positive(t, p.CacheBytes)
 	assert.Equal(t, p.FLOPSFor(kernels.F32), p.FLOPSFor(kernels.F16), "f16 has no faster CPU units here")
 	assert.GreaterOrEqual(t, p.FLOPSFor(kernels.BF16), p.FLOPSFor(kernels.F32), "bf16 may have AMX")
+}
+
+// TestCPUClockCeiling: the clock the CPU peak assumes is never below one a
+// core is measured to run at (the guard once refused a real 407 GFLOP/s
+// on a virtual machine whose ceiling was 1.5x its 2.1 GHz base).
+func TestCPUClockCeiling(t *testing.T) {
+	ghz, source := cpuGHz()
+	assert.NotEmpty(t, source)
+	if measured, ok := cpuclock.GHz(); ok {
+		assert.GreaterOrEqual(t, ghz, measured, "ceiling %.2f GHz (%s)", ghz, source)
+	}
 }
 
 func TestPeakOfUnknownGPU(t *testing.T) {

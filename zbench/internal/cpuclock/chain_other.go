@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package cpuclock
+
+const haveChain = false
+
+func addChain(int) {}
