@@ -253,22 +253,30 @@ func flushRange(t *kernels.Tensor, lo int, vals []float32) {
 
 // mapRows runs f over the rows of x, rows of d values, in parallel (cost
 // the work per row, for parallelFor). f gets row r of x as float32 (a view
-// of the storage for F32, else widened into a worker's row buffer) and
-// dst, where it computes row r of out (the storage for F32, else a row
-// buffer that mapRows rounds into out): no whole-tensor float32 copies.
+// of the storage for F32, else widened into a worker's buffer) and dst,
+// where it computes row r of out (the storage for F32, else a buffer that
+// mapRows rounds into out): no whole-tensor float32 copies. Rows shorter
+// than ewBlock are widened and rounded ewBlock/d at a time, so that short
+// rows (attention scores at seq 128) do not pay two casts' calls each.
 func mapRows(out, x *kernels.Tensor, rows, d, cost int, f func(r int, dst, row []float32)) {
+	per := max(1, ewBlock/d) // rows per cast
 	parallelFor(rows, cost, func(lo, hi int) {
 		var xb, ob []float32
 		if x.DType() != kernels.F32 {
-			xb = make([]float32, d)
+			xb = make([]float32, per*d)
 		}
 		if out.DType() != kernels.F32 {
-			ob = make([]float32, d)
+			ob = make([]float32, per*d)
 		}
-		for r := lo; r < hi; r++ {
-			dst := destRange(out, r*d, (r+1)*d, ob)
-			f(r, dst, loadRange(x, r*d, (r+1)*d, xb))
-			flushRange(out, r*d, dst)
+		for r0 := lo; r0 < hi; r0 += per {
+			r1 := min(r0+per, hi)
+			dst := destRange(out, r0*d, r1*d, ob)
+			src := loadRange(x, r0*d, r1*d, xb)
+			for r := r0; r < r1; r++ {
+				i := (r - r0) * d
+				f(r, dst[i:i+d], src[i:i+d])
+			}
+			flushRange(out, r0*d, dst)
 		}
 	})
 }
