@@ -182,23 +182,23 @@ func cpuFLOPsPerCycle() (float64, string) {
 
 // cpuGHz is a clock no core is expected to exceed, and where it comes from:
 // the maximum frequency the kernel reports, or, where it reports none (a
-// virtual machine), twice the nominal clock of /proc/cpuinfo, raised to the
-// clock cpuclock measures (plus a tenth, rounded up to 0.1 GHz) where a
-// core runs faster still, or 4 GHz. A virtual machine's nominal clock is
-// its base, and cores boost up to about twice their base (an EPYC 9005 from
-// 2.1 to 4.1 GHz, a Xeon 6 from 2.0 to 3.9); 1.5 times was not enough
+// virtual machine), twice the nominal clock of /proc/cpuinfo, or 4 GHz;
+// raised, where a core runs faster still, to the clock cpuclock measures
+// plus a tenth, rounded up to 0.1 GHz. A virtual machine's nominal clock
+// is its base, and cores boost up to about twice their base (an EPYC 9005
+// from 2.1 to 4.1 GHz, a Xeon 6 from 2.0 to 3.9); 1.5 times was not enough
 // there. The ceiling is a configuration line that names the hardware, so
 // it must not move between runs: the measurement only counts where it
-// exceeds the nominal bound.
+// exceeds the other bound.
 func cpuGHz() (float64, string) {
-	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"); err == nil {
-		if khz, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil && khz > 0 {
-			return khz / 1e6, "cpufreq maximum"
-		}
-	}
 	ghz, source := 4.0, "assumed"
 	if nominal := nominalGHz(); nominal > 0 {
 		ghz, source = 2*nominal, fmt.Sprintf("2x nominal %.2f GHz", nominal)
+	}
+	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"); err == nil {
+		if khz, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil && khz > 0 {
+			ghz, source = khz/1e6, "cpufreq maximum"
+		}
 	}
 	if measured, ok := cpuclock.GHz(); ok {
 		if bound := math.Ceil(11*measured) / 10; bound > ghz {
