@@ -192,13 +192,10 @@ func cpuFLOPsPerCycle() (float64, string) {
 // exceeds the other bound.
 func cpuGHz() (float64, string) {
 	ghz, source := 4.0, "assumed"
-	if nominal := nominalGHz(); nominal > 0 {
+	if khz := cpufreqMaxKHz(); khz > 0 {
+		ghz, source = khz/1e6, "cpufreq maximum"
+	} else if nominal := nominalGHz(); nominal > 0 {
 		ghz, source = 2*nominal, fmt.Sprintf("2x nominal %.2f GHz", nominal)
-	}
-	if b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"); err == nil {
-		if khz, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil && khz > 0 {
-			ghz, source = khz/1e6, "cpufreq maximum"
-		}
 	}
 	if measured, ok := cpuclock.GHz(); ok {
 		if bound := math.Ceil(11*measured) / 10; bound > ghz {
@@ -206,6 +203,20 @@ func cpuGHz() (float64, string) {
 		}
 	}
 	return ghz, source
+}
+
+// cpufreqMaxKHz is the maximum frequency the kernel reports for cpu0, in
+// kHz, or 0 where it reports none.
+func cpufreqMaxKHz() float64 {
+	b, err := os.ReadFile("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+	if err != nil {
+		return 0
+	}
+	khz, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil {
+		return 0
+	}
+	return khz
 }
 
 // nominalGHz is the first "cpu MHz" of /proc/cpuinfo in GHz, or 0.

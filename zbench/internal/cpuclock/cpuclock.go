@@ -1,7 +1,8 @@
-// Package cpuclock measures the clock a CPU core runs at, for machines whose
-// kernel does not report it (virtual machines without cpufreq): a chain of
-// dependent integer additions retires one addition per cycle on every x86
-// core, so additions per second are cycles per second.
+// Package cpuclock measures the clock a CPU core runs at, which a virtual
+// machine's kernel does not report and a bare-metal one reports as a
+// ceiling that a core may pass: a chain of dependent integer additions
+// retires one addition per cycle on every x86 core, so additions per
+// second are cycles per second.
 package cpuclock
 
 import "time"
