@@ -187,7 +187,7 @@ func TestBERTTrainCurve(t *testing.T) {
 		for _, dtype := range []string{"f32", "bf16", "fp8"} {
 			t.Run(fmt.Sprintf("dev=%s/dtype=%s", dev.Name(), dtype), func(t *testing.T) {
 				if dtype == "fp8" {
-					if _, err := kernels.FP8Of(dev); err != nil {
+					if _, err := kernels.Group[kernels.FP8](dev); err != nil {
 						t.Skip(err)
 					}
 				}

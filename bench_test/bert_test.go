@@ -454,7 +454,7 @@ func BenchmarkBERT(b *testing.B) {
 // the first shape only: its time is not FP8's speed, its rel-err is FP8's
 // accuracy.
 func benchBERTFP8(b *testing.B, dev kernels.Backend, golden *bertCase) {
-	if _, err := kernels.FP8Of(dev); err != nil || testing.Short() {
+	if _, err := kernels.Group[kernels.FP8](dev); err != nil || testing.Short() {
 		return
 	}
 	shapes := bertShapes(dev)
@@ -658,7 +658,7 @@ func BenchmarkBERTTrain(b *testing.B) {
 	}
 	for _, dev := range devices {
 		for _, dtype := range []string{"f32", "bf16", "fp8"} {
-			if _, err := kernels.FP8Of(dev); err != nil && dtype == "fp8" {
+			if _, err := kernels.Group[kernels.FP8](dev); err != nil && dtype == "fp8" {
 				continue
 			}
 			for _, batch := range bertTrainBatches(dev) {

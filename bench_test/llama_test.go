@@ -544,7 +544,7 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 	}
 	// FP8 on GPUs only: the CPU's FP8 is an emulation (codes widened to
 	// float32), for its goldens, not its speed.
-	if _, err := kernels.FP8Of(dev); err == nil && points != noInt8 && !testing.Short() && dev.Info().Kind == kernels.GPU {
+	if _, err := kernels.Group[kernels.FP8](dev); err == nil && points != noInt8 && !testing.Short() && dev.Info().Kind == kernels.GPU {
 		out = append(out, llamaVariant{p: llamaInt8Precision(dev), fp8: true})
 	}
 	return out

@@ -302,7 +302,7 @@ func transpose(m []float32, r, c int) []float32 {
 // the cast: E4M3's three mantissa bits cost about 3% per product, E5M2's
 // two about twice that.
 func benchFP8MatMul(b *testing.B, dev kernels.Backend, n int, adt kernels.DType) {
-	q, err := kernels.FP8Of(dev)
+	q, err := kernels.Group[kernels.FP8](dev)
 	if err != nil {
 		b.Skip(err)
 	}

@@ -1,7 +1,5 @@
 package kernels
 
-import "fmt"
-
 // FP8 is implemented by backends with FP8 ops: scaled casts into E4M3 or
 // E5M2 with the amax fused, and the scaled FP8 GEMM of FP8 training and
 // inference (Transformer Engine's and torch._scaled_mm's semantics).
@@ -37,20 +35,6 @@ type FP8 interface {
 	// products summed in float32 and the scales applied once to the sum.
 	// out is F32, F16 or BF16 with a's leading shape and N.
 	FP8MatMul(out, a, b *Tensor, p FP8MatMulParams) error
-}
-
-// FP8Of returns be's FP8 ops, or an error wrapping ErrUnsupported that
-// says why it has none: the backend does not implement them, or its
-// device cannot run them (FP8.FP8Supported).
-func FP8Of(be Backend) (FP8, error) {
-	f, ok := be.(FP8)
-	if !ok {
-		return nil, fmt.Errorf("the %s backend has no FP8 ops (kernels.FP8): %w", be.Name(), ErrUnsupported)
-	}
-	if err := f.FP8Supported(); err != nil {
-		return nil, err
-	}
-	return f, nil
 }
 
 // FP8MatMulParams qualifies FP8.FP8MatMul.

@@ -21,19 +21,25 @@ func (deviceWithoutFP8) FP8Supported() error {
 	return errors.Join(errors.New("FP8 needs compute capability 8.9 or 9.0"), kernels.ErrUnsupported)
 }
 
-// TestFP8Of checks that FP8Of gives the ops where the device runs them
+// TestGroup checks that Group gives the ops where the device runs them
 // and says why not elsewhere.
-func TestFP8Of(t *testing.T) {
+func TestGroup(t *testing.T) {
 	be := cpu.New()
-	f, err := kernels.FP8Of(be)
+	f, err := kernels.Group[kernels.FP8](be)
 	require.NoError(t, err)
 	assert.NotNil(t, f)
-	_, err = kernels.FP8Of(noFP8{be})
+	_, err = kernels.Group[kernels.FP8](noFP8{be})
 	require.ErrorIs(t, err, kernels.ErrUnsupported)
 	assert.ErrorContains(t, err, "the cpu backend has no FP8 ops")
-	_, err = kernels.FP8Of(deviceWithoutFP8{be})
+	_, err = kernels.Group[kernels.FP8](deviceWithoutFP8{be})
 	require.ErrorIs(t, err, kernels.ErrUnsupported)
 	assert.ErrorContains(t, err, "compute capability")
+	_, err = kernels.Group[kernels.Quant](noFP8{be})
+	require.ErrorIs(t, err, kernels.ErrUnsupported)
+	assert.ErrorContains(t, err, "the cpu backend has no Quant ops (kernels.Quant)")
+	q, err := kernels.Group[kernels.Quant](be)
+	require.NoError(t, err)
+	assert.NotNil(t, q)
 	assert.Equal(t, float32(448), kernels.FP8Max(kernels.E4M3))
 	assert.Equal(t, float32(57344), kernels.FP8Max(kernels.E5M2))
 	assert.Zero(t, kernels.FP8Max(kernels.F32))

@@ -11,10 +11,10 @@ import (
 func init() { suites = append(suites, fp8Tests()) }
 
 // fp8 returns the backend's FP8 ops, skipping the test where it has
-// none (not written, or a device without FP8: kernels.FP8Of says which).
+// none (not written, or a device without FP8: kernels.Group says which).
 func (e *env) fp8() kernels.FP8 {
 	e.Helper()
-	q, err := kernels.FP8Of(e.b)
+	q, err := kernels.Group[kernels.FP8](e.b)
 	if err != nil {
 		e.Skipf("no FP8 here: %v", err)
 	}

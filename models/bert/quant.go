@@ -66,7 +66,7 @@ func (m *Model) QuantizeFP8() ([]LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
-	if _, err := kernels.FP8Of(m.be); err != nil {
+	if _, err := kernels.Group[kernels.FP8](m.be); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
 	var reports []LinearReport

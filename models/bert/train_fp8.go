@@ -98,7 +98,7 @@ type castInput struct {
 
 // newFP8Trainer makes every linear layer of t's encoder FP8 under r.
 func newFP8Trainer(t *Trainer, r fp8.DelayedScaling) (*fp8Trainer, error) {
-	ops, err := kernels.FP8Of(t.be)
+	ops, err := kernels.Group[kernels.FP8](t.be)
 	if err != nil {
 		return nil, err
 	}

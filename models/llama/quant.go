@@ -293,7 +293,7 @@ func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
 	}
-	if _, err := kernels.FP8Of(m.be); err != nil {
+	if _, err := kernels.Group[kernels.FP8](m.be); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
 	var reports []quant.LinearReport

@@ -117,7 +117,7 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 	}
 	format, weightOnly := spec.Scheme.WeightOnly()
 	fp8 := spec.Scheme == quant.FP8
-	if _, err := kernels.FP8Of(be); fp8 && err != nil {
+	if _, err := kernels.Group[kernels.FP8](be); fp8 && err != nil {
 		return nil, fmt.Errorf("llama: the checkpoint is %s: %w", spec.Scheme, err)
 	}
 	if _, ok := be.(kernels.Quant); !weightOnly && !fp8 && !ok {

@@ -67,7 +67,7 @@ func QuantizeWeight(be kernels.Backend, q, scale, w *kernels.Tensor, name string
 // q·scale.
 func quantizeRows(be kernels.Backend, q, scale, w *kernels.Tensor) ([]float32, error) {
 	if q.DType() != kernels.I8 {
-		fo, err := kernels.FP8Of(be)
+		fo, err := kernels.Group[kernels.FP8](be)
 		if err != nil {
 			return nil, err
 		}
