@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 )
 
 // The encoder's forward pass, one for inference (Forward) and training
@@ -53,77 +54,29 @@ type layerBufs struct {
 	u, f                       *kernels.Tensor // [N, I]
 	mean1, rstd1, mean2, rstd2 *kernels.Tensor // [N]
 
-	// Int8 linears (inference of a quantized model): xqH and xqI hold
-	// an input quantized, [N, H] and [N, I], and sum a product that a
-	// residual is then added to, [N, H]. For FP8 linears xqH and xqI
-	// are E4M3 and xInv holds the tokens' inverse scales, F32 [N].
-	xqH, xqI, sum, xInv *kernels.Tensor
+	// scratch holds the quantized linears' inputs and sums (inference
+	// of a quantized model, FP8 training); nil for float linears.
+	scratch *layers.Scratch
 	// observe, when set (calibration), is called with each site's input
 	// before the linears read it.
 	observe func(s site, x *kernels.Tensor) error
 }
 
 // input hands the input x of site s to the observer, if any, and returns
-// it quantized with the site's static scale when the layer's linears are
-// int8 (lin is one of them), cast to E4M3 per token when they are FP8, or
-// x itself.
-func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin linear) (*kernels.Tensor, error) {
+// it prepared for lin, one of the site's linears (layers.Linear.Prepare).
+func (b *layerBufs) input(be kernels.Backend, s site, x *kernels.Tensor, lin *linear) (layers.Input, error) {
 	if b.observe != nil {
 		if err := b.observe(s, x); err != nil {
-			return nil, err
+			return layers.Input{}, err
 		}
 	}
-	if lin.q == nil {
-		return x, nil
-	}
-	xq := b.xqH
-	if s == siteFFNOut {
-		xq = b.xqI
-	}
-	if c := lin.q.in; c != nil {
-		return xq, be.(kernels.FP8).CastFP8(xq, c.amax, x, c.scale)
-	}
-	if lin.q.fp8 {
-		return xq, be.(kernels.FP8).CastFP8Rows(xq, b.xInv, x)
-	}
-	if err := be.(kernels.Quant).Quantize(xq, lin.q.inScale, x, false); err != nil {
-		return nil, err
-	}
-	return xq, nil
+	return lin.Prepare(be, b.scratch, x)
 }
 
-// project sets out = act(x·wᵀ + b) through lin, with x from input: a float
-// MatMul, or for an int8 (FP8) linear the int8 (FP8) product of the
-// quantized x, rescaled. With res set, out = x·wᵀ + b + res instead (out may be res).
-func (b *layerBufs) project(be kernels.Backend, out, x *kernels.Tensor, lin linear, act kernels.Activation, res *kernels.Tensor) error {
-	if lin.q == nil {
-		if res != nil {
-			return residual(be, out, x, lin, res)
-		}
-		return dense(be, out, x, lin, act, false)
-	}
-	dst := out
-	if res != nil && out == res {
-		dst = b.sum
-	}
-	q := lin.q
-	var err error
-	if q.fp8 {
-		xInv := b.xInv
-		if q.in != nil {
-			xInv = q.in.scaleInv
-		}
-		err = be.(kernels.FP8).FP8MatMul(dst, x, q.w, kernels.FP8MatMulParams{AScaleInv: xInv, BScaleInv: q.wScale, Bias: q.b, Act: act})
-	} else {
-		err = be.(kernels.Quant).QMatMul(dst, x, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b, Act: act})
-	}
-	if err != nil {
-		return err
-	}
-	if res != nil {
-		return be.Add(out, dst, res)
-	}
-	return nil
+// project sets out = act(x·wᵀ + b) through lin, with x from input, plus
+// res where it is not nil (out may be res).
+func (b *layerBufs) project(be kernels.Backend, out *kernels.Tensor, x layers.Input, lin *linear, act kernels.Activation, res *kernels.Tensor) error {
+	return lin.Project(be, b.scratch, out, x, act, res)
 }
 
 // hidden is the encoder's output, last_hidden_state, as an [N, H] tensor.
@@ -154,14 +107,14 @@ func encode(be kernels.Backend, cfg Config, w *weights, e *encoderBufs) error {
 
 // encoderLayer runs the forward pass of layer l over b.
 func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act kernels.Activation, attn kernels.AttentionParams) error {
-	x, err := b.input(be, siteQKV, b.x, l.q)
+	x, err := b.input(be, siteQKV, b.x, &l.q)
 	if err != nil {
 		return err
 	}
 	for _, p := range [...]struct {
 		flat, split, cast, heads *kernels.Tensor
-		w                        linear
-	}{{b.q, b.q4, b.qc, b.qh, l.q}, {b.k, b.k4, b.kc, b.kh, l.k}, {b.v, b.v4, b.vc, b.vh, l.v}} {
+		w                        *linear
+	}{{b.q, b.q4, b.qc, b.qh, &l.q}, {b.k, b.k4, b.kc, b.kh, &l.k}, {b.v, b.v4, b.vc, b.vh, &l.v}} {
 		if err := b.project(be, p.flat, x, p.w, kernels.ActNone, nil); err != nil {
 			return err
 		}
@@ -189,56 +142,35 @@ func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act k
 	} else if err := be.SwapAxes(b.a4, b.ah); err != nil {
 		return err
 	}
-	if x, err = b.input(be, siteAttnOut, b.a, l.o); err != nil {
+	if x, err = b.input(be, siteAttnOut, b.a, &l.o); err != nil {
 		return err
 	}
-	if err := b.project(be, b.r1, x, l.o, kernels.ActNone, b.x); err != nil {
+	if err := b.project(be, b.r1, x, &l.o, kernels.ActNone, b.x); err != nil {
 		return err
 	}
 	if err := be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps); err != nil {
 		return err
 	}
-	if x, err = b.input(be, siteFFNIn, b.h1, l.ffnIn); err != nil {
+	if x, err = b.input(be, siteFFNIn, b.h1, &l.ffnIn); err != nil {
 		return err
 	}
 	if b.u != nil { // training: the pre-activation is kept
-		if err := b.project(be, b.u, x, l.ffnIn, kernels.ActNone, nil); err != nil {
+		if err := b.project(be, b.u, x, &l.ffnIn, kernels.ActNone, nil); err != nil {
 			return err
 		}
 		if err := be.Act(b.f, b.u, act); err != nil {
 			return err
 		}
-	} else if err := b.project(be, b.f, x, l.ffnIn, act, nil); err != nil {
+	} else if err := b.project(be, b.f, x, &l.ffnIn, act, nil); err != nil {
 		return err
 	}
-	if x, err = b.input(be, siteFFNOut, b.f, l.ffnOut); err != nil {
+	if x, err = b.input(be, siteFFNOut, b.f, &l.ffnOut); err != nil {
 		return err
 	}
-	if err := b.project(be, b.r2, x, l.ffnOut, kernels.ActNone, b.h1); err != nil {
+	if err := b.project(be, b.r2, x, &l.ffnOut, kernels.ActNone, b.h1); err != nil {
 		return err
 	}
 	return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps)
-}
-
-// dense sets out = act(in·wᵀ + b), plus out's previous value if residual.
-func dense(be kernels.Backend, out, in *kernels.Tensor, l linear, act kernels.Activation, residual bool) error {
-	p := kernels.MatMulParams{TransB: true, Bias: l.b, Act: act}
-	if residual {
-		p.Beta = 1
-	}
-	return be.MatMul(out, in, l.w, p)
-}
-
-// residual sets out = in·wᵀ + b + res: accumulated by the matmul when out
-// is res (the same tensor), added after it otherwise.
-func residual(be kernels.Backend, out, in *kernels.Tensor, l linear, res *kernels.Tensor) error {
-	if out == res {
-		return dense(be, out, in, l, kernels.ActNone, true)
-	}
-	if err := dense(be, out, in, l, kernels.ActNone, false); err != nil {
-		return err
-	}
-	return be.Add(out, out, res)
 }
 
 // run calls steps in order and returns the first error.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -128,9 +129,8 @@ func (f *Forward) alloc() error {
 		codes := kernels.I8
 		if f.m.FP8() {
 			codes = kernels.E4M3
-			l.xInv = a.Tensor(kernels.F32, N)
 		}
-		l.xqH, l.xqI, l.sum = a.Tensor(codes, N, H), a.Tensor(codes, N, cfg.IntermediateSize), a.Tensor(dt, N, H)
+		l.scratch = layers.NewScratch(&a, codes, dt, N, []int{H, cfg.IntermediateSize}, []int{H}, f.m.FP8())
 	}
 	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
 		{&l.q, &l.q4, &l.qc, &l.qh}, {&l.k, &l.k4, &l.kc, &l.kh}, {&l.v, &l.v4, &l.vc, &l.vh}, {&l.a, &l.a4, &l.ac, &l.ah},
@@ -191,7 +191,7 @@ func (f *Forward) Run() error {
 	if err := m.be.Embedding(f.cls, f.enc.hidden(), f.clsRows); err != nil {
 		return fmt.Errorf("bert: pooler: %w", err)
 	}
-	if err := dense(m.be, f.pooled, f.cls, m.w.pooler, kernels.ActTanh, false); err != nil {
+	if err := m.w.pooler.Project(m.be, nil, f.pooled, layers.Input{X: f.cls}, kernels.ActTanh, nil); err != nil {
 		return fmt.Errorf("bert: pooler: %w", err)
 	}
 	return nil

@@ -11,15 +11,13 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
 // linear is a dense layer: weight [out, in] as in torch.nn.Linear, bias
-// [out], and its int8 form once the model is quantized.
-type linear struct {
-	w, b *kernels.Tensor
-	q    *qlinear
-}
+// [out], or its int8 or FP8 form once the model is quantized.
+type linear = layers.Linear
 
 // norm is a LayerNorm's weight and bias.
 type norm struct{ g, b *kernels.Tensor }
@@ -46,7 +44,7 @@ type weights struct {
 
 // wire assigns tensors to roles by parameter name.
 func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
-	lin := func(n string) linear { return linear{w: get(n + ".weight"), b: get(n + ".bias")} }
+	lin := func(n string) linear { return linear{W: get(n + ".weight"), B: get(n + ".bias")} }
 	ln := func(n string) norm { return norm{get(n + ".weight"), get(n + ".bias")} }
 	w := weights{
 		word:     get("embeddings.word_embeddings.weight"),

@@ -3,9 +3,9 @@ package bert
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/quant"
 )
 
@@ -40,19 +40,8 @@ var siteLinears = [numSites][]string{
 	{"output.dense"},
 }
 
-// qlinear is a linear layer in int8: w [out, in] with a scale per output
-// channel, the static scale of its input, and the bias in float32; or in
-// FP8 (fp8 set): w E4M3 with the inverse scale of each output channel as
-// wScale, the input cast per token (no inScale), or, in FP8 training,
-// with one delayed scale (in) for the whole input and wScale [1].
-type qlinear struct {
-	w, wScale, inScale, b *kernels.Tensor
-	fp8                   bool
-	in                    *scaledCast
-}
-
 // FP8 reports whether the model's linears are FP8 (QuantizeFP8).
-func (m *Model) FP8() bool { return m.Quantized() && m.w.layers[0].q.q.fp8 }
+func (m *Model) FP8() bool { return m.Quantized() && m.w.layers[0].q.Q.FP8() }
 
 // QuantizeFP8 converts every linear layer of the encoder (the pooler
 // stays in floating point) to FP8: E4M3 weights with one scale per output
@@ -103,7 +92,7 @@ type Calibration struct {
 type LinearReport = quant.LinearReport
 
 // Quantized reports whether the encoder's linear layers run in int8.
-func (m *Model) Quantized() bool { return len(m.w.layers) > 0 && m.w.layers[0].q.q != nil }
+func (m *Model) Quantized() bool { return len(m.w.layers) > 0 && m.w.layers[0].q.Quantized() }
 
 // Quantize converts the encoder's linear layers to W8A8 static int8: it
 // runs the calibration batches through the float model, observing each
@@ -114,21 +103,21 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
-	if _, ok := m.be.(kernels.Quant); !ok {
-		return nil, fmt.Errorf("bert: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
+	if _, err := kernels.Group[kernels.Quant](m.be); err != nil {
+		return nil, fmt.Errorf("bert: %w", err)
 	}
 	if len(cal.Batches) == 0 || cal.NewObserver == nil {
 		return nil, fmt.Errorf("bert: calibration needs batches and an observer: %w", ErrInput)
 	}
-	amax, last, err := m.calibrate(cal)
+	cals, err := m.calibrate(cal)
 	if err != nil {
 		return nil, err
 	}
-	for i := range amax { // all checked before anything is quantized
-		for s, a := range amax[i] {
-			if !(a > 0) || math.IsInf(float64(a), 0) {
-				return nil, fmt.Errorf("bert: layer %d: %s: calibrated amax %v, want a positive finite value: %w",
-					i, siteLinears[s][0], a, ErrInput)
+	sites := make([][numSites]layers.Site, len(m.w.layers))
+	for i := range sites { // all checked before anything is quantized
+		for s := range numSites {
+			if sites[i][s], err = cals.Site(layerParam(i, siteLinears[s][0])); err != nil {
+				return nil, fmt.Errorf("bert: %w (%w)", err, ErrInput)
 			}
 		}
 	}
@@ -137,24 +126,12 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 		l := &m.w.layers[i]
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
 		for s := range numSites {
-			a := amax[i][s]
-			scale := quant.Scale(a)
-			fq, err := quant.FakeQuantize(last[i][s], []float32{scale})
-			if err != nil {
-				return nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
-			}
-			inErr, err := quant.Measure(last[i][s], fq)
-			if err != nil {
-				return nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
-			}
 			for j, lin := range lins[s] {
-				name := layerParam(i, siteLinears[s][j])
-				r, err := m.quantizeLinear(lin, &scale, name)
+				r, err := m.quantizeLinear(lin, &sites[i][s].Scale, layerParam(i, siteLinears[s][j]))
 				if err != nil {
 					return nil, err
 				}
-				r.InputAmax, r.InputMSE, r.InputSQNR = a, inErr.MSE, inErr.SQNR
-				reports = append(reports, r)
+				reports = append(reports, sites[i][s].Report(r))
 			}
 		}
 	}
@@ -162,50 +139,29 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 	return reports, nil
 }
 
-// calibrate runs the batches through the float model and returns each
-// layer input's amax and its values in the last batch.
-func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][numSites][]float32, err error) {
+// calibrate runs the batches through the float model, observing the
+// input of every site (named by the first linear reading it).
+func (m *Model) calibrate(cal Calibration) (c *layers.Calibrator, err error) {
 	f, err := m.NewForward(cal.Batch, cal.Seq)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	n := len(m.w.layers)
-	obs := make([][numSites]quant.Observer, n)
-	last = make([][numSites][]float32, n)
-	for i := range n {
-		for s := range numSites {
-			obs[i][s] = cal.NewObserver()
-		}
+	c = layers.NewCalibrator(cal.NewObserver)
+	for i := range f.enc.layers {
 		f.enc.layers[i].observe = func(s site, x *kernels.Tensor) error {
-			v, err := kernels.ToFloat32(x)
-			if err != nil {
-				return err
-			}
-			last[i][s] = v
-			if err := obs[i][s].Observe(v); err != nil {
-				return fmt.Errorf("calibration of %s: %w", siteLinears[s][0], err)
-			}
-			return nil
+			return c.Observe(layerParam(i, siteLinears[s][0]), x)
 		}
 	}
 	for b, in := range cal.Batches {
 		if err := f.SetInputs(in); err != nil {
-			return nil, nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
+			return nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
 		}
 		if err := f.Run(); err != nil {
-			return nil, nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
+			return nil, fmt.Errorf("bert: calibration batch %d: %w", b, err)
 		}
 	}
-	amax = make([][numSites]float32, n)
-	for i := range n {
-		for s := range numSites {
-			if amax[i][s], err = obs[i][s].Amax(); err != nil {
-				return nil, nil, fmt.Errorf("bert: layer %d: %s: %w", i, siteLinears[s][0], err)
-			}
-		}
-	}
-	return amax, last, nil
+	return c, nil
 }
 
 // quantizeLinear quantizes lin's weight per output channel on the device
@@ -213,38 +169,18 @@ func (m *Model) calibrate(cal Calibration) (amax [][numSites]float32, last [][nu
 // its input with the static scale *inScale, or FP8 (E4M3, its input cast
 // per token) when inScale is nil.
 func (m *Model) quantizeLinear(lin *linear, inScale *float32, name string) (LinearReport, error) {
-	shape := lin.w.Shape()
-	out, in := shape[0], shape[1]
-	q := &qlinear{fp8: inScale == nil}
 	codes := kernels.E4M3
-	var err error
+	var in *kernels.Tensor
 	if inScale != nil {
 		codes = kernels.I8
-		if q.inScale, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{*inScale}, 1); err != nil {
+		var err error
+		if in, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{*inScale}, 1); err != nil {
 			return LinearReport{}, fmt.Errorf("bert: %w", err)
 		}
 	}
-	if q.w, err = m.params.Alloc(name+".weight", codes, out, in); err != nil {
-		return LinearReport{}, fmt.Errorf("bert: %w", err)
-	}
-	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, out); err != nil {
-		return LinearReport{}, fmt.Errorf("bert: %w", err)
-	}
-	r, err := quant.QuantizeWeight(m.be, q.w, q.wScale, lin.w, name)
+	r, err := lin.Quantize(m.be, m.params, name, codes, in)
 	if err != nil {
-		return r, fmt.Errorf("bert: %w", err)
+		return r, fmt.Errorf("bert: %w", errors.Join(err, m.params.Release(in)))
 	}
-	bias, err := kernels.ToFloat32(lin.b)
-	if err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, out); err != nil {
-		return r, fmt.Errorf("bert: %w", err)
-	}
-	// The float weight and bias are not read again.
-	if err := errors.Join(m.params.Release(lin.w), m.params.Release(lin.b)); err != nil {
-		return r, fmt.Errorf("bert: %s: %w", name, err)
-	}
-	*lin = linear{q: q}
 	return r, nil
 }

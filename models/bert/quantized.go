@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
@@ -124,20 +125,20 @@ func loadQuantized(s *nn.TensorSet, cfg Config, src nn.Source, dt kernels.DType)
 // tensors of a quantized checkpoint, and checks that query, key and value
 // read their shared input with one scale.
 func wireQuantized(cfg Config, w *weights, get func(string) *kernels.Tensor) error {
-	q := func(n string) *qlinear {
-		return &qlinear{w: get(n + ".weight"), wScale: get(n + ".weight_scale"), inScale: get(n + ".input_scale"), b: get(n + ".bias")}
+	q := func(n string) *layers.Quantized {
+		return &layers.Quantized{W: get(n + ".weight"), Scale: get(n + ".weight_scale"), InScale: get(n + ".input_scale"), B: get(n + ".bias")}
 	}
 	for i := range w.layers {
 		l := &w.layers[i]
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
 		for s, site := range siteLinears {
 			for j, n := range site {
-				*lins[s][j] = linear{q: q(layerParam(i, n))}
+				*lins[s][j] = linear{Q: q(layerParam(i, n))}
 			}
 		}
 		var scales [3]float32
 		for j, lin := range []linear{l.q, l.k, l.v} {
-			v, err := kernels.ToFloat32(lin.q.inScale)
+			v, err := kernels.ToFloat32(lin.Q.InScale)
 			if err != nil {
 				return fmt.Errorf("bert: %w", err)
 			}

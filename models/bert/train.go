@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/fp8"
 	"github.com/zbench/zbench/models/nn"
 )
@@ -301,7 +302,7 @@ func (t *Trainer) forward() error {
 	h, eps := t.head, float32(cfg.LayerNormEps)
 	err := run(
 		func() error { return be.Embedding(h.gathered, t.enc.hidden(), h.rows) },
-		func() error { return dense(be, h.tu, h.gathered, w.mlmDense, kernels.ActNone, false) },
+		func() error { return w.mlmDense.Project(be, nil, h.tu, layers.Input{X: h.gathered}, kernels.ActNone, nil) },
 		func() error { return be.Act(h.ta, h.tu, cfg.Act()) },
 		func() error { return be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps) },
 		func() error {
@@ -329,7 +330,7 @@ func (t *Trainer) backward() error {
 		},
 		func() error { return be.ActBackward(h.dtu, h.dta, h.tu, act) },
 		func() error {
-			return kernels.MatMulBackward(be, h.dgathered, g.mlmDense.w, g.mlmDense.b, h.dtu, h.gathered, w.mlmDense.w, false)
+			return kernels.MatMulBackward(be, h.dgathered, g.mlmDense.W, g.mlmDense.B, h.dtu, h.gathered, w.mlmDense.W, false)
 		},
 		func() error { return be.EmbeddingBackward(t.dx, h.dgathered, h.rows) },
 	)
@@ -397,7 +398,7 @@ func (t *Trainer) linearBackward(i, j int, dx *kernels.Tensor, accumulate bool, 
 	if f := t.fp8.of(i, j); f != nil {
 		return t.fp8.backward(f, dx, accumulate, g, dout, x)
 	}
-	w := t.w.layers[i].linears()[j].w
+	w := t.w.layers[i].linears()[j].W
 	beta := float32(0)
 	if accumulate {
 		beta = 1
@@ -405,7 +406,7 @@ func (t *Trainer) linearBackward(i, j int, dx *kernels.Tensor, accumulate bool, 
 	if err := t.be.MatMul(dx, dout, w, kernels.MatMulParams{Beta: beta}); err != nil {
 		return err
 	}
-	return kernels.MatMulBackward(t.be, nil, g.w, g.b, dout, x, w, false)
+	return kernels.MatMulBackward(t.be, nil, g.W, g.B, dout, x, w, false)
 }
 
 // Params lists the trained parameters (Hugging Face names).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/fp8"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -55,9 +56,9 @@ var linearNames = [numLinears]string{siteLinears[siteQKV][0], siteLinears[siteQK
 // (F32 [1] each, set from meta at the start of each step where it
 // changed), and the amax the cast records (F32 [1]).
 type scaledCast struct {
-	meta                  *fp8.Meta
-	scale, scaleInv, amax *kernels.Tensor
-	uploaded              float32 // the scale the device holds; 0 before the first upload
+	meta *fp8.Meta
+	layers.Cast
+	uploaded float32 // the scale the device holds; 0 before the first upload
 }
 
 // fp8Linear is one linear layer's FP8 state in training.
@@ -129,13 +130,13 @@ func (f *fp8Trainer) alloc(r fp8.DelayedScaling) error {
 		if err != nil {
 			return nil, err
 		}
-		c := &scaledCast{meta: m, scale: a.Tensor(kernels.F32, 1), scaleInv: a.Tensor(kernels.F32, 1), amax: a.Tensor(kernels.F32, 1)}
+		c := &scaledCast{meta: m, Cast: layers.Cast{Scale: a.Tensor(kernels.F32, 1), ScaleInv: a.Tensor(kernels.F32, 1), Amax: a.Tensor(kernels.F32, 1)}}
 		f.casts = append(f.casts, c)
 		return c, a.Err()
 	}
 	for i := range t.w.layers {
 		l, b := &t.w.layers[i], &t.enc.layers[i]
-		b.xqH, b.xqI = f.xq[H], f.xq[I]
+		b.scratch = &layers.Scratch{Codes: f.xq}
 		var row [numLinears]*fp8Linear
 		var x *scaledCast
 		for j, lin := range l.linears() {
@@ -152,7 +153,7 @@ func (f *fp8Trainer) alloc(r fp8.DelayedScaling) error {
 			if fl.dy, err = newCast(kernels.E5M2); err != nil {
 				return err
 			}
-			shape := lin.w.Shape()
+			shape := lin.W.Shape()
 			out, in := shape[0], shape[1]
 			fl.wq, fl.wtq = a.Tensor(kernels.E4M3, out, in), a.Tensor(kernels.E4M3, in, out)
 			if f.wT[[2]int{in, out}] == nil {
@@ -163,7 +164,7 @@ func (f *fp8Trainer) alloc(r fp8.DelayedScaling) error {
 			}
 			// The bias is added in float32 by the FP8 GEMM: the master's.
 			bias := t.state.Masters.Get(layerParam(i, linearNames[j]) + ".bias")
-			lin.q = &qlinear{w: fl.wq, wScale: fl.w.scaleInv, b: bias, fp8: true, in: x}
+			lin.Q = &layers.Quantized{W: fl.wq, Scale: fl.w.ScaleInv, B: bias, InCast: &x.Cast}
 			row[j] = fl
 		}
 		f.lins = append(f.lins, row)
@@ -185,10 +186,10 @@ func (f *fp8Trainer) begin() error {
 	clear(f.xTqOf) // the inputs change every step
 	for _, c := range f.casts {
 		if s := c.meta.Scale(); s != c.uploaded {
-			if err := kernels.UploadFloat32(c.scale, []float32{s}); err != nil {
+			if err := kernels.UploadFloat32(c.Scale, []float32{s}); err != nil {
 				return fmt.Errorf("fp8 scale: %w", err)
 			}
-			if err := kernels.UploadFloat32(c.scaleInv, []float32{c.meta.ScaleInv()}); err != nil {
+			if err := kernels.UploadFloat32(c.ScaleInv, []float32{c.meta.ScaleInv()}); err != nil {
 				return fmt.Errorf("fp8 scale: %w", err)
 			}
 			c.uploaded = s
@@ -196,12 +197,12 @@ func (f *fp8Trainer) begin() error {
 	}
 	for i, row := range f.lins {
 		for j, l := range row {
-			shape := l.lin.w.Shape()
+			shape := l.lin.W.Shape()
 			wT := f.wT[[2]int{shape[1], shape[0]}]
 			err := run(
-				func() error { return f.ops.CastFP8(l.wq, l.w.amax, l.lin.w, l.w.scale) },
-				func() error { return transpose(f.t.be, wT, l.lin.w) },
-				func() error { return f.ops.CastFP8(l.wtq, nil, wT, l.w.scale) },
+				func() error { return f.ops.CastFP8(l.wq, l.w.Amax, l.lin.W, l.w.Scale) },
+				func() error { return transpose(f.t.be, wT, l.lin.W) },
+				func() error { return f.ops.CastFP8(l.wtq, nil, wT, l.w.Scale) },
 			)
 			if err != nil {
 				return fmt.Errorf("layer %d: FP8 weight %d: %w", i, j, err)
@@ -215,7 +216,7 @@ func (f *fp8Trainer) begin() error {
 // scale.
 func (f *fp8Trainer) end() error {
 	for _, c := range f.casts {
-		amax, err := kernels.ToFloat32(c.amax)
+		amax, err := kernels.ToFloat32(c.Amax)
 		if err != nil {
 			return fmt.Errorf("fp8 amax: %w", err)
 		}
@@ -230,13 +231,13 @@ func (f *fp8Trainer) end() error {
 // weight's and bias's gradients g.
 func (f *fp8Trainer) backward(l *fp8Linear, dx *kernels.Tensor, accumulate bool, g linear, dout, x *kernels.Tensor) error {
 	be := f.t.be
-	shape := l.lin.w.Shape()
+	shape := l.lin.W.Shape()
 	out, in := shape[0], shape[1]
 	dyq, dyT, dyTq, xT, xTq := f.dyq[out], f.dyT[out], f.dyTq[out], f.xT[in], f.xTq[in]
 	steps := []func() error{
-		func() error { return f.ops.CastFP8(dyq, l.dy.amax, dout, l.dy.scale) },
+		func() error { return f.ops.CastFP8(dyq, l.dy.Amax, dout, l.dy.Scale) },
 		func() error { return transpose(be, dyT, dout) },
-		func() error { return f.ops.CastFP8(dyTq, nil, dyT, l.dy.scale) },
+		func() error { return f.ops.CastFP8(dyTq, nil, dyT, l.dy.Scale) },
 		func() error {
 			if f.xTqOf[in] == (castInput{x, l.x}) {
 				return nil
@@ -244,16 +245,16 @@ func (f *fp8Trainer) backward(l *fp8Linear, dx *kernels.Tensor, accumulate bool,
 			if err := transpose(be, xT, x); err != nil {
 				return err
 			}
-			if err := f.ops.CastFP8(xTq, nil, xT, l.x.scale); err != nil {
+			if err := f.ops.CastFP8(xTq, nil, xT, l.x.Scale); err != nil {
 				return err
 			}
 			f.xTqOf[in] = castInput{x, l.x}
 			return nil
 		},
 		func() error {
-			return f.ops.FP8MatMul(g.w, dyTq, xTq, kernels.FP8MatMulParams{AScaleInv: l.dy.scaleInv, BScaleInv: l.x.scaleInv})
+			return f.ops.FP8MatMul(g.W, dyTq, xTq, kernels.FP8MatMulParams{AScaleInv: l.dy.ScaleInv, BScaleInv: l.x.ScaleInv})
 		},
-		func() error { return be.SumRows(g.b, dout) },
+		func() error { return be.SumRows(g.B, dout) },
 	}
 	if dx != nil {
 		dst := dx
@@ -261,7 +262,7 @@ func (f *fp8Trainer) backward(l *fp8Linear, dx *kernels.Tensor, accumulate bool,
 			dst = f.dx[in]
 		}
 		steps = append(steps, func() error {
-			return f.ops.FP8MatMul(dst, dyq, l.wtq, kernels.FP8MatMulParams{AScaleInv: l.dy.scaleInv, BScaleInv: l.w.scaleInv})
+			return f.ops.FP8MatMul(dst, dyq, l.wtq, kernels.FP8MatMulParams{AScaleInv: l.dy.ScaleInv, BScaleInv: l.w.ScaleInv})
 		})
 		if accumulate {
 			steps = append(steps, func() error { return be.Add(dx, dx, dst) })

@@ -59,7 +59,7 @@ func TestFP8TrainerDelayedScaling(t *testing.T) {
 			tr.enc.layers[i].a, tr.enc.layers[i].h1, tr.enc.layers[i].f}
 		for j, l := range row {
 			assert.Equal(t, []kernels.DType{kernels.E4M3, kernels.E4M3, kernels.E5M2}, []kernels.DType{l.x.meta.DType(), l.w.meta.DType(), l.dy.meta.DType()})
-			assert.InDelta(t, 448/amaxOf(t, l.lin.w), l.w.meta.Scale(), 0, "layer %d linear %d: the weight's scale", i, j)
+			assert.InDelta(t, 448/amaxOf(t, l.lin.W), l.w.meta.Scale(), 0, "layer %d linear %d: the weight's scale", i, j)
 			assert.InDelta(t, 448/amaxOf(t, x[j]), l.x.meta.Scale(), 0, "layer %d linear %d: the input's scale", i, j)
 			assert.Greater(t, l.dy.meta.Scale(), float32(57344), "layer %d linear %d: the gradient's scale (its amax below 1)", i, j)
 			for _, c := range []*scaledCast{l.w, l.dy} {
@@ -74,7 +74,7 @@ func TestFP8TrainerDelayedScaling(t *testing.T) {
 		for _, x := range []struct {
 			t    *kernels.Tensor
 			want float32
-		}{{c.scale, c.meta.Scale()}, {c.scaleInv, c.meta.ScaleInv()}} {
+		}{{c.Scale, c.meta.Scale()}, {c.ScaleInv, c.meta.ScaleInv()}} {
 			v, err := kernels.ToFloat32(x.t)
 			require.NoError(t, err)
 			assert.Equal(t, []float32{x.want}, v)

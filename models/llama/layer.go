@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 )
 
 // The decoder layer's forward pass, one for inference (Session) and
@@ -33,52 +34,37 @@ type layerBufs struct {
 }
 
 // linear is a decoder layer's linear module (q_proj … down_proj): its
-// float weight w [out, in] (torch.nn.Linear's layout), or once the model
-// is quantized (Model.Quantize) its int8 weight q [out, in] and one scale
-// per output channel, F32 [out], with w released (nil).
-type linear struct {
-	w, q, scale *kernels.Tensor
-	// wo is the module's weight-only quantized weight once the model is
-	// quantized so (Model.QuantizeWeights), with w released.
-	wo *kernels.QWeight
-}
+// float weight [out, in] (torch.nn.Linear's layout) and no bias, or once
+// the model is quantized its int8, FP8 or weight-only form.
+type linear = layers.Linear
 
 // projector applies decoder layer i's linear module lin (q_proj …
 // down_proj) to in, into out, adding to out's value when residual is set.
 // shared is set when in is the input of the previous call, unchanged
 // since (k_proj's and v_proj's after q_proj, up_proj's after gate_proj):
-// an int8 projector quantizes each input once.
-type projector func(i int, module string, out, in *kernels.Tensor, lin linear, residual, shared bool) error
+// a quantized module's input is then quantized once.
+type projector func(i int, module string, out, in *kernels.Tensor, lin *linear, residual, shared bool) error
 
-// frozen is the projector of inference: the float weight alone, or for
-// a module in int8 the int8 product over q, the step's int8 buffers (nil
-// when the model has no int8 module).
-func frozen(be kernels.Backend, q *int8Bufs) projector {
-	lin := kernels.MatMulParams{TransB: true}
-	res := kernels.MatMulParams{TransB: true, Beta: 1}
-	if q != nil {
-		q.cur = nil
-	}
-	return func(_ int, module string, out, in *kernels.Tensor, l linear, residual, shared bool) error {
-		if l.wo != nil {
-			if q == nil {
-				return fmt.Errorf("%s is quantized and the step has no buffers for it: %w", module, kernels.ErrValue)
+// frozen is the projector of inference: the module's weight in whatever
+// form it has, quantized ones over s, the step's scratch (nil when the
+// model has no quantized module).
+func frozen(be kernels.Backend, s *layers.Scratch) projector {
+	var prepared layers.Input
+	return func(_ int, module string, out, in *kernels.Tensor, l *linear, residual, shared bool) error {
+		if l.Quantized() && s == nil {
+			return fmt.Errorf("%s is quantized and the step has no buffers for it: %w", module, kernels.ErrValue)
+		}
+		if !shared || prepared.X != in || (prepared.Codes == nil) != (l.Q == nil) {
+			var err error
+			if prepared, err = l.Prepare(be, s, in); err != nil {
+				return err
 			}
-			return q.projectWeightOnly(be, out, in, l, residual)
 		}
-		if l.q != nil {
-			if q == nil {
-				return fmt.Errorf("%s is int8 and the step has no int8 buffers: %w", module, kernels.ErrValue)
-			}
-			return q.project(be, out, in, l, residual, shared)
-		}
-		if q != nil {
-			q.cur = nil
-		}
+		var res *kernels.Tensor
 		if residual {
-			return be.MatMul(out, in, l.w, res)
+			res = out
 		}
-		return be.MatMul(out, in, l.w, lin)
+		return l.Project(be, s, out, prepared, kernels.ActNone, res)
 	}
 }
 
@@ -93,20 +79,20 @@ func (m *Model) layerForward(i int, b *layerBufs, pos *kernels.Tensor, proj proj
 		run  func() error
 	}{
 		{"input_layernorm", func() error { return be.RMSNorm(b.h1, b.x, l.attnNorm, eps) }},
-		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, l.q, false, false) }},
-		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, l.k, false, true) }},
-		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, l.v, false, true) }},
+		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, &l.q, false, false) }},
+		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, &l.k, false, true) }},
+		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, &l.v, false, true) }},
 		{"rope q", func() error { return dec.RoPE(b.q, pos, m.invFreq) }},
 		{"rope k", func() error { return dec.RoPE(b.k, pos, m.invFreq) }},
 		{"attention", attend},
 		{"residual", func() error { return copyInto(be, b.x2, b.x) }},
-		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, l.o, true, false) }},
+		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, &l.o, true, false) }},
 		{"post_attention_layernorm", func() error { return be.RMSNorm(b.h2, b.x2, l.mlpNorm, eps) }},
-		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, l.gate, false, false) }},
-		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, l.up, false, true) }},
+		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, &l.gate, false, false) }},
+		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, &l.up, false, true) }},
 		{"silu·up", func() error { return dec.SwiGLU(b.act, b.gate, b.up) }},
 		{"residual", func() error { return copyInto(be, b.out, b.x2) }},
-		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, l.down, true, false) }},
+		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, &l.down, true, false) }},
 	}
 	for _, op := range ops {
 		if err := op.run(); err != nil {

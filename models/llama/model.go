@@ -61,7 +61,7 @@ func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
 	}
 	for i := range cfg.NumHiddenLayers {
 		l := func(rest string) *kernels.Tensor { return get(layerParam(i, rest)) }
-		lin := func(rest string) linear { return linear{w: l(rest + ".weight")} }
+		lin := func(rest string) linear { return linear{W: l(rest + ".weight")} }
 		w.layers = append(w.layers, layer{
 			attnNorm: l("input_layernorm.weight"),
 			q:        lin("self_attn.q_proj"), k: lin("self_attn.k_proj"),
@@ -82,8 +82,12 @@ type Model struct {
 	params    *nn.TensorSet
 	w         weights
 	invFreq   *kernels.Tensor
-	int8      int  // linear modules quantized (Quantize, QuantizeWeights, QuantizeFP8)
-	fp8       bool // the quantized modules are FP8 (QuantizeFP8)
+	// quantized counts the linear modules quantized in any form
+	// (Quantize, QuantizeWeights, QuantizeFP8, a quantized checkpoint).
+	quantized int
+	// codes is the dtype a quantized module's inputs are cast to: I8, or
+	// E4M3 for FP8; 0 while none is, or for weight-only modules.
+	codes kernels.DType
 	// weightBits is the width of a quantized module's weight codes: 8
 	// (Quantize, or QuantizeWeights in int8) or 4; 0 while none is.
 	weightBits int

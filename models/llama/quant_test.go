@@ -156,7 +156,7 @@ func TestQuantizeErrors(t *testing.T) {
 	// A NaN in layer 0's k_proj: q_proj stays int8, the rest float, and
 	// the model runs.
 	m = loadTest(t, cfg, nn.F32)
-	k := m.w.layers[0].k.w
+	k := m.w.layers[0].k.W
 	vals, err := kernels.ToFloat32(k)
 	require.NoError(t, err)
 	vals[5] = float32(math.NaN())
@@ -168,9 +168,9 @@ func TestQuantizeErrors(t *testing.T) {
 	require.ErrorIs(t, err, kernels.ErrValue)
 	assert.ErrorContains(t, err, "model.layers.0.self_attn.k_proj")
 	assert.True(t, m.Quantized())
-	assert.NotNil(t, m.w.layers[0].q.q)
-	assert.Nil(t, m.w.layers[0].k.q)
-	assert.Same(t, k, m.w.layers[0].k.w)
+	assert.NotNil(t, m.w.layers[0].q.Q)
+	assert.Nil(t, m.w.layers[0].k.Q)
+	assert.Same(t, k, m.w.layers[0].k.W)
 	_, err = m.Forward(Inputs{IDs: []int32{3, 4, 5}}, 1, 3)
 	require.NoError(t, err)
 

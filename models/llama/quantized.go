@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
@@ -227,7 +228,7 @@ func loadNF4(s *nn.TensorSet, ck *nn.Checkpoint, n string, out, in int) (linear,
 		return linear{}, err
 	}
 	qw.Scales, err = s.Upload(n+".weight_scale", kernels.F32, state.BNBScales(absmax, out, in), out, in/group)
-	return linear{wo: qw}, err
+	return linear{WO: qw}, err
 }
 
 // loadCodes reads module n [out, in] of a w8a8 (I8) or fp8 (E4M3)
@@ -246,7 +247,7 @@ func loadCodes(s *nn.TensorSet, ck *nn.Checkpoint, n string, codes kernels.DType
 		return linear{}, err
 	}
 	scale, err := loadScales(s, ck, n, []int{out, 1}, out)
-	return linear{q: q, scale: scale}, err
+	return linear{Q: &layers.Quantized{W: q, Scale: scale}}, err
 }
 
 // loadWeightOnly reads the packed module n [out, in] in format f.
@@ -284,7 +285,7 @@ func loadWeightOnly(s *nn.TensorSet, ck *nn.Checkpoint, n string, f kernels.Weig
 		scaleShape, up = []int{out, in / group}, []int{out, in / group}
 	}
 	qw.Scales, err = loadScales(s, ck, n, scaleShape, up...)
-	return linear{wo: qw}, err
+	return linear{WO: qw}, err
 }
 
 // setQuantized gives the model's modules the linears of a quantized
@@ -293,10 +294,15 @@ func (m *Model) setQuantized(lins map[string]linear) {
 	for i := range m.w.layers {
 		for _, mod := range m.w.layers[i].modules() {
 			*mod.lin = lins[layerParam(i, mod.name)]
-			m.int8++
+			m.quantized++
 		}
 	}
-	m.fp8 = m.Config.Quant.Scheme == quant.FP8
+	switch m.Config.Quant.Scheme {
+	case quant.FP8:
+		m.codes = kernels.E4M3
+	case quant.W8A8:
+		m.codes = kernels.I8
+	}
 	m.weightBits = 8
 	if f, ok := m.Config.Quant.Scheme.WeightOnly(); ok {
 		m.weightBits = f.Bits()
@@ -340,16 +346,16 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 	for i := range m.w.layers {
 		for _, mod := range m.w.layers[i].modules() {
 			n, lin := layerParam(i, mod.name), mod.lin
-			if lin.wo == nil {
-				if _, err := add(n+".weight", lin.q); err != nil {
+			if lin.WO == nil {
+				if _, err := add(n+".weight", lin.Q.W); err != nil {
 					return nil, err
 				}
-				if _, err := add(n+".weight_scale", lin.scale, lin.scale.Shape()[0], 1); err != nil {
+				if _, err := add(n+".weight_scale", lin.Q.Scale, lin.Q.Scale.Shape()[0], 1); err != nil {
 					return nil, err
 				}
 				continue
 			}
-			qw := lin.wo
+			qw := lin.WO
 			if qw.Format == kernels.WNF4 {
 				if err := m.nf4Tensors(&out, n, qw); err != nil {
 					return nil, err

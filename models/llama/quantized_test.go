@@ -140,7 +140,7 @@ func TestPackedLayout(t *testing.T) {
 			i := slices.IndexFunc(tensors, func(tt safetensors.Tensor) bool { return tt.Name == "model.layers.0.self_attn.q_proj.weight_packed" })
 			require.GreaterOrEqual(t, i, 0)
 			words := tensors[i].Data
-			lin := m.w.layers[0].q.wo
+			lin := m.w.layers[0].q.WO
 			codes := make([]byte, lin.Data.Bytes())
 			require.NoError(t, m.be.Download(codes, lin.Data))
 			bits := lin.Format.Bits()
@@ -175,7 +175,7 @@ func TestNF4Layout(t *testing.T) {
 		byName[tt.Name] = tt
 	}
 	const w = "model.layers.0.self_attn.q_proj.weight"
-	lin := m.w.layers[0].q.wo
+	lin := m.w.layers[0].q.WO
 	codes := make([]byte, lin.Data.Bytes())
 	require.NoError(t, m.be.Download(codes, lin.Data))
 	for e := range 64 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -25,7 +26,7 @@ type Session struct {
 	steps         map[stepKey]*step
 	logits        *kernels.Tensor // [batch, vocab] of the last step, in the model's dtype
 	next          *kernels.Tensor // I32 [batch]: Argmax of logits
-	int8          int             // the model's int8 modules when the session was opened
+	quantized     int             // the model's quantized modules when the session was opened
 }
 
 // NewSession allocates the KV cache of batch sequences of up to maxLen
@@ -40,7 +41,7 @@ func (m *Model) NewSession(batch, maxLen int) (*Session, error) {
 	}
 	c := m.Config
 	s := &Session{m: m, batch: batch, maxLen: maxLen, set: nn.NewTensorSet(m.be), lens: make([]int32, batch),
-		steps: map[stepKey]*step{}, int8: m.int8}
+		steps: map[stepKey]*step{}, quantized: m.quantized}
 	a := nn.Allocator{Set: s.set}
 	dt := m.Precision.DType()
 	for range c.NumHiddenLayers {
@@ -203,7 +204,7 @@ type step struct {
 	full            *kernels.Tensor // [B·S, V] when every position's logits are wanted
 	q2, k2, v2      *kernels.Tensor // 2-D views of q, k, v
 	layer           layerBufs       // the above as every layer's buffers, in place
-	int8            *int8Bufs       // the int8 modules' buffers when the model has any
+	scratch         *layers.Scratch // the quantized modules' buffers when the model has any
 	graph           kernels.Graph   // the captured decode step, once captured
 	ranEager        bool            // the step has run once without a graph
 }
@@ -240,8 +241,8 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	if full {
 		st.full = a.Tensor(dt, B*S, c.VocabSize)
 	}
-	if s.int8 > 0 {
-		st.int8 = allocInt8(&a, c, dt, s.m.inputCodes(), B*S)
+	if s.quantized > 0 {
+		st.scratch = s.m.newScratch(&a, dt, B*S)
 	}
 	st.q2 = a.View(st.q, B*S, c.QDim())
 	st.k2 = a.View(st.k, B*S, c.KVDim())
@@ -260,7 +261,7 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 // sequence, the row of x whose logits go to s.logits. With full, the
 // logits of every row go to the step's full buffer instead.
 func (s *Session) run(S int, ids, last []int32, full bool) error {
-	if s.int8 != s.m.int8 {
+	if s.quantized != s.m.quantized {
 		return fmt.Errorf("llama: the model was quantized after the session was opened: open a new session: %w", ErrInput)
 	}
 	st, err := s.stepFor(S, full)
@@ -338,7 +339,7 @@ func (s *Session) forward(st *step, full bool) error {
 	if err := be.Embedding(st.x, m.w.embed, st.flatIDs); err != nil {
 		return fmt.Errorf("llama: embed_tokens: %w", err)
 	}
-	proj := frozen(be, st.int8)
+	proj := frozen(be, st.scratch)
 	for i := range m.w.layers {
 		attend := func() error {
 			if err := dec.CacheWrite(s.k[i], st.k, st.start); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/lora"
 	"github.com/zbench/zbench/models/nn"
 )
@@ -308,13 +309,13 @@ func (t *Trainer) dropout(ad *adapted, in *kernels.Tensor) (*kernels.Tensor, err
 
 // project is the training projector: the frozen weight, plus
 // scale·dropout(in)·Aᵀ·Bᵀ where the module is adapted.
-func (t *Trainer) project(i int, module string, out, in *kernels.Tensor, w linear, residual, _ bool) error {
+func (t *Trainer) project(i int, module string, out, in *kernels.Tensor, w *linear, residual, _ bool) error {
 	be := t.m.be
-	p := kernels.MatMulParams{TransB: true}
+	var res *kernels.Tensor
 	if residual {
-		p.Beta = 1
+		res = out
 	}
-	if err := be.MatMul(out, in, w.w, p); err != nil {
+	if err := w.Project(be, nil, out, layers.Input{X: in}, kernels.ActNone, res); err != nil {
 		return err
 	}
 	ad := t.target(i, module)
@@ -578,14 +579,14 @@ func (t *Trainer) layerBackward(i int, l *trainLayer) error {
 		run  func() error
 	}{
 		// out = x2 + act·Wdᵀ: x2's gradient is dx as it is.
-		{"down_proj", func() error { return t.projectBackward(i, "down_proj", t.dact, t.dx, l.act, w.down.w, false) }},
+		{"down_proj", func() error { return t.projectBackward(i, "down_proj", t.dact, t.dx, l.act, w.down.W, false) }},
 		{"silu·up", func() error { return tb.SwiGLUBackward(t.dact, t.dup, t.dact, l.gate, l.up) }},
-		{"gate_proj", func() error { return t.projectBackward(i, "gate_proj", t.dh, t.dact, l.h2, w.gate.w, false) }},
-		{"up_proj", func() error { return t.projectBackward(i, "up_proj", t.dh, t.dup, l.h2, w.up.w, true) }},
+		{"gate_proj", func() error { return t.projectBackward(i, "gate_proj", t.dh, t.dact, l.h2, w.gate.W, false) }},
+		{"up_proj", func() error { return t.projectBackward(i, "up_proj", t.dh, t.dup, l.h2, w.up.W, true) }},
 		{"post_attention_layernorm", func() error { return tb.RMSNormBackward(t.dn, nil, t.dh, l.x2, w.mlpNorm, eps) }},
 		{"residual", func() error { return be.Add(t.dx, t.dx, t.dn) }},
 		// x2 = x + attT·Woᵀ: x's gradient starts as dx.
-		{"o_proj", func() error { return t.projectBackward(i, "o_proj", t.dattT, t.dx, l.attT, w.o.w, false) }},
+		{"o_proj", func() error { return t.projectBackward(i, "o_proj", t.dattT, t.dx, l.attT, w.o.W, false) }},
 		{"split heads", func() error { return be.SwapAxes(t.att, t.dattT4) }},
 		{"attention", func() error { return be.AttentionBackward(t.dqT, t.dkT, t.dvT, t.att, l.qT, l.kT, l.vT, causal) }},
 		{"merge heads", func() error {
@@ -601,9 +602,9 @@ func (t *Trainer) layerBackward(i int, l *trainLayer) error {
 				func() error { return m.dec.RoPE(dk, t.pos, t.negInvFreq) },
 			)
 		}},
-		{"q_proj", func() error { return t.projectBackward(i, "q_proj", t.dh, dq2, l.h1, w.q.w, false) }},
-		{"k_proj", func() error { return t.projectBackward(i, "k_proj", t.dh, dk2, l.h1, w.k.w, true) }},
-		{"v_proj", func() error { return t.projectBackward(i, "v_proj", t.dh, dv2, l.h1, w.v.w, true) }},
+		{"q_proj", func() error { return t.projectBackward(i, "q_proj", t.dh, dq2, l.h1, w.q.W, false) }},
+		{"k_proj", func() error { return t.projectBackward(i, "k_proj", t.dh, dk2, l.h1, w.k.W, true) }},
+		{"v_proj", func() error { return t.projectBackward(i, "v_proj", t.dh, dv2, l.h1, w.v.W, true) }},
 		{"input_layernorm", func() error { return tb.RMSNormBackward(t.dn, nil, t.dh, l.x, w.attnNorm, eps) }},
 		{"residual", func() error { return be.Add(t.dx, t.dx, t.dn) }},
 	}

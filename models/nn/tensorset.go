@@ -88,8 +88,12 @@ func (s *TensorSet) Bytes() int64 {
 }
 
 // Release frees t, one of the set's tensors, and forgets it (and its
-// name). A tensor not in the set is an error wrapping kernels.ErrValue.
+// name); nil is nothing to release. A tensor not in the set is an error
+// wrapping kernels.ErrValue.
 func (s *TensorSet) Release(t *kernels.Tensor) error {
+	if t == nil {
+		return nil
+	}
 	i := slices.Index(s.all, t)
 	if i < 0 {
 		return fmt.Errorf("release %v: not in the set: %w", t, kernels.ErrValue)

@@ -85,7 +85,7 @@ func (f *Forward) plan() error {
 	f.see("conv1", x)
 	switch {
 	case stem.q != nil:
-		x = f.quantize(p, x, stem.q.inScale)
+		x = f.quantize(p, x, stem.q.InScale)
 	case dt != kernels.F32:
 		cast := p.get(dt, N, f.H, f.W, 3)
 		in := x
@@ -120,12 +120,12 @@ func (f *Forward) plan() error {
 	f.do(func() error { return m.vis.GlobalAvgPool(feat, in) })
 	f.see("fc", feat)
 	if q := m.fcQ; q != nil {
-		fq := f.quantize(p, feat, q.inScale)
+		fq := f.quantize(p, feat, q.InScale)
 		if err := a.Err(); err != nil {
 			return err
 		}
 		f.do(func() error {
-			return m.qo.QMatMul(f.logits, fq, q.w, kernels.QMatMulParams{AScale: q.inScale, BScale: q.wScale, Bias: q.b})
+			return m.qo.QMatMul(f.logits, fq, q.W, kernels.QMatMulParams{AScale: q.InScale, BScale: q.Scale, Bias: q.B})
 		})
 		return a.Err()
 	}
@@ -215,14 +215,14 @@ func (f *Forward) qconv(p *planner, x *kernels.Tensor, l *layer, residual *kerne
 	s, cv := x.Shape(), l.spec
 	ho, wo := cv.out(s[1], s[2])
 	cp := kernels.QConvParams{Stride: [2]int{cv.stride, cv.stride}, Pad: [2]int{cv.pad, cv.pad}, Groups: cv.grp,
-		XScale: l.q.inScale, WScale: l.q.wScale, Bias: l.q.b, Residual: residual, Act: act}
+		XScale: l.q.InScale, WScale: l.q.Scale, Bias: l.q.B, Residual: residual, Act: act}
 	var out *kernels.Tensor
 	switch {
 	case residual != nil:
 		out = residual // the epilogue adds it in place
 	case next != nil && next.q != nil:
 		out = p.get(kernels.I8, s[0], ho, wo, cv.co)
-		cp.OutScale = next.q.inScale
+		cp.OutScale = next.q.InScale
 	default:
 		out = p.get(f.m.Options.Precision.DType(), s[0], ho, wo, cv.co)
 	}
@@ -230,7 +230,7 @@ func (f *Forward) qconv(p *planner, x *kernels.Tensor, l *layer, residual *kerne
 		return nil
 	}
 	qc := f.m.qc
-	f.do(func() error { return qc.QConv2D(out, x, l.q.w, cp) })
+	f.do(func() error { return qc.QConv2D(out, x, l.q.W, cp) })
 	return out
 }
 
@@ -245,7 +245,7 @@ func (f *Forward) block(p *planner, x *kernels.Tensor, b block) *kernels.Tensor 
 	f.see(b.convs[0].conv, x)
 	in := x // what the first convolution and the projection read
 	if first.q != nil {
-		in = f.quantize(p, x, first.q.inScale)
+		in = f.quantize(p, x, first.q.InScale)
 	}
 	t := in
 	for i, cv := range b.convs[:len(b.convs)-1] {

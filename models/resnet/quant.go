@@ -3,9 +3,9 @@ package resnet
 import (
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/quant"
 )
 
@@ -24,14 +24,11 @@ import (
 // convolution and projection, which read the same tensor and share one
 // scale; so are the images for the stem and the pooled features for fc.
 
-// qlayer is a convolution or the classifier in int8: w ([Co, Kh, Kw,
-// Ci/G] or [classes, features]) with a scale per output channel
-// (wScale [Co]), the static scale of its input (inScale [1], one tensor per
-// site), and the bias (the folded BatchNorm's for a convolution) in
-// float32.
-type qlayer struct {
-	w, wScale, inScale, b *kernels.Tensor
-}
+// qlayer is a convolution or the classifier in int8: W ([Co, Kh, Kw,
+// Ci/G] or [classes, features]) with a scale per output channel, the
+// static scale of its input (InScale [1], one tensor per site), and the
+// bias (the folded BatchNorm's for a convolution) in float32.
+type qlayer = layers.Quantized
 
 // Calibration is what Model.Quantize calibrates the inputs' scales with.
 type Calibration struct {
@@ -105,149 +102,73 @@ func (m *Model) Quantize(cal Calibration) ([]LayerReport, error) {
 	}
 	a := m.Config.arch()
 	sites := a.sites()
-	amax, last, err := m.calibrate(cal)
+	cals, err := m.calibrate(cal)
 	if err != nil {
 		return nil, err
 	}
 	// Each site's scale, and the error of its input, once.
 	scales := map[string]*kernels.Tensor{}
-	inErr := map[string]quant.Errors{}
-	layers := []string{}
+	fixed := map[string]layers.Site{}
+	names := []string{}
 	for _, cv := range a.convs() {
-		layers = append(layers, cv.conv)
+		names = append(names, cv.conv)
 	}
-	layers = append(layers, "fc")
-	for _, name := range layers {
+	names = append(names, "fc")
+	for _, name := range names {
 		site := sites[name]
 		if scales[site] != nil {
 			continue
 		}
-		am := amax[site]
-		if !(am > 0) || math.IsInf(float64(am), 0) {
-			return nil, fmt.Errorf("resnet: input of %s: calibrated amax %v, want a positive finite value: %w", site, am, kernels.ErrValue)
+		if fixed[site], err = cals.Site(site); err != nil {
+			return nil, fmt.Errorf("resnet: %w", err)
 		}
-		s := quant.Scale(am)
-		fq, err := quant.FakeQuantize(last[site], []float32{s})
-		if err != nil {
-			return nil, fmt.Errorf("resnet: input of %s: %w", site, err)
-		}
-		if inErr[site], err = quant.Measure(last[site], fq); err != nil {
-			return nil, fmt.Errorf("resnet: input of %s: %w", site, err)
-		}
-		if scales[site], err = m.params.Upload(site+".input_scale", kernels.F32, []float32{s}, 1); err != nil {
+		if scales[site], err = m.params.Upload(site+".input_scale", kernels.F32, []float32{fixed[site].Scale}, 1); err != nil {
 			return nil, fmt.Errorf("resnet: %w", err)
 		}
 	}
 	m.qo, m.qc = qo, qc
 	var reports []LayerReport
-	for _, name := range layers {
+	for _, name := range names {
 		w, b := m.fcW, m.fcB
 		l := m.layers[name] // nil for fc
 		if l != nil {
 			w, b = l.w, l.b
 		}
 		site := sites[name]
-		q, r, err := m.quantizeWeight(name, w, b, scales[site])
+		q, r, err := layers.QuantizeWeight(m.be, m.params, name, w, b, kernels.I8, scales[site])
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("resnet: %w", err)
 		}
 		if l != nil {
 			l.w, l.b, l.q = nil, nil, q
 		} else {
 			m.fcW, m.fcB, m.fcQ = nil, nil, q
 		}
-		r.InputAmax, r.InputMSE, r.InputSQNR = amax[site], inErr[site].MSE, inErr[site].SQNR
-		reports = append(reports, r)
+		reports = append(reports, fixed[site].Report(r))
 	}
 	return reports, nil
 }
 
-// calibrate runs the batches through the float model and returns each
-// site's amax and its values in the last batch.
-func (m *Model) calibrate(cal Calibration) (amax map[string]float32, last map[string][]float32, err error) {
-	obs := map[string]quant.Observer{}
-	last = map[string][]float32{}
-	observe := func(site string, x *kernels.Tensor) error {
-		v, err := kernels.ToFloat32(x)
-		if err != nil {
-			return err
-		}
-		o := obs[site]
-		if o == nil {
-			o = cal.NewObserver()
-			obs[site] = o
-		}
-		last[site] = v
-		if err := o.Observe(v); err != nil {
-			return fmt.Errorf("calibration of the input of %s: %w", site, err)
-		}
-		return nil
-	}
-	f, err := m.newForward(cal.Batch, cal.Height, cal.Width, observe)
+// calibrate runs the batches through the float model, observing each
+// site's input.
+func (m *Model) calibrate(cal Calibration) (c *layers.Calibrator, err error) {
+	c = layers.NewCalibrator(cal.NewObserver)
+	f, err := m.newForward(cal.Batch, cal.Height, cal.Width, c.Observe)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
 	for b, px := range cal.Batches {
 		if want := cal.Batch * 3 * cal.Height * cal.Width; len(px) != want {
-			return nil, nil, fmt.Errorf("resnet: calibration batch %d has %d values, want [%d 3 %d %d] = %d: %w",
+			return nil, fmt.Errorf("resnet: calibration batch %d has %d values, want [%d 3 %d %d] = %d: %w",
 				b, len(px), cal.Batch, cal.Height, cal.Width, want, kernels.ErrShape)
 		}
 		if err := f.SetPixels(px); err != nil {
-			return nil, nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
+			return nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
 		}
 		if err := f.Run(); err != nil {
-			return nil, nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
+			return nil, fmt.Errorf("resnet: calibration batch %d: %w", b, err)
 		}
 	}
-	amax = map[string]float32{}
-	for site, o := range obs {
-		if amax[site], err = o.Amax(); err != nil {
-			return nil, nil, fmt.Errorf("resnet: input of %s: %w", site, err)
-		}
-	}
-	return amax, last, nil
-}
-
-// quantizeWeight quantizes a layer's float weight w (its first dimension
-// the output channels) per output channel on the device and its bias b to
-// float32, reading its input with the static scale inScale; it reports
-// the weight's error and releases w and b.
-func (m *Model) quantizeWeight(name string, w, b, inScale *kernels.Tensor) (*qlayer, LayerReport, error) {
-	shape := w.Shape()
-	co := shape[0]
-	k := shape.Len() / co
-	q := &qlayer{inScale: inScale}
-	var err error
-	if q.w, err = m.params.Alloc(name+".weight", kernels.I8, shape...); err != nil {
-		return nil, LayerReport{}, fmt.Errorf("resnet: %w", err)
-	}
-	if q.wScale, err = m.params.Alloc(name+".weight_scale", kernels.F32, co); err != nil {
-		return nil, LayerReport{}, fmt.Errorf("resnet: %w", err)
-	}
-	// Per output channel: the rows of the [Co, K] views.
-	wk, err := w.Reshape(co, k)
-	if err != nil {
-		return nil, LayerReport{}, fmt.Errorf("resnet: %s.weight: %w", name, err)
-	}
-	qk, err := q.w.Reshape(co, k)
-	if err != nil {
-		return nil, LayerReport{}, fmt.Errorf("resnet: %s.weight: %w", name, err)
-	}
-	r, err := quant.QuantizeWeight(m.be, qk, q.wScale, wk, name)
-	if err != nil {
-		return nil, r, fmt.Errorf("resnet: %w", err)
-	}
-	bias, err := kernels.ToFloat32(b)
-	if err != nil {
-		return nil, r, fmt.Errorf("resnet: %s bias: %w", name, err)
-	}
-	if q.b, err = m.params.Upload(name+".bias", kernels.F32, bias, co); err != nil {
-		return nil, r, fmt.Errorf("resnet: %w", err)
-	}
-	// The float weight and bias are not read again.
-	if err := errors.Join(m.params.Release(w), m.params.Release(b)); err != nil {
-		return nil, r, fmt.Errorf("resnet: %s: %w", name, err)
-	}
-	return q, r, nil
+	return c, nil
 }

@@ -129,7 +129,7 @@ func (m *Model) loadQLayer(ck *nn.Checkpoint, n, site string, scales map[string]
 	co := shape[0]
 	q := &qlayer{}
 	var err error
-	if q.w, err = m.params.UploadBytes(n+".weight", kernels.I8, w, shape...); err != nil {
+	if q.W, err = m.params.UploadBytes(n+".weight", kernels.I8, w, shape...); err != nil {
 		return nil, fmt.Errorf("resnet: %w", err)
 	}
 	values := func(suffix string, scale bool, shape ...int) ([]float32, error) {
@@ -152,31 +152,31 @@ func (m *Model) loadQLayer(ck *nn.Checkpoint, n, site string, scales map[string]
 	if err != nil {
 		return nil, err
 	}
-	if q.wScale, err = m.params.Upload(n+".weight_scale", kernels.F32, ws, co); err != nil {
+	if q.Scale, err = m.params.Upload(n+".weight_scale", kernels.F32, ws, co); err != nil {
 		return nil, fmt.Errorf("resnet: %w", err)
 	}
 	b, err := values(".bias", false, co)
 	if err != nil {
 		return nil, err
 	}
-	if q.b, err = m.params.Upload(n+".bias", kernels.F32, b, co); err != nil {
+	if q.B, err = m.params.Upload(n+".bias", kernels.F32, b, co); err != nil {
 		return nil, fmt.Errorf("resnet: %w", err)
 	}
 	in, err := values(".input_scale", true, 1)
 	if err != nil {
 		return nil, err
 	}
-	if q.inScale = scales[site]; q.inScale == nil {
+	if q.InScale = scales[site]; q.InScale == nil {
 		if site != n {
 			return nil, fmt.Errorf("resnet: %s reads the input of %s, which is not loaded: %w", n, site, kernels.ErrValue) // arch order
 		}
-		if q.inScale, err = m.params.Upload(site+".input_scale", kernels.F32, in, 1); err != nil {
+		if q.InScale, err = m.params.Upload(site+".input_scale", kernels.F32, in, 1); err != nil {
 			return nil, fmt.Errorf("resnet: %w", err)
 		}
-		scales[site] = q.inScale
+		scales[site] = q.InScale
 		return q, nil
 	}
-	siteScale, err := kernels.ToFloat32(q.inScale)
+	siteScale, err := kernels.ToFloat32(q.InScale)
 	if err != nil {
 		return nil, fmt.Errorf("resnet: %s.input_scale: %w", site, err)
 	}
@@ -215,7 +215,7 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 			suffix string
 			t      *kernels.Tensor
 			shape  []int
-		}{{".weight_scale", q.wScale, []int{co, 1}}, {".input_scale", q.inScale, []int{1}}, {".bias", q.b, []int{co}}} {
+		}{{".weight_scale", q.Scale, []int{co, 1}}, {".input_scale", q.InScale, []int{1}}, {".bias", q.B, []int{co}}} {
 			data, err := download(n+t.suffix, t.t, kernels.F32)
 			if err != nil {
 				return err
@@ -232,14 +232,14 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 		if l == nil || l.q == nil {
 			return nil, fmt.Errorf("resnet: %s is not quantized: %w", cv.conv, kernels.ErrValue)
 		}
-		ohwi, err := download(cv.conv+".weight", l.q.w, kernels.I8)
+		ohwi, err := download(cv.conv+".weight", l.q.W, kernels.I8)
 		if err != nil {
 			return nil, err
 		}
 		cg, kk := cv.ci/cv.grp, cv.k*cv.k
 		if len(ohwi) != cv.co*kk*cg {
 			return nil, fmt.Errorf("resnet: %s.weight has shape %v on the device, want [%d %d %d %d]: %w",
-				cv.conv, l.q.w.Shape(), cv.co, cv.k, cv.k, cg, kernels.ErrShape)
+				cv.conv, l.q.W.Shape(), cv.co, cv.k, cv.k, cg, kernels.ErrShape)
 		}
 		// [Co, Kh, Kw, Ci/G] → [Co, Ci/G, Kh, Kw].
 		oihw := make([]byte, len(ohwi))
@@ -255,12 +255,12 @@ func (m *Model) QuantizedTensors() ([]safetensors.Tensor, error) {
 		}
 	}
 	F, K := m.Config.Features(), m.Config.NumClasses
-	w, err := download("fc.weight", m.fcQ.w, kernels.I8)
+	w, err := download("fc.weight", m.fcQ.W, kernels.I8)
 	if err != nil {
 		return nil, err
 	}
 	if len(w) != K*F {
-		return nil, fmt.Errorf("resnet: fc.weight has shape %v on the device, want [%d %d]: %w", m.fcQ.w.Shape(), K, F, kernels.ErrShape)
+		return nil, fmt.Errorf("resnet: fc.weight has shape %v on the device, want [%d %d]: %w", m.fcQ.W.Shape(), K, F, kernels.ErrShape)
 	}
 	if err := add("fc", m.fcQ, w, []int{K, F}); err != nil {
 		return nil, err
