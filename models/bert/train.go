@@ -6,8 +6,8 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
-	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/fp8"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -302,7 +302,9 @@ func (t *Trainer) forward() error {
 	h, eps := t.head, float32(cfg.LayerNormEps)
 	err := run(
 		func() error { return be.Embedding(h.gathered, t.enc.hidden(), h.rows) },
-		func() error { return w.mlmDense.Project(be, nil, h.tu, layers.Input{X: h.gathered}, kernels.ActNone, nil) },
+		func() error {
+			return w.mlmDense.Project(be, nil, h.tu, layers.Input{X: h.gathered}, kernels.ActNone, nil)
+		},
 		func() error { return be.Act(h.ta, h.tu, cfg.Act()) },
 		func() error { return be.LayerNorm(h.t, h.mean, h.rstd, h.ta, w.mlmLN.g, w.mlmLN.b, eps) },
 		func() error {
