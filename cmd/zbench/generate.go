@@ -225,6 +225,9 @@ func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string) (m
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if err := checkGenerates(files.Config); err != nil {
+		return nil, nil, nil, err
+	}
 	if tok == nil {
 		tok, tokErr = tokenizer.Load(filepath.Dir(files.Weights[0]))
 	}

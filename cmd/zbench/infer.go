@@ -20,21 +20,6 @@ import (
 	"github.com/zbench/zbench/zbench"
 )
 
-// An inferModel is what infer knows of one model.
-type inferModel struct {
-	dtypes []string // the --dtype values it accepts
-	run    func(inferJob) (inferResult, error)
-	// stateDict models read weights alone (a torchvision state_dict as
-	// safetensors) with no config.json; images models take --image.
-	stateDict, images bool
-}
-
-// inferModels are the models infer runs, by --model name.
-var inferModels = map[string]inferModel{
-	"bert":  {dtypes: []string{"f32", "f16", "bf16", "mixed"}, run: inferBERT},
-	"llama": {dtypes: llamaDTypes, run: inferLlama},
-}
-
 // An inferJob is one run of a model, its flags checked.
 type inferJob struct {
 	dev   kernels.Backend
@@ -102,7 +87,7 @@ OUT is written atomically: a failed run leaves no file.`
 func runInfer(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("infer", inferSynopsis, inferDoc, stderr)
 	var (
-		model   = fs.String("model", "", "the model: "+strings.Join(inferModelNames(), ", ")+" (required)")
+		model   = fs.String("model", "", "the model: "+strings.Join(modelNames(canInfer), ", ")+" (required)")
 		weights = fs.String("weights", "", "the checkpoint, a `path`: a Hugging Face model directory (config.json, model.safetensors) or one safetensors file (required)")
 		config  = fs.String("config", "", "the model's Hugging Face config.json `file` (default: config.json in the checkpoint's directory)")
 		input   = fs.String("input", "", "the inputs, a safetensors `file` (required)")
@@ -130,9 +115,9 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	if len(missing) > 0 {
 		return usageErrorf("missing required flag %s (see 'zbench infer -h')", strings.Join(missing, ", "))
 	}
-	m, ok := inferModels[*model]
-	if !ok {
-		return usageErrorf("unknown --model %q (want %s)", *model, strings.Join(inferModelNames(), ", "))
+	m, err := modelFor(canInfer, *model)
+	if err != nil {
+		return err
 	}
 	if !slices.Contains(m.dtypes, *dtype) {
 		return usageErrorf("unknown --dtype %q for %s (want %s)", *dtype, *model, strings.Join(m.dtypes, ", "))
@@ -150,7 +135,6 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("--config: %s reads its architecture from its name and its weights, it has no config.json", *model)
 	}
 	var files checkpoint.Files
-	var err error
 	if m.stateDict {
 		files, err = checkpoint.ResolveWeights(*weights)
 	} else {
@@ -184,7 +168,7 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("input: %w", err)
 		}
 	}
-	res, err := m.run(job)
+	res, err := m.infer(job)
 	if err != nil {
 		return err
 	}
@@ -223,15 +207,6 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, line)
 	}
 	return nil
-}
-
-func inferModelNames() []string {
-	names := make([]string, 0, len(inferModels))
-	for n := range inferModels {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // openDevice returns the named device, or an error listing the devices

@@ -13,51 +13,16 @@
 //	calibrate  A/A runs: false-verdict rate and the smallest change detectable
 //	report     write an HTML and markdown report with plots from benchmark files and training logs
 //	infer      run a model on inputs from a safetensors file, write its outputs
-//	quantize   quantize a model to int8 by calibration, write its checkpoint and report
+//	quantize   quantize a model to int8 by calibration, write its checkpoint and a per-layer report
 //	generate   generate text with a Llama-family model, with its speed figures
+//	finetune   train a LoRA adapter on a Llama-family model from Alpaca or tokenized data
+//	merge      fold a LoRA adapter into its base checkpoint
 //	tokenize   encode text to token ids or decode ids with a Llama-family tokenizer
 //
-// Each command's flags and what it does are in 'zbench help <command>'.
-//
-// # Infer
-//
-//	zbench infer --model bert --weights DIR|W.safetensors [--config config.json] \
-//		--input IN.safetensors --output OUT.safetensors \
-//		[--device cpu|cuda] [--dtype f32|f16|bf16|mixed]
-//
-// Infer loads a Hugging Face checkpoint (safetensors weights with the
-// checkpoint's tensor names and its config.json) on a device, runs the
-// forward pass on the inputs in IN and writes the outputs to OUT, so that
-// they can be compared with a dump of the same run from PyTorch.
-//
-// --weights is the checkpoint as Hugging Face stores it: a directory
-// holding config.json and model.safetensors, or one safetensors file, whose
-// config is then the config.json beside it; --config overrides that file.
-// A sharded checkpoint (model.safetensors.index.json and its shards) is
-// found, but bert reads one file: save it unsharded. The files are found
-// by package models/checkpoint, which every model uses.
-//
-// For bert, IN holds input_ids, 2-D [batch, seq] of an integer dtype (I64
-// as PyTorch writes it, or I32), and optionally attention_mask (padding on
-// the right) and token_type_ids of the same shape; any other tensor is an
-// error. OUT gets last_hidden_state F32 [batch, seq, hidden] and
-// pooler_output F32 [batch, hidden], the outputs of Hugging Face's
-// BertModel, with metadata naming the model, device, dtype, weights and
-// config. OUT is written atomically: a failed run leaves no file behind.
-//
-//	zbench infer --model resnet50 --weights W.safetensors \
-//		(--input IN.safetensors --output OUT.safetensors | --image PHOTO [--labels FILE] [--top 5]) \
-//		[--device cpu|cuda] [--dtype f32|tf32|f16|bf16]
-//
-// For torchvision's ResNet family (any name package models/resnet knows),
-// W is the model's state_dict as safetensors (no config.json: the classes
-// are fc.weight's rows), IN holds pixel_values F32 [N, 3, H, W] and OUT
-// gets logits F32 [N, classes]; --image classifies one JPEG or PNG after
-// torchvision's ImageNet evaluation transform (package models/imagenet)
-// and prints the top classes.
-//
-// The cuda device exists in binaries built with -tags cuda, on a machine
-// with an NVIDIA GPU.
+// Each command's flags and documentation are in 'zbench help <command>'
+// (or 'zbench <command> -h'), written once, in the command's file. The
+// models that infer, quantize, generate and finetune run are registered
+// once, with what each supports, in models.go.
 //
 // # Errors
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -147,5 +148,66 @@ func TestErrorPrefixes(t *testing.T) {
 			}
 			assert.NotRegexp(t, `(?:^|[ :])(?:results|runner|compare|calibrate|report|zbench): .*\b(?:results|runner|compare|calibrate|report|diff|infer|env): `, err.Error(), "a repeated prefix")
 		})
+	}
+}
+
+// TestPackageDocListsCommands checks that the package documentation lists
+// every command with its summary, so that it cannot drift from the
+// command table.
+func TestPackageDocListsCommands(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	doc := string(src[:strings.Index(string(src), "package main")])
+	for _, c := range commands {
+		assert.Regexp(t, `(?m)^//\t`+regexp.QuoteMeta(c.name)+` +`+regexp.QuoteMeta(c.summary)+`$`, doc, "the doc's line for %s", c.name)
+	}
+	assert.Equal(t, len(commands), strings.Count(doc, "\n//\t")-strings.Count(doc, "\n//\tzbench "), "one line per command")
+}
+
+// TestModelRegistry checks that every command finds its models through
+// the registry and that a model it lacks is one error listing those it has.
+func TestModelRegistry(t *testing.T) {
+	for _, c := range []capability{canInfer, canQuantize, canGenerate} {
+		names := modelNames(c)
+		require.NotEmpty(t, names, c)
+		for _, n := range names {
+			m, err := modelFor(c, n)
+			require.NoError(t, err)
+			assert.Equal(t, n, m.name)
+		}
+		_, err := modelFor(c, "vit")
+		require.Error(t, err)
+		assert.Equal(t, 2, exitCode(err), "a usage error")
+		assert.ErrorContains(t, err, fmt.Sprintf(`unknown --model "vit" (want %s)`, strings.Join(names, ", ")))
+	}
+	_, err := modelFor(canGenerate, "bert")
+	assert.ErrorContains(t, err, "want llama", "bert does not generate")
+	for _, m := range registry {
+		for _, f := range m.quantizeFlags {
+			assert.Contains(t, quantizeModelFlags, f, "%s reads a quantize flag the command does not know", m.name)
+		}
+	}
+}
+
+// TestCheckGenerates checks that generate and finetune refuse a checkpoint
+// of a family not registered for them, by its config's model_type.
+func TestCheckGenerates(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		config, err string
+	}{
+		{`{"model_type": "llama"}`, ""},
+		{`{"model_type": "bert"}`, `model_type "bert": generate and finetune run llama`},
+		{`{}`, ""},
+		{`not json`, ""},
+	} {
+		path := filepath.Join(dir, "config.json")
+		require.NoError(t, os.WriteFile(path, []byte(tc.config), 0o644))
+		err := checkGenerates(path)
+		if tc.err == "" {
+			assert.NoError(t, err, tc.config)
+		} else {
+			assert.ErrorContains(t, err, tc.err)
+		}
 	}
 }

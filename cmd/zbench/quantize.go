@@ -3,28 +3,23 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"github.com/zbench/zbench/kernels"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
-	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
-	"github.com/zbench/zbench/models/resnet"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4|fp8] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
+const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--size 224] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4|fp8] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
 
 const quantizeDoc = `
 Quantize converts a model to int8 (or int4) by post-training quantization
@@ -63,7 +58,7 @@ infer' load.
 takes --scheme w8a8 as BERT does: every convolution and the fc in int8,
 BatchNorm folded into the convolutions first, inputs with static scales
 per tensor from calibration over --batches batches of --batch images:
-seeded N(0, 1) images of --seq × --seq pixels with --calib synthetic, or a
+seeded N(0, 1) images of --size × --size pixels with --calib synthetic, or a
 file's pixel_values [N, 3, H, W] as for 'zbench infer'. The checkpoint
 keeps torchvision's names, the folded biases in place of the BatchNorms
 (X.weight I8 [Co, Ci/G, Kh, Kw], X.weight_scale, X.input_scale, X.bias),
@@ -99,7 +94,8 @@ type quantizeReport struct {
 	Percentile  float64              `json:"percentile,omitempty"`
 	Batches     int                  `json:"batches"`
 	Batch       int                  `json:"batch"`
-	Seq         int                  `json:"seq"`
+	Seq         int                  `json:"seq,omitempty"`
+	Height      int                  `json:"height,omitempty"`
 	Width       int                  `json:"width,omitempty"`
 	Device      string               `json:"device"`
 	DType       string               `json:"dtype"`
@@ -121,27 +117,24 @@ type outputError struct {
 
 // quantizeJob is a parsed quantize command line.
 type quantizeJob struct {
-	weights, config, calib, method, dtype, out string
-	opt                                        quant.Options
-	batches, batch, seq, group                 int
-	scheme                                     quant.Scheme
-	dev                                        kernels.Backend
+	model, weights, config, calib, method, dtype, out string
+	opt                                               quant.Options
+	batches, batch, seq, size, group                  int
+	scheme                                            quant.Scheme
+	dev                                               kernels.Backend
 }
-
-// quantizeModels are the models --model takes: bert, llama and the
-// torchvision ResNets.
-var quantizeModels = append([]string{"bert", "llama"}, resnet.Names()...)
 
 func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("quantize", quantizeSynopsis, quantizeDoc, stderr)
 	var (
-		model      = fs.String("model", "", "the model: "+strings.Join(quantizeModels, " or ")+" (required)")
+		model      = fs.String("model", "", "the model: "+strings.Join(modelNames(canQuantize), ", ")+" (required)")
 		weights    = fs.String("weights", "", "the checkpoint `path` (a Hugging Face directory or safetensors file), or synthetic[:SEED] (required)")
 		config     = fs.String("config", "", "the model's Hugging Face config.json `file` (default: the checkpoint's; BERT-base or TinyLlama for synthetic weights)")
 		calib      = fs.String("calib", "", "the calibration (bert, required) or evaluation (llama, default synthetic) inputs: a safetensors `file` with input_ids, or synthetic")
 		batches    = fs.Int("batches", quant.DefaultBatches, "calibration batches")
 		batch      = fs.Int("batch", 1, "sequences per calibration batch")
-		seq        = fs.Int("seq", 0, "tokens per synthetic sequence (default 128), or the side of synthetic images (default 224)")
+		seq        = fs.Int("seq", 0, "tokens per synthetic sequence (bert, llama; default 128)")
+		size       = fs.Int("size", 0, "the side of synthetic calibration images in pixels (ResNets; default 224)")
 		method     = fs.String("method", "percentile", "the calibration method (bert): "+strings.Join(quant.Methods(), ", "))
 		percentile = fs.Float64("percentile", 0, "the percentile of |x| for the percentile methods (default 99.99)")
 		bins       = fs.Int("bins", 0, "histogram bins of percentile-hist, entropy and mse (default 2048)")
@@ -160,15 +153,18 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 			missing = append(missing, "--"+f.name)
 		}
 	}
-	switch {
-	case len(missing) > 0:
+	if len(missing) > 0 {
 		return usageErrorf("missing required flag %s (see 'zbench quantize -h')", strings.Join(missing, ", "))
-	case !slices.Contains(quantizeModels, *model):
-		return usageErrorf("unknown --model %q (want %s)", *model, strings.Join(quantizeModels, " or "))
-	case *model != "llama" && *calib == "":
+	}
+	m, err := modelFor(canQuantize, *model)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m.calib && *calib == "":
 		return usageErrorf("--model %s needs --calib (a file or synthetic) to calibrate its input scales", *model)
-	case *batches < 1 || *batch < 1 || *seq < 0:
-		return usageErrorf("--batches %d, --batch %d, --seq %d: want each at least 1", *batches, *batch, *seq)
+	case *batches < 1 || *batch < 1 || *seq < 0 || *size < 0:
+		return usageErrorf("--batches %d, --batch %d, --seq %d, --size %d: want each at least 1", *batches, *batch, *seq, *size)
 	case !slices.Contains(llamaDTypes, *dtype):
 		return usageErrorf("unknown --dtype %q (want %s)", *dtype, strings.Join(llamaDTypes, ", "))
 	}
@@ -176,17 +172,17 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return usageErrorf("--scheme: %v", err)
 	}
+	if !slices.Contains(m.schemes, sch) {
+		var want []string
+		for _, s := range m.schemes {
+			want = append(want, string(s))
+		}
+		return usageErrorf("--scheme %s: %s is quantized in %s", sch, *model, strings.Join(want, ", "))
+	}
 	// A flag the model or scheme has no use for is a mistake, not ignored.
 	unused := map[string]bool{"group": sch != quant.W4A16 && sch != quant.NF4}
-	switch *model {
-	case "bert":
-		unused["dtype"] = true
-	case "llama":
-		for _, f := range []string{"method", "percentile", "bins", "batches", "batch"} {
-			unused[f] = true
-		}
-	default:
-		unused["dtype"], unused["config"] = true, true
+	for _, f := range quantizeModelFlags {
+		unused[f] = !slices.Contains(m.quantizeFlags, f)
 	}
 	var set []string
 	fs.Visit(func(f *flag.Flag) {
@@ -196,9 +192,6 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	})
 	if len(set) > 0 {
 		return usageErrorf("%s: not used by --model %s --scheme %s", strings.Join(set, ", "), *model, sch)
-	}
-	if *model != "llama" && sch != quant.W8A8 { // BERT's and ResNets' FP8 have no checkpoint layout
-		return usageErrorf("--scheme %s: %s is quantized in w8a8 with static input scales", sch, *model)
 	}
 	if *group == 0 {
 		*group = map[quant.Scheme]int{quant.W4A16: 128, quant.NF4: 64}[sch]
@@ -214,100 +207,22 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 		*calib = "synthetic"
 	}
 	if *seq == 0 {
-		*seq = 128
-		if *model != "bert" && *model != "llama" {
-			*seq = 224
-		}
+		*seq = m.defaultSize
+	}
+	if *size == 0 {
+		*size = m.defaultSize
 	}
 	dev, err := openDevice(*device)
 	if err != nil {
 		return err
 	}
-	job := quantizeJob{weights: *weights, config: *config, calib: *calib, method: *method, dtype: *dtype, out: *out,
-		opt: opt, batches: *batches, batch: *batch, seq: *seq, group: *group, scheme: sch, dev: dev}
-	var rep quantizeReport
-	switch *model {
-	case "bert":
-		rep, err = quantizeBERT(job)
-	case "llama":
-		rep, err = quantizeLlama(job)
-	default:
-		rep, err = quantizeResNet(job, *model)
-	}
+	job := quantizeJob{model: *model, weights: *weights, config: *config, calib: *calib, method: *method, dtype: *dtype, out: *out,
+		opt: opt, batches: *batches, batch: *batch, seq: *seq, size: *size, group: *group, scheme: sch, dev: dev}
+	rep, err := m.quantize(job)
 	if err != nil {
 		return err
 	}
 	return printQuantizeReport(stdout, rep, *out)
-}
-
-// quantizeBERT calibrates and quantizes a BERT model and writes it.
-func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
-	cfg, src, cfgPath, err := quantizeSource(j.weights, j.config)
-	if err != nil {
-		return rep, err
-	}
-	cal, eval, err := calibrationBatches(cfg, j.calib, j.batches, j.batch, j.seq)
-	if err != nil {
-		return rep, err
-	}
-	cal.NewObserver = j.newObserver
-	if err := os.MkdirAll(j.out, 0o755); err != nil {
-		return rep, fmt.Errorf("--out: %w", err)
-	}
-	m, err := bert.Load(j.dev, cfg, src, nn.F32)
-	if err != nil {
-		return rep, fmt.Errorf("loading weights: %w", err)
-	}
-	defer func() { err = errors.Join(err, m.Close()) }()
-	refH, refP, err := bertOutputs(m, eval)
-	if err != nil {
-		return rep, err
-	}
-	start := time.Now()
-	layers, err := m.Quantize(cal)
-	if err != nil {
-		return rep, err
-	}
-	elapsed := time.Since(start)
-	gotH, gotP, err := bertOutputs(m, eval)
-	if err != nil {
-		return rep, err
-	}
-	rep = newQuantizeReport(j, "bert", layers, elapsed, "f32")
-	rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Percentile = j.method, len(cal.Batches), cal.Batch, cal.Seq, j.percentile()
-	for _, o := range []struct {
-		name     string
-		ref, got []float32
-	}{{"last_hidden_state", refH, gotH}, {"pooler_output", refP, gotP}} {
-		rel, err := quant.RelL2(o.ref, o.got)
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", o.name, err)
-		}
-		rep.Outputs = append(rep.Outputs, outputError{o.name, rel})
-	}
-	tensors, err := m.QuantizedTensors()
-	if err != nil {
-		return rep, err
-	}
-	raw := map[string]json.RawMessage{}
-	if cfgPath == "" {
-		data, err := json.Marshal(m.Config)
-		if err != nil {
-			return rep, err
-		}
-		if err := json.Unmarshal(data, &raw); err != nil {
-			return rep, err
-		}
-		raw["model_type"], raw["architectures"] = json.RawMessage(`"bert"`), json.RawMessage(`["BertModel"]`)
-	} else if raw, err = readConfigJSON(cfgPath); err != nil {
-		return rep, err
-	}
-	qc, err := json.Marshal(quant.NewConfig(quant.Spec{Scheme: quant.W8A8, Method: j.method, Ignore: bert.QuantIgnored()}))
-	if err != nil {
-		return rep, err
-	}
-	raw["quantization_config"] = qc
-	return rep, writeQuantized(j.out, tensors, raw, rep)
 }
 
 // newObserver returns a fresh observer of j's calibration method (which
@@ -360,128 +275,6 @@ func readConfigJSON(path string) (map[string]json.RawMessage, error) {
 	return raw, nil
 }
 
-// quantizeSource resolves --weights and --config: the config, the
-// weights and the config.json file to extend ("" for synthetic weights
-// without --config).
-func quantizeSource(weights, config string) (bert.Config, nn.Source, string, error) {
-	if rest, ok := strings.CutPrefix(weights, "synthetic"); ok && (rest == "" || rest[0] == ':') {
-		seed := uint64(20261121) // the benchmarks' seed
-		if rest != "" {
-			s, err := strconv.ParseUint(rest[1:], 10, 64)
-			if err != nil {
-				return bert.Config{}, nil, "", usageErrorf("--weights %s: the seed must be an unsigned integer", weights)
-			}
-			seed = s
-		}
-		cfg := bert.Base()
-		if config != "" {
-			c, err := bert.LoadConfig(config)
-			if err != nil {
-				return bert.Config{}, nil, "", err
-			}
-			cfg = c
-		}
-		return cfg, bert.Synthetic(seed), config, nil
-	}
-	files, err := checkpoint.Resolve(weights, config)
-	if err != nil {
-		return bert.Config{}, nil, "", err
-	}
-	if files.Sharded() {
-		return bert.Config{}, nil, "", fmt.Errorf("weights: %s lists %d shards; the bert loader reads one file", files.Index, len(files.Weights))
-	}
-	cfg, err := bert.LoadConfig(files.Config)
-	if err != nil {
-		return bert.Config{}, nil, "", err
-	}
-	if cfg.Quant != "" {
-		return bert.Config{}, nil, "", fmt.Errorf("config %s: the checkpoint is already quantized (%s)", files.Config, cfg.Quant)
-	}
-	ck, err := bert.OpenCheckpoint(files.Weights[0])
-	if err != nil {
-		return bert.Config{}, nil, "", fmt.Errorf("weights: %w", err)
-	}
-	return cfg, ck, files.Config, nil
-}
-
-// calibrationBatches returns the calibration and the evaluation batch:
-// synthetic ids (seeded, the evaluation batch apart from the calibration),
-// or the rows of a file, batch at a time, the first batch also the
-// evaluation batch.
-func calibrationBatches(cfg bert.Config, calib string, batches, batch, seq int) (bert.Calibration, bertBatch, error) {
-	cal := bert.Calibration{Batch: batch, Seq: seq}
-	if calib == "synthetic" {
-		if seq > cfg.MaxPositionEmbeddings {
-			return cal, bertBatch{}, usageErrorf("--seq %d exceeds the model's max_position_embeddings %d", seq, cfg.MaxPositionEmbeddings)
-		}
-		for i := range batches {
-			cal.Batches = append(cal.Batches, bert.Inputs{IDs: syntheticIDs(uint64(i+1), batch*seq, cfg.VocabSize)})
-		}
-		return cal, bertBatch{bert.Inputs{IDs: syntheticIDs(0, batch*seq, cfg.VocabSize)}, batch, seq}, nil
-	}
-	f, err := safetensors.Open(calib)
-	if err != nil {
-		return cal, bertBatch{}, fmt.Errorf("--calib: %w", err)
-	}
-	rows, s, in, err := readBERTInputs(f)
-	if err != nil {
-		return cal, bertBatch{}, fmt.Errorf("--calib: %w", err)
-	}
-	if rows < batch {
-		return cal, bertBatch{}, fmt.Errorf("--calib %s: %d rows, fewer than --batch %d", calib, rows, batch)
-	}
-	cal.Seq = s
-	rowsOf := func(v []int32, r int) []int32 {
-		if v == nil {
-			return nil
-		}
-		return v[r*s : (r+batch)*s]
-	}
-	for r := 0; r+batch <= rows && len(cal.Batches) < batches; r += batch {
-		cal.Batches = append(cal.Batches, bert.Inputs{IDs: rowsOf(in.IDs, r), Mask: rowsOf(in.Mask, r), TypeIDs: rowsOf(in.TypeIDs, r)})
-	}
-	return cal, bertBatch{cal.Batches[0], batch, s}, nil
-}
-
-// syntheticIDs returns n token ids below vocab from a seeded generator.
-func syntheticIDs(seed uint64, n, vocab int) []int32 {
-	ids := make([]int32, n)
-	x := seed*0x9e3779b97f4a7c15 + 1
-	for i := range ids {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		ids[i] = int32(x % uint64(vocab))
-	}
-	return ids
-}
-
-// bertBatch is one batch of BERT inputs with its shape.
-type bertBatch struct {
-	in         bert.Inputs
-	batch, seq int
-}
-
-// bertOutputs runs m on b: last_hidden_state and pooler_output.
-func bertOutputs(m *bert.Model, b bertBatch) (hidden, pooled []float32, err error) {
-	f, err := m.NewForward(b.batch, b.seq)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := f.SetInputs(b.in); err != nil {
-		return nil, nil, err
-	}
-	if err := f.Run(); err != nil {
-		return nil, nil, err
-	}
-	if hidden, err = f.LastHidden(); err != nil {
-		return nil, nil, err
-	}
-	pooled, err = f.Pooled()
-	return hidden, pooled, err
-}
-
 // writeQuantized writes the checkpoint's tensors, its config.json (raw's
 // keys) and both reports into dir, each file atomically.
 func writeQuantized(dir string, tensors []safetensors.Tensor, raw map[string]json.RawMessage, rep quantizeReport) error {
@@ -528,7 +321,7 @@ func printQuantizeReport(w io.Writer, rep quantizeReport, dir string) error {
 	if rep.Method != "" {
 		shape := fmt.Sprintf("%d×%d", rep.Batch, rep.Seq)
 		if rep.Width > 0 {
-			shape = fmt.Sprintf("%d×3×%d×%d", rep.Batch, rep.Seq, rep.Width)
+			shape = fmt.Sprintf("%d×3×%d×%d", rep.Batch, rep.Height, rep.Width)
 		}
 		how = fmt.Sprintf("calibrated by %s over %d batches of %s (%s)", rep.Method, rep.Batches, shape, rep.Calibration)
 	} else if rep.Scheme == string(quant.W8A8) {

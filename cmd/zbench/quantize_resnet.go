@@ -23,7 +23,8 @@ const resnetSyntheticSeed = 20261201
 
 // quantizeResNet calibrates and quantizes the torchvision ResNet named
 // model and writes it.
-func quantizeResNet(j quantizeJob, model string) (rep quantizeReport, err error) {
+func quantizeResNet(j quantizeJob) (rep quantizeReport, err error) {
+	model := j.model
 	cfg, src, err := resnetQuantizeSource(model, j.weights)
 	if err != nil {
 		return rep, err
@@ -56,7 +57,7 @@ func quantizeResNet(j quantizeJob, model string) (rep quantizeReport, err error)
 		return rep, err
 	}
 	rep = newQuantizeReport(j, model, layers, elapsed, "f32")
-	rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Width = j.method, len(cal.Batches), cal.Batch, cal.Height, cal.Width
+	rep.Method, rep.Batches, rep.Batch, rep.Height, rep.Width = j.method, len(cal.Batches), cal.Batch, cal.Height, cal.Width
 	rep.Percentile = j.percentile()
 	if rep.Outputs, err = logitsError(ref, got); err != nil {
 		return rep, err
@@ -112,13 +113,13 @@ func resnetQuantizeSource(model, weights string) (resnet.Config, nn.Source, erro
 }
 
 // resnetCalibrationBatches returns the calibration and the evaluation
-// images: seeded N(0, 1) images of --seq × --seq (the evaluation batch
+// images: seeded N(0, 1) images of --size × --size (the evaluation batch
 // apart from the calibration), or the pixel_values of a file, --batch at a
 // time, the first batch also the evaluation batch.
 func resnetCalibrationBatches(j quantizeJob) (resnet.Calibration, []float32, error) {
-	cal := resnet.Calibration{Batch: j.batch, Height: j.seq, Width: j.seq}
+	cal := resnet.Calibration{Batch: j.batch, Height: j.size, Width: j.size}
 	if j.calib == "synthetic" {
-		n := j.batch * 3 * j.seq * j.seq
+		n := j.batch * 3 * j.size * j.size
 		for i := range j.batches {
 			cal.Batches = append(cal.Batches, normalImages(uint64(i+1), n))
 		}

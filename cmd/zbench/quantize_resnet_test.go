@@ -82,7 +82,7 @@ func TestQuantizeResNetSynthetic(t *testing.T) {
 	dir := t.TempDir()
 	var stdout bytes.Buffer
 	require.NoError(t, run([]string{"quantize", "--model", "resnet18", "--weights", "synthetic:5", "--calib", "synthetic", "--batches", "2",
-		"--seq", "32", "--method", "absmax", "--out", dir}, &stdout, &bytes.Buffer{}))
+		"--size", "32", "--method", "absmax", "--out", dir}, &stdout, &bytes.Buffer{}))
 	assert.Contains(t, stdout.String(), "over 2 batches of 1×3×32×32 (synthetic)")
 	input, _ := resnetGoldenCase(t)
 	for _, c := range []struct {

@@ -16,12 +16,6 @@ import (
 // where the device has them.
 var resnetDTypes = []string{"f32", "tf32", "f16", "bf16"}
 
-func init() {
-	for _, name := range resnet.Names() {
-		inferModels[name] = inferModel{dtypes: resnetDTypes, run: inferResNet, stateDict: true, images: true}
-	}
-}
-
 // resnetOptions maps a --dtype to the model's options.
 func resnetOptions(dtype string) (resnet.Options, error) {
 	if dtype == "tf32" {
