@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -11,8 +14,15 @@ import (
 	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 )
+
+func init() {
+	register(modelEntry{name: "llama", infer: inferLlama, dtypes: llamaDTypes,
+		quantize: quantizeLlama, schemes: []quant.Scheme{quant.W8A8, quant.W8A16, quant.W4A16, quant.NF4, quant.FP8}, defaultSize: 128,
+		quantizeFlags: []string{"config", "dtype", "seq"}, generates: true})
+}
 
 // llamaInputs are the tensors of a Llama input file; the first is
 // required.
@@ -103,4 +113,177 @@ func parseIDs(s string) ([]int, error) {
 		ids = append(ids, id)
 	}
 	return ids, nil
+}
+
+// quantizeLlama quantizes a Llama model's decoder layers in j's scheme and
+// writes it, with the source checkpoint's tokenizer and generation files.
+func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
+	cfg, src, files, err := llamaQuantizeSource(j.weights, j.config)
+	if err != nil {
+		return rep, err
+	}
+	prec, err := llamaPrecision(j.dtype, cfg)
+	if err != nil {
+		return rep, err
+	}
+	batch, seq, in, err := llamaEvalBatch(cfg, j.calib, j.seq)
+	if err != nil {
+		return rep, err
+	}
+	if err := os.MkdirAll(j.out, 0o755); err != nil {
+		return rep, fmt.Errorf("--out: %w", err)
+	}
+	m, err := llama.Load(j.dev, cfg, src, prec)
+	if err != nil {
+		return rep, fmt.Errorf("loading weights: %w", err)
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	ref, err := m.Forward(in, batch, seq)
+	if err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	var layers []quant.LinearReport
+	if f, ok := j.scheme.WeightOnly(); ok {
+		layers, err = m.QuantizeWeights(f, j.group)
+	} else if j.scheme == quant.FP8 {
+		layers, err = m.QuantizeFP8()
+	} else {
+		layers, err = m.Quantize()
+	}
+	if err != nil {
+		return rep, err
+	}
+	elapsed := time.Since(start)
+	got, err := m.Forward(in, batch, seq)
+	if err != nil {
+		return rep, err
+	}
+	rep = newQuantizeReport(j, "llama", layers, elapsed, prec.String())
+	rep.Batches, rep.Batch, rep.Seq = 1, batch, seq
+	if j.scheme == quant.W4A16 || j.scheme == quant.NF4 {
+		rep.Group = j.group
+	}
+	if rep.Outputs, err = logitsError(ref, got); err != nil {
+		return rep, err
+	}
+	tensors, err := m.QuantizedTensors()
+	if err != nil {
+		return rep, err
+	}
+	raw, err := llamaConfigJSON(m.Config, files.Config)
+	if err != nil {
+		return rep, err
+	}
+	// The float tensors are written in the model's precision.
+	if raw["torch_dtype"], err = json.Marshal(llama.TorchDType(prec)); err != nil {
+		return rep, err
+	}
+	if err := writeQuantized(j.out, tensors, raw, rep); err != nil {
+		return rep, err
+	}
+	return rep, copyCheckpointExtras(files, j.out)
+}
+
+// llamaQuantizeSource resolves --weights and --config for a Llama: the
+// config, the weights and the checkpoint's files (none for synthetic
+// weights).
+func llamaQuantizeSource(weights, config string) (llama.Config, nn.Source, checkpoint.Files, error) {
+	if rest, ok := strings.CutPrefix(weights, "synthetic"); ok && (rest == "" || rest[0] == ':') {
+		seed := uint64(tinyLlamaSeed)
+		if rest != "" {
+			s, err := strconv.ParseUint(rest[1:], 10, 64)
+			if err != nil {
+				return llama.Config{}, nil, checkpoint.Files{}, usageErrorf("--weights %s: the seed must be an unsigned integer", weights)
+			}
+			seed = s
+		}
+		cfg := llama.TinyLlama()
+		files := checkpoint.Files{Config: config}
+		if config != "" {
+			c, err := llama.LoadConfig(config)
+			if err != nil {
+				return llama.Config{}, nil, files, err
+			}
+			cfg = c
+		}
+		if cfg.Quant != nil {
+			return llama.Config{}, nil, files, fmt.Errorf("config %s is already quantized (%s)", config, cfg.Quant.Scheme)
+		}
+		return cfg, llama.Synthetic(seed), files, nil
+	}
+	files, err := checkpoint.Resolve(weights, config)
+	if err != nil {
+		return llama.Config{}, nil, files, err
+	}
+	cfg, err := llama.LoadConfig(files.Config)
+	if err != nil {
+		return llama.Config{}, nil, files, err
+	}
+	if cfg.Quant != nil {
+		return llama.Config{}, nil, files, fmt.Errorf("config %s: the checkpoint is already quantized (%s)", files.Config, cfg.Quant.Scheme)
+	}
+	ck, err := llama.OpenCheckpoint(files.Weights)
+	if err != nil {
+		return llama.Config{}, nil, files, fmt.Errorf("weights: %w", err)
+	}
+	return cfg, ck, files, nil
+}
+
+// llamaEvalBatch is the batch the quantized model's logits are compared
+// on: seq seeded ids, or a file's input_ids (and attention_mask).
+func llamaEvalBatch(cfg llama.Config, calib string, seq int) (batch, n int, in llama.Inputs, err error) {
+	if calib == "synthetic" {
+		if seq > cfg.MaxPositionEmbeddings {
+			return 0, 0, in, usageErrorf("--seq %d exceeds the model's max_position_embeddings %d", seq, cfg.MaxPositionEmbeddings)
+		}
+		return 1, seq, llama.Inputs{IDs: syntheticIDs(0, seq, cfg.VocabSize)}, nil
+	}
+	f, err := safetensors.Open(calib)
+	if err != nil {
+		return 0, 0, in, fmt.Errorf("--calib: %w", err)
+	}
+	if batch, n, in, err = readLlamaInputs(f); err != nil {
+		return 0, 0, in, fmt.Errorf("--calib %s: %w", calib, err)
+	}
+	return batch, n, in, nil
+}
+
+// llamaConfigJSON is the quantized checkpoint's config.json: the source's
+// keys (all of them, when there is one) with cfg's quantization_config.
+func llamaConfigJSON(cfg llama.Config, path string) (map[string]json.RawMessage, error) {
+	raw := map[string]json.RawMessage{}
+	if path == "" {
+		data, err := cfg.JSON()
+		if err != nil {
+			return nil, err
+		}
+		return raw, json.Unmarshal(data, &raw)
+	}
+	raw, err := readConfigJSON(path)
+	if err != nil {
+		return nil, err
+	}
+	if raw["quantization_config"], err = json.Marshal(quant.NewConfig(*cfg.Quant)); err != nil {
+		return nil, err
+	}
+	return raw, nil
+}
+
+// copyCheckpointExtras copies the tokenizer and generation files of the
+// checkpoint files (if any) into dir.
+func copyCheckpointExtras(files checkpoint.Files, dir string) error {
+	if len(files.Weights) == 0 {
+		return nil
+	}
+	src := filepath.Dir(files.Weights[0])
+	for _, name := range checkpointExtras {
+		if name == checkpoint.ConfigName || name == checkpoint.IndexName {
+			continue
+		}
+		if err := copyFile(filepath.Join(src, name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }

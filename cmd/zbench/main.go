@@ -22,7 +22,8 @@
 // Each command's flags and documentation are in 'zbench help <command>'
 // (or 'zbench <command> -h'), written once, in the command's file. The
 // models that infer, quantize, generate and finetune run are registered
-// once, with what each supports, in models.go.
+// once, with what each supports, by the file of each (bert.go, llama.go,
+// resnet.go; models.go holds the registry).
 //
 // # Errors
 //

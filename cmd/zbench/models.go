@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/zbench/zbench/models/quant"
-	"github.com/zbench/zbench/models/resnet"
 )
 
 // A modelEntry is one model the command runs, registered once with what
@@ -43,23 +42,19 @@ var quantizeModelFlags = []string{"config", "dtype", "method", "percentile", "bi
 // calibrationFlags are the quantize flags of W8A8 static calibration.
 var calibrationFlags = []string{"method", "percentile", "bins", "batches", "batch"}
 
-// registry is every model of the command, by --model name.
-var registry = func() []modelEntry {
-	r := []modelEntry{
-		{name: "bert", infer: inferBERT, dtypes: []string{"f32", "f16", "bf16", "mixed"},
-			quantize: quantizeBERT, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 128,
-			quantizeFlags: append([]string{"config", "seq"}, calibrationFlags...)},
-		{name: "llama", infer: inferLlama, dtypes: llamaDTypes,
-			quantize: quantizeLlama, schemes: []quant.Scheme{quant.W8A8, quant.W8A16, quant.W4A16, quant.NF4, quant.FP8}, defaultSize: 128,
-			quantizeFlags: []string{"config", "dtype", "seq"}, generates: true},
+// registry is every model of the command, each registered once, by the
+// init of its file (bert.go, llama.go, resnet.go).
+var registry []modelEntry
+
+// register adds models to the registry; a name registered twice panics.
+func register(models ...modelEntry) {
+	for _, m := range models {
+		if slices.ContainsFunc(registry, func(r modelEntry) bool { return r.name == m.name }) {
+			panic("zbench: model " + m.name + " registered twice")
+		}
+		registry = append(registry, m)
 	}
-	for _, name := range resnet.Names() {
-		r = append(r, modelEntry{name: name, infer: inferResNet, dtypes: resnetDTypes, stateDict: true, images: true,
-			quantize: quantizeResNet, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 224,
-			quantizeFlags: append([]string{"size"}, calibrationFlags...)})
-	}
-	return r
-}()
+}
 
 // A capability is what a command needs of a model.
 type capability string

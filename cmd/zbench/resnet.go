@@ -1,15 +1,30 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/imagenet"
 	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/resnet"
 	"github.com/zbench/zbench/models/safetensors"
 )
+
+func init() {
+	for _, name := range resnet.Names() {
+		register(modelEntry{name: name, infer: inferResNet, dtypes: resnetDTypes, stateDict: true, images: true,
+			quantize: quantizeResNet, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 224,
+			quantizeFlags: append([]string{"size"}, calibrationFlags...)})
+	}
+}
 
 // resnetDTypes are the --dtype values of the ResNet family: tf32 is f32
 // weights and activations with the convolutions on TF32 tensor cores
@@ -131,4 +146,158 @@ func readPixels(f *safetensors.File) (vals []float32, n, h, w int, err error) {
 		return nil, 0, 0, 0, fmt.Errorf("input file %q: %w", f.Name(), err)
 	}
 	return vals, t.Shape[0], t.Shape[2], t.Shape[3], nil
+}
+
+// resnetSyntheticSeed seeds the synthetic weights of a ResNet (the
+// benchmarks' seed).
+const resnetSyntheticSeed = 20261201
+
+// quantizeResNet calibrates and quantizes the torchvision ResNet named
+// model and writes it.
+func quantizeResNet(j quantizeJob) (rep quantizeReport, err error) {
+	model := j.model
+	cfg, src, err := resnetQuantizeSource(model, j.weights)
+	if err != nil {
+		return rep, err
+	}
+	cal, eval, err := resnetCalibrationBatches(j)
+	if err != nil {
+		return rep, err
+	}
+	cal.NewObserver = j.newObserver
+	if err := os.MkdirAll(j.out, 0o755); err != nil {
+		return rep, fmt.Errorf("--out: %w", err)
+	}
+	m, err := resnet.Load(j.dev, cfg, src, resnet.Options{Precision: nn.F32})
+	if err != nil {
+		return rep, fmt.Errorf("loading weights: %w", err)
+	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	ref, err := resnetOutputs(m, eval, cal)
+	if err != nil {
+		return rep, err
+	}
+	start := time.Now()
+	layers, err := m.Quantize(cal)
+	if err != nil {
+		return rep, err
+	}
+	elapsed := time.Since(start)
+	got, err := resnetOutputs(m, eval, cal)
+	if err != nil {
+		return rep, err
+	}
+	rep = newQuantizeReport(j, model, layers, elapsed, "f32")
+	rep.Method, rep.Batches, rep.Batch, rep.Height, rep.Width = j.method, len(cal.Batches), cal.Batch, cal.Height, cal.Width
+	rep.Percentile = j.percentile()
+	if rep.Outputs, err = logitsError(ref, got); err != nil {
+		return rep, err
+	}
+	tensors, err := m.QuantizedTensors()
+	if err != nil {
+		return rep, err
+	}
+	raw := map[string]json.RawMessage{}
+	for k, v := range map[string]any{"architectures": []string{model}, "num_classes": cfg.NumClasses,
+		"quantization_config": quant.NewConfig(resnet.QuantSpec(j.method))} {
+		if raw[k], err = json.Marshal(v); err != nil {
+			return rep, err
+		}
+	}
+	return rep, writeQuantized(j.out, tensors, raw, rep)
+}
+
+// resnetQuantizeSource resolves --weights for the ResNet named model: a
+// torchvision state_dict in safetensors, or synthetic[:SEED].
+func resnetQuantizeSource(model, weights string) (resnet.Config, nn.Source, error) {
+	if rest, ok := strings.CutPrefix(weights, "synthetic"); ok && (rest == "" || rest[0] == ':') {
+		seed := uint64(resnetSyntheticSeed)
+		if rest != "" {
+			s, err := strconv.ParseUint(rest[1:], 10, 64)
+			if err != nil {
+				return resnet.Config{}, nil, usageErrorf("--weights %s: the seed must be an unsigned integer", weights)
+			}
+			seed = s
+		}
+		cfg, err := resnet.ByName(model)
+		if err != nil {
+			return cfg, nil, usageError{err}
+		}
+		return cfg, resnet.Synthetic(cfg, seed), nil
+	}
+	files, err := checkpoint.ResolveWeights(weights)
+	if err != nil {
+		return resnet.Config{}, nil, err
+	}
+	ck, err := resnet.OpenCheckpoint(files.Weights...)
+	if err != nil {
+		return resnet.Config{}, nil, fmt.Errorf("weights: %w", err)
+	}
+	if resnet.IsQuantized(ck) {
+		return resnet.Config{}, nil, fmt.Errorf("weights %s: the checkpoint is already quantized (w8a8)", weights)
+	}
+	cfg, err := resnet.FromCheckpoint(model, ck)
+	if err != nil {
+		return resnet.Config{}, nil, fmt.Errorf("weights: %w", err)
+	}
+	return cfg, ck, nil
+}
+
+// resnetCalibrationBatches returns the calibration and the evaluation
+// images: seeded N(0, 1) images of --size × --size (the evaluation batch
+// apart from the calibration), or the pixel_values of a file, --batch at a
+// time, the first batch also the evaluation batch.
+func resnetCalibrationBatches(j quantizeJob) (resnet.Calibration, []float32, error) {
+	cal := resnet.Calibration{Batch: j.batch, Height: j.size, Width: j.size}
+	if j.calib == "synthetic" {
+		n := j.batch * 3 * j.size * j.size
+		for i := range j.batches {
+			cal.Batches = append(cal.Batches, normalImages(uint64(i+1), n))
+		}
+		return cal, normalImages(0, n), nil
+	}
+	f, err := safetensors.Open(j.calib)
+	if err != nil {
+		return cal, nil, fmt.Errorf("--calib: %w", err)
+	}
+	vals, n, h, w, err := readPixels(f)
+	if err != nil {
+		return cal, nil, fmt.Errorf("--calib: %w", err)
+	}
+	if n < j.batch {
+		return cal, nil, fmt.Errorf("--calib %s: %d images, fewer than --batch %d", j.calib, n, j.batch)
+	}
+	cal.Height, cal.Width = h, w
+	size := j.batch * 3 * h * w
+	for r := 0; r+j.batch <= n && len(cal.Batches) < j.batches; r += j.batch {
+		cal.Batches = append(cal.Batches, vals[r*3*h*w:r*3*h*w+size])
+	}
+	return cal, cal.Batches[0], nil
+}
+
+// normalImages returns n seeded values from N(0, 1): images as a model
+// normalised with ImageNet's statistics sees them.
+func normalImages(seed uint64, n int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = float32(rng.NormFloat64())
+	}
+	return out
+}
+
+// resnetOutputs runs m on one batch of cal's shape: the logits.
+func resnetOutputs(m *resnet.Model, pixels []float32, cal resnet.Calibration) (logits []float32, err error) {
+	f, err := m.NewForward(cal.Batch, cal.Height, cal.Width)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if err := f.SetPixels(pixels); err != nil {
+		return nil, err
+	}
+	if err := f.Run(); err != nil {
+		return nil, err
+	}
+	return f.Logits()
 }
