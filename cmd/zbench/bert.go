@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(modelEntry{name: "bert", infer: inferBERT, dtypes: []string{"f32", "f16", "bf16", "mixed"},
+	register(modelEntry{name: "bert", load: loadBERT, read: bertInputValues, dtypes: []string{"f32", "f16", "bf16", "mixed"},
 		quantize: quantizeBERT, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 128,
 		quantizeFlags: append([]string{"config", "seq"}, calibrationFlags...)})
 }
@@ -26,72 +26,50 @@ func init() {
 // bertInputs are the tensors of a BERT input file; the first is required.
 var bertInputs = []string{"input_ids", "attention_mask", "token_type_ids"}
 
-// inferBERT runs Hugging Face's BertModel: last_hidden_state and
-// pooler_output.
-func inferBERT(job inferJob) (res inferResult, err error) {
+// loadBERT loads Hugging Face's BertModel from the job's checkpoint:
+// last_hidden_state and pooler_output.
+func loadBERT(job inferJob) (nn.Runnable, error) {
 	if job.files.Sharded() {
-		return res, fmt.Errorf("weights: %s lists %d shards; the bert loader reads one file: save the checkpoint unsharded, as %s", job.files.Index, len(job.files.Weights), checkpoint.WeightsName)
+		return nil, fmt.Errorf("weights: %s lists %d shards; the bert loader reads one file: save the checkpoint unsharded, as %s", job.files.Index, len(job.files.Weights), checkpoint.WeightsName)
 	}
 	cfg, err := bert.LoadConfig(job.files.Config)
 	if err != nil {
-		return res, err
-	}
-	batch, seq, in, err := readBERTInputs(job.input)
-	if err != nil {
-		return res, err
+		return nil, err
 	}
 	prec, err := nn.ParsePrecision(job.dtype)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-
-	start := time.Now()
 	ck, err := bert.OpenCheckpoint(job.files.Weights[0])
 	if err != nil {
-		return res, fmt.Errorf("weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	m, err := bert.Load(job.dev, cfg, ck, prec)
 	if err != nil {
-		return res, fmt.Errorf("loading weights with config %s: %w", job.files.Config, err)
+		return nil, fmt.Errorf("loading weights with config %s: %w", job.files.Config, err)
 	}
-	defer func() { err = errors.Join(err, m.Close()) }()
-	f, err := m.NewForward(batch, seq)
-	if err != nil {
-		return res, fmt.Errorf("input file %q: %w", job.input.Name(), err)
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := f.SetInputs(in); err != nil {
-		return res, fmt.Errorf("input file %q: %w", job.input.Name(), err)
-	}
-	if err := job.dev.Sync(); err != nil {
-		return res, fmt.Errorf("bert: loading: %w", err)
-	}
-	res.load = time.Since(start)
+	return m, nil
+}
 
-	start = time.Now()
-	if err := f.Run(); err != nil {
-		return res, err
+// bertInputValues reads a BERT input file as the model's named inputs.
+func bertInputValues(f *safetensors.File) (map[string]nn.Values, error) {
+	batch, seq, in, err := readBERTInputs(f)
+	if err != nil {
+		return nil, err
 	}
-	if err := job.dev.Sync(); err != nil {
-		return res, fmt.Errorf("bert: forward: %w", err)
-	}
-	res.forward = time.Since(start)
+	return tokenValues(batch, seq, map[string][]int32{"input_ids": in.IDs, "attention_mask": in.Mask, "token_type_ids": in.TypeIDs}), nil
+}
 
-	hidden, err := f.LastHidden()
-	if err != nil {
-		return res, fmt.Errorf("bert: last_hidden_state: %w", err)
+// tokenValues are the named token inputs of shape [batch, seq] that are
+// not nil.
+func tokenValues(batch, seq int, in map[string][]int32) map[string]nn.Values {
+	out := map[string]nn.Values{}
+	for name, v := range in {
+		if v != nil {
+			out[name] = nn.Values{Shape: []int{batch, seq}, I32: v}
+		}
 	}
-	pooled, err := f.Pooled()
-	if err != nil {
-		return res, fmt.Errorf("bert: pooler_output: %w", err)
-	}
-	H := cfg.HiddenSize
-	res.outputs = []safetensors.Tensor{
-		f32Tensor("last_hidden_state", hidden, batch, seq, H),
-		f32Tensor("pooler_output", pooled, batch, H),
-	}
-	res.batch = fmt.Sprintf("%d×%d", batch, seq)
-	return res, nil
+	return out
 }
 
 // readBERTInputs reads input_ids [batch, seq] and the optional

@@ -16,6 +16,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/imagenet"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
 )
@@ -168,7 +169,7 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("input: %w", err)
 		}
 	}
-	res, err := m.infer(job)
+	res, err := inferRun(m, job)
 	if err != nil {
 		return err
 	}
@@ -207,6 +208,85 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, line)
 	}
 	return nil
+}
+
+// inferRun runs the model m of job on its input file, or on its --image
+// preprocessed as torchvision's ImageNet evaluation transform does (then
+// with the image's top classes in the report): the model loaded, a runner
+// for the inputs' shape, one forward pass, the outputs.
+func inferRun(m modelEntry, job inferJob) (res inferResult, err error) {
+	var in map[string]nn.Values
+	if job.image != "" {
+		img, err := imagenet.Load(job.image)
+		if err != nil {
+			return res, err
+		}
+		px, err := imagenet.Preprocess(img)
+		if err != nil {
+			return res, fmt.Errorf("image %s: %w", job.image, err)
+		}
+		in = map[string]nn.Values{"pixel_values": {Shape: []int{1, 3, imagenet.CropSize, imagenet.CropSize}, F32: px}}
+	} else if in, err = m.read(job.input); err != nil {
+		return res, err
+	}
+	inName := "input"
+	if job.input != nil {
+		inName = fmt.Sprintf("input file %q", job.input.Name())
+	}
+	start := time.Now()
+	model, err := m.load(job)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, model.Close()) }()
+	r, err := model.NewRunner(in)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", inName, err)
+	}
+	defer func() { err = errors.Join(err, r.Close()) }()
+	if err := r.Set(in); err != nil {
+		return res, fmt.Errorf("%s: %w", inName, err)
+	}
+	if err := job.dev.Sync(); err != nil {
+		return res, fmt.Errorf("%s: loading: %w", job.model, err)
+	}
+	res.load = time.Since(start)
+
+	start = time.Now()
+	if err := r.Run(); err != nil {
+		return res, err
+	}
+	if err := job.dev.Sync(); err != nil {
+		return res, fmt.Errorf("%s: forward: %w", job.model, err)
+	}
+	res.forward = time.Since(start)
+	outs, err := r.Outputs()
+	if err != nil {
+		return res, err
+	}
+	for _, o := range outs {
+		res.outputs = append(res.outputs, f32Tensor(o.Name, o.F32, o.Shape...))
+	}
+	first, ok := in["input_ids"]
+	if !ok {
+		first = in["pixel_values"]
+	}
+	res.batch = strings.Trim(strings.ReplaceAll(fmt.Sprint(first.Shape), " ", "×"), "[]")
+	if job.image == "" {
+		return res, nil
+	}
+	top, err := imagenet.TopK(outs[0].F32, job.top)
+	if err != nil {
+		return res, fmt.Errorf("%s on %s: %w", job.model, job.image, err)
+	}
+	for i, p := range top {
+		name := fmt.Sprintf("class %d", p.Index)
+		if job.labels != nil {
+			name = fmt.Sprintf("%s (%d)", job.labels[p.Index], p.Index)
+		}
+		res.report = append(res.report, fmt.Sprintf("%d. %6.2f%%  %s", i+1, 100*p.Prob, name))
+	}
+	return res, nil
 }
 
 // openDevice returns the named device, or an error listing the devices

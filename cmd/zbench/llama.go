@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register(modelEntry{name: "llama", infer: inferLlama, dtypes: llamaDTypes,
+	register(modelEntry{name: "llama", load: loadLlamaRunnable, read: llamaInputValues, dtypes: llamaDTypes,
 		quantize: quantizeLlama, schemes: []quant.Scheme{quant.W8A8, quant.W8A16, quant.W4A16, quant.NF4, quant.FP8}, defaultSize: 128,
 		quantizeFlags: []string{"config", "dtype", "seq"}, generates: true})
 }
@@ -67,32 +67,23 @@ func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llam
 	return m, nil
 }
 
-// inferLlama runs LlamaForCausalLM: logits of every position.
-func inferLlama(job inferJob) (res inferResult, err error) {
-	batch, seq, in, err := readLlamaInputs(job.input)
-	if err != nil {
-		return res, err
-	}
-	start := time.Now()
+// loadLlamaRunnable loads LlamaForCausalLM from the job's checkpoint:
+// the logits of every position.
+func loadLlamaRunnable(job inferJob) (nn.Runnable, error) {
 	m, err := loadLlama(job.dev, job.files, job.dtype)
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer func() { err = errors.Join(err, m.Close()) }()
-	if err := job.dev.Sync(); err != nil {
-		return res, fmt.Errorf("llama: loading: %w", err)
-	}
-	res.load = time.Since(start)
+	return m, nil
+}
 
-	start = time.Now()
-	logits, err := m.Forward(in, batch, seq)
+// llamaInputValues reads a Llama input file as the model's named inputs.
+func llamaInputValues(f *safetensors.File) (map[string]nn.Values, error) {
+	batch, seq, in, err := readLlamaInputs(f)
 	if err != nil {
-		return res, fmt.Errorf("input file %q: %w", job.input.Name(), err)
+		return nil, err
 	}
-	res.forward = time.Since(start)
-	res.outputs = []safetensors.Tensor{f32Tensor("logits", logits, batch, seq, m.Config.VocabSize)}
-	res.batch = fmt.Sprintf("%d×%d", batch, seq)
-	return res, nil
+	return tokenValues(batch, seq, map[string][]int32{"input_ids": in.IDs, "attention_mask": in.Mask}), nil
 }
 
 // readLlamaInputs reads input_ids [batch, seq] and the optional

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
+	"github.com/zbench/zbench/models/safetensors"
 )
 
 // A modelEntry is one model the command runs, registered once with what
@@ -15,11 +17,13 @@ import (
 // --model name through modelFor.
 type modelEntry struct {
 	name string
-	// infer runs the model's forward pass on an input file; dtypes are
-	// the --dtype values it takes. stateDict models read weights alone
-	// (a torchvision state_dict as safetensors, no config.json); images
-	// models take --image.
-	infer             func(inferJob) (inferResult, error)
+	// load loads the model of an infer job, and read reads its input
+	// file as the model's named inputs; dtypes are the --dtype values it
+	// takes. stateDict models read weights alone (a torchvision
+	// state_dict as safetensors, no config.json); images models take
+	// --image (pixel_values, logits).
+	load              func(inferJob) (nn.Runnable, error)
+	read              func(*safetensors.File) (map[string]nn.Values, error)
 	dtypes            []string
 	stateDict, images bool
 	// quantize quantizes the model and writes its checkpoint; schemes are
@@ -69,7 +73,7 @@ const (
 func (m modelEntry) has(c capability) bool {
 	switch c {
 	case canInfer:
-		return m.infer != nil
+		return m.load != nil
 	case canQuantize:
 		return m.quantize != nil
 	case canGenerate:

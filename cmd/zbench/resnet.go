@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/zbench/zbench/models/checkpoint"
-	"github.com/zbench/zbench/models/imagenet"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/resnet"
@@ -20,7 +19,7 @@ import (
 
 func init() {
 	for _, name := range resnet.Names() {
-		register(modelEntry{name: name, infer: inferResNet, dtypes: resnetDTypes, stateDict: true, images: true,
+		register(modelEntry{name: name, load: loadResNet, read: pixelValues, dtypes: resnetDTypes, stateDict: true, images: true,
 			quantize: quantizeResNet, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 224,
 			quantizeFlags: append([]string{"size"}, calibrationFlags...)})
 	}
@@ -40,88 +39,38 @@ func resnetOptions(dtype string) (resnet.Options, error) {
 	return resnet.Options{Precision: p}, err
 }
 
-// inferResNet runs a torchvision ResNet on pixel_values [N, 3, H, W] F32
-// from the input file, or on one photograph preprocessed as torchvision's
-// ImageNet evaluation transform does, and returns logits [N, classes]
-// (and, for a photograph, its top classes).
-func inferResNet(job inferJob) (res inferResult, err error) {
+// loadResNet loads the torchvision ResNet named by the job from its
+// state_dict: logits [N, classes].
+func loadResNet(job inferJob) (nn.Runnable, error) {
 	opts, err := resnetOptions(job.dtype)
 	if err != nil {
-		return res, err
-	}
-	start := time.Now()
-	var pixels []float32
-	var n, h, w int
-	if job.image != "" {
-		img, err := imagenet.Load(job.image)
-		if err != nil {
-			return res, err
-		}
-		if pixels, err = imagenet.Preprocess(img); err != nil {
-			return res, fmt.Errorf("image %s: %w", job.image, err)
-		}
-		n, h, w = 1, imagenet.CropSize, imagenet.CropSize
-	} else if pixels, n, h, w, err = readPixels(job.input); err != nil {
-		return res, err
+		return nil, err
 	}
 	ck, err := resnet.OpenCheckpoint(job.files.Weights...)
 	if err != nil {
-		return res, fmt.Errorf("weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	cfg, err := resnet.FromCheckpoint(job.model, ck)
 	if err != nil {
-		return res, fmt.Errorf("weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
 	if job.labels != nil && len(job.labels) != cfg.NumClasses {
-		return res, fmt.Errorf("--labels has %d classes, the checkpoint's fc.weight %d", len(job.labels), cfg.NumClasses)
+		return nil, fmt.Errorf("--labels has %d classes, the checkpoint's fc.weight %d", len(job.labels), cfg.NumClasses)
 	}
 	m, err := resnet.Load(job.dev, cfg, ck, opts)
 	if err != nil {
-		return res, fmt.Errorf("weights: %w", err)
+		return nil, fmt.Errorf("weights: %w", err)
 	}
-	defer func() { err = errors.Join(err, m.Close()) }()
-	f, err := m.NewForward(n, h, w)
-	if err != nil {
-		return res, fmt.Errorf("input: %w", err)
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := f.SetPixels(pixels); err != nil {
-		return res, fmt.Errorf("input: %w", err)
-	}
-	if err := job.dev.Sync(); err != nil {
-		return res, fmt.Errorf("%s: loading: %w", job.model, err)
-	}
-	res.load = time.Since(start)
+	return m, nil
+}
 
-	start = time.Now()
-	if err := f.Run(); err != nil {
-		return res, err
-	}
-	if err := job.dev.Sync(); err != nil {
-		return res, fmt.Errorf("%s: forward: %w", job.model, err)
-	}
-	res.forward = time.Since(start)
-	logits, err := f.Logits()
+// pixelValues reads a ResNet input file as the model's named input.
+func pixelValues(f *safetensors.File) (map[string]nn.Values, error) {
+	vals, n, h, w, err := readPixels(f)
 	if err != nil {
-		return res, fmt.Errorf("%s: logits: %w", job.model, err)
+		return nil, err
 	}
-	res.outputs = []safetensors.Tensor{f32Tensor("logits", logits, n, cfg.NumClasses)}
-	res.batch = fmt.Sprintf("%d×3×%d×%d", n, h, w)
-	if job.image == "" {
-		return res, nil
-	}
-	top, err := imagenet.TopK(logits, job.top)
-	if err != nil {
-		return res, fmt.Errorf("%s on %s: %w", job.model, job.image, err)
-	}
-	for i, p := range top {
-		name := fmt.Sprintf("class %d", p.Index)
-		if job.labels != nil {
-			name = fmt.Sprintf("%s (%d)", job.labels[p.Index], p.Index)
-		}
-		res.report = append(res.report, fmt.Sprintf("%d. %6.2f%%  %s", i+1, 100*p.Prob, name))
-	}
-	return res, nil
+	return map[string]nn.Values{"pixel_values": {Shape: []int{n, 3, h, w}, F32: vals}}, nil
 }
 
 // readPixels reads pixel_values [N, 3, H, W] (F32, F16 or BF16) from the

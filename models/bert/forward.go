@@ -205,3 +205,52 @@ func (f *Forward) Pooled() ([]float32, error) { return kernels.ToFloat32(f.poole
 
 // Close frees the buffers.
 func (f *Forward) Close() error { return f.bufs.Free() }
+
+// NewRunner returns a Forward for the shape of in's input_ids, [batch,
+// seq]: the model as an nn.Runner.
+func (m *Model) NewRunner(in map[string]nn.Values) (nn.Runner, error) {
+	batch, seq, err := nn.TokenShape(in)
+	if err != nil {
+		return nil, fmt.Errorf("bert: %w (%w)", err, ErrInput)
+	}
+	f, err := m.NewForward(batch, seq)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Set sets input_ids and, optionally, attention_mask and token_type_ids,
+// each of the Forward's shape [batch, seq] (SetInputs).
+func (f *Forward) Set(in map[string]nn.Values) error {
+	v, err := nn.Inputs(in, true, "input_ids", "attention_mask", "token_type_ids")
+	if err != nil {
+		return fmt.Errorf("bert: %w (%w)", err, ErrInput)
+	}
+	if want := []int{f.Batch, f.Seq}; !slices.Equal(v[0].Shape, want) {
+		return fmt.Errorf("bert: input_ids has shape %v, want %v: %w", v[0].Shape, want, ErrInput)
+	}
+	return f.SetInputs(Inputs{IDs: v[0].I32, Mask: v[1].I32, TypeIDs: v[2].I32})
+}
+
+// Outputs returns BertModel's outputs of the last pass:
+// last_hidden_state [batch, seq, hidden] and pooler_output [batch,
+// hidden].
+func (f *Forward) Outputs() ([]nn.Named, error) {
+	hidden, err := f.LastHidden()
+	if err != nil {
+		return nil, fmt.Errorf("bert: last_hidden_state: %w", err)
+	}
+	pooled, err := f.Pooled()
+	if err != nil {
+		return nil, fmt.Errorf("bert: pooler_output: %w", err)
+	}
+	H := f.m.Config.HiddenSize
+	return []nn.Named{
+		{Name: "last_hidden_state", Values: nn.Values{Shape: []int{f.Batch, f.Seq, H}, F32: hidden}},
+		{Name: "pooler_output", Values: nn.Values{Shape: []int{f.Batch, H}, F32: pooled}},
+	}, nil
+}
+
+// The model runs through the one run API.
+var _ nn.Runnable = (*Model)(nil)

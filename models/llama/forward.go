@@ -3,8 +3,10 @@ package llama
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 )
 
 // Inputs are one batch of token sequences, row-major [batch, seq], as
@@ -101,3 +103,57 @@ func (s *Session) full(ids []int32, offset, n []int, seq int) ([]float32, error)
 	}
 	return out, nil
 }
+
+// runner is the model as an nn.Runner: Forward over the inputs last set.
+type runner struct {
+	m          *Model
+	batch, seq int
+	in         Inputs
+	logits     []float32
+}
+
+// NewRunner returns the model as an nn.Runner for the shape of in's
+// input_ids, [batch, seq]. Its Run is Forward, which downloads the logits.
+func (m *Model) NewRunner(in map[string]nn.Values) (nn.Runner, error) {
+	batch, seq, err := nn.TokenShape(in)
+	if err != nil {
+		return nil, fmt.Errorf("llama: %w (%w)", err, ErrInput)
+	}
+	return &runner{m: m, batch: batch, seq: seq}, nil
+}
+
+// Set sets input_ids and, optionally, attention_mask, [batch, seq] each.
+func (r *runner) Set(in map[string]nn.Values) error {
+	v, err := nn.Inputs(in, true, "input_ids", "attention_mask")
+	if err != nil {
+		return fmt.Errorf("llama: %w (%w)", err, ErrInput)
+	}
+	if want := []int{r.batch, r.seq}; !slices.Equal(v[0].Shape, want) {
+		return fmt.Errorf("llama: input_ids has shape %v, want %v: %w", v[0].Shape, want, ErrInput)
+	}
+	if _, _, err := (Inputs{IDs: v[0].I32, Mask: v[1].I32}).span(r.batch, r.seq); err != nil {
+		return err
+	}
+	r.in = Inputs{IDs: v[0].I32, Mask: v[1].I32}
+	return nil
+}
+
+// Run runs Forward over the inputs last set.
+func (r *runner) Run() (err error) {
+	r.logits, err = r.m.Forward(r.in, r.batch, r.seq)
+	return err
+}
+
+// Outputs returns the last pass's logits [batch, seq, vocab].
+func (r *runner) Outputs() ([]nn.Named, error) {
+	if r.logits == nil {
+		return nil, fmt.Errorf("llama: no pass has run: %w", ErrInput)
+	}
+	return []nn.Named{{Name: "logits", Values: nn.Values{Shape: []int{r.batch, r.seq, r.m.Config.VocabSize}, F32: r.logits}}}, nil
+}
+
+// Close does nothing: Forward frees its session.
+func (r *runner) Close() error { return nil }
+
+// The model runs through the one run API.
+var _ nn.Runnable = (*Model)(nil)

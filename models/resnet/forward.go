@@ -3,6 +3,7 @@ package resnet
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/nn"
@@ -327,3 +328,45 @@ func (f *Forward) Stage(s int) ([]float32, []int, error) {
 
 // Close frees the pass's buffers.
 func (f *Forward) Close() error { return f.set.Free() }
+
+// NewRunner returns a Forward for the shape of in's pixel_values, [N, 3,
+// H, W]: the model as an nn.Runner.
+func (m *Model) NewRunner(in map[string]nn.Values) (nn.Runner, error) {
+	v, err := nn.Inputs(in, false, "pixel_values")
+	if err != nil {
+		return nil, fmt.Errorf("resnet: %w", err)
+	}
+	s := v[0].Shape
+	if len(s) != 4 || s[1] != 3 {
+		return nil, fmt.Errorf("resnet: pixel_values has shape %v, want [N, 3, H, W]: %w", s, kernels.ErrShape)
+	}
+	f, err := m.NewForward(s[0], s[2], s[3])
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Set sets pixel_values, of the Forward's shape [N, 3, H, W] (SetPixels).
+func (f *Forward) Set(in map[string]nn.Values) error {
+	v, err := nn.Inputs(in, false, "pixel_values")
+	if err != nil {
+		return fmt.Errorf("resnet: %w", err)
+	}
+	if want := []int{f.N, 3, f.H, f.W}; !slices.Equal(v[0].Shape, want) {
+		return fmt.Errorf("resnet: pixel_values has shape %v, want %v: %w", v[0].Shape, want, kernels.ErrShape)
+	}
+	return f.SetPixels(v[0].F32)
+}
+
+// Outputs returns the last pass's logits [N, classes].
+func (f *Forward) Outputs() ([]nn.Named, error) {
+	logits, err := f.Logits()
+	if err != nil {
+		return nil, fmt.Errorf("resnet: logits: %w", err)
+	}
+	return []nn.Named{{Name: "logits", Values: nn.Values{Shape: []int{f.N, len(logits) / f.N}, F32: logits}}}, nil
+}
+
+// The model runs through the one run API.
+var _ nn.Runnable = (*Model)(nil)
