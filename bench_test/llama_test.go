@@ -92,7 +92,7 @@ func (c *llamaCase) source() (llama.Config, nn.Source, error) {
 	if c.Weights == "synthetic" {
 		return cfg, llama.Synthetic(c.Seed), nil
 	}
-	src, err := llama.OpenCheckpoint([]string{filepath.Join("..", c.Weights, "model.safetensors")})
+	src, err := llama.OpenCheckpoint(filepath.Join("..", c.Weights, "model.safetensors"))
 	return cfg, src, err
 }
 
@@ -392,7 +392,7 @@ func TestLlamaInt8Generate(t *testing.T) {
 	require.NoError(t, err)
 	cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
 	require.NoError(t, err)
-	src, err := llama.OpenCheckpoint([]string{filepath.Join(llamaTinyDir, "model.safetensors")})
+	src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
 	require.NoError(t, err)
 	n := len(gen.ids[0])
 	for _, dev := range quantDecoders() {
@@ -475,7 +475,7 @@ func llamaBenchModels() llamaBenchModel {
 			if err != nil {
 				return nil, err
 			}
-			src, err := llama.OpenCheckpoint([]string{filepath.Join(llamaTinyDir, "model.safetensors")})
+			src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
 			if err != nil {
 				return nil, err
 			}
@@ -891,7 +891,7 @@ func BenchmarkLlamaLoad(b *testing.B) {
 			zbench.Measure(b, zbench.Bench{
 				Dev: dev,
 				Op: func() error {
-					ck, err := llama.OpenCheckpoint(paths)
+					ck, err := llama.OpenCheckpoint(paths...)
 					if err != nil {
 						return err
 					}

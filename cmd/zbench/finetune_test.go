@@ -71,12 +71,12 @@ func TestFinetuneRoundTrip(t *testing.T) {
 
 	// The merged checkpoint computes what the base with the adapter does.
 	be := cpu.New()
-	ck, err := llama.OpenCheckpoint([]string{filepath.Join(llamaTiny, "model.safetensors")})
+	ck, err := llama.OpenCheckpoint(filepath.Join(llamaTiny, "model.safetensors"))
 	require.NoError(t, err)
 	withAdapter, err := llama.Load(be, cfg, ad.Merged(ck), 1)
 	require.NoError(t, err)
 	defer withAdapter.Close()
-	mck, err := llama.OpenCheckpoint([]string{filepath.Join(merged, "model.safetensors")})
+	mck, err := llama.OpenCheckpoint(filepath.Join(merged, "model.safetensors"))
 	require.NoError(t, err)
 	m, err := llama.Load(be, cfg, mck, 1)
 	require.NoError(t, err)

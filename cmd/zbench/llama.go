@@ -56,7 +56,7 @@ func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llam
 	if err != nil {
 		return nil, err
 	}
-	ck, err := llama.OpenCheckpoint(files.Weights)
+	ck, err := llama.OpenCheckpoint(files.Weights...)
 	if err != nil {
 		return nil, fmt.Errorf("weights: %w", err)
 	}
@@ -214,7 +214,7 @@ func llamaQuantizeSource(weights, config string) (llama.Config, nn.Source, check
 	if cfg.Quant != nil {
 		return llama.Config{}, nil, files, fmt.Errorf("config %s: the checkpoint is already quantized (%s)", files.Config, cfg.Quant.Scheme)
 	}
-	ck, err := llama.OpenCheckpoint(files.Weights)
+	ck, err := llama.OpenCheckpoint(files.Weights...)
 	if err != nil {
 		return llama.Config{}, nil, files, fmt.Errorf("weights: %w", err)
 	}

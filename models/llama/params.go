@@ -82,4 +82,4 @@ var names = nn.Names{
 // OpenCheckpoint opens the safetensors files of a checkpoint (one
 // model.safetensors, or every shard of a sharded one) with Hugging Face
 // Llama names.
-func OpenCheckpoint(paths []string) (*nn.Checkpoint, error) { return nn.OpenCheckpoint(paths, names) }
+func OpenCheckpoint(paths ...string) (*nn.Checkpoint, error) { return nn.OpenCheckpoint(paths, names) }

@@ -104,7 +104,7 @@ func TestQuantizedGolden(t *testing.T) {
 				checkGoldenLayout(t, path, cfg, c.floatDType, c.scaleDType)
 			}
 
-			ck, err := OpenCheckpoint([]string{path})
+			ck, err := OpenCheckpoint(path)
 			require.NoError(t, err)
 			m, err := Load(cpu.New(), cfg, ck, nn.F32)
 			require.NoError(t, err)

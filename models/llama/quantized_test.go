@@ -110,7 +110,7 @@ func TestQuantizedCheckpointRoundTrip(t *testing.T) {
 				spec, err := parseQuantization(qc)
 				require.NoError(t, err)
 				cfg.Quant = spec
-				ck, err := OpenCheckpoint([]string{writeTensors(t, tensors)})
+				ck, err := OpenCheckpoint(writeTensors(t, tensors))
 				require.NoError(t, err)
 				back, err := Load(cpu.New(), cfg, ck, p)
 				require.NoError(t, err)
@@ -230,7 +230,7 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ck, err := OpenCheckpoint([]string{writeTensors(t, c.tensors)})
+			ck, err := OpenCheckpoint(writeTensors(t, c.tensors))
 			require.NoError(t, err)
 			cfg := cfg
 			cfg.Quant = &c.spec
@@ -242,7 +242,7 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 	cfg.Quant = &spec
 	_, err = Load(cpu.New(), cfg, Synthetic(1), nn.F32)
 	require.ErrorIs(t, err, ErrInput, "synthetic weights for a quantized config")
-	ck, err := OpenCheckpoint([]string{writeTensors(t, good)})
+	ck, err := OpenCheckpoint(writeTensors(t, good))
 	require.NoError(t, err)
 	_, err = Load(floatOnly{cpu.New(), cpu.New()}, cfg, ck, nn.F32)
 	require.ErrorIs(t, err, kernels.ErrUnsupported)
