@@ -25,6 +25,26 @@
 // once, with what each supports, by the file of each (bert.go, llama.go,
 // resnet.go; models.go holds the registry).
 //
+// # Offline commands
+//
+// compare, diff, calibrate and report read and write files (diff and
+// calibrate run benchmarks in processes of their own) and open no backend.
+// The default binary links only the C library, and the CPU backend loads
+// its engine's library (ZBENCH_CPU_ENGINE: oneDNN or OpenBLAS) when it is
+// opened, by env, infer and the other commands that compute, so these four
+// load no BLAS and no CUDA library, under any ZBENCH_CPU_ENGINE
+// (TestOfflineLoadsNoLibrary checks it with LD_DEBUG=libs).
+//
+// A binary built with -tags cuda links libcuda.so.1 (package kernels/cuda
+// and the driver bindings it uses are linked with -lcuda), so the dynamic
+// loader maps the driver's library when any of its commands starts,
+// offline ones included, and the binary does not start where no driver is
+// installed; no CUDA call is made until the cuda backend is opened. That
+// build is for GPU hosts, where the driver is always present; for analysis
+// anywhere else use the default binary (go run ./cmd/zbench compare ...).
+// The commands stay in one binary so that their command lines are the same
+// on every host.
+//
 // # Errors
 //
 // An error is printed as one line, "zbench: <command>: <message>", naming

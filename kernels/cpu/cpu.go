@@ -9,8 +9,9 @@
 // split across GOMAXPROCS goroutines. F16 and BF16 tensors are computed in
 // float32 and rounded to their dtype on store.
 //
-// Importing the package registers the backend as "cpu"; opening it fails
-// when EngineEnv names an engine that cannot be loaded.
+// Importing the package registers the backend as "cpu" and loads nothing:
+// the engine is chosen, and its library loaded, when the first backend
+// opens, which fails when EngineEnv names an engine that cannot be loaded.
 package cpu
 
 import (
@@ -25,8 +26,8 @@ import (
 
 func init() {
 	kernels.Register("cpu", func() (kernels.Backend, error) {
-		if engine.err != nil {
-			return nil, engine.err
+		if err := engine().err; err != nil {
+			return nil, err
 		}
 		return New(), nil
 	})
@@ -37,6 +38,7 @@ func init() {
 type Backend struct {
 	pool *mempool.Pool[*hostBuf]
 	info kernels.DeviceInfo
+	bf16 bf16Gemmer // the engine's bfloat16 GEMM, or nil to widen to float32
 }
 
 var _ kernels.Backend = (*Backend)(nil)
@@ -50,16 +52,19 @@ type storage struct {
 	class int64
 }
 
-// New returns a CPU backend using GOMAXPROCS threads. It panics when
-// EngineEnv names an engine that cannot be loaded (kernels.Open("cpu")
-// returns that as an error).
+// New returns a CPU backend using GOMAXPROCS threads, choosing the
+// process's engine on the first call. It panics when EngineEnv names an
+// engine that cannot be loaded (kernels.Open("cpu") returns that as an
+// error).
 func New() *Backend {
-	if engine.err != nil {
-		panic(engine.err)
+	e := engine()
+	if e.err != nil {
+		panic(e.err)
 	}
 	return &Backend{
 		pool: mempool.New(newHostBuf, (*hostBuf).release, 0),
-		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: engine.blas, Driver: engine.detail},
+		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: e.blas, Driver: e.detail},
+		bf16: e.bf16,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 
 	xcpu "golang.org/x/sys/cpu"
 	"gonum.org/v1/gonum/blas"
@@ -19,8 +20,9 @@ import (
 // loaded), "openblas" (OpenBLAS's SGEMM, loaded at run time), "onednn"
 // (oneDNN, loaded at run time: its SGEMM, and its bfloat16 GEMM for
 // bfloat16 products), or unset (or "auto") for the fastest that this
-// machine has (chooseEngine). A choice that cannot be loaded is an error,
-// never a fallback.
+// machine has (chooseEngine). It is read when the first backend opens; a
+// choice that cannot be loaded, or an unknown name, is an error of that
+// open (and of every later one), never a fallback.
 const EngineEnv = "ZBENCH_CPU_ENGINE"
 
 // Engines are the engines EngineEnv names.
@@ -40,14 +42,19 @@ type engineChoice struct {
 	err    error
 }
 
-var engine = chooseEngine(os.Getenv(EngineEnv), engineLibs{openblas: openBLASNames, onednn: oneDNNNames},
-	sgemmasm.Available512, xcpu.X86.HasAMXBF16)
-
-func init() {
-	if engine.impl != nil {
-		blas32.Use(engine.impl)
+// engine returns the process's engine, resolving EngineEnv, loading its
+// library and installing it as blas32's implementation on the first call.
+// New calls it, so that nothing is loaded until a backend opens: a process
+// that imports the package and opens no backend (zbench compare) loads no
+// library.
+var engine = sync.OnceValue(func() engineChoice {
+	c := chooseEngine(os.Getenv(EngineEnv), engineLibs{openblas: openBLASNames, onednn: oneDNNNames},
+		sgemmasm.Available512, xcpu.X86.HasAMXBF16)
+	if c.impl != nil {
+		blas32.Use(c.impl)
 	}
-}
+	return c
+})
 
 // engineLibs are the shared objects each loaded engine tries, in order.
 type engineLibs struct{ openblas, onednn []string }

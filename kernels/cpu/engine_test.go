@@ -1,14 +1,17 @@
 package cpu
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/blas32"
 	"gonum.org/v1/gonum/blas/gonum"
 
 	"github.com/zbench/zbench/kernels"
@@ -96,6 +99,46 @@ func TestChooseEngine(t *testing.T) {
 		assert.Equal(t, "openblas", c.name)
 		assert.NotEmpty(t, c.detail)
 		assert.Nil(t, c.bf16)
+	}
+}
+
+// TestEngineOpen opens the backend under this process's EngineEnv (make
+// test runs it under each engine): the engine is chosen then, it is the one
+// the backend reports and blas32 runs, and a forced engine that cannot be
+// loaded, or an unknown name, is the error of every open.
+func TestEngineOpen(t *testing.T) {
+	want := strings.TrimSpace(os.Getenv(EngineEnv))
+	be, err := kernels.Open("cpu")
+	e := engine()
+	loads := map[string]func([]string) (blas.Float32, string, error){"openblas": loadOpenBLAS, "onednn": loadOneDNN}
+	libs := map[string][]string{"openblas": openBLASNames, "onednn": oneDNNNames}
+	if load, forced := loads[want]; forced && os.Getenv("ZBENCH_REQUIRE_ENGINES") == "" {
+		if _, _, lerr := load(libs[want]); lerr != nil {
+			require.ErrorIs(t, err, ErrEngine, "%s=%s where it cannot be loaded", EngineEnv, want)
+			assert.ErrorContains(t, err, EngineEnv+"="+want+": ")
+			return
+		}
+	}
+	if want != "" && want != "auto" && want != "purego" && loads[want] == nil {
+		require.ErrorIs(t, err, ErrEngine, "%s=%q", EngineEnv, want)
+		assert.Equal(t, e.err, errors.Unwrap(err))
+		_, again := kernels.Open("cpu")
+		assert.ErrorIs(t, again, ErrEngine, "every open fails")
+		assert.PanicsWithError(t, e.err.Error(), func() { New() })
+		return
+	}
+	require.NoError(t, err)
+	require.NoError(t, e.err)
+	if want != "" && want != "auto" {
+		assert.Equal(t, want, e.name)
+	}
+	assert.Equal(t, e.blas, be.Info().BLAS)
+	assert.Equal(t, e.detail, be.Info().Driver)
+	assert.Equal(t, e.impl, blas32.Implementation(), "blas32 runs the engine")
+	if bf16 := be.(*Backend).bf16; e.bf16 == nil {
+		assert.Nil(t, bf16)
+	} else {
+		assert.IsType(t, e.bf16, bf16, "matrix products run the engine's bfloat16 GEMM")
 	}
 }
 

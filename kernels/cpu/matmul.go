@@ -50,7 +50,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	// (the whole when fused), from element aOff·i of a, bOff·i of b and
 	// cOff·i of out: bfloat16 in the engine's own GEMM where it has one,
 	// else float32 in the engine's SGEMM.
-	bg := engine.bf16
+	bg := b.bf16
 	bf := a.DType() == kernels.BF16 && bg != nil && !gemv
 	var a32, b32 []float32
 	if !bf && !gemv {
