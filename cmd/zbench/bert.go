@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/zbench/zbench/models/bert"
 	"github.com/zbench/zbench/models/checkpoint"
@@ -121,7 +120,7 @@ func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
 	if err != nil {
 		return rep, err
 	}
-	cal, eval, err := calibrationBatches(cfg, j.calib, j.batches, j.batch, j.seq)
+	cal, b, err := calibrationBatches(cfg, j.calib, j.batches, j.batch, j.seq)
 	if err != nil {
 		return rep, err
 	}
@@ -134,32 +133,14 @@ func quantizeBERT(j quantizeJob) (rep quantizeReport, err error) {
 		return rep, fmt.Errorf("loading weights: %w", err)
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	refH, refP, err := bertOutputs(m, eval)
-	if err != nil {
-		return rep, err
-	}
-	start := time.Now()
-	layers, err := m.Quantize(cal)
-	if err != nil {
-		return rep, err
-	}
-	elapsed := time.Since(start)
-	gotH, gotP, err := bertOutputs(m, eval)
+	eval := tokenValues(b.batch, b.seq, map[string][]int32{"input_ids": b.in.IDs, "attention_mask": b.in.Mask, "token_type_ids": b.in.TypeIDs})
+	layers, elapsed, outs, err := quantizeMeasured(m, eval, func() ([]quant.LinearReport, error) { return m.Quantize(cal) })
 	if err != nil {
 		return rep, err
 	}
 	rep = newQuantizeReport(j, "bert", layers, elapsed, "f32")
 	rep.Method, rep.Batches, rep.Batch, rep.Seq, rep.Percentile = j.method, len(cal.Batches), cal.Batch, cal.Seq, j.percentile()
-	for _, o := range []struct {
-		name     string
-		ref, got []float32
-	}{{"last_hidden_state", refH, gotH}, {"pooler_output", refP, gotP}} {
-		rel, err := quant.RelL2(o.ref, o.got)
-		if err != nil {
-			return rep, fmt.Errorf("%s: %w", o.name, err)
-		}
-		rep.Outputs = append(rep.Outputs, outputError{o.name, rel})
-	}
+	rep.Outputs = outs
 	tensors, err := m.QuantizedTensors()
 	if err != nil {
 		return rep, err
@@ -285,24 +266,4 @@ func syntheticIDs(seed uint64, n, vocab int) []int32 {
 type bertBatch struct {
 	in         bert.Inputs
 	batch, seq int
-}
-
-// bertOutputs runs m on b: last_hidden_state and pooler_output.
-func bertOutputs(m *bert.Model, b bertBatch) (hidden, pooled []float32, err error) {
-	f, err := m.NewForward(b.batch, b.seq)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := f.SetInputs(b.in); err != nil {
-		return nil, nil, err
-	}
-	if err := f.Run(); err != nil {
-		return nil, nil, err
-	}
-	if hidden, err = f.LastHidden(); err != nil {
-		return nil, nil, err
-	}
-	pooled, err = f.Pooled()
-	return hidden, pooled, err
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
@@ -129,24 +128,16 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 		return rep, fmt.Errorf("loading weights: %w", err)
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	ref, err := m.Forward(in, batch, seq)
-	if err != nil {
-		return rep, err
-	}
-	start := time.Now()
-	var layers []quant.LinearReport
-	if f, ok := j.scheme.WeightOnly(); ok {
-		layers, err = m.QuantizeWeights(f, j.group)
-	} else if j.scheme == quant.FP8 {
-		layers, err = m.QuantizeFP8()
-	} else {
-		layers, err = m.Quantize()
-	}
-	if err != nil {
-		return rep, err
-	}
-	elapsed := time.Since(start)
-	got, err := m.Forward(in, batch, seq)
+	eval := tokenValues(batch, seq, map[string][]int32{"input_ids": in.IDs, "attention_mask": in.Mask})
+	layers, elapsed, outs, err := quantizeMeasured(m, eval, func() ([]quant.LinearReport, error) {
+		if f, ok := j.scheme.WeightOnly(); ok {
+			return m.QuantizeWeights(f, j.group)
+		}
+		if j.scheme == quant.FP8 {
+			return m.QuantizeFP8()
+		}
+		return m.Quantize()
+	})
 	if err != nil {
 		return rep, err
 	}
@@ -155,9 +146,7 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 	if j.scheme == quant.W4A16 || j.scheme == quant.NF4 {
 		rep.Group = j.group
 	}
-	if rep.Outputs, err = logitsError(ref, got); err != nil {
-		return rep, err
-	}
+	rep.Outputs = outs
 	tensors, err := m.QuantizedTensors()
 	if err != nil {
 		return rep, err

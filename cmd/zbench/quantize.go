@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 )
@@ -241,13 +243,47 @@ func (j quantizeJob) percentile() float64 {
 	return cmp.Or(j.opt.Percentile, quant.DefaultPercentile)
 }
 
-// logitsError is a model's logits' error against the float model's.
-func logitsError(ref, got []float32) ([]outputError, error) {
-	rel, err := quant.RelL2(ref, got)
+// quantizeMeasured runs m on eval, quantizes it with q, runs it again, and
+// returns q's per-layer reports, how long q took, and each output's error
+// against the float model's.
+func quantizeMeasured(m nn.Runnable, eval map[string]nn.Values, q func() ([]quant.LinearReport, error)) (layers []quant.LinearReport, elapsed time.Duration, errs []outputError, err error) {
+	ref, err := runOnce(m, eval)
 	if err != nil {
-		return nil, fmt.Errorf("logits: %w", err)
+		return nil, 0, nil, err
 	}
-	return []outputError{{"logits", rel}}, nil
+	start := time.Now()
+	if layers, err = q(); err != nil {
+		return nil, 0, nil, err
+	}
+	elapsed = time.Since(start)
+	got, err := runOnce(m, eval)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	for i, o := range ref {
+		rel, err := quant.RelL2(o.F32, got[i].F32)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("%s: %w", o.Name, err)
+		}
+		errs = append(errs, outputError{o.Name, rel})
+	}
+	return layers, elapsed, errs, nil
+}
+
+// runOnce runs m once on in and returns its outputs.
+func runOnce(m nn.Runnable, in map[string]nn.Values) (out []nn.Named, err error) {
+	r, err := m.NewRunner(in)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, r.Close()) }()
+	if err := r.Set(in); err != nil {
+		return nil, err
+	}
+	if err := r.Run(); err != nil {
+		return nil, err
+	}
+	return r.Outputs()
 }
 
 // newQuantizeReport starts the report of a model quantized by j.

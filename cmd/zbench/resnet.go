@@ -8,7 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/zbench/zbench/models/checkpoint"
 	"github.com/zbench/zbench/models/nn"
@@ -122,26 +121,15 @@ func quantizeResNet(j quantizeJob) (rep quantizeReport, err error) {
 		return rep, fmt.Errorf("loading weights: %w", err)
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
-	ref, err := resnetOutputs(m, eval, cal)
-	if err != nil {
-		return rep, err
-	}
-	start := time.Now()
-	layers, err := m.Quantize(cal)
-	if err != nil {
-		return rep, err
-	}
-	elapsed := time.Since(start)
-	got, err := resnetOutputs(m, eval, cal)
+	in := map[string]nn.Values{"pixel_values": {Shape: []int{cal.Batch, 3, cal.Height, cal.Width}, F32: eval}}
+	layers, elapsed, outs, err := quantizeMeasured(m, in, func() ([]quant.LinearReport, error) { return m.Quantize(cal) })
 	if err != nil {
 		return rep, err
 	}
 	rep = newQuantizeReport(j, model, layers, elapsed, "f32")
 	rep.Method, rep.Batches, rep.Batch, rep.Height, rep.Width = j.method, len(cal.Batches), cal.Batch, cal.Height, cal.Width
 	rep.Percentile = j.percentile()
-	if rep.Outputs, err = logitsError(ref, got); err != nil {
-		return rep, err
-	}
+	rep.Outputs = outs
 	tensors, err := m.QuantizedTensors()
 	if err != nil {
 		return rep, err
@@ -233,20 +221,4 @@ func normalImages(seed uint64, n int) []float32 {
 		out[i] = float32(rng.NormFloat64())
 	}
 	return out
-}
-
-// resnetOutputs runs m on one batch of cal's shape: the logits.
-func resnetOutputs(m *resnet.Model, pixels []float32, cal resnet.Calibration) (logits []float32, err error) {
-	f, err := m.NewForward(cal.Batch, cal.Height, cal.Width)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, f.Close()) }()
-	if err := f.SetPixels(pixels); err != nil {
-		return nil, err
-	}
-	if err := f.Run(); err != nil {
-		return nil, err
-	}
-	return f.Logits()
 }
