@@ -207,7 +207,7 @@ func TestBERTInt8Golden(t *testing.T) {
 				key := c.Config + "/" + c.Weights
 				m := models[key]
 				if m == nil {
-					var rep []bert.LinearReport
+					var rep []quant.LinearReport
 					m, rep, err = int8BERT(dev, cfg, src)
 					require.NoError(t, err)
 					parent.Cleanup(func() { assert.NoError(parent, m.Close()) })
@@ -531,7 +531,7 @@ const (
 
 // int8BERT loads cfg's weights from src on dev (float32; Mixed on GPUs)
 // and quantizes it with the calibration above.
-func int8BERT(dev kernels.Backend, cfg bert.Config, src nn.Source) (*bert.Model, []bert.LinearReport, error) {
+func int8BERT(dev kernels.Backend, cfg bert.Config, src nn.Source) (*bert.Model, []quant.LinearReport, error) {
 	prec := nn.F32
 	if dev.Info().Kind == kernels.GPU {
 		prec = nn.Mixed

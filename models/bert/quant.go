@@ -51,14 +51,14 @@ func (m *Model) FP8() bool { return m.Quantized() && m.w.layers[0].q.Q.FP8() }
 // No calibration: the scales are current. It returns each layer's report
 // (the weight's error and bytes). The backend must implement kernels.FP8;
 // the model has no checkpoint layout in this form.
-func (m *Model) QuantizeFP8() ([]LinearReport, error) {
+func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
 	if _, err := kernels.Group[kernels.FP8](m.be); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
-	var reports []LinearReport
+	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		l := &m.w.layers[i]
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
@@ -86,20 +86,17 @@ type Calibration struct {
 	NewObserver func() quant.Observer
 }
 
-// LinearReport is the report of one linear layer that Quantize returns:
-// the weight's error and sizes, and the error of its input quantized with
-// the calibrated static scale.
-type LinearReport = quant.LinearReport
-
 // Quantized reports whether the encoder's linear layers run in int8.
 func (m *Model) Quantized() bool { return len(m.w.layers) > 0 && m.w.layers[0].q.Quantized() }
 
 // Quantize converts the encoder's linear layers to W8A8 static int8: it
 // runs the calibration batches through the float model, observing each
 // linear layer's input, then quantizes the weights per output channel on
-// the device. It returns the per-layer report. The model's backend must
+// the device. It returns the per-layer report: each weight's error and
+// sizes, and the error of its input quantized with the calibrated static
+// scale. The model's backend must
 // implement kernels.Quant.
-func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
+func (m *Model) Quantize(cal Calibration) ([]quant.LinearReport, error) {
 	if m.Quantized() {
 		return nil, fmt.Errorf("bert: the model is already quantized: %w", ErrInput)
 	}
@@ -121,7 +118,7 @@ func (m *Model) Quantize(cal Calibration) ([]LinearReport, error) {
 			}
 		}
 	}
-	var reports []LinearReport
+	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		l := &m.w.layers[i]
 		lins := [numSites][]*linear{{&l.q, &l.k, &l.v}, {&l.o}, {&l.ffnIn}, {&l.ffnOut}}
@@ -168,14 +165,14 @@ func (m *Model) calibrate(cal Calibration) (c *layers.Calibrator, err error) {
 // and its bias to float32, and reports the weight's error: int8 reading
 // its input with the static scale *inScale, or FP8 (E4M3, its input cast
 // per token) when inScale is nil.
-func (m *Model) quantizeLinear(lin *linear, inScale *float32, name string) (LinearReport, error) {
+func (m *Model) quantizeLinear(lin *linear, inScale *float32, name string) (quant.LinearReport, error) {
 	codes := kernels.E4M3
 	var in *kernels.Tensor
 	if inScale != nil {
 		codes = kernels.I8
 		var err error
 		if in, err = m.params.Upload(name+".input_scale", kernels.F32, []float32{*inScale}, 1); err != nil {
-			return LinearReport{}, fmt.Errorf("bert: %w", err)
+			return quant.LinearReport{}, fmt.Errorf("bert: %w", err)
 		}
 	}
 	r, err := lin.Quantize(m.be, m.params, name, codes, in)

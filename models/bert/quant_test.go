@@ -19,7 +19,7 @@ import (
 
 // quantizeTiny loads the tiny checkpoint and quantizes it, calibrated with
 // absmax on the tiny inputs.
-func quantizeTiny(t *testing.T) (*bert.Model, []bert.LinearReport) {
+func quantizeTiny(t *testing.T) (*bert.Model, []quant.LinearReport) {
 	t.Helper()
 	ck, err := bert.OpenCheckpoint(tinyModel)
 	require.NoError(t, err)

@@ -43,14 +43,6 @@ type Calibration struct {
 	NewObserver func() quant.Observer
 }
 
-// LayerReport is the report of one layer that Quantize returns: of a
-// convolution, whose weight [Co, Kh·Kw·Ci/G] is a linear layer's over its
-// input's patches, or of fc. Name is torchvision's module name (conv1,
-// layer1.0.conv2, layer1.0.downsample.0, fc); the weight is the float one
-// it replaced, BatchNorm folded in, and the input fields are those of the
-// layer's site.
-type LayerReport = quant.LinearReport
-
 // Quantized reports whether the model runs in int8.
 func (m *Model) Quantized() bool { return m.fcQ != nil }
 
@@ -77,11 +69,15 @@ func (a arch) sites() map[string]string {
 // the calibration batches through the float model, observing the input of
 // every convolution and of the classifier, then quantizes the weights per
 // output channel on the device and releases the float weights. It returns
-// the per-layer report in torchvision's state_dict order, fc last. The
+// the per-layer report in torchvision's state_dict order, fc last: each
+// named by its module (conv1, layer1.0.conv2, layer1.0.downsample.0, fc),
+// a convolution's weight [Co, Kh·Kw·Ci/G] reported as a linear layer's
+// over its input's patches, BatchNorm folded in, and the input fields
+// those of the layer's site. The
 // model must fold its BatchNorms (not Options.Unfolded) and its backend
 // implement kernels.Quant and kernels.QuantConv. After an error the model
 // may be partly converted: close it.
-func (m *Model) Quantize(cal Calibration) ([]LayerReport, error) {
+func (m *Model) Quantize(cal Calibration) ([]quant.LinearReport, error) {
 	switch {
 	case m.Quantized():
 		return nil, fmt.Errorf("resnet: %s is already quantized: %w", m.Config.Name, kernels.ErrValue)
@@ -127,7 +123,7 @@ func (m *Model) Quantize(cal Calibration) ([]LayerReport, error) {
 		}
 	}
 	m.qo, m.qc = qo, qc
-	var reports []LayerReport
+	var reports []quant.LinearReport
 	for _, name := range names {
 		w, b := m.fcW, m.fcB
 		l := m.layers[name] // nil for fc

@@ -61,7 +61,7 @@ func TestQuantize(t *testing.T) {
 			require.True(t, m.Quantized())
 			convs := cfg.arch().convs()
 			require.Len(t, rep, len(convs)+1)
-			byName := map[string]LayerReport{}
+			byName := map[string]quant.LinearReport{}
 			for i, r := range rep {
 				if i < len(convs) {
 					assert.Equal(t, convs[i].conv, r.Name, "report %d", i)
