@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/zbench/roofline"
 )
 
 // Bench is one benchmarked operation on a device.
@@ -160,7 +161,7 @@ func (bm Bench) check() error {
 }
 
 // report emits the throughput metrics of w done in perOp.
-func report(b *testing.B, w Workload, perOp time.Duration, peak Peak) {
+func report(b *testing.B, w Workload, perOp time.Duration, peak roofline.Peak) {
 	sec := perOp.Seconds()
 	if w.FLOPs > 0 {
 		b.ReportMetric(w.FLOPs/sec/1e9, "GFLOP/s")

@@ -41,8 +41,8 @@ import (
 	"golang.org/x/perf/benchunit"
 
 	"github.com/zbench/zbench/kernels"
-	"github.com/zbench/zbench/zbench"
 	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/roofline"
 )
 
 // A Verdict is the outcome of comparing one benchmark in two files.
@@ -273,7 +273,7 @@ func (t *Table) Title() string {
 }
 
 // An Unmatched benchmark is in some files but not in all of them (or has
-// no value of the metric in some).
+// no value of the metric in some, or one that is NaN or ±Inf).
 type Unmatched struct {
 	ID string `json:"benchmark"`
 	// In and MissingFrom are file paths.
@@ -398,12 +398,13 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	var deltas []*Delta
 	for _, id := range ids {
 		// The benchmark in each file, nil where it has no value of the
-		// metric.
+		// metric or a value that is not a finite number (NaN, ±Inf), which
+		// no measurement can be and the U test cannot rank.
 		bs := make([]*results.Benchmark, len(files))
 		var in, missing []string
 		var bench *results.Benchmark
 		for i, f := range files {
-			if b := f.Lookup(id); b != nil && len(b.Values[opts.Metric]) > 0 {
+			if b := f.Lookup(id); b != nil && finiteValues(b.Values[opts.Metric]) {
 				in = append(in, f.Path)
 				bench, bs[i] = b, b
 			} else {
@@ -455,6 +456,11 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// finiteValues reports whether vals has values and all of them are finite.
+func finiteValues(vals []float64) bool {
+	return len(vals) > 0 && !slices.ContainsFunc(vals, func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+}
+
 // newCell summarises benchmark b of file f.
 func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 	vals := b.Values[opts.Metric]
@@ -465,7 +471,7 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 		c.RelErr = slices.Max(re)
 	}
 	if pk := b.Values["%peak"]; len(pk) > 0 {
-		c.PctPeak = zbench.MedianValue(pk)
+		c.PctPeak = MedianValue(pk)
 		if m := slices.Max(pk); m > 100 {
 			c.AbovePeak = fmt.Sprintf("%.4g%% of the device's peak reported", m)
 		}
@@ -480,8 +486,8 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 	if len(gflops) == 0 && len(gbs) == 0 {
 		return c
 	}
-	work := func(i int) zbench.Workload {
-		w := zbench.Workload{DType: dt}
+	work := func(i int) roofline.Workload {
+		w := roofline.Workload{DType: dt}
 		if i < len(gflops) {
 			w.FLOPs = gflops[i] * 1e9
 		}
@@ -499,7 +505,7 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 				w.FLOPs/1e9, peak.Device, peak.FLOPSFor(dt)/1e9, peak.Source)
 		}
 	}
-	c.PctPeak, c.PeakDerived = zbench.MedianValue(frac), true
+	c.PctPeak, c.PeakDerived = MedianValue(frac), true
 	return c
 }
 
@@ -509,15 +515,15 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 // those faster, and cpu-bandwidth-gbps) lines. CPU results are checked
 // against the arithmetic peak only, since their working sets may sit in a
 // cache of unknown size.
-func filePeak(config map[string]string) (zbench.Peak, bool) {
+func filePeak(config map[string]string) (roofline.Peak, bool) {
 	if g := config["gpu"]; g != "" {
-		return zbench.GPUPeak(g)
+		return roofline.GPU(g)
 	}
 	gf, err := strconv.ParseFloat(config["cpu-peak-gflops"], 64)
 	if err != nil || gf <= 0 {
-		return zbench.Peak{}, false
+		return roofline.Peak{}, false
 	}
-	p := zbench.Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: gf * 1e9},
+	p := roofline.Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: gf * 1e9},
 		CacheBytes: math.MaxInt64, Source: "cpu-peak-gflops config line"}
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.I8} {
 		if f, err := strconv.ParseFloat(config["cpu-peak-gflops-"+dt.String()], 64); err == nil && f > 0 {
