@@ -62,7 +62,7 @@ func addCompareFlags(fs *flag.FlagSet, c *compareFlags) {
 	fs.Var((*percent)(&c.opts.Threshold), "threshold", "smallest change of the median that counts as faster or slower (5% or 0.05)")
 	fs.StringVar(&c.format, "format", "text", "output format: text, markdown, csv or json")
 	fs.StringVar(&c.failOn, "fail-on", "", "comma-separated verdicts that make the command exit 1 (slower, invalid, ambiguous, faster), and hardware: fail when the files ran on different hardware (otherwise verdicts across hardware are not counted)")
-	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the defaults, as dtype=value,... (e.g. bf16=2e-2; dtypes: "+strings.Join(compare.DTypes, ", ")+")")
+	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the bounds the benchmarks report (rel-err-bound), as dtype=value,... (e.g. bf16=2e-2; dtypes: "+strings.Join(compare.DTypes, ", ")+")")
 	c.opts.Threshold = 0.05
 }
 
