@@ -132,7 +132,7 @@ func TestCompareVerdicts(t *testing.T) {
 			want: map[string]string{planted: "faster"}},
 		{name: "planted rel-err rise", args: []string{aa1, relErr, "-fail-on", "slower"},
 			want:   map[string]string{"Kernels/op=gelu/dev=cpu/dtype=f32/batch=1/seq=128-2": "invalid"},
-			reason: "rel-err 0.003 (base 1e-07) is past the bound 2e-05 (the benchmark's rel-err-bound)"},
+			reason: "rel-err 0.003 (base 1e-07) is past the bound 2e-05 (the newer file's rel-err-bound)"},
 		{name: "no bound in either file: not gated", args: []string{aa1, relErrOld, "-fail-on", "invalid"}},
 		{name: "rel-err rise fails -fail-on invalid", args: []string{aa1, relErr, "-fail-on", "invalid"},
 			want:    map[string]string{"Kernels/op=gelu/dev=cpu/dtype=f32/batch=1/seq=128-2": "invalid"},

@@ -22,7 +22,7 @@
 //     where the newer file reports none (a file written before benchmarks
 //     reported their bounds, or a peer's), and holds both files' rel-err
 //     to it. A benchmark for which neither file reports a bound is not
-//     gated on accuracy: Delta.Bound is NaN and the text lists it.
+//     gated on accuracy: Delta.GateBound is NaN and the text counts it.
 //     Options.Tolerance, where it names the benchmark's dtype, overrides
 //     the files' bounds.
 //   - Roofline: %peak, as reported by the benchmark or derived from its
@@ -177,9 +177,10 @@ type Delta struct {
 	// one that the verdict uses.
 	P, PHolm float64
 	Verdict  Verdict
-	// Bound is the rel-err bound the accuracy gate applied (see the
-	// package doc), NaN when it applied none.
-	Bound float64
+	// GateBound is the rel-err bound the accuracy gate applied (see the
+	// package doc), NaN when it applied none. Cell.Bound is the one the
+	// newer file reports.
+	GateBound float64
 	// Reasons explain an invalid verdict.
 	Reasons []string
 	// CrossHardware is true when the file ran on other hardware than the
@@ -379,7 +380,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 			d := &Delta{Cell: newCell(f, b, opts), CrossHardware: cross[i]}
 			d.Change = d.Summary.Center/row.Base.Summary.Center - 1
 			d.P = assume.Compare(row.Base.sample, d.sample).P
-			d.Bound, d.Reasons = gate(row, &d.Cell, opts)
+			d.GateBound, d.Reasons = gate(row, &d.Cell, opts)
 			row.Deltas = append(row.Deltas, d)
 			deltas = append(deltas, d)
 		}
@@ -529,7 +530,7 @@ func accuracyBound(row *Row, d *Cell, opts Options) (float64, string) {
 		return tol, "the " + row.DType + " tolerance asked for"
 	}
 	if !math.IsNaN(d.Bound) {
-		return d.Bound, "the benchmark's rel-err-bound"
+		return d.Bound, "the newer file's rel-err-bound"
 	}
 	if !math.IsNaN(row.Base.Bound) {
 		return row.Base.Bound, "the base's rel-err-bound"

@@ -289,15 +289,15 @@ func TestAccuracyGate(t *testing.T) {
 	}{
 		{"within the newer file's bound", file("a", 1e-5, 1e-4), file("b", 5e-5, 1e-4), Options{}, 1e-4, "", false},
 		{"past the newer file's bound", file("a", 1e-5, 1e-4), file("b", 3e-4, 1e-4), Options{}, 1e-4,
-			"rel-err 0.0003 (base 1e-05) is past the bound 0.0001 (the benchmark's rel-err-bound)", false},
+			"rel-err 0.0003 (base 1e-05) is past the bound 0.0001 (the newer file's rel-err-bound)", false},
 		{"the newer file's bound, not the base's", file("a", 1e-5, 1e-3), file("b", 3e-4, 1e-4), Options{}, 1e-4,
-			"is past the bound 0.0001 (the benchmark's rel-err-bound)", false},
+			"is past the bound 0.0001 (the newer file's rel-err-bound)", false},
 		{"the base past the newer file's bound", file("a", 3e-4, 1e-3), file("b", 1e-5, 1e-4), Options{}, 1e-4,
-			"base rel-err 0.0003 is past the bound 0.0001 (the benchmark's rel-err-bound)", false},
+			"base rel-err 0.0003 is past the bound 0.0001 (the newer file's rel-err-bound)", false},
 		{"an old newer file takes the base's bound", file("a", 1e-5, 1e-4), file("b", 3e-4, 0), Options{}, 1e-4,
 			"is past the bound 0.0001 (the base's rel-err-bound)", false},
 		{"an old base takes the newer file's bound", file("a", 1e-5, 0), file("b", 3e-4, 1e-4), Options{}, 1e-4,
-			"is past the bound 0.0001 (the benchmark's rel-err-bound)", false},
+			"is past the bound 0.0001 (the newer file's rel-err-bound)", false},
 		{"two old files: no gate", file("a", 1e-5, 0), file("b", 3e-1, 0), Options{}, math.NaN(), "", true},
 		{"-tol over two old files", file("a", 1e-5, 0), file("b", 3e-4, 0), Options{Tolerance: map[string]float64{"f32": 2e-4}}, 2e-4,
 			"is past the bound 0.0002 (the f32 tolerance asked for)", false},
@@ -308,9 +308,9 @@ func TestAccuracyGate(t *testing.T) {
 			require.NoError(t, err)
 			d := res.Tables[0].Rows[0].Deltas[0]
 			if math.IsNaN(tc.bound) {
-				assert.True(t, math.IsNaN(d.Bound), "bound %v", d.Bound)
+				assert.True(t, math.IsNaN(d.GateBound), "bound %v", d.GateBound)
 			} else {
-				assert.Equal(t, tc.bound, d.Bound)
+				assert.Equal(t, tc.bound, d.GateBound)
 			}
 			if tc.reason == "" {
 				assert.Equal(t, Same, d.Verdict, "%q", d.Reasons)

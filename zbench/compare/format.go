@@ -340,7 +340,7 @@ func (r *Result) ungated() int {
 	for _, t := range r.Tables {
 		for _, row := range t.Rows {
 			if slices.ContainsFunc(row.Deltas, func(d *Delta) bool {
-				return d != nil && math.IsNaN(d.Bound) && !(math.IsNaN(d.RelErr) && math.IsNaN(row.Base.RelErr))
+				return d != nil && math.IsNaN(d.GateBound) && !(math.IsNaN(d.RelErr) && math.IsNaN(row.Base.RelErr))
 			}) {
 				n++
 			}
@@ -426,7 +426,7 @@ func (r *Result) Records() []Record {
 					BaseN: row.Base.N, BaseMed: row.Base.Summary.Center, BaseLo: finite(row.Base.Summary.Lo), BaseHi: finite(row.Base.Summary.Hi),
 					N: d.N, Median: d.Summary.Center, Lo: finite(d.Summary.Lo), Hi: finite(d.Summary.Hi),
 					Change: d.Change, P: d.P, PHolm: d.PHolm, Verdict: d.Verdict,
-					BaseErr: finite(row.Base.RelErr), RelErr: finite(d.RelErr), Bound: finite(d.Bound), PctPeak: finite(d.PctPeak),
+					BaseErr: finite(row.Base.RelErr), RelErr: finite(d.RelErr), Bound: finite(d.GateBound), PctPeak: finite(d.PctPeak),
 					AbovePeak: d.AbovePeak != "", CrossHardware: d.CrossHardware, Reasons: d.Reasons,
 				})
 			}
