@@ -27,9 +27,14 @@ benchmark gets a verdict:
   same            a change smaller than -threshold
   ambiguous       a change of at least -threshold the runs cannot confirm
                   (too noisy, or too few: run more)
-  invalid         rel-err past its dtype's tolerance (TinyLlama's in bf16:
-                  8e-2), or a result above the device's peak; its speed-up
-                  is not counted
+  invalid         rel-err past the bound its benchmark reports
+                  (rel-err-bound: the newer file's, else the base's; -tol
+                  overrides it by dtype), or a result above the device's
+                  peak; its speed-up is not counted
+
+A benchmark whose files report no rel-err-bound (files written before
+benchmarks reported their bounds) is not gated on accuracy; the output
+counts such benchmarks.
 
 %peak comes from the benchmark or, marked *, from its GFLOP/s and GB/s and
 the device peak in the file's config lines. Benchmarks missing from a file
