@@ -21,6 +21,12 @@ RUN       ?= zbench
 BENCHTIME ?= 1s
 BENCH     ?= .
 BENCHSTAT := $(GO) tool benchstat -table ""
+# $(call ran,FILE,VAR) fails when FILE, the output of go test -bench=$(VAR),
+# holds no benchmark result. go test splits a -bench pattern at each / and
+# matches the parts against the levels of a name, so 'A/x$|B/y$' reads as A,
+# then x$|B, then y$: it matches neither benchmark, and go test runs nothing
+# and still exits 0.
+ran = grep -q '^Benchmark' $(1) || { echo 'no benchmark result in $(1): -bench='\''$($(2))'\'' matched nothing. go test splits the pattern at each / and matches one level of the name per part, so an alternative cannot span a /: write "A|B" for whole benchmarks, or "A/(x|y)$$" within one.' >&2; exit 1; }
 
 export GOTOOLCHAIN := local
 # zbench diff and calibrate build benchmark binaries with the go command.
@@ -92,12 +98,14 @@ quick-run:
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -short -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ > $(OUT)/zbench-quick.txt"
 	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
+	@$(call ran,$(OUT)/zbench-quick.txt,BENCH)
 
 bench-run: cpu-engines
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ > $(OUT)/zbench.txt"
 	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| if [ -n "$${QUIET:-}" ]; then cat > $(OUT)/zbench.txt; else tee $(OUT)/zbench.txt; fi
+	@$(call ran,$(OUT)/zbench.txt,BENCH)
 
 peer-run: python-ref
 	@mkdir -p $(OUT)
@@ -168,6 +176,7 @@ bench-engine: cpu-engines
 	@mkdir -p $(OUT)
 	ZBENCH_CPU_ENGINE=$(ENGINE) $(GO) test -run='^$$' -bench='$(ENGINE_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| tee $(OUT)/zbench-$(ENGINE).txt
+	@$(call ran,$(OUT)/zbench-$(ENGINE).txt,ENGINE_BENCH)
 
 python-ref:
 	@scripts/install-python-ref.sh

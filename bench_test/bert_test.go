@@ -20,7 +20,6 @@ import (
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
-	"github.com/zbench/zbench/zbench/compare"
 )
 
 // Files written by testdata/reference/bert.py (make golden).
@@ -484,7 +483,7 @@ func benchBERTFP8(b *testing.B, dev kernels.Backend, golden *bertCase) {
 					b.Fatal(err)
 				}
 			}
-			bertBench(b, m, golden, s[0], s[1], kernels.E4M3, compare.BenchTolerance("BenchmarkBERT", "fp8"))
+			bertBench(b, m, golden, s[0], s[1], kernels.E4M3, benchTolerance("BenchmarkBERT", "fp8"))
 		})
 	}
 }

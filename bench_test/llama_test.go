@@ -20,7 +20,6 @@ import (
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
-	"github.com/zbench/zbench/zbench/compare"
 )
 
 // Files written by testdata/reference/llama.py (make golden).
@@ -119,9 +118,8 @@ var llamaPrecisions = []struct {
 }{{nn.F32, 1e-4}, {nn.F16, 1e-2}, {nn.BF16, kernels.Tolerance(kernels.BF16)}}
 
 // deepBF16Tolerance is the bf16 tolerance of TinyLlama-1.1B's 22 layers
-// (compare.DeepModels says why), the one zbench compare's accuracy gate
-// applies to its rows.
-var deepBF16Tolerance = compare.BenchTolerance("BenchmarkLlamaDecode/model=tinyllama", "bf16")
+// (deepModels says why), the bound its benchmarks report.
+var deepBF16Tolerance = benchTolerance("BenchmarkLlamaDecode/model=tinyllama", "bf16")
 
 // decoders are the devices that run decoder-only models.
 func decoders() []kernels.Backend { return devicesWith[kernels.Decoder]() }
@@ -169,13 +167,13 @@ func TestLlamaGolden(t *testing.T) {
 // around the int8 products): 8.5e-3 to 1.0e-2 on the 2-layer cases, and
 // 1.26e-1 on TinyLlama-1.1B's 22 layers of synthetic weights, whose error
 // grows with depth as bfloat16's does, three times as large
-// (compare.DeepModels has the figures). GPUs' float16 around the
+// (deepModels has the figures). GPUs' float16 around the
 // products adds about 1e-3.
 const llamaInt8Tolerance = 2.5e-2
 
-// deepInt8Tolerance is TinyLlama-1.1B's int8 bound, the one zbench
-// compare's accuracy gate applies to its rows.
-var deepInt8Tolerance = compare.BenchTolerance("BenchmarkLlamaDecode/model=tinyllama", "int8")
+// deepInt8Tolerance is TinyLlama-1.1B's int8 bound, the one its
+// benchmarks report.
+var deepInt8Tolerance = benchTolerance("BenchmarkLlamaDecode/model=tinyllama", "int8")
 
 // llamaInt8Tol is the int8 bound of the named golden case.
 func llamaInt8Tol(golden string) float64 {
@@ -623,7 +621,7 @@ func (l *llamaBench) verify() (float64, error) {
 func (l *llamaBench) tolerance() float64 {
 	switch {
 	case l.v.wo != 0 || l.v.fp8:
-		return compare.BenchTolerance("model="+l.lm.golden, l.dtypeName())
+		return benchTolerance("model="+l.lm.golden, l.dtypeName())
 	case l.v.int8:
 		return llamaInt8Tol(l.lm.golden)
 	case l.v.p == nn.BF16 && l.lm.golden == "tinyllama":

@@ -9,7 +9,6 @@ import (
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/quant"
 	"github.com/zbench/zbench/zbench"
-	"github.com/zbench/zbench/zbench/compare"
 )
 
 type matmulCase struct {
@@ -153,7 +152,7 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 			}
 			return sampledMatMulErr(got, xv, transpose(wv, decodeN, decodeK), 1, decodeN, decodeK, 256), nil
 		},
-		MaxRelErr: compare.DefaultTolerance(weightDType(f)),
+		MaxRelErr: dtypeTolerance(weightDType(f)),
 	})
 }
 

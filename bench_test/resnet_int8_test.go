@@ -31,8 +31,8 @@ const (
 )
 
 // resnetInt8Tolerance bounds the rel-err of an int8 model's logits against
-// the float64 reference, per golden case; kernels.Tolerance(I8), compare's
-// gate for int8 benchmarks, for the others. W8A8 static int8 quantizes
+// the float64 reference, per golden case; kernels.Tolerance(I8), the
+// int8 benchmarks' bound, for the others. W8A8 static int8 quantizes
 // every site's input at 33–38 dB SQNR and the rounding noise of the
 // residual branches adds up along the shortcut, so the error grows with
 // depth and shrinks where the global average pool averages it over

@@ -18,7 +18,6 @@ import (
 	"github.com/zbench/zbench/models/resnet"
 	"github.com/zbench/zbench/models/safetensors"
 	"github.com/zbench/zbench/zbench"
-	"github.com/zbench/zbench/zbench/compare"
 )
 
 // resnetGoldenPath holds the ResNet cases of testdata/reference/resnet.py:
@@ -201,13 +200,13 @@ var resnetPrecisions = []resnetPrecision{
 
 // resnetTolerance is the rel-err of logits a model must reach in a dtype:
 // 1e-4 in f32 (torchvision's f32 model itself is within 2e-6 of the
-// float64 reference), compare.BenchTolerance otherwise, so that the
-// benchmarks, these tests and zbench compare's gate agree.
+// float64 reference), benchTolerance otherwise, so that the benchmarks
+// (which report it to zbench compare's gate) and these tests agree.
 func resnetTolerance(model, dtype string) float64 {
 	if dtype == "f32" {
 		return 1e-4
 	}
-	return compare.BenchTolerance("BenchmarkResNet/model="+model, dtype)
+	return benchTolerance("BenchmarkResNet/model="+model, dtype)
 }
 
 // resnetRelErr runs the case's input through m and returns the rel-err

@@ -1,15 +1,17 @@
 // Package zbench is the benchmark harness: the devices to run on, Measure
 // around testing.B (warm-up outside the timer, the device synchronised inside
 // it, metrics reported), the roofline guard that refuses results above a
-// device's peak, the environment printed as benchfmt configuration lines,
-// and the statistics the command line builds on.
+// device's peak, and the environment printed as benchfmt configuration
+// lines.
 //
 // # Writing a benchmark in your own module
 //
 // A benchmark of your own is an ordinary Go benchmark that calls Measure
 // with the operation, its Workload (FLOPs and minimum bytes, which the
 // roofline guard checks) and, optionally, a Verify that returns the
-// relative error against a reference; see Example.
+// relative error against a reference with the MaxRelErr it must stay
+// within, which the result carries as rel-err-bound for zbench compare's
+// accuracy gate; see Example.
 //
 // Register the backends to run on by importing them: kernels/cpu always,
 // kernels/cuda in a file built with the cuda tag. Package zbench registers

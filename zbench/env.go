@@ -24,6 +24,7 @@ var Units = []string{
 	"Unit ttft-ms better=lower",
 	"Unit gpu-ns/op better=lower",
 	"Unit rel-err better=lower assume=exact",
+	"Unit rel-err-bound assume=exact",
 	"Unit peak-B better=lower assume=exact",
 	"Unit allocs better=lower assume=exact",
 	"Unit hits better=higher assume=exact",

@@ -57,9 +57,11 @@ func Example() {
 	})
 	fmt.Println("timed:", res.N > 0)
 	fmt.Println("rel-err within f32 tolerance:", res.Extra["rel-err"] <= kernels.Tolerance(kernels.F32))
+	fmt.Println("reports the bound it applied:", res.Extra["rel-err-bound"] == kernels.Tolerance(kernels.F32))
 	fmt.Println("reports GFLOP/s, GB/s and the share of peak:", res.Extra["GFLOP/s"] > 0, res.Extra["GB/s"] > 0, res.Extra["%peak"] > 0)
 	// Output:
 	// timed: true
 	// rel-err within f32 tolerance: true
+	// reports the bound it applied: true
 	// reports GFLOP/s, GB/s and the share of peak: true true true
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/zbench/roofline"
 )
 
 // Bench is one benchmarked operation on a device.
@@ -22,7 +23,9 @@ type Bench struct {
 	// is reported as rel-err; NaN or an error fails the benchmark.
 	Verify func() (float64, error)
 	// MaxRelErr, if positive, fails the benchmark when Verify's error is
-	// larger: the speed of a wrong answer is not reported.
+	// larger: the speed of a wrong answer is not reported. It is reported
+	// beside rel-err as rel-err-bound, the bound zbench compare's accuracy
+	// gate applies to the result.
 	MaxRelErr float64
 	// NoRoofline says why an operation has no Workload (a memory pool's
 	// bookkeeping moves no data and does no arithmetic). Measure refuses a
@@ -38,7 +41,7 @@ type Bench struct {
 // Measure runs bm under b: one warm-up call outside the timer, Verify,
 // then the timed loop with the device synchronised in every iteration, so
 // that ns/op is what a caller waits. It reports GFLOP/s, GB/s, the item rate,
-// rel-err, peak-B (the pool's high-water mark over the timed calls, live
+// rel-err and rel-err-bound, peak-B (the pool's high-water mark over the timed calls, live
 // inputs and workspaces included), %peak and, on GPUs, gpu-ns/op from
 // device timers; and it fails the benchmark when the result is above the
 // device's roofline.
@@ -138,6 +141,9 @@ func Measure(b *testing.B, bm Bench) {
 	report(b, bm.Work, perOp, peak)
 	if bm.Verify != nil {
 		b.ReportMetric(relErr, "rel-err")
+		if bm.MaxRelErr > 0 {
+			b.ReportMetric(bm.MaxRelErr, "rel-err-bound")
+		}
 	}
 	b.ReportMetric(float64(dev.MemStats().PeakBytes), "peak-B")
 }
@@ -160,7 +166,7 @@ func (bm Bench) check() error {
 }
 
 // report emits the throughput metrics of w done in perOp.
-func report(b *testing.B, w Workload, perOp time.Duration, peak Peak) {
+func report(b *testing.B, w Workload, perOp time.Duration, peak roofline.Peak) {
 	sec := perOp.Seconds()
 	if w.FLOPs > 0 {
 		b.ReportMetric(w.FLOPs/sec/1e9, "GFLOP/s")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
@@ -39,4 +40,35 @@ func TestMeasureRefuses(t *testing.T) {
 	}
 	assert.NoError(t, Bench{Dev: dev, Op: op, NoRoofline: "bookkeeping only"}.check())
 	assert.NoError(t, Bench{Dev: dev, Op: op, Work: work}.check())
+}
+
+// TestMeasureReportsBound: a verified benchmark reports rel-err, and the
+// bound it applied as rel-err-bound where it has one, so that zbench
+// compare's accuracy gate reads the benchmark's own policy.
+func TestMeasureReportsBound(t *testing.T) {
+	dev := cpu.New()
+	a, err := dev.Alloc(kernels.F32, 1<<10)
+	require.NoError(t, err)
+	src := make([]byte, a.Bytes())
+	for _, tc := range []struct {
+		name      string
+		maxRelErr float64
+		wantBound bool
+	}{
+		{"bound", 1e-3, true},
+		{"no bound", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := testing.Benchmark(func(b *testing.B) {
+				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: 2 * float64(a.Bytes()), DType: kernels.F32},
+					Op:     func() error { return dev.Upload(a, src) },
+					Verify: func() (float64, error) { return 1e-4, nil }, MaxRelErr: tc.maxRelErr})
+			})
+			require.Positive(t, res.N)
+			assert.Equal(t, 1e-4, res.Extra["rel-err"])
+			bound, ok := res.Extra["rel-err-bound"]
+			assert.Equal(t, tc.wantBound, ok)
+			assert.Equal(t, tc.maxRelErr, bound)
+		})
+	}
 }

@@ -15,123 +15,37 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/zbench/internal/cpuclock"
+	"github.com/zbench/zbench/zbench/roofline"
 )
 
-// Workload declares the work one operation of a benchmark does: what the
-// harness turns into throughput metrics and checks against the device's peak.
-type Workload struct {
-	// FLOPs is the arithmetic of one operation (a multiply-add counts 2).
-	FLOPs float64
-	// Bytes is the least traffic one operation needs between memory and
-	// the processor: every input read once and every output written once.
-	Bytes float64
-	// DType is the type the arithmetic runs in; it selects the peak.
-	DType kernels.DType
-	// Items, with ItemUnit ("seq/s", "img/s", "tok/s"), reports a rate of
-	// work items per second; zero reports none.
-	Items    float64
-	ItemUnit string
-}
-
-// Peak is what a device can do at best: the roofline.
-type Peak struct {
-	Device string
-	// FLOPS is the peak arithmetic rate per compute dtype, in FLOP/s
-	// (dense; tensor cores where the dtype uses them).
-	FLOPS map[kernels.DType]float64
-	// Bandwidth is the peak rate of main (device) memory in bytes/s.
-	Bandwidth float64
-	// CacheBytes is the largest cache: that much of a working set may be
-	// served from it at rates above Bandwidth, so the bandwidth check only
-	// applies to the traffic beyond it.
-	CacheBytes int64
-	// Source says where the numbers come from.
-	Source string
-}
-
-// FLOPSFor returns the peak rate for dt, falling back to the F32 rate.
-func (p Peak) FLOPSFor(dt kernels.DType) float64 {
-	if f, ok := p.FLOPS[dt]; ok {
-		return f
-	}
-	return p.FLOPS[kernels.F32]
-}
-
-// Check returns an error when w done in perOp would exceed the peak: a
-// result no device can produce, and so a broken benchmark.
-func (p Peak) Check(w Workload, perOp time.Duration) error {
-	if perOp <= 0 {
-		return fmt.Errorf("roofline: %v per operation on %s: the timer measured nothing (missing device sync, or the work was never queued)", perOp, p.Device)
-	}
-	sec := perOp.Seconds()
-	if peak := p.FLOPSFor(w.DType); w.FLOPs > 0 && peak > 0 && w.FLOPs/sec > peak {
-		return fmt.Errorf("roofline: %.4g GFLOP/s in %v exceeds the %s peak of %.4g GFLOP/s (%s) by %.1fx: "+
-			"likely a missing device synchronisation (the timer stopped before the work finished), "+
-			"work the compiler or backend eliminated, or a declared FLOP count larger than the work done",
-			w.FLOPs/sec/1e9, w.DType, p.Device, peak/1e9, p.Source, w.FLOPs/sec/peak)
-	}
-	// At most the cache's worth of the working set can be served from the
-	// cache; the rest must come from memory.
-	if spill := w.Bytes - float64(p.CacheBytes); spill > 0 && p.Bandwidth > 0 && spill/sec > p.Bandwidth {
-		return fmt.Errorf("roofline: %.4g GB/s exceeds the %s memory bandwidth of %.4g GB/s (%s) by %.1fx for the %.3g MB of a %.3g MB working set that its %d MB cache cannot hold: "+
-			"likely a missing device synchronisation, cache reuse across iterations that a real run would not get, or a declared byte count larger than the data moved",
-			spill/sec/1e9, p.Device, p.Bandwidth/1e9, p.Source, spill/sec/p.Bandwidth, spill/1e6, w.Bytes/1e6, p.CacheBytes>>20)
-	}
-	return nil
-}
-
-// Fraction is the share of the roofline that w in perOp reaches, between 0
-// and 1: of the arithmetic peak when w is compute-bound (its arithmetic
-// intensity above the ridge point) and of the bandwidth otherwise.
-func (p Peak) Fraction(w Workload, perOp time.Duration) float64 {
-	sec := perOp.Seconds()
-	peak := p.FLOPSFor(w.DType)
-	if w.Bytes == 0 || p.Bandwidth == 0 || (w.FLOPs > 0 && w.FLOPs/w.Bytes > peak/p.Bandwidth) {
-		if peak == 0 || w.FLOPs == 0 {
-			return 0
-		}
-		return w.FLOPs / sec / peak
-	}
-	return w.Bytes / sec / p.Bandwidth
-}
+// Workload is the work one operation of a benchmark declares, which
+// Measure turns into throughput metrics and checks against the device's
+// peak; the offline analysis reads it from package roofline.
+type Workload = roofline.Workload
 
 // PeakOf returns the roofline of a backend's device: from the table of
 // known GPUs, or for a CPU from its vector width, core count and clock, with
 // the memory bandwidth measured once per process.
-func PeakOf(b kernels.Backend) (Peak, error) {
+func PeakOf(b kernels.Backend) (roofline.Peak, error) {
 	info := b.Info()
 	if info.Kind == kernels.GPU {
-		if p, ok := GPUPeak(info.Name); ok {
+		if p, ok := roofline.GPU(info.Name); ok {
 			return p, nil
 		}
-		return Peak{}, fmt.Errorf("roofline: no peak table entry for GPU %q (known: T4, A100, H100, H200): add one to zbench/roofline.go", info.Name)
+		return roofline.Peak{}, fmt.Errorf("roofline: no peak table entry for GPU %q (known: T4, A100, H100, H200): add one to zbench/roofline/roofline.go", info.Name)
 	}
 	cpuPeakOnce.Do(func() { cpuPeak = measureCPUPeak(info) })
 	return cpuPeak, nil
 }
 
-// GPUPeak returns the vendor peak of the GPU with the given device name
-// (as the driver and torch.cuda.get_device_name report it), and false for a
-// GPU the table does not know.
-func GPUPeak(name string) (Peak, bool) {
-	for _, g := range gpuPeaks {
-		if strings.Contains(name, g.match) {
-			p := g.peak
-			p.Device = name
-			return p, true
-		}
-	}
-	return Peak{}, false
-}
-
 var (
 	cpuPeakOnce sync.Once
-	cpuPeak     Peak
+	cpuPeak     roofline.Peak
 )
 
 // measureCPUPeak derives the CPU's arithmetic peak from its widest FMA
 // units and measures its memory bandwidth with a copy larger than the cache.
-func measureCPUPeak(info kernels.DeviceInfo) Peak {
+func measureCPUPeak(info kernels.DeviceInfo) roofline.Peak {
 	perCycle, isa := cpuFLOPsPerCycle()
 	ghz, clock := cpuGHz()
 	perSec := float64(info.Cores) * ghz * 1e9
@@ -156,7 +70,7 @@ func measureCPUPeak(info kernels.DeviceInfo) Peak {
 		flops[kernels.I8] = perSec * 2048
 	}
 	cache := lastLevelCache()
-	return Peak{
+	return roofline.Peak{
 		Device:     info.Name,
 		FLOPS:      flops,
 		Bandwidth:  measureBandwidth(cache),
@@ -287,29 +201,4 @@ func measureBandwidth(cache int64) float64 {
 		best = max(best, 2*float64(n)/time.Since(start).Seconds())
 	}
 	return best
-}
-
-// gpuPeaks are vendor dense peaks (no sparsity) of the GPUs zbench knows,
-// matched by substring of the device name, most specific first.
-var gpuPeaks = []struct {
-	match string
-	peak  Peak
-}{
-	{"H200", Peak{FLOPS: tensorPeaks(67e12, 494.7e12, 989.4e12, 1978.9e12), Bandwidth: 4.8e12, CacheBytes: 50 << 20, Source: "H200 SXM datasheet"}},
-	{"H100 PCIe", Peak{FLOPS: tensorPeaks(51.2e12, 378e12, 756e12, 1513e12), Bandwidth: 2.0e12, CacheBytes: 50 << 20, Source: "H100 PCIe datasheet"}},
-	{"H100", Peak{FLOPS: tensorPeaks(67e12, 494.7e12, 989.4e12, 1978.9e12), Bandwidth: 3.35e12, CacheBytes: 50 << 20, Source: "H100 SXM datasheet"}},
-	{"A100", Peak{FLOPS: tensorPeaks(19.5e12, 156e12, 312e12, 624e12), Bandwidth: 2.039e12, CacheBytes: 40 << 20, Source: "A100 SXM 80GB datasheet"}},
-	{"T4", Peak{FLOPS: tensorPeaks(8.1e12, 0, 65e12, 130e12), Bandwidth: 320e9, CacheBytes: 4 << 20, Source: "T4 datasheet"}},
-}
-
-// tensorPeaks fills the per-dtype table from the CUDA-core f32 rate and the
-// tensor-core TF32, 16-bit and 8-bit rates. F32 takes the TF32 rate where
-// there is one, since an f32 matmul may run on tensor cores in TF32 and the
-// table is a ceiling; 8-bit floats run at the INT8 rate from Hopper on.
-func tensorPeaks(f32, tf32, f16, i8 float64) map[kernels.DType]float64 {
-	m := map[kernels.DType]float64{kernels.F32: max(f32, tf32), kernels.F16: f16, kernels.BF16: f16, kernels.I8: i8}
-	if i8 >= 1.9e15 { // Hopper: FP8 at the INT8 rate
-		m[kernels.E4M3], m[kernels.E5M2] = i8, i8
-	}
-	return m
 }

@@ -2225,8 +2225,8 @@ RESNET_MODEL, RESNET_CASE, RESNET_SIZE = "resnet50", "resnet50_224", 224
 RESNET_FLOPS_PER_IMAGE = 8.178368512e9
 # bench_test's resnetTolerance: 1e-4 in f32 (torchvision's own float32
 # model is 3.8e-7 off the float64 reference on resnet50_224), else
-# compare.BenchTolerance, whose DeepModels leave resnet50 at the kernels'
-# tolerances (tf32 takes f16's).
+# bench_test's benchTolerance, whose deepModels leave resnet50 at the
+# kernels' tolerances (tf32 takes f16's).
 # int8 is bench_test's resnetInt8Tolerance of resnet50_224 (zbench's W8A8
 # model measures 1.5e-2 to 1.6e-2 there).
 RESNET_TOLERANCE = {"f32": 1e-4, "tf32": 2e-3, "f16": 2e-3, "bf16": 1.6e-2, "int8": 3e-2}

@@ -27,9 +27,14 @@ benchmark gets a verdict:
   same            a change smaller than -threshold
   ambiguous       a change of at least -threshold the runs cannot confirm
                   (too noisy, or too few: run more)
-  invalid         rel-err past its dtype's tolerance (TinyLlama's in bf16:
-                  8e-2), or a result above the device's peak; its speed-up
-                  is not counted
+  invalid         rel-err past the bound its benchmark reports
+                  (rel-err-bound: the newer file's, else the base's; -tol
+                  overrides it by dtype), or a result above the device's
+                  peak; its speed-up is not counted
+
+A benchmark whose files report no rel-err-bound (files written before
+benchmarks reported their bounds) is not gated on accuracy; the output
+counts such benchmarks.
 
 %peak comes from the benchmark or, marked *, from its GFLOP/s and GB/s and
 the device peak in the file's config lines. Benchmarks missing from a file
@@ -62,7 +67,7 @@ func addCompareFlags(fs *flag.FlagSet, c *compareFlags) {
 	fs.Var((*percent)(&c.opts.Threshold), "threshold", "smallest change of the median that counts as faster or slower (5% or 0.05)")
 	fs.StringVar(&c.format, "format", "text", "output format: text, markdown, csv or json")
 	fs.StringVar(&c.failOn, "fail-on", "", "comma-separated verdicts that make the command exit 1 (slower, invalid, ambiguous, faster), and hardware: fail when the files ran on different hardware (otherwise verdicts across hardware are not counted)")
-	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the defaults, as dtype=value,... (e.g. bf16=2e-2; dtypes: "+strings.Join(compare.DTypes, ", ")+")")
+	fs.StringVar(&c.tol, "tol", "", "rel-err tolerances overriding the bounds the benchmarks report (rel-err-bound), as dtype=value,... (e.g. bf16=2e-2; dtypes: "+strings.Join(compare.DTypes, ", ")+")")
 	c.opts.Threshold = 0.05
 }
 

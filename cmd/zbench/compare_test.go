@@ -50,6 +50,21 @@ func plant(t *testing.T, src, name, bench string, edit func(unit string, v float
 	return writeFile(t, t.TempDir(), name, []byte(strings.Join(lines, "\n")))
 }
 
+// withMetric writes a copy of src to dir/name in which every result of
+// the benchmarks whose names start with bench also reports value unit.
+func withMetric(t *testing.T, src, name, bench string, value float64, unit string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	require.NoError(t, err)
+	lines := strings.Split(string(data), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "Benchmark"+bench) {
+			lines[i] = l + "\t" + strconv.FormatFloat(value, 'g', -1, 64) + " " + unit
+		}
+	}
+	return writeFile(t, t.TempDir(), name, []byte(strings.Join(lines, "\n")))
+}
+
 // slowDown makes a benchmark's results s times slower, every rate metric
 // with it.
 func slowDown(s float64) func(string, float64) float64 {
@@ -91,12 +106,15 @@ const planted = "MatMul/dev=cpu/dtype=f32/m=1024/n=1024/k=1024/transfer=resident
 func TestCompareVerdicts(t *testing.T) {
 	slow := plant(t, aa2, "slower.txt", planted, slowDown(1.2))
 	fast := plant(t, aa2, "faster.txt", planted, slowDown(1/1.2))
-	relErr := plant(t, aa2, "relerr.txt", "Kernels/op=gelu/", func(unit string, v float64) float64 {
+	// aa-1 and aa-2 were written before benchmarks reported their
+	// bounds: relErrOld has none, relErr the bound of the f32 kernels.
+	relErrOld := plant(t, aa2, "relerr-old.txt", "Kernels/op=gelu/", func(unit string, v float64) float64 {
 		if unit == "rel-err" {
-			return 3e-3 // f32 tolerance is 2e-5
+			return 3e-3
 		}
 		return v
 	})
+	relErr := withMetric(t, relErrOld, "relerr.txt", "Kernels/", 2e-5, "rel-err-bound")
 	// An unsynchronised timer: 100 times faster than the machine can be.
 	abovePeak := plant(t, aa2, "abovepeak.txt", "MatMul/dev=cpu/dtype=f32/m=256/n=256/k=256/transfer=resident", slowDown(0.01))
 	for _, tc := range []struct {
@@ -114,7 +132,8 @@ func TestCompareVerdicts(t *testing.T) {
 			want: map[string]string{planted: "faster"}},
 		{name: "planted rel-err rise", args: []string{aa1, relErr, "-fail-on", "slower"},
 			want:   map[string]string{"Kernels/op=gelu/dev=cpu/dtype=f32/batch=1/seq=128-2": "invalid"},
-			reason: "rel-err 0.003 (base 1e-07) is past the f32 tolerance 2e-05"},
+			reason: "rel-err 0.003 (base 1e-07) is past the bound 2e-05 (the newer file's rel-err-bound)"},
+		{name: "no bound in either file: not gated", args: []string{aa1, relErrOld, "-fail-on", "invalid"}},
 		{name: "rel-err rise fails -fail-on invalid", args: []string{aa1, relErr, "-fail-on", "invalid"},
 			want:    map[string]string{"Kernels/op=gelu/dev=cpu/dtype=f32/batch=1/seq=128-2": "invalid"},
 			failErr: "compare: -fail-on invalid: 1 invalid (Kernels/op=gelu"},

@@ -107,7 +107,8 @@ func TestReportBaselines(t *testing.T) {
 }
 
 // The speed-up in the markdown is the peer's median time over ours,
-// computed here from the raw samples.
+// computed here from the raw samples; its p-value and verdict are zbench
+// compare's with the peer as the base.
 func TestReportSpeedup(t *testing.T) {
 	dir := t.TempDir()
 	var stdout bytes.Buffer
@@ -127,10 +128,14 @@ func TestReportSpeedup(t *testing.T) {
 		t.Run(tc.id, func(t *testing.T) {
 			want := median(t, torchBaseline, tc.id) / median(t, tc.ours, tc.id)
 			cells := tableRow(t, md, tc.section, tc.row)
-			require.Len(t, cells, 7, "row %q", cells)
+			require.Len(t, cells, 8, "row %q", cells)
 			got, err := strconv.ParseFloat(strings.TrimSuffix(cells[5], "×"), 64)
 			require.NoError(t, err, "speed-up cell %q", cells[5])
 			assert.InEpsilon(t, want, got, 0.006, "speed-up of %s: report %s, computed %.4f", tc.id, cells[5], want)
+
+			verdicts, _, err := compareRecords(t, torchBaseline, tc.ours)
+			require.NoError(t, err)
+			assert.Equal(t, verdicts[tc.id], cells[7], "compare's verdict")
 			assert.NotEqual(t, "—", cells[2], "our rel-err is beside our time")
 			assert.NotEqual(t, "—", cells[4], "the peer's rel-err is beside its time")
 		})

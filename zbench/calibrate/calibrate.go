@@ -17,7 +17,6 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
-	"github.com/zbench/zbench/zbench"
 	"github.com/zbench/zbench/zbench/compare"
 	"github.com/zbench/zbench/zbench/results"
 )
@@ -146,7 +145,7 @@ func Analyze(rounds [][2]*results.File, count int, opts Options) (*Report, error
 	for k := range rep.Benches {
 		b := &rep.Benches[k]
 		x := pooled[b.ID]
-		b.N, b.Median = len(x), zbench.MedianValue(x)
+		b.N, b.Median = len(x), compare.MedianValue(x)
 		b.Noise = 1.4826 * mad(x, b.Median) / b.Median
 		for _, n := range opts.Counts {
 			b.Detectable = append(b.Detectable, detectable(rng, x, n, m, opts))
@@ -232,5 +231,5 @@ func mad(x []float64, med float64) float64 {
 	for i, v := range x {
 		d[i] = math.Abs(v - med)
 	}
-	return zbench.MedianValue(d)
+	return compare.MedianValue(d)
 }

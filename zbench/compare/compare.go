@@ -14,9 +14,17 @@
 //     correction across every benchmark compared; a change below the
 //     threshold is the same; a change at or above the threshold that the
 //     test cannot confirm is ambiguous (more runs needed).
-//   - Accuracy gate: a result whose rel-err is past the tolerance of its
-//     dtype (and, for deep models, of its model: DeepModels) is invalid,
-//     and its speed-up is not counted.
+//   - Accuracy gate: a result whose rel-err is past its benchmark's bound
+//     is invalid, and its speed-up is not counted. A benchmark writes the
+//     bound it applied into its result as the rel-err-bound metric
+//     (zbench.Bench.MaxRelErr), so the benchmark, not compare, decides what
+//     it accepts. The gate takes the newer file's bound, or the base's
+//     where the newer file reports none (a file written before benchmarks
+//     reported their bounds, or a peer's), and holds both files' rel-err
+//     to it. A benchmark for which neither file reports a bound is not
+//     gated on accuracy: Delta.GateBound is NaN and the text counts it.
+//     Options.Tolerance, where it names the benchmark's dtype, overrides
+//     the files' bounds.
 //   - Roofline: %peak, as reported by the benchmark or derived from its
 //     GFLOP/s and GB/s and the device's peak in the file's config lines;
 //     a result above the device's peak is flagged and invalid.
@@ -41,8 +49,8 @@ import (
 	"golang.org/x/perf/benchunit"
 
 	"github.com/zbench/zbench/kernels"
-	"github.com/zbench/zbench/zbench"
 	"github.com/zbench/zbench/zbench/results"
+	"github.com/zbench/zbench/zbench/roofline"
 )
 
 // A Verdict is the outcome of comparing one benchmark in two files.
@@ -84,7 +92,8 @@ type Options struct {
 	// Confidence is the level of the medians' intervals: 0.95 by default.
 	Confidence float64
 	// Tolerance maps a dtype name ("f32", "bf16") to the largest rel-err
-	// accepted, overriding BenchTolerance.
+	// accepted for every benchmark of that dtype, overriding the
+	// rel-err-bound the files report.
 	Tolerance map[string]float64
 }
 
@@ -125,80 +134,12 @@ func (o Options) withDefaults() (Options, error) {
 // Options.Tolerance may have.
 var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2", "fp8", "w8a16", "w4a16", "nf4"}
 
-// weightOnly are the tolerances of the weight-only quantized dtypes
-// (float activations, weights dequantized inside the product): int8
-// weights take int8's; 4-bit ones (16 levels per group: int4 per 128
-// values, NF4 per 64) leave about a tenth of a uniform weight's signal as
-// noise, 5–9% in a long dot product's relative error.
-var weightOnly = map[string]float64{"w8a16": kernels.Tolerance(kernels.I8), "w4a16": 1.5e-1, "nf4": 1.5e-1}
-
-// DefaultTolerance is the rel-err accepted for a benchmark of the named
-// dtype: kernels.Tolerance of the dtype the results are stored in. TF32
-// (10-bit mantissas in) and mixed precision (16-bit attention) take f16's,
-// a model's FP8 modules E4M3's, the weight-only formats weightOnly's; an
-// unknown or empty dtype takes f32's, the strictest.
-func DefaultTolerance(dtype string) float64 {
-	if tol, ok := weightOnly[dtype]; ok {
-		return tol
-	}
-	switch dtype {
-	case "tf32", "mixed":
-		return kernels.Tolerance(kernels.F16)
-	case "fp8": // a model's FP8 modules: E4M3's
-		return kernels.Tolerance(kernels.E4M3)
-	}
-	dt, err := kernels.ParseDType(dtype)
-	if err != nil {
-		return kernels.Tolerance(kernels.F32)
-	}
-	return kernels.Tolerance(dt)
-}
-
-// DeepModels are the benchmark name parts (the benchmark, or key=value)
-// of models deep enough that rounding accumulates past the dtype's kernel tolerance,
-// with the tolerance of each dtype that does. TinyLlama-1.1B rounds its
-// residual stream to bfloat16 44 times: PyTorch's own bfloat16 model is
-// 4.8e-2 off the float64 reference (zbench's 4.1e-2), against the
-// kernels' 1.6e-2, which BERT-base's 12 layers meet. ResNet-101 and -152
-// round 33 and 50 blocks' activations: torchvision's own bfloat16 models
-// are 2.2e-2 and 3.2e-2 off the float64 reference on 32×32 inputs
-// (zbench's ResNet-152: 2.1e-2 in bf16, 3.1e-3 in f16), while ResNet-50
-// (7.1e-3 at 224×224) and the shallower ones meet the kernels' tolerances.
-// TinyLlama in int8 (W8A8 with dynamic per-token activation scales,
-// llama.Model.Quantize) is 1.3e-1 off on its synthetic weights, past
-// int8's 1e-1: its error is about three times bfloat16's at every depth
-// of the same weights (3.3e-2 against 1.1e-2 after one layer, 1.3e-1
-// against 4.0e-2 after 22), most of it the per-token rounding of inputs
-// 2048 and 5632 channels wide (the int8 weights alone: 4.3e-2), while
-// the 2-layer goldens stay within 1e-2. In FP8 (E4M3 weights per channel
-// and inputs per token, llama.Model.QuantizeFP8) it is 3.8e-1 off: E4M3's
-// three mantissa bits leave about four times int8's error at every depth
-// (the 2-layer test model: 4.3e-2 against 1e-2). BERT-base in FP8
-// (bert.Model.QuantizeFP8) is 1.1e-1 off the float64 reference, 3.5 times
-// its static int8's 3.2e-2, E4M3's 31 dB per input against int8's 40
-// over twelve layers. BenchmarkBERTTrain's rel-err in bf16 and fp8 is not
-// a tensor's but the distance of a 200-step loss curve's end from the
-// reference's bf16 run, which FP8 training must stay within 1% of.
-var DeepModels = map[string]map[string]float64{
-	"BenchmarkBERT":      {"fp8": 1.5e-1},
-	"BenchmarkBERTTrain": {"bf16": 1e-2, "fp8": 1e-2},
-	"model=tinyllama":    {"bf16": 8e-2, "int8": 1.5e-1, "fp8": 5e-1},
-	"model=resnet101":    {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
-	"model=resnet152":    {"bf16": 5e-2, "f16": 1e-2, "tf32": 1e-2},
-}
-
-// BenchTolerance is the rel-err accepted for the named benchmark (its
-// full name, "BenchmarkX/key=value/...") of the named dtype:
-// DeepModels' entry where a part of the name has one, else
-// DefaultTolerance.
-func BenchTolerance(name, dtype string) float64 {
-	for _, part := range strings.Split(name, "/") {
-		if tol, ok := DeepModels[part][dtype]; ok {
-			return tol
-		}
-	}
-	return DefaultTolerance(dtype)
-}
+// Units the accuracy gate reads.
+const (
+	unitRelErr = "rel-err"
+	// unitBound is the rel-err bound a benchmark applied to its result.
+	unitBound = "rel-err-bound"
+)
 
 // A Cell is one benchmark in one file.
 type Cell struct {
@@ -212,6 +153,9 @@ type Cell struct {
 	Summary benchmath.Summary
 	// RelErr is the largest rel-err reported, NaN when none was.
 	RelErr float64
+	// Bound is the largest rel-err-bound reported: the accuracy the
+	// benchmark required of itself; NaN when none was.
+	Bound float64
 	// PctPeak is the median %peak, reported or derived (PeakDerived);
 	// NaN when neither is possible.
 	PctPeak     float64
@@ -233,6 +177,10 @@ type Delta struct {
 	// one that the verdict uses.
 	P, PHolm float64
 	Verdict  Verdict
+	// GateBound is the rel-err bound the accuracy gate applied (see the
+	// package doc), NaN when it applied none. Cell.Bound is the one the
+	// newer file reports.
+	GateBound float64
 	// Reasons explain an invalid verdict.
 	Reasons []string
 	// CrossHardware is true when the file ran on other hardware than the
@@ -273,7 +221,7 @@ func (t *Table) Title() string {
 }
 
 // An Unmatched benchmark is in some files but not in all of them (or has
-// no value of the metric in some).
+// no value of the metric in some, or one that is NaN or ±Inf).
 type Unmatched struct {
 	ID string `json:"benchmark"`
 	// In and MissingFrom are file paths.
@@ -398,12 +346,13 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	var deltas []*Delta
 	for _, id := range ids {
 		// The benchmark in each file, nil where it has no value of the
-		// metric.
+		// metric or a value that is not a finite number (NaN, ±Inf), which
+		// no measurement can be and the U test cannot rank.
 		bs := make([]*results.Benchmark, len(files))
 		var in, missing []string
 		var bench *results.Benchmark
 		for i, f := range files {
-			if b := f.Lookup(id); b != nil && len(b.Values[opts.Metric]) > 0 {
+			if b := f.Lookup(id); b != nil && finiteValues(b.Values[opts.Metric]) {
 				in = append(in, f.Path)
 				bench, bs[i] = b, b
 			} else {
@@ -431,7 +380,7 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 			d := &Delta{Cell: newCell(f, b, opts), CrossHardware: cross[i]}
 			d.Change = d.Summary.Center/row.Base.Summary.Center - 1
 			d.P = assume.Compare(row.Base.sample, d.sample).P
-			d.Reasons = gate(row, &d.Cell, opts)
+			d.GateBound, d.Reasons = gate(row, &d.Cell, opts)
 			row.Deltas = append(row.Deltas, d)
 			deltas = append(deltas, d)
 		}
@@ -455,17 +404,25 @@ func Run(files []*results.File, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// finiteValues reports whether vals has values and all of them are finite.
+func finiteValues(vals []float64) bool {
+	return len(vals) > 0 && !slices.ContainsFunc(vals, func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
+}
+
 // newCell summarises benchmark b of file f.
 func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 	vals := b.Values[opts.Metric]
-	c := Cell{File: f.Path, N: len(vals), Values: vals, RelErr: math.NaN(), PctPeak: math.NaN()}
+	c := Cell{File: f.Path, N: len(vals), Values: vals, RelErr: math.NaN(), Bound: math.NaN(), PctPeak: math.NaN()}
 	c.sample = benchmath.NewSample(slices.Clone(vals), &benchmath.DefaultThresholds)
 	c.Summary = f.Units.GetAssumption(opts.Metric).Summary(c.sample, opts.Confidence)
-	if re := b.Values["rel-err"]; len(re) > 0 {
+	if re := b.Values[unitRelErr]; len(re) > 0 {
 		c.RelErr = slices.Max(re)
 	}
+	if bound := b.Values[unitBound]; len(bound) > 0 {
+		c.Bound = slices.Max(bound)
+	}
 	if pk := b.Values["%peak"]; len(pk) > 0 {
-		c.PctPeak = zbench.MedianValue(pk)
+		c.PctPeak = MedianValue(pk)
 		if m := slices.Max(pk); m > 100 {
 			c.AbovePeak = fmt.Sprintf("%.4g%% of the device's peak reported", m)
 		}
@@ -480,8 +437,8 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 	if len(gflops) == 0 && len(gbs) == 0 {
 		return c
 	}
-	work := func(i int) zbench.Workload {
-		w := zbench.Workload{DType: dt}
+	work := func(i int) roofline.Workload {
+		w := roofline.Workload{DType: dt}
 		if i < len(gflops) {
 			w.FLOPs = gflops[i] * 1e9
 		}
@@ -499,7 +456,7 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 				w.FLOPs/1e9, peak.Device, peak.FLOPSFor(dt)/1e9, peak.Source)
 		}
 	}
-	c.PctPeak, c.PeakDerived = zbench.MedianValue(frac), true
+	c.PctPeak, c.PeakDerived = MedianValue(frac), true
 	return c
 }
 
@@ -509,15 +466,15 @@ func newCell(f *results.File, b *results.Benchmark, opts Options) Cell {
 // those faster, and cpu-bandwidth-gbps) lines. CPU results are checked
 // against the arithmetic peak only, since their working sets may sit in a
 // cache of unknown size.
-func filePeak(config map[string]string) (zbench.Peak, bool) {
+func filePeak(config map[string]string) (roofline.Peak, bool) {
 	if g := config["gpu"]; g != "" {
-		return zbench.GPUPeak(g)
+		return roofline.GPU(g)
 	}
 	gf, err := strconv.ParseFloat(config["cpu-peak-gflops"], 64)
 	if err != nil || gf <= 0 {
-		return zbench.Peak{}, false
+		return roofline.Peak{}, false
 	}
-	p := zbench.Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: gf * 1e9},
+	p := roofline.Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: gf * 1e9},
 		CacheBytes: math.MaxInt64, Source: "cpu-peak-gflops config line"}
 	for _, dt := range []kernels.DType{kernels.BF16, kernels.I8} {
 		if f, err := strconv.ParseFloat(config["cpu-peak-gflops-"+dt.String()], 64); err == nil && f > 0 {
@@ -543,22 +500,18 @@ func peakDType(name string) kernels.DType {
 	return dt
 }
 
-// gate returns why d fails the accuracy gate or the roofline check, on
-// either side of the comparison; nothing when it passes.
-func gate(row *Row, d *Cell, opts Options) []string {
-	tol, ok := opts.Tolerance[row.DType]
-	if !ok {
-		tol = BenchTolerance(row.ID, row.DType)
-	}
-	dtype := row.DType
-	if dtype == "" {
-		dtype = "no dtype, f32's"
-	}
+// gate returns the rel-err bound that applies to d and the base (NaN for
+// none) and why d fails the accuracy gate or the roofline check, on
+// either side of the comparison; no reasons when it passes.
+func gate(row *Row, d *Cell, opts Options) (float64, []string) {
+	bound, from := accuracyBound(row, d, opts)
 	var why []string
-	if d.RelErr > tol {
-		why = append(why, fmt.Sprintf("rel-err %.3g (base %.3g) is past the %s tolerance %.3g", d.RelErr, row.Base.RelErr, dtype, tol))
-	} else if row.Base.RelErr > tol {
-		why = append(why, fmt.Sprintf("base rel-err %.3g is past the %s tolerance %.3g", row.Base.RelErr, dtype, tol))
+	switch {
+	case math.IsNaN(bound):
+	case d.RelErr > bound:
+		why = append(why, fmt.Sprintf("rel-err %.3g (base %.3g) is past the bound %.3g (%s)", d.RelErr, row.Base.RelErr, bound, from))
+	case row.Base.RelErr > bound:
+		why = append(why, fmt.Sprintf("base rel-err %.3g is past the bound %.3g (%s)", row.Base.RelErr, bound, from))
 	}
 	if d.AbovePeak != "" {
 		why = append(why, "above peak: "+d.AbovePeak)
@@ -566,7 +519,23 @@ func gate(row *Row, d *Cell, opts Options) []string {
 	if row.Base.AbovePeak != "" {
 		why = append(why, "base above peak: "+row.Base.AbovePeak)
 	}
-	return why
+	return bound, why
+}
+
+// accuracyBound returns the rel-err bound of a comparison and where it
+// comes from: opts.Tolerance's for the row's dtype, else the newer file's
+// rel-err-bound, else the base's; NaN when there is none.
+func accuracyBound(row *Row, d *Cell, opts Options) (float64, string) {
+	if tol, ok := opts.Tolerance[row.DType]; ok {
+		return tol, "the " + row.DType + " tolerance asked for"
+	}
+	if !math.IsNaN(d.Bound) {
+		return d.Bound, "the newer file's rel-err-bound"
+	}
+	if !math.IsNaN(row.Base.Bound) {
+		return row.Base.Bound, "the base's rel-err-bound"
+	}
+	return math.NaN(), ""
 }
 
 // holm sets PHolm of every delta: the Holm–Bonferroni step-down adjusted

@@ -61,30 +61,6 @@ func TestLabels(t *testing.T) {
 	assert.Equal(t, []string{"ebc0a7df17ae", "worktree"}, Labels([]string{"ebc0a7df17ae", "worktree"}))
 }
 
-func TestDefaultTolerance(t *testing.T) {
-	for dtype, want := range map[string]float64{"f32": 2e-5, "": 2e-5, "weird": 2e-5, "f16": 2e-3, "tf32": 2e-3, "mixed": 2e-3, "bf16": 1.6e-2, "int8": 0.1, "e4m3": 0.1,
-		"w8a16": 0.1, "w4a16": 0.15, "nf4": 0.15} {
-		assert.Equal(t, want, DefaultTolerance(dtype), dtype)
-	}
-}
-
-func TestBenchTolerance(t *testing.T) {
-	for _, tc := range []struct {
-		name, dtype string
-		want        float64
-	}{
-		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tinyllama/batch=1/ctx=128-2", "bf16", 8e-2},
-		{"BenchmarkLlamaDecode/dev=cpu/dtype=f32/model=tinyllama/batch=1/ctx=128-2", "f32", 2e-5},
-		{"BenchmarkLlamaDecode/dev=cpu/dtype=int8/model=tinyllama/batch=1/ctx=128-2", "int8", 1.5e-1},
-		{"BenchmarkLlamaPrefill/dev=cpu/dtype=int8/model=tiny/batch=1/seq=128-2", "int8", 0.1},
-		{"BenchmarkLlamaDecode/dev=cpu/dtype=bf16/model=tiny/batch=1/ctx=128-2", "bf16", 1.6e-2},
-		{"BenchmarkBERT/dev=cpu/dtype=bf16/batch=1/seq=128", "bf16", 1.6e-2},
-		{"BenchmarkX/model=tinyllamas/dtype=bf16", "bf16", 1.6e-2},
-	} {
-		assert.Equal(t, tc.want, BenchTolerance(tc.name, tc.dtype), tc.name)
-	}
-}
-
 func parse(t *testing.T, name, text string) *results.File {
 	t.Helper()
 	f, err := results.Parse(strings.NewReader(text), name)
@@ -222,7 +198,7 @@ func TestRunCrossHardware(t *testing.T) {
 					assert.Contains(t, s, `"cross_hardware": true`)
 					assert.Contains(t, s, `"other": "AMD EPYC"`)
 				case tc.crossHW:
-					assert.Contains(t, s, "slower,,,,false,true,")
+					assert.Contains(t, s, "slower,,,,,false,true,")
 				case format == Text || format == Markdown:
 					assert.NotContains(t, strings.ToUpper(s), "DIFFERENT HARDWARE")
 					assert.NotContains(t, s, "cross-hw")
@@ -285,4 +261,91 @@ func TestFilePeak(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAccuracyGate: the gate holds both files' rel-err to the bound the
+// newer file's benchmark reports, else the base's; with neither (files
+// written before benchmarks reported their bounds) it gates nothing and
+// says so; Options.Tolerance overrides the files' bounds.
+func TestAccuracyGate(t *testing.T) {
+	file := func(name string, relErr, bound float64) *results.File {
+		var b strings.Builder
+		for i := range 8 {
+			fmt.Fprintf(&b, "BenchmarkX/dev=cpu/dtype=f32-2 10 %d ns/op %g rel-err", 1000+i, relErr)
+			if bound > 0 {
+				fmt.Fprintf(&b, " %g rel-err-bound", bound)
+			}
+			b.WriteString("\n")
+		}
+		return parse(t, name, b.String())
+	}
+	for _, tc := range []struct {
+		name        string
+		base, newer *results.File
+		opts        Options
+		bound       float64 // NaN: no gate
+		reason      string  // "" for a valid result
+		ungated     bool
+	}{
+		{"within the newer file's bound", file("a", 1e-5, 1e-4), file("b", 5e-5, 1e-4), Options{}, 1e-4, "", false},
+		{"past the newer file's bound", file("a", 1e-5, 1e-4), file("b", 3e-4, 1e-4), Options{}, 1e-4,
+			"rel-err 0.0003 (base 1e-05) is past the bound 0.0001 (the newer file's rel-err-bound)", false},
+		{"the newer file's bound, not the base's", file("a", 1e-5, 1e-3), file("b", 3e-4, 1e-4), Options{}, 1e-4,
+			"is past the bound 0.0001 (the newer file's rel-err-bound)", false},
+		{"the base past the newer file's bound", file("a", 3e-4, 1e-3), file("b", 1e-5, 1e-4), Options{}, 1e-4,
+			"base rel-err 0.0003 is past the bound 0.0001 (the newer file's rel-err-bound)", false},
+		{"an old newer file takes the base's bound", file("a", 1e-5, 1e-4), file("b", 3e-4, 0), Options{}, 1e-4,
+			"is past the bound 0.0001 (the base's rel-err-bound)", false},
+		{"an old base takes the newer file's bound", file("a", 1e-5, 0), file("b", 3e-4, 1e-4), Options{}, 1e-4,
+			"is past the bound 0.0001 (the newer file's rel-err-bound)", false},
+		{"two old files: no gate", file("a", 1e-5, 0), file("b", 3e-1, 0), Options{}, math.NaN(), "", true},
+		{"-tol over two old files", file("a", 1e-5, 0), file("b", 3e-4, 0), Options{Tolerance: map[string]float64{"f32": 2e-4}}, 2e-4,
+			"is past the bound 0.0002 (the f32 tolerance asked for)", false},
+		{"-tol over the file's bound", file("a", 1e-5, 1e-4), file("b", 3e-4, 1e-4), Options{Tolerance: map[string]float64{"f32": 1e-3}}, 1e-3, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Run([]*results.File{tc.base, tc.newer}, tc.opts)
+			require.NoError(t, err)
+			d := res.Tables[0].Rows[0].Deltas[0]
+			if math.IsNaN(tc.bound) {
+				assert.True(t, math.IsNaN(d.GateBound), "bound %v", d.GateBound)
+			} else {
+				assert.Equal(t, tc.bound, d.GateBound)
+			}
+			if tc.reason == "" {
+				assert.Equal(t, Same, d.Verdict, "%q", d.Reasons)
+			} else {
+				assert.Equal(t, Invalid, d.Verdict)
+				assert.Contains(t, strings.Join(d.Reasons, "; "), tc.reason)
+			}
+			var out strings.Builder
+			require.NoError(t, res.Write(&out, Text))
+			if tc.ungated {
+				assert.Contains(t, out.String(), "Not gated on accuracy (1 benchmark): a rel-err without a rel-err-bound in either file")
+			} else {
+				assert.NotContains(t, out.String(), "Not gated")
+			}
+			out.Reset()
+			require.NoError(t, res.Write(&out, JSON))
+			if math.IsNaN(tc.bound) {
+				assert.Contains(t, out.String(), `"rel_err_bound": null`)
+			} else {
+				assert.Contains(t, out.String(), fmt.Sprintf(`"rel_err_bound": %g`, tc.bound))
+			}
+		})
+	}
+}
+
+// TestRunNonFinite: a benchmark with a NaN value cannot be ranked by the U
+// test; it is unmatched, not compared.
+func TestRunNonFinite(t *testing.T) {
+	text := func(x string) string {
+		return "BenchmarkX-2 1 " + x + " ns/op\nBenchmarkX-2 1 100 ns/op\nBenchmarkY-2 1 100 ns/op\nBenchmarkY-2 1 101 ns/op\n"
+	}
+	res, err := Run([]*results.File{parse(t, "a", text("100")), parse(t, "b", text("NaN"))}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []Unmatched{{ID: "X-2", In: []string{"a"}, MissingFrom: []string{"b"}}}, res.Unmatched)
+	require.Len(t, res.Tables, 1)
+	require.Len(t, res.Tables[0].Rows, 1)
+	assert.Equal(t, "Y-2", res.Tables[0].Rows[0].ID)
 }

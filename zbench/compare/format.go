@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -138,7 +139,7 @@ func (r *Result) writeTable(w io.Writer, md bool) error {
 	if md {
 		fmt.Fprintf(&b, "### zbench compare: %s\n\n", r.headline(labels))
 		fmt.Fprintf(&b, "Base `%s`. %s: median ± %g%% CI; Δ of the median; p of the Mann–Whitney U test, Holm–Bonferroni-adjusted over %d comparisons; "+
-			"faster/slower needs p < %g and |Δ| ≥ %g%%; rel-err past its dtype's tolerance or a result above the device's peak is **invalid**. %%peak marked * is derived from GFLOP/s and GB/s.\n\n",
+			"faster/slower needs p < %g and |Δ| ≥ %g%%; rel-err past its benchmark's bound (rel-err-bound) or a result above the device's peak is **invalid**. %%peak marked * is derived from GFLOP/s and GB/s.\n\n",
 			labels[0], r.Options.Metric, 100*r.Options.Confidence, r.Comparisons, r.Options.Alpha, 100*r.Options.Threshold)
 	} else {
 		fmt.Fprintf(&b, "%s\n", r.headline(labels))
@@ -301,6 +302,9 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 	if len(invalid) > 0 {
 		fmt.Fprintf(b, "\nInvalid (not counted as faster or slower, left out of the geomean):\n%s\n", strings.Join(invalid, "\n"))
 	}
+	if n := r.ungated(); n > 0 {
+		fmt.Fprintf(b, "\nNot gated on accuracy (%s): a rel-err without a rel-err-bound in either file (files written before benchmarks reported their bounds); -tol gives a bound by dtype.\n", plural(n, "benchmark"))
+	}
 	if n := r.Count(Ambiguous); n > 0 {
 		fmt.Fprintf(b, "\nAmbiguous (%d): the median moved by %g%% or more, but the runs cannot confirm it at α = %g: ", n, 100*r.Options.Threshold, r.Options.Alpha)
 		if n1, n2, p := r.fewestAmbiguous(); p*float64(r.Comparisons) >= r.Options.Alpha {
@@ -327,6 +331,22 @@ func (r *Result) writeNotes(b *strings.Builder, labels []string, md bool) {
 			fmt.Fprintf(b, "%s%s: in %s, missing from %s\n", item, u.ID, orNone(short(u.In)), short(u.MissingFrom))
 		}
 	}
+}
+
+// ungated returns the number of benchmarks that report a rel-err to
+// which no bound applied.
+func (r *Result) ungated() int {
+	n := 0
+	for _, t := range r.Tables {
+		for _, row := range t.Rows {
+			if slices.ContainsFunc(row.Deltas, func(d *Delta) bool {
+				return d != nil && math.IsNaN(d.GateBound) && !(math.IsNaN(d.RelErr) && math.IsNaN(row.Base.RelErr))
+			}) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // fewestAmbiguous returns the sample sizes of the ambiguous comparison
@@ -382,6 +402,8 @@ type Record struct {
 	Verdict   Verdict  `json:"verdict"`
 	BaseErr   *float64 `json:"base_rel_err"`
 	RelErr    *float64 `json:"rel_err"`
+	// Bound is the rel-err bound the accuracy gate applied.
+	Bound     *float64 `json:"rel_err_bound"`
 	PctPeak   *float64 `json:"pct_peak"`
 	AbovePeak bool     `json:"above_peak"`
 	// CrossHardware is true when File ran on other hardware than Base.
@@ -404,7 +426,7 @@ func (r *Result) Records() []Record {
 					BaseN: row.Base.N, BaseMed: row.Base.Summary.Center, BaseLo: finite(row.Base.Summary.Lo), BaseHi: finite(row.Base.Summary.Hi),
 					N: d.N, Median: d.Summary.Center, Lo: finite(d.Summary.Lo), Hi: finite(d.Summary.Hi),
 					Change: d.Change, P: d.P, PHolm: d.PHolm, Verdict: d.Verdict,
-					BaseErr: finite(row.Base.RelErr), RelErr: finite(d.RelErr), PctPeak: finite(d.PctPeak),
+					BaseErr: finite(row.Base.RelErr), RelErr: finite(d.RelErr), Bound: finite(d.GateBound), PctPeak: finite(d.PctPeak),
 					AbovePeak: d.AbovePeak != "", CrossHardware: d.CrossHardware, Reasons: d.Reasons,
 				})
 			}

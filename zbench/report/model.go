@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/perf/benchmath"
 
-	"github.com/zbench/zbench/zbench"
+	"github.com/zbench/zbench/zbench/compare"
 	"github.com/zbench/zbench/zbench/results"
 )
 
@@ -149,7 +149,7 @@ func summary(b *results.Benchmark, unit string) (stat, bool) {
 		return stat{}, false
 	}
 	x := b.Values[unit]
-	s, err := zbench.Median(x, confidence)
+	s, err := compare.Median(x, confidence)
 	if err != nil {
 		return stat{}, false
 	}
@@ -455,10 +455,14 @@ func keysString(keys []results.Key) string {
 }
 
 // A comparison is one of our files against one peer file over the
-// benchmarks both ran.
+// benchmarks both ran, judged by package compare with the peer as the base.
 type comparison struct {
 	ours, peer *source
-	rows       []cmpRow
+	// res is compare's result: its options, the number of comparisons
+	// the Holm–Bonferroni correction spans and the environment's
+	// differences (Summaries[0]).
+	res  *compare.Result
+	rows []cmpRow
 }
 
 // A cmpRow is one benchmark of a comparison.
@@ -472,11 +476,15 @@ type cmpRow struct {
 	oursErrOK, peerErrOK bool
 	// speedup is peerT / oursT: above 1 we are faster.
 	speedup float64
-	// p is the Mann-Whitney U p-value of the two time samples, and
-	// pOK whether it could be computed.
-	p   float64
-	pOK bool
+	// delta is compare's judgement of ours against the peer: the
+	// Holm-adjusted p-value, the verdict ("faster": ours is) and why a
+	// result is invalid.
+	delta *compare.Delta
 }
+
+// valid reports whether the row counts towards speed-up summaries: it
+// passed compare's accuracy gate and roofline check.
+func (r *cmpRow) valid() bool { return r.delta.Verdict != compare.Invalid }
 
 // comparisons pairs each of our files with the peers on the same machine
 // (any peer when there are none there) over matched benchmark IDs.
@@ -494,14 +502,14 @@ func comparisons(srcs []*source) []*comparison {
 		var found []*comparison
 		for _, p := range peers {
 			if p.machine == o.machine {
-				if c := compare(o, p); len(c.rows) > 0 {
+				if c := comparePair(o, p); c != nil {
 					found = append(found, c)
 				}
 			}
 		}
 		if len(found) == 0 {
 			for _, p := range peers {
-				if c := compare(o, p); len(c.rows) > 0 {
+				if c := comparePair(o, p); c != nil {
 					found = append(found, c)
 				}
 			}
@@ -511,26 +519,40 @@ func comparisons(srcs []*source) []*comparison {
 	return out
 }
 
-// compare matches the benchmarks of ours and peer by ID.
-func compare(ours, peer *source) *comparison {
-	c := &comparison{ours: ours, peer: peer}
+// comparePair runs compare with peer as the base and ours as the newer
+// file, and keeps the benchmarks with a positive median time in both, in
+// the order of our file; nil when there are none.
+func comparePair(ours, peer *source) *comparison {
+	res, err := compare.Run([]*results.File{peer.file, ours.file}, compare.Options{Metric: unitTime})
+	if err != nil { // no benchmark in common
+		return nil
+	}
+	rows := map[string]*compare.Row{}
+	for _, t := range res.Tables {
+		for _, row := range t.Rows {
+			rows[row.ID] = row
+		}
+	}
+	c := &comparison{ours: ours, peer: peer, res: res}
 	for _, ob := range ours.file.Benchmarks {
+		row := rows[ob.ID()]
+		if row == nil || row.Deltas[0] == nil {
+			continue
+		}
+		d := row.Deltas[0]
+		ot := stat{Summary: d.Summary, n: d.N}
+		pt := stat{Summary: row.Base.Summary, n: row.Base.N}
+		if !(ot.Center > 0) || !(pt.Center > 0) || math.IsInf(ot.Center, 0) || math.IsInf(pt.Center, 0) {
+			continue
+		}
 		pb := peer.file.Lookup(ob.ID())
-		if pb == nil {
-			continue
-		}
-		ot, ok1 := summary(ob, unitTime)
-		pt, ok2 := summary(pb, unitTime)
-		if !ok1 || !ok2 || !(ot.Center > 0) || !(pt.Center > 0) {
-			continue
-		}
-		r := cmpRow{ours: ob, peer: pb, oursT: ot, peerT: pt, speedup: pt.Center / ot.Center}
+		r := cmpRow{ours: ob, peer: pb, oursT: ot, peerT: pt, speedup: pt.Center / ot.Center, delta: d}
 		r.oursErr, r.oursErrOK = summary(ob, unitRelErr)
 		r.peerErr, r.peerErrOK = summary(pb, unitRelErr)
-		if u, err := zbench.MannWhitneyU(ob.Values[unitTime], pb.Values[unitTime]); err == nil {
-			r.p, r.pOK = u.P, true
-		}
 		c.rows = append(c.rows, r)
+	}
+	if len(c.rows) == 0 {
+		return nil
 	}
 	return c
 }
@@ -548,13 +570,23 @@ func byWorkload(rows []cmpRow) (names []string, groups map[string][]cmpRow) {
 	return names, groups
 }
 
-// geomean is the geometric mean of the rows' speed-ups.
-func geomean(rows []cmpRow) float64 {
-	s := 0.0
+// speedups summarises the speed-ups of the valid rows, as compare's
+// geomean leaves invalid results out: their number, geometric mean,
+// smallest and largest (NaN when no row is valid).
+func speedups(rows []cmpRow) (n int, geomean, lo, hi float64) {
+	logSum, lo, hi := 0.0, math.Inf(1), math.Inf(-1)
 	for _, r := range rows {
-		s += math.Log(r.speedup)
+		if !r.valid() {
+			continue
+		}
+		n++
+		logSum += math.Log(r.speedup)
+		lo, hi = min(lo, r.speedup), max(hi, r.speedup)
 	}
-	return math.Exp(s / float64(len(rows)))
+	if n == 0 {
+		return 0, math.NaN(), math.NaN(), math.NaN()
+	}
+	return n, math.Exp(logSum / float64(n)), lo, hi
 }
 
 // varyingKeys returns the benchmark name keys that differ among bs (in

@@ -10,8 +10,9 @@
 // throughput against size (m=n=k), and, as bars, the speed-up of each of
 // our files over each peer file of the same machine. Its tables give every
 // speed figure beside its accuracy (rel-err). Every figure is a median with
-// benchstat's confidence interval (zbench.Median), so that the report and
-// benchstat agree.
+// benchstat's confidence interval (compare.Median), so that the report and
+// benchstat agree; the speed-ups' p-values and verdicts are package
+// compare's, with the peer's file as the base.
 //
 // A file is a peer's when its config has an impl: line that does not start
 // with "zbench" (the PyTorch peer prints "impl: torch-1.13.0a0"); every
@@ -274,30 +275,32 @@ func (b *builder) benchmarks(srcs []*source, short bool, name func(*source) stri
 	if len(cmps) == 0 {
 		s.para("%s", noComparison(srcs))
 	} else {
-		s.para("Speed-up = peer median time per op / our median time per op, over the benchmarks both files ran (matched by name); above 1× we are faster. p is the Mann-Whitney U test of the two samples of times, as benchstat runs it: at p ≥ 0.05 the difference is not significant.")
+		o := cmps[0].res.Options
+		s.para("Speed-up = peer median time per op / our median time per op, over the benchmarks both files ran (matched by name); above 1× we are faster. "+
+			"p and the verdict are zbench compare's, with the peer's file as the base: the Mann–Whitney U test of the two samples of times, Holm–Bonferroni-adjusted over the benchmarks of the comparison; "+
+			"faster or slower needs p < %g and a change of the median of at least %g%%. "+
+			"A result past its benchmark's accuracy bound (rel-err-bound) or above the device's peak is invalid and left out of the geometric means.",
+			o.Alpha, 100*o.Threshold)
 	}
 	for _, c := range cmps {
 		ours, peer := name(c.ours), name(c.peer)
 		s := b.section(3, ours+" against "+peer)
 		wls, groups := byWorkload(c.rows)
-		if diffs := results.DiffConfig(c.peer.file, c.ours.file); results.CrossHardware(diffs) {
+		if env := c.res.Summaries[0]; env.CrossHardware() {
 			var hw []string
-			for _, d := range diffs {
+			for _, d := range env.Environment {
 				if d.Hardware {
 					hw = append(hw, fmt.Sprintf("%s `%s` against `%s`", d.Key, d.Other, d.Base))
 				}
 			}
 			s.para("DIFFERENT HARDWARE: %s and %s ran on different machines (%s): these speed-ups compare machines, not implementations.", ours, peer, strings.Join(hw, "; "))
 		}
-		s.para("%d %s in common; geometric mean speed-up %s.", len(c.rows), plural(len(c.rows), "benchmark", "benchmarks"), formatRatio(geomean(c.rows)))
+		n, gm, _, _ := speedups(c.rows)
+		s.para("%d %s in common (%d valid); geometric mean speed-up %s.", len(c.rows), plural(len(c.rows), "benchmark", "benchmarks"), n, formatRatio(gm))
 		sum := &table{head: []string{"Workload", "Benchmarks", "Geomean speed-up", "Min", "Max"}, right: []bool{false, true, true, true, true}}
 		for _, w := range wls {
-			rows := groups[w]
-			lo, hi := rows[0].speedup, rows[0].speedup
-			for _, r := range rows {
-				lo, hi = min(lo, r.speedup), max(hi, r.speedup)
-			}
-			sum.rows = append(sum.rows, []string{w, strconv.Itoa(len(rows)), formatRatio(geomean(rows)), formatRatio(lo), formatRatio(hi)})
+			_, gm, lo, hi := speedups(groups[w])
+			sum.rows = append(sum.rows, []string{w, strconv.Itoa(len(groups[w])), formatRatio(gm), formatRatio(lo), formatRatio(hi)})
 		}
 		s.table(sum)
 		for _, w := range wls {
@@ -322,20 +325,27 @@ func (b *builder) benchmarks(srcs []*source, short bool, name func(*source) stri
 			}
 			fixed := tableFixed(bs)
 			t := &table{
-				head:  []string{"Benchmark", ours + " time/op", ours + " rel-err", peer + " time/op", peer + " rel-err", "Speed-up", "p"},
-				right: []bool{false, true, true, true, true, true, true},
+				head:  []string{"Benchmark", ours + " time/op", ours + " rel-err", peer + " time/op", peer + " rel-err", "Speed-up", "p", "Verdict"},
+				right: []bool{false, true, true, true, true, true, true, false},
 			}
+			var invalid []string
 			for _, r := range rows {
 				t.rows = append(t.rows, []string{
 					shortName(r.ours, fixed),
 					formatTimeStat(r.oursT), formatRelErr(r.oursErr, r.oursErrOK),
 					formatTimeStat(r.peerT), formatRelErr(r.peerErr, r.peerErrOK),
-					formatRatio(r.speedup), formatP(r.p, r.pOK),
+					formatRatio(r.speedup), formatP(r.delta.PHolm, true), string(r.delta.Verdict),
 				})
+				if !r.valid() {
+					invalid = append(invalid, shortName(r.ours, fixed)+": "+strings.Join(r.delta.Reasons, "; "))
+				}
 			}
 			ws.table(t)
 			if len(fixed) > 0 {
 				ws.para("All with %s.", codeKeys(fixed))
+			}
+			if len(invalid) > 0 {
+				ws.para("Invalid: %s.", strings.Join(invalid, "; "))
 			}
 		}
 	}

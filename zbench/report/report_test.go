@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/plot"
 
+	"github.com/zbench/zbench/zbench/compare"
 	"github.com/zbench/zbench/zbench/results"
 	"github.com/zbench/zbench/zbench/trainlog"
 )
@@ -88,8 +89,8 @@ func TestWrite(t *testing.T) {
 				"| Source | Series | Best batch | Throughput |",
 				"| zbench | dev=cpu dtype=f32 seq=128 procs=2 | 16 | 16.00 seq/s ± 0% |",
 				"### zbench against torch",
-				"| batch=1 | 100.0 ms ± 2% | 1.0e-06 | 200.0 ms ± 2% | 2.0e-06 | 2.00× | 0.002 |",
-				"| batch=16 | 1.000 s ± 2% | 1.0e-06 | 500.0 ms ± 2% | 2.0e-06 | 0.500× | 0.002 |",
+				"| batch=1 | 100.0 ms ± 2% | 1.0e-06 | 200.0 ms ± 2% | 2.0e-06 | 2.00× | 0.004 | faster |",
+				"| batch=16 | 1.000 s ± 2% | 1.0e-06 | 500.0 ms ± 2% | 2.0e-06 | 0.500× | 0.004 | slower |",
 				"All with `dev=cpu`, `dtype=f32`, `seq=128`.",
 				"geometric mean speed-up 1.00×",
 				"| batch=4/seq=128 | zbench | 300.0 ms ± 2% | 13.30 seq/s ± 0% | 1.0e-06 | 6 |",
@@ -278,6 +279,28 @@ func TestComparisons(t *testing.T) {
 	assert.InDelta(t, 2.0, r.speedup, 1e-12)
 	assert.True(t, r.oursErrOK)
 	assert.InDelta(t, 2e-6, r.peerErr.Center, 1e-18)
+	// compare's judgement, with the peer as the base: two samples of six
+	// that do not overlap, Holm-adjusted over the two benchmarks.
+	assert.Equal(t, compare.Faster, r.delta.Verdict)
+	assert.InDelta(t, 2*2.0/924, r.delta.PHolm, 1e-12)
+	assert.Equal(t, compare.Slower, cmps[0].rows[1].delta.Verdict)
+	assert.Equal(t, 2, cmps[0].res.Comparisons)
+}
+
+// TestSpeedups: invalid results are left out of the speed-up summaries,
+// as compare leaves them out of its geomean.
+func TestSpeedups(t *testing.T) {
+	row := func(speedup float64, v compare.Verdict) cmpRow {
+		return cmpRow{speedup: speedup, delta: &compare.Delta{Verdict: v}}
+	}
+	n, gm, lo, hi := speedups([]cmpRow{row(2, compare.Faster), row(0.5, compare.Slower), row(100, compare.Invalid), row(8, compare.Same)})
+	assert.Equal(t, 3, n)
+	assert.InDelta(t, 2, gm, 1e-12)
+	assert.Equal(t, 0.5, lo)
+	assert.Equal(t, 8.0, hi)
+	n, gm, _, _ = speedups([]cmpRow{row(100, compare.Invalid)})
+	assert.Zero(t, n)
+	assert.True(t, math.IsNaN(gm))
 }
 
 func TestSweepSeries(t *testing.T) {

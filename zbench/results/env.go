@@ -10,7 +10,7 @@ import (
 // Two files whose values of one of these differ ran on different hardware,
 // and a speed difference between them is not the code's.
 var HardwareKeys = []string{
-	"cpu", "cpu-cores", "gomaxprocs", "goarch", "cpu-peak-gflops",
+	"cpu", "cpu-model", "cpu-cores", "gomaxprocs", "goarch", "cpu-peak-gflops",
 	"cpu-peak-gflops-bf16", "cpu-peak-gflops-int8",
 	"gpu", "cuda-cc", "gpu-sms", "gpu-mem-bytes", "gpu-sm-clock-mhz", "gpu-l2-bytes",
 }
@@ -51,11 +51,20 @@ func (f *File) Config() map[string][]string {
 // impl:, Go benchmarks print go:) and keys that differ between any two runs
 // (the commit) are not differences of environment and are left out.
 //
-// A file's cpu is its cpu-model: value where it has one: the OS's model
-// name, which the peer's cpu: line is as well, while Go's cpu: line is the
-// CPUID brand string, which some virtual machines set apart from it.
+// Go's cpu: line is the CPUID brand string; zbench's benchmarks add a
+// cpu-model: line, the OS's model name, which is what the peer's cpu: line
+// holds, and which some virtual machines set apart from the brand string.
+// Where both files have a cpu-model: line, both lines are compared, so
+// that a different processor shows in either. Where only one has, its
+// cpu-model: value stands for its cpu: value, so that zbench and the peer
+// on such a virtual machine are not called different hardware.
 func DiffConfig(base, other *File) []Setting {
-	bc, oc := osCPU(base.Config()), osCPU(other.Config())
+	bc, oc := base.Config(), other.Config()
+	if _, ok := bc["cpu-model"]; !ok {
+		oc = osCPU(oc)
+	} else if _, ok := oc["cpu-model"]; !ok {
+		bc = osCPU(bc)
+	}
 	var diffs []Setting
 	for k, bv := range bc {
 		ov, ok := oc[k]

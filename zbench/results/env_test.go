@@ -36,6 +36,33 @@ func TestDiffConfig(t *testing.T) {
 	}
 }
 
+// TestDiffConfigCPUModel: where both files have cpu-model: lines, Go's
+// cpu: line is compared too, so that two runs of go test -bench on
+// different processors are flagged even where the OS names them alike.
+func TestDiffConfigCPUModel(t *testing.T) {
+	file := func(text string) *File { return file1(t, text+"\nBenchmarkX-2 1 10 ns/op\n") }
+	base := file("cpu: Intel(R) Xeon(R) Platinum 8488C\ncpu-model: Intel(R) Xeon(R) Processor")
+	for _, tc := range []struct {
+		name  string
+		other string
+		want  []Setting
+	}{
+		{"the same processor", "cpu: Intel(R) Xeon(R) Platinum 8488C\ncpu-model: Intel(R) Xeon(R) Processor", nil},
+		{"another CPUID brand, the same model name", "cpu: Intel(R) Xeon(R) Platinum 8581C\ncpu-model: Intel(R) Xeon(R) Processor", []Setting{
+			{Key: "cpu", Base: "Intel(R) Xeon(R) Platinum 8488C", Other: "Intel(R) Xeon(R) Platinum 8581C", Hardware: true}}},
+		{"another model name, the same CPUID brand", "cpu: Intel(R) Xeon(R) Platinum 8488C\ncpu-model: AMD EPYC", []Setting{
+			{Key: "cpu-model", Base: "Intel(R) Xeon(R) Processor", Other: "AMD EPYC", Hardware: true}}},
+		{"a peer's cpu: line is the model name", "cpu: Intel(R) Xeon(R) Processor\nimpl: torch-1.13.0a0", nil},
+		{"a peer on another processor", "cpu: AMD EPYC\nimpl: torch-1.13.0a0", []Setting{
+			{Key: "cpu", Base: "Intel(R) Xeon(R) Processor", Other: "AMD EPYC", Hardware: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, DiffConfig(base, file(tc.other)))
+			assert.Equal(t, tc.want != nil, CrossHardware(DiffConfig(file(tc.other), base)), "either way round")
+		})
+	}
+}
+
 func TestConfigAppendedRuns(t *testing.T) {
 	f := file1(t, "cpu: A\nBenchmarkX 1 1 ns/op\ncpu: B\nBenchmarkY 1 1 ns/op\ncpu: A\nBenchmarkZ 1 1 ns/op\n")
 	assert.Equal(t, []string{"A", "B"}, f.Config()["cpu"])
