@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/kernels/kerneltest"
 )
@@ -368,7 +369,7 @@ const fp8SM90AccErr = 0x1p-9
 // fp8SM90AccErr where FP8MatMul takes the Hopper kernel for 16-byte aligned
 // operands, else 0 (float32 sums).
 func fp8AccErr(be kernels.Backend, m, n, k int) float64 {
-	if g, ok := be.(*Backend); ok && g.chooseFP8MatMul(kernels.FP8Dims{M: m, N: n, K: k}, 256, 512) == fp8mmSM90 {
+	if g, ok := be.(*Backend); ok && g.chooseFP8MatMul(check.FP8Dims{M: m, N: n, K: k}, 256, 512) == fp8mmSM90 {
 		return fp8SM90AccErr
 	}
 	return 0
@@ -442,14 +443,14 @@ func TestFP8AccumulatorGPU(t *testing.T) {
 		bv[i] = math.Abs(bv[i])
 	}
 	one := []float32{1}
-	check := func(name string, out []float64, accErr float64) {
+	verify := func(name string, out []float64, accErr float64) {
 		e := fp8mmCheck(t, fmt.Sprintf("K=%d on %s", k, name), out, av, bv, one, one, nil, m, n, k, kernels.F32, kernels.ActNone, accErr)
 		t.Logf("K=%d E4M3×E4M3 on %s: largest error / Σ|a·b| %.3g (float32-sum bound %.3g, accErr %.3g)", k, name, e, float64(k)*0x1p-24, accErr)
 	}
-	check("cpu", fp8mmRun(t, c, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
-	check("cuda mma", fp8mmRunPath(t, g, fp8mmMMA, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
+	verify("cpu", fp8mmRun(t, c, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
+	verify("cuda mma", fp8mmRunPath(t, g, fp8mmMMA, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
 	if g.major == 9 && g.minor == 0 {
-		check("cuda hopper", fp8mmRunPath(t, g, fp8mmSM90, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), fp8SM90AccErr)
+		verify("cuda hopper", fp8mmRunPath(t, g, fp8mmSM90, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), fp8SM90AccErr)
 	}
 }
 
@@ -468,7 +469,7 @@ func TestFP8SM90Launch(t *testing.T) {
 		if cc == [2]int{9, 0} {
 			want = fp8mmSM90
 		}
-		assert.Equal(t, want, b.chooseFP8MatMul(kernels.FP8Dims{M: 128, N: 256, K: 128}, 256, 512), "cc %v", cc)
+		assert.Equal(t, want, b.chooseFP8MatMul(check.FP8Dims{M: 128, N: 256, K: 128}, 256, 512), "cc %v", cc)
 	}
 	var recs []launchRec
 	b := dryRun(9, 0, &recs)
@@ -483,7 +484,7 @@ func TestFP8SM90Launch(t *testing.T) {
 		{128, 256, 144, 256, 512, fp8mmSM90}, {128, 256, 136, 256, 512, fp8mmMMA}, {128, 256, 128, 264, 512, fp8mmMMA},
 		{128, 256, 128, 256, 520, fp8mmMMA},
 	} {
-		assert.Equal(t, c.want, b.chooseFP8MatMul(kernels.FP8Dims{M: c.m, N: c.n, K: c.k}, c.a, c.w), "%+v", c)
+		assert.Equal(t, c.want, b.chooseFP8MatMul(check.FP8Dims{M: c.m, N: c.n, K: c.k}, c.a, c.w), "%+v", c)
 	}
 	a := func(dt kernels.DType, shape ...int) *kernels.Tensor {
 		x, err := b.Alloc(dt, shape...)
@@ -539,7 +540,7 @@ func fp8mmRunPath(t *testing.T, g *Backend, path fp8mmPath, pr [2]kernels.DType,
 	if bias != nil {
 		p.Bias = fp8HostTensor(t, g, kernels.F32, bias, n)
 	}
-	d, err := kernels.CheckFP8MatMul("test", g, out, a, b, p)
+	d, err := check.FP8MatMul("test", g, out, a, b, p)
 	require.NoError(t, err)
 	if path == fp8mmSM90 {
 		require.Equal(t, fp8mmSM90, g.chooseFP8MatMul(d, ptrOf(a), ptrOf(b)), "FP8MatMul's choice")

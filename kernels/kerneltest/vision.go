@@ -173,7 +173,7 @@ func (c convCase) params() kernels.ConvParams {
 	return kernels.ConvParams{Stride: c.stride, Pad: c.pad, Dilation: c.dil, Groups: c.groups, Act: c.act}
 }
 
-// geometry resolves the case's defaults as CheckConv2D does.
+// geometry resolves the case's defaults as check.Conv2D does.
 func (c convCase) geometry() kernels.ConvDims {
 	return c.params().Dims(kernels.Shape{c.n, c.h, c.w, c.ci}, kernels.Shape{c.co, c.kh, c.kw, c.ci / max(c.groups, 1)})
 }
