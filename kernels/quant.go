@@ -3,9 +3,9 @@ package kernels
 // Quant is the op group of int8 inference: symmetric quantization of float
 // tensors to int8, its inverse, and the int8 matrix product with int32
 // accumulation and a float epilogue. A backend adopts it by implementing
-// every method; kerneltest.TestQuant is its conformance suite. Models find
-// it with a type assertion on the Backend and fail with an error naming the
-// backend when it is absent.
+// every method; kerneltest's Quant tests are its conformance suite. Callers
+// get it with Group, whose error names the backend and the group where it is
+// absent.
 //
 // The scheme is symmetric with the narrow range (TensorRT's, and the
 // compressed-tensors "int8 symmetric" layout's values): a real value x with

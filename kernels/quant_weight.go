@@ -6,7 +6,9 @@ import "fmt"
 // memory-bound decode of large language models: float activations times
 // weights stored in int8 or 4 bits, dequantized on the fly inside the
 // product (never expanded in memory). A backend adopts it by implementing
-// WMatMul; kerneltest.TestWeightQuant is its conformance suite.
+// WMatMul; kerneltest's WeightQuant tests are its conformance suite.
+// Callers get it with Group, whose error names the backend and the group
+// where it is absent.
 type WeightQuant interface {
 	// WMatMul sets out [rows…, N] = x [rows…, K] · Wᵀ + bias, where
 	//

@@ -1,11 +1,10 @@
 package kernels
 
-// Vision is the op group of convolutional image models (torchvision's
-// ResNet family): 2-D convolution with a fused epilogue, max pooling and
-// global average pooling. A backend adopts it by implementing every method;
-// kerneltest.TestVision is its conformance suite. Models find it with a
-// type assertion on the Backend and fail with an error naming the backend
-// when it is absent.
+// Vision is the op group of convolutional image models (torchvision's ResNet
+// family): 2-D convolution with a fused epilogue, max pooling and global
+// average pooling. A backend adopts it by implementing every method;
+// kerneltest's Vision tests are its conformance suite. Callers get it with
+// Group, whose error names the backend and the group where it is absent.
 //
 // Images are NHWC inside the group: x [N, H, W, C], channels innermost.
 // Every output pixel of a convolution then reads its receptive field as

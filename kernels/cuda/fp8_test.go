@@ -134,6 +134,15 @@ func fp8GPU(t *testing.T) (*Backend, *cpu.Backend) {
 	return b, cpu.New()
 }
 
+// fp8Ops returns be's FP8 ops, failing the test with kernels.Group's
+// error where it has none.
+func fp8Ops(t *testing.T, be kernels.Backend) kernels.FP8 {
+	t.Helper()
+	f, err := kernels.Group[kernels.FP8](be)
+	require.NoError(t, err)
+	return f
+}
+
 // fp8HostTensor uploads vals, rounded to dt, to be as a tensor of shape.
 func fp8HostTensor(t *testing.T, be kernels.Backend, dt kernels.DType, vals []float32, shape ...int) *kernels.Tensor {
 	t.Helper()
@@ -204,7 +213,7 @@ func TestFP8CastGPU(t *testing.T) {
 						x := fp8HostTensor(t, be, dt, vals, len(vals))
 						sc := fp8HostTensor(t, be, kernels.F32, []float32{s}, 1)
 						out, am := fp8Alloc(t, be, q, len(vals)), fp8Alloc(t, be, kernels.F32, 1)
-						require.NoError(t, be.(kernels.FP8).CastFP8(out, am, x, sc), name)
+						require.NoError(t, fp8Ops(t, be).CastFP8(out, am, x, sc), name)
 						outs[i] = fp8Bytes(t, out)
 						amaxes[i] = math.Float32frombits(binary.LittleEndian.Uint32(fp8Bytes(t, am)))
 					}
@@ -255,7 +264,7 @@ func TestFP8CastRowsGPU(t *testing.T) {
 				for i, be := range []kernels.Backend{g, c} {
 					x := fp8HostTensor(t, be, dt, vals, rows, k)
 					out, inv := fp8Alloc(t, be, q, rows, k), fp8Alloc(t, be, kernels.F32, rows)
-					require.NoError(t, be.(kernels.FP8).CastFP8Rows(out, inv, x), name)
+					require.NoError(t, fp8Ops(t, be).CastFP8Rows(out, inv, x), name)
 					outs[i], invs[i] = fp8Bytes(t, out), fp8Bytes(t, inv)
 				}
 				require.Equal(t, invs[1], invs[0], "%s: scaleInv", name)
@@ -298,7 +307,7 @@ func fp8mmRun(t *testing.T, be kernels.Backend, pr [2]kernels.DType, dt kernels.
 	if bias != nil {
 		p.Bias = fp8HostTensor(t, be, kernels.F32, bias, n)
 	}
-	require.NoError(t, be.(kernels.FP8).FP8MatMul(out, a, b, p))
+	require.NoError(t, fp8Ops(t, be).FP8MatMul(out, a, b, p))
 	got, err := kernels.ToFloat32(out)
 	require.NoError(t, err)
 	o := make([]float64, len(got))

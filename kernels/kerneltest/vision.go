@@ -13,9 +13,7 @@ func init() { suites = append(suites, visionTests()) }
 // vision returns the backend's Vision ops; every backend implements them.
 func (e *env) vision() kernels.Vision {
 	e.Helper()
-	v, ok := e.b.(kernels.Vision)
-	require.Truef(e, ok, "the %s backend does not implement kernels.Vision", e.b.Name())
-	return v
+	return group[kernels.Vision](e)
 }
 
 // RefConv2D is Vision.Conv2D in float64 for x [N, H, W, Ci] and w
