@@ -2,8 +2,8 @@ package check
 
 import "github.com/zbench/zbench/kernels"
 
-// Argument checks of the Decoder op group. Checks of values (start positions and
-// lengths in range) read the data and are left to the backends.
+// Argument checks of the Decoder op group. Checks of values (start positions
+// and lengths in range) read the data and are left to the backends.
 
 // RoPEDims is the geometry of a valid RoPE call: x [B, S, H, D].
 type RoPEDims struct{ B, S, H, D int }

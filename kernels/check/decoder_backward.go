@@ -5,9 +5,9 @@ import "github.com/zbench/zbench/kernels"
 // Argument checks of the DecoderBackward op group.
 
 // RMSNormBackward validates the arguments of
-// kernels.DecoderBackward.RMSNormBackward: x [rows…, D] of a float dtype, dy and dx
-// of x's dtype and shape, gamma and the optional dgamma [D] of x's dtype,
-// eps ≥ 0, and no overlaps but dx = dy (dx is not x or gamma; dgamma is
+// kernels.DecoderBackward.RMSNormBackward: x [rows…, D] of a float dtype, dy
+// and dx of x's dtype and shape, gamma and the optional dgamma [D] of x's
+// dtype, eps ≥ 0, and no overlaps but dx = dy (dx is not x or gamma; dgamma is
 // none of the others). It returns the row geometry.
 func RMSNormBackward(op string, be kernels.Backend, dx, dgamma, dy, x, gamma *kernels.Tensor, eps float32) (RowDims, error) {
 	c := Op(op).Tensor("dx", dx, be).Tensor("dy", dy, be).Tensor("x", x, be).Tensor("gamma", gamma, be)
@@ -44,8 +44,8 @@ func RMSNormBackward(op string, be kernels.Backend, dx, dgamma, dy, x, gamma *ke
 }
 
 // SwiGLUBackward validates the arguments of
-// kernels.DecoderBackward.SwiGLUBackward: gate of a float dtype, dy, up, dgate and
-// dup of its dtype and shape, and dgate and dup not the same tensor. It
+// kernels.DecoderBackward.SwiGLUBackward: gate of a float dtype, dy, up, dgate
+// and dup of its dtype and shape, and dgate and dup not the same tensor. It
 // returns the element count.
 func SwiGLUBackward(op string, be kernels.Backend, dgate, dup, dy, gate, up *kernels.Tensor) (n int, err error) {
 	c := Op(op).Tensor("dgate", dgate, be).Tensor("dup", dup, be).Tensor("dy", dy, be).

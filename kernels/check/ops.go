@@ -511,8 +511,8 @@ func CrossEntropy(op string, be kernels.Backend, loss, logits, targets *kernels.
 }
 
 // CrossEntropyBackward validates the arguments of
-// kernels.Ops.CrossEntropyBackward: logits [N, V] of a float dtype, targets I32 [N]
-// and dlogits of logits' dtype and shape. It returns N and V. The backend
+// kernels.Ops.CrossEntropyBackward: logits [N, V] of a float dtype, targets I32
+// [N] and dlogits of logits' dtype and shape. It returns N and V. The backend
 // checks that each target lies in [0, V) or is IgnoreIndex.
 func CrossEntropyBackward(op string, be kernels.Backend, dlogits, logits, targets *kernels.Tensor, scale float32) (n, v int, err error) {
 	return crossEntropy(op, be, "dlogits", dlogits, logits, targets)
