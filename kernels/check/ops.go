@@ -204,7 +204,7 @@ type RowDims struct {
 // rowDims returns the row geometry of s.
 func rowDims(s kernels.Shape) RowDims { return RowDims{Rows: s.Rows(), D: s.Last()} }
 
-// checkNorm checks the arguments LayerNorm and RMSNorm share: x of a float
+// norm checks the arguments LayerNorm and RMSNorm share: x of a float
 // dtype, at least 1-D, out of x's dtype and shape, gamma [D] of x's dtype
 // and eps ≥ 0.
 func norm(op string, be kernels.Backend, out, x, gamma *kernels.Tensor, eps float32) *Checker {
@@ -300,7 +300,7 @@ type SoftmaxDims struct {
 	RowsPerBatch int
 }
 
-// checkKeyLens checks the optional KeyLens tensor of p: I32 of shape
+// keyLens checks the optional KeyLens tensor of p: I32 of shape
 // [batch]. Its values are the backend's to check.
 func keyLens(c *Checker, be kernels.Backend, p kernels.AttentionParams, batch int) *Checker {
 	if t := p.KeyLens; t != nil {
@@ -357,7 +357,7 @@ func SoftmaxBackward(op string, be kernels.Backend, dx, dy, y *kernels.Tensor) (
 	return rowDims(shape), nil
 }
 
-// checkAttention checks q, k, v and p.KeyLens, which Attention and its
+// attention checks q, k, v and p.KeyLens, which Attention and its
 // backward share, and returns the geometry.
 func attention(c *Checker, be kernels.Backend, q, k, v *kernels.Tensor, p kernels.AttentionParams) kernels.AttentionDims {
 	c.Tensor("q", q, be).Tensor("k", k, be).Tensor("v", v, be)
@@ -435,7 +435,7 @@ type EmbeddingDims struct {
 	D int // embedding width: the columns of the table
 }
 
-// checkEmbedding checks what Embedding and its backward share: a table
+// embedding checks what Embedding and its backward share: a table
 // [V, D] of a float dtype, I32 ids of any shape, and rows [ids…, D] of the
 // table's dtype.
 func embedding(op string, tableName string, table *kernels.Tensor, rowsName string, rows, ids *kernels.Tensor) (EmbeddingDims, error) {
@@ -475,7 +475,7 @@ func EmbeddingBackward(op string, be kernels.Backend, dtable, dout, ids *kernels
 	return embedding(op, "dtable", dtable, "dout", dout, ids)
 }
 
-// checkCrossEntropy checks the arguments of CrossEntropy and its backward,
+// crossEntropy checks the arguments of CrossEntropy and its backward,
 // out being loss or dlogits as outName says, and returns N and V.
 func crossEntropy(op string, be kernels.Backend, outName string, out, logits, targets *kernels.Tensor) (n, v int, err error) {
 	c := Op(op).Tensor(outName, out, be).Tensor("logits", logits, be).Tensor("targets", targets, be)

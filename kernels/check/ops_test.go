@@ -11,7 +11,7 @@ import (
 	"github.com/zbench/zbench/kernels"
 )
 
-// fakeBackend owns tensors without storage: the validators must not read
+// fakeBackend owns tensors without storage: the checks must not read
 // data. Only Name is implemented; any other method would panic.
 type fakeBackend struct {
 	kernels.Backend
@@ -271,7 +271,7 @@ func TestCheckErrors(t *testing.T) {
 	}
 }
 
-// TestCheckDataLeftToBackend shows what the validators do not check: the
+// TestCheckDataLeftToBackend shows what the checks do not check: the
 // values of ids, targets and KeyLens, which only the backend can read.
 func TestCheckDataLeftToBackend(t *testing.T) {
 	lens := tn(kernels.I32, 2) // no storage at all: its values cannot be read

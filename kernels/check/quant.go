@@ -11,7 +11,7 @@ type QuantDims struct {
 	PerRow  bool
 }
 
-// checkScale validates a scale tensor: F32, [1] or [rows].
+// scaleTensor validates a scale tensor: F32, [1] or [rows].
 func scaleTensor(c *Checker, name string, s *kernels.Tensor, rows int) (perRow bool) {
 	c.DType(name, s, kernels.F32)
 	n := s.Len()

@@ -45,7 +45,7 @@ func Conv2D(op string, be kernels.Backend, out, x, w *kernels.Tensor, p kernels.
 	return g, nil
 }
 
-// checkConvGeometry validates the geometry of a convolution of x by w
+// convGeometry validates the geometry of a convolution of x by w
 // (shapes xs and ws, both 4-D) under p, for Conv2D and QConv2D: strides
 // and dilations positive, padding not negative, groups positive and
 // dividing Ci and Co, w's channels per group, a window that fits, and
