@@ -6,6 +6,17 @@ import (
 	"math"
 )
 
+// AttentionDims is the geometry of a valid Attention or AttentionBackward
+// call: q [B, Hq, Sq, D], k and v [B, Hkv, Sk, D].
+type AttentionDims struct {
+	B   int // batch size
+	Hq  int // query heads, a multiple of Hkv
+	Hkv int // key/value heads; query head h reads KV head h/(Hq/Hkv)
+	Sq  int // query length
+	Sk  int // key length
+	D   int // head dimension
+}
+
 // AttentionScratch returns the elements of one score matrix [B, Hq, Sq, Sk]
 // that AttentionByParts needs per scratch tensor.
 func AttentionScratch(d AttentionDims) int { return d.B * d.Hq * d.Sq * d.Sk }

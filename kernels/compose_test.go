@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu"
 )
 
@@ -55,7 +56,7 @@ func TestAttentionByParts(t *testing.T) {
 				p.KeyLens, err = kernels.FromInt32(be, lens, c.b)
 				require.NoError(t, err)
 			}
-			d, err := kernels.CheckAttention("test", be, out(c.b, c.hq, c.sq, c.d), q, k, v, p)
+			d, err := check.Attention("test", be, out(c.b, c.hq, c.sq, c.d), q, k, v, p)
 			require.NoError(t, err)
 			n := kernels.AttentionScratch(d)
 			scratch := [3]*kernels.Tensor{out(n), out(n), out(n)}

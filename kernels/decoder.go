@@ -4,9 +4,8 @@ package kernels
 // family): rotary position embeddings, the SwiGLU gate, a key-value cache,
 // attention of new queries against that cache, and the greedy pick of the
 // sampling step. A backend adopts it by implementing every method;
-// kerneltest.TestDecoder is its conformance suite. Models find it with a
-// type assertion on the Backend and fail with an error naming the backend
-// when it is absent.
+// kerneltest's Decoder tests are its conformance suite. Callers get it with
+// Group, whose error names the backend and the group where it is absent.
 //
 // Float tensors of one call share a dtype (F32, F16 or BF16) unless stated
 // otherwise; arithmetic is in float32 and results are rounded once to the

@@ -2,11 +2,11 @@ package kernels
 
 // DecoderBackward is the op group of training a decoder-only model (Llama
 // and its family): the gradients of RMSNorm and of the SwiGLU gate, and
-// dropout with a mask that a backward pass regenerates from its seed
-// instead of storing. A backend adopts it by implementing every method;
-// kerneltest's DecoderBackward tests are its conformance suite (skipped for
-// a backend without it). Models find it with a type assertion on the
-// Backend and fail with an error naming the backend when it is absent.
+// dropout with a mask that a backward pass regenerates from its seed instead
+// of storing. A backend adopts it by implementing every method; kerneltest's
+// DecoderBackward tests are its conformance suite (skipped for a backend
+// without it). Callers get it with Group, whose error names the backend and
+// the group where it is absent.
 //
 // Float tensors of one call share a dtype (F32, F16 or BF16); arithmetic
 // is in float32, row sums in float32 or wider, and results are rounded

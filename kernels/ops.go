@@ -88,6 +88,15 @@ const IgnoreIndex = -100
 // tensors of AdamW, which it updates in place. Unless stated otherwise,
 // all float tensors of one call share a dtype (F32, F16 or BF16) and ops over
 // "rows" work on the innermost dimension.
+//
+// Aliasing: the elementwise ops may write over an input of the output's
+// shape and dtype: Add's out may be a or b, the out of Scale, Act and Cast
+// may be x, and ActBackward's dx may be dy or x ("be" meaning the same
+// tensor or a Reshape view of it). No other output may overlap an input
+// or another output: SwapAxes reports out over x as an error wrapping
+// ErrValue; other overlaps are not detected and leave the results
+// undefined. The op groups state their own rules (Vision, QuantConv,
+// Decoder, DecoderBackward).
 type Ops interface {
 	// MatMul multiplies a [batch…, M, K] by b [batch…, K, N] into out
 	// [batch…, M, N] (with transposes, a is [batch…, K, M] and b

@@ -1,11 +1,10 @@
 package kernels
 
-// Vision is the op group of convolutional image models (torchvision's
-// ResNet family): 2-D convolution with a fused epilogue, max pooling and
-// global average pooling. A backend adopts it by implementing every method;
-// kerneltest.TestVision is its conformance suite. Models find it with a
-// type assertion on the Backend and fail with an error naming the backend
-// when it is absent.
+// Vision is the op group of convolutional image models (torchvision's ResNet
+// family): 2-D convolution with a fused epilogue, max pooling and global
+// average pooling. A backend adopts it by implementing every method;
+// kerneltest's Vision tests are its conformance suite. Callers get it with
+// Group, whose error names the backend and the group where it is absent.
 //
 // Images are NHWC inside the group: x [N, H, W, C], channels innermost.
 // Every output pixel of a convolution then reads its receptive field as
@@ -86,4 +85,66 @@ func orOne(v int) int {
 		return 1
 	}
 	return v
+}
+
+// ConvDims is the geometry of a valid Conv2D call: x [N, H, W, Ci], w
+// [Co, Kh, Kw, Ci/Groups], out [N, Ho, Wo, Co]. Pairs are (height, width)
+// with the defaults of ConvParams resolved.
+type ConvDims struct {
+	N, H, W, Ci, Co, Kh, Kw, Ho, Wo, Groups int
+	Stride, Pad, Dilation                   [2]int
+}
+
+// M is the number of output pixels, the rows of the implicit GEMM.
+func (g ConvDims) M() int { return g.N * g.Ho * g.Wo }
+
+// K is the reduction length of one output: Kh·Kw·Ci/Groups.
+func (g ConvDims) K() int { return g.Kh * g.Kw * g.Ci / g.Groups }
+
+// PointwiseGEMM reports whether the convolution is a plain matrix product
+// [N·H·W, Ci]·[Ci, Co] of the NHWC data: 1×1, stride 1, no padding, one
+// group.
+func (g ConvDims) PointwiseGEMM() bool {
+	return g.Kh == 1 && g.Kw == 1 && g.Stride == [2]int{1, 1} && g.Pad == [2]int{} && g.Groups == 1
+}
+
+// FLOPs is 2·M·Co·K, the multiply-adds of the convolution counted twice.
+func (g ConvDims) FLOPs() float64 { return 2 * float64(g.M()) * float64(g.Co) * float64(g.K()) }
+
+// Dims is the geometry of a convolution of x [N, H, W, Ci] by w [Co, Kh,
+// Kw, Ci/G] (both 4-D) under p, its defaults resolved and Ho, Wo
+// computed; check.Conv2D says whether it is valid.
+func (p ConvParams) Dims(x, w Shape) ConvDims {
+	g := ConvDims{N: x[0], H: x[1], W: x[2], Ci: x[3], Co: w[0], Kh: w[1], Kw: w[2], Groups: orOne(p.Groups), Pad: p.Pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = orOne(p.Stride[i]), orOne(p.Dilation[i])
+	}
+	g.Ho = ConvOutSize(g.H, g.Kh, g.Stride[0], g.Pad[0], g.Dilation[0])
+	g.Wo = ConvOutSize(g.W, g.Kw, g.Stride[1], g.Pad[1], g.Dilation[1])
+	return g
+}
+
+// PoolDims is the geometry of a valid MaxPool2D call: x [N, H, W, C] and
+// out [N, Ho, Wo, C], with the defaults of PoolParams resolved.
+type PoolDims struct {
+	N, H, W, C, Ho, Wo            int
+	Kernel, Stride, Pad, Dilation [2]int
+}
+
+// Dims is the geometry of max pooling x [N, H, W, C] (4-D) under p, its
+// defaults resolved and Ho, Wo computed where the strides are positive;
+// check.MaxPool2D says whether it is valid.
+func (p PoolParams) Dims(x Shape) PoolDims {
+	g := PoolDims{N: x[0], H: x[1], W: x[2], C: x[3], Kernel: p.Kernel, Pad: p.Pad}
+	for i := range 2 {
+		g.Stride[i], g.Dilation[i] = p.Stride[i], orOne(p.Dilation[i])
+		if g.Stride[i] == 0 {
+			g.Stride[i] = g.Kernel[i]
+		}
+	}
+	if g.Stride[0] > 0 && g.Stride[1] > 0 {
+		g.Ho = ConvOutSize(g.H, g.Kernel[0], g.Stride[0], g.Pad[0], g.Dilation[0])
+		g.Wo = ConvOutSize(g.W, g.Kernel[1], g.Stride[1], g.Pad[1], g.Dilation[1])
+	}
+	return g
 }

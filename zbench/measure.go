@@ -86,11 +86,9 @@ func Measure(b *testing.B, bm Bench) {
 	}
 	var flusher kernels.CacheFlusher
 	if bm.Cold {
-		f, ok := dev.(kernels.CacheFlusher)
-		if !ok {
-			b.Fatalf("cache=cold: %s cannot flush its caches", dev.Name())
+		if flusher, err = kernels.Group[kernels.CacheFlusher](dev); err != nil {
+			b.Fatalf("cache=cold: %v", err)
 		}
-		flusher = f
 	}
 	var devTime time.Duration
 	for b.Loop() {

@@ -6,6 +6,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
@@ -13,7 +14,7 @@ import (
 // Softmax normalises the rows of x into out, scaled and masked as p says.
 func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Softmax"
-	g, err := kernels.CheckSoftmax(op, b, out, x, p)
+	g, err := check.Softmax(op, b, out, x, p)
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func softmaxRow(dst, src []float32, n int, scale float32) (m float32, sum float6
 
 // SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
 func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
-	dims, err := kernels.CheckSoftmaxBackward("cpu: SoftmaxBackward", b, dx, dy, y)
+	dims, err := check.SoftmaxBackward("cpu: SoftmaxBackward", b, dx, dy, y)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func keyLens(op string, t *kernels.Tensor, sk int) ([]int32, error) {
 	lens := i32(t)[:t.Len()]
 	for i, n := range lens {
 		if n < 0 || int(n) > sk {
-			return nil, kernels.Check(op).That(false, kernels.ErrValue, "KeyLens[%d] = %d, want it in [0, %d]", i, n, sk).Err()
+			return nil, check.Op(op).That(false, kernels.ErrValue, "KeyLens[%d] = %d, want it in [0, %d]", i, n, sk).Err()
 		}
 	}
 	return lens, nil
@@ -169,7 +170,7 @@ const attnGemmRows = 64
 // each tile's on one goroutine (serialSgemm).
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Attention"
-	dims, err := kernels.CheckAttention(op, b, out, q, k, v, p)
+	dims, err := check.Attention(op, b, out, q, k, v, p)
 	if err != nil {
 		return err
 	}
@@ -299,7 +300,7 @@ const attnKeyBlock = 16
 // dv by summing over every query row of the heads that share it.
 func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: AttentionBackward"
-	dims, err := kernels.CheckAttentionBackward(op, b, dq, dk, dv, dout, q, k, v, p)
+	dims, err := check.AttentionBackward(op, b, dq, dk, dv, dout, q, k, v, p)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/mempool"
 )
 
@@ -93,7 +94,7 @@ func (b *Backend) Alloc(dt kernels.DType, shape ...int) (*kernels.Tensor, error)
 
 // Free returns t's buffer to the pool.
 func (b *Backend) Free(t *kernels.Tensor) error {
-	if err := kernels.Check("cpu: free").Tensor("t", t, b).Err(); err != nil {
+	if err := check.Op("cpu: free").Tensor("t", t, b).Err(); err != nil {
 		return err
 	}
 	st := t.Storage().(*storage)
@@ -104,7 +105,7 @@ func (b *Backend) Free(t *kernels.Tensor) error {
 
 // Upload copies src into t.
 func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
-	if err := kernels.Check("cpu: upload").Tensor("t", t, b).
+	if err := check.Op("cpu: upload").Tensor("t", t, b).
 		That(int64(len(src)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(src), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
@@ -114,7 +115,7 @@ func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
 
 // Download copies t into dst.
 func (b *Backend) Download(dst []byte, t *kernels.Tensor) error {
-	if err := kernels.Check("cpu: download").Tensor("t", t, b).
+	if err := check.Op("cpu: download").Tensor("t", t, b).
 		That(int64(len(dst)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(dst), t, t.Bytes()).Err(); err != nil {
 		return err
 	}

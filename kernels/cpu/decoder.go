@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
@@ -12,7 +13,7 @@ var _ kernels.Decoder = (*Backend)(nil)
 // RoPE rotates the pairs (i, i+D/2) of every head of x in place by
 // pos·invFreq[i] (Hugging Face's rotate-half layout).
 func (b *Backend) RoPE(x, pos, invFreq *kernels.Tensor) error {
-	g, err := kernels.CheckRoPE("cpu: RoPE", b, x, pos, invFreq)
+	g, err := check.RoPE("cpu: RoPE", b, x, pos, invFreq)
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func (b *Backend) RoPE(x, pos, invFreq *kernels.Tensor) error {
 
 // SwiGLU sets out = silu(gate)·up.
 func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
-	if _, err := kernels.CheckSwiGLU("cpu: SwiGLU", b, out, gate, up); err != nil {
+	if _, err := check.SwiGLU("cpu: SwiGLU", b, out, gate, up); err != nil {
 		return err
 	}
 	mapBlocks(out, 16, func(dst []float32, lo, hi int, sc *ewScratch) {
@@ -74,14 +75,14 @@ func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
 // sequence's start position.
 func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
 	const op = "cpu: CacheWrite"
-	g, err := kernels.CheckCacheWrite(op, b, cache, x, start)
+	g, err := check.CacheWrite(op, b, cache, x, start)
 	if err != nil {
 		return err
 	}
 	starts := i32(start)[:g.B]
 	for i, s := range starts {
 		if s < 0 || int(s) > g.T-g.S {
-			return kernels.Check(op).That(false, kernels.ErrValue,
+			return check.Op(op).That(false, kernels.ErrValue,
 				"start[%d] = %d, want it in [0, %d] for %d positions in a cache of %d", i, s, g.T-g.S, g.S, g.T).Err()
 		}
 	}
@@ -106,14 +107,14 @@ func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
 // to its own position, with an online softmax in float32.
 func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale float32) error {
 	const op = "cpu: CachedAttention"
-	g, err := kernels.CheckCachedAttention(op, b, out, q, k, v, lens, scale)
+	g, err := check.CachedAttention(op, b, out, q, k, v, lens, scale)
 	if err != nil {
 		return err
 	}
 	ls := i32(lens)[:g.B]
 	for i, n := range ls {
 		if int(n) < g.Sq || int(n) > g.T {
-			return kernels.Check(op).That(false, kernels.ErrValue,
+			return check.Op(op).That(false, kernels.ErrValue,
 				"lens[%d] = %d, want it in [%d, %d]: at least the %d queries, at most the cache's capacity", i, n, g.Sq, g.T, g.Sq).Err()
 		}
 	}
@@ -173,7 +174,7 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 // Argmax sets out[r] to the index of row r's largest value, the first on
 // ties, NaN counting as the largest.
 func (b *Backend) Argmax(out, x *kernels.Tensor) error {
-	rows, n, err := kernels.CheckArgmax("cpu: Argmax", b, out, x)
+	rows, n, err := check.Argmax("cpu: Argmax", b, out, x)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.DecoderBackward = (*Backend)(nil)
@@ -18,7 +19,7 @@ const dgammaCols = 256
 // does. dgamma is summed over rows in row order in float64, so it does not
 // depend on the number of threads.
 func (b *Backend) RMSNormBackward(dx, dgamma, dy, x, gamma *kernels.Tensor, eps float32) error {
-	dims, err := kernels.CheckRMSNormBackward("cpu: RMSNormBackward", b, dx, dgamma, dy, x, gamma, eps)
+	dims, err := check.RMSNormBackward("cpu: RMSNormBackward", b, dx, dgamma, dy, x, gamma, eps)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (b *Backend) RMSNormBackward(dx, dgamma, dy, x, gamma *kernels.Tensor, eps 
 // Each block's inputs are copied before its outputs are stored, so the
 // outputs may be any of the inputs.
 func (b *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *kernels.Tensor) error {
-	n, err := kernels.CheckSwiGLUBackward("cpu: SwiGLUBackward", b, dgate, dup, dy, gate, up)
+	n, err := check.SwiGLUBackward("cpu: SwiGLUBackward", b, dgate, dup, dy, gate, up)
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *kernels.Tensor) error
 // Dropout sets out = x·s where DropoutKeep(seed, i, p), else 0, with
 // s = kernels.DropoutScale(p).
 func (b *Backend) Dropout(out, x *kernels.Tensor, p float32, seed uint64) error {
-	if _, err := kernels.CheckDropout("cpu: Dropout", b, out, x, p); err != nil {
+	if _, err := check.Dropout("cpu: Dropout", b, out, x, p); err != nil {
 		return err
 	}
 	s := kernels.DropoutScale(p)

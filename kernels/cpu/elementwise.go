@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
@@ -330,7 +331,7 @@ func mapBlocks(out *kernels.Tensor, cost int, f func(dst []float32, lo, hi int, 
 // Add sets out = a + b, where b has a's shape or a suffix of it and is then
 // repeated over a's leading dimensions.
 func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
-	n, period, err := kernels.CheckAdd("cpu: add", b, out, a, bt)
+	n, period, err := check.Add("cpu: add", b, out, a, bt)
 	if err != nil {
 		return err
 	}
@@ -360,7 +361,7 @@ func (b *Backend) Add(out, a, bt *kernels.Tensor) error {
 
 // Scale sets out = s·x.
 func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
-	if _, err := kernels.CheckScale("cpu: scale", b, out, x, s); err != nil {
+	if _, err := check.Scale("cpu: scale", b, out, x, s); err != nil {
 		return err
 	}
 	mapBlocks(out, 1, func(dst []float32, lo, hi int, sc *ewScratch) {
@@ -373,7 +374,7 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 
 // Fill sets every element of out, of any dtype, to v rounded to that dtype.
 func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
-	if _, err := kernels.CheckFill("cpu: fill", b, out, v); err != nil {
+	if _, err := check.Fill("cpu: fill", b, out, v); err != nil {
 		return err
 	}
 	buf := bytesOf(out)
@@ -390,7 +391,7 @@ func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 // widened to float32 and rounded to out's dtype as kernels.EncodeFloat32
 // does (ties to even, saturating for integers and FP8).
 func (b *Backend) Cast(out, x *kernels.Tensor) error {
-	if _, err := kernels.CheckCast("cpu: cast", b, out, x); err != nil {
+	if _, err := check.Cast("cpu: cast", b, out, x); err != nil {
 		return err
 	}
 	if out.DType() == x.DType() {
@@ -406,7 +407,7 @@ func (b *Backend) Cast(out, x *kernels.Tensor) error {
 
 // Act sets out = a(x) elementwise.
 func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
-	if _, err := kernels.CheckAct("cpu: act", b, out, x, a); err != nil {
+	if _, err := check.Act("cpu: act", b, out, x, a); err != nil {
 		return err
 	}
 	if f := act16(a, x.DType()); f != nil {
@@ -523,7 +524,7 @@ func reluHalf(dst, src []uint16, inf, quiet uint16) {
 
 // ActBackward sets dx = dy·a'(x) elementwise.
 func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error {
-	if _, err := kernels.CheckActBackward("cpu: actbackward", b, dx, dy, x, a); err != nil {
+	if _, err := check.ActBackward("cpu: actbackward", b, dx, dy, x, a); err != nil {
 		return err
 	}
 	mapBlocks(dx, actCost(a), func(dst []float32, lo, hi int, sc *ewScratch) {
@@ -535,7 +536,7 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 // SumRows sets out[n] = Σ x[…, n] over all leading positions of x, summing
 // in float64.
 func (b *Backend) SumRows(out, x *kernels.Tensor) error {
-	rows, n, err := kernels.CheckSumRows("cpu: sumrows", b, out, x)
+	rows, n, err := check.SumRows("cpu: sumrows", b, out, x)
 	if err != nil {
 		return err
 	}

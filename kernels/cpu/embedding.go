@@ -4,12 +4,13 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // Embedding gathers the rows of table named by ids into out.
 func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
 	const op = "cpu: Embedding"
-	dims, err := kernels.CheckEmbedding(op, b, out, table, ids)
+	dims, err := check.Embedding(op, b, out, table, ids)
 	if err != nil {
 		return err
 	}
@@ -46,7 +47,7 @@ func checkIDs(op, name string, ids []int32, shape kernels.Shape, v int, ignore b
 		if ignore {
 			also = " or IgnoreIndex"
 		}
-		return kernels.Check(op).That(false, kernels.ErrValue,
+		return check.Op(op).That(false, kernels.ErrValue,
 			"%s%v = %d, want it in [0, %d)%s", name, pos, id, v, also).Err()
 	}
 	return nil
@@ -62,7 +63,7 @@ const embedColBlock = 32
 // elements it sums into.
 func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
 	const op = "cpu: EmbeddingBackward"
-	dims, err := kernels.CheckEmbeddingBackward(op, b, dtable, dout, ids)
+	dims, err := check.EmbeddingBackward(op, b, dtable, dout, ids)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func ceTargets(op string, targets *kernels.Tensor, n, v int) ([]int32, error) {
 // or 0 where the target is kernels.IgnoreIndex.
 func (b *Backend) CrossEntropy(loss, logits, targets *kernels.Tensor) error {
 	const op = "cpu: CrossEntropy"
-	n, v, err := kernels.CheckCrossEntropy(op, b, loss, logits, targets)
+	n, v, err := check.CrossEntropy(op, b, loss, logits, targets)
 	if err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func rowMax(row []float32) float32 {
 // with zero rows where the target is kernels.IgnoreIndex.
 func (b *Backend) CrossEntropyBackward(dlogits, logits, targets *kernels.Tensor, scale float32) error {
 	const op = "cpu: CrossEntropyBackward"
-	n, v, err := kernels.CheckCrossEntropyBackward(op, b, dlogits, logits, targets, scale)
+	n, v, err := check.CrossEntropyBackward(op, b, dlogits, logits, targets, scale)
 	if err != nil {
 		return err
 	}

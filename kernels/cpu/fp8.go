@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.FP8 = (*Backend)(nil)
@@ -36,7 +37,7 @@ func (b *Backend) FP8Supported() error { return nil }
 // CastFP8 casts x, scaled, into q's FP8 format and records x's amax (see
 // kernels.FP8), in parallel blocks whose amaxes are merged.
 func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
-	if err := kernels.CheckCastFP8("cpu: castfp8", b, q, amax, x, scale); err != nil {
+	if err := check.CastFP8("cpu: castfp8", b, q, amax, x, scale); err != nil {
 		return err
 	}
 	s, dt := f32(scale)[0], q.DType()
@@ -70,7 +71,7 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 // aScaleInv·bScaleInv (the two scales' float32 product), the bias and the
 // activation.
 func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParams) error {
-	g, err := kernels.CheckFP8MatMul("cpu: fp8matmul", b, out, a, bt, p)
+	g, err := check.FP8MatMul("cpu: fp8matmul", b, out, a, bt, p)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParam
 // CastFP8Rows casts each row of x with its own current scale (see
 // kernels.FP8).
 func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
-	if err := kernels.CheckCastFP8Rows("cpu: castfp8rows", b, q, scaleInv, x); err != nil {
+	if err := check.CastFP8Rows("cpu: castfp8rows", b, q, scaleInv, x); err != nil {
 		return err
 	}
 	rows, k := x.Shape().Rows(), x.Shape().Last()

@@ -1,13 +1,16 @@
 package cpu
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
+)
 
 // SwapAxes sets out[a, c, b, d] = x[a, b, c, d] for x [A, B, C, D], in
 // parallel over the A·B blocks [C, D] of x: each block is read in order and
 // its C rows of D elements are copied to their places, B rows apart, in out.
 // Elements are moved as bytes, so every dtype is copied exactly.
 func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
-	g, err := kernels.CheckSwapAxes("cpu: SwapAxes", b, out, x)
+	g, err := check.SwapAxes("cpu: SwapAxes", b, out, x)
 	if err != nil {
 		return err
 	}

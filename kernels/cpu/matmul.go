@@ -5,6 +5,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // smallGemm is the work (M·N·K) under which the products of a batch are
@@ -21,7 +22,7 @@ const smallGemm = 1 << 21
 // accumulation); otherwise F16 and BF16 are multiplied in float32. Both
 // are rounded on store.
 func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) error {
-	g, err := kernels.CheckMatMul("cpu: matmul", b, out, a, bt, p)
+	g, err := check.MatMul("cpu: matmul", b, out, a, bt, p)
 	if err != nil {
 		return err
 	}

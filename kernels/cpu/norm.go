@@ -5,13 +5,14 @@ import (
 	"runtime"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 // LayerNorm normalises the rows of x with gamma and the optional beta,
 // saving the row statistics into mean and rstd when they are not nil.
 func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps float32) error {
-	dims, err := kernels.CheckLayerNorm("cpu: LayerNorm", b, out, mean, rstd, x, gamma, beta, eps)
+	dims, err := check.LayerNorm("cpu: LayerNorm", b, out, mean, rstd, x, gamma, beta, eps)
 	if err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func sumSquares(row []float32, c float64) float64 {
 // LayerNormBackward computes dx and, when they are not nil, dgamma and dbeta
 // from dy, the forward input x, gamma and the saved row statistics.
 func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd *kernels.Tensor) error {
-	dims, err := kernels.CheckLayerNormBackward("cpu: LayerNormBackward", b, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
+	dims, err := check.LayerNormBackward("cpu: LayerNormBackward", b, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd 
 // RMSNorm sets each row of out to x·rsqrt(mean(x²) + eps)·gamma, computed in
 // float32 with the mean of squares accumulated in float64.
 func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
-	dims, err := kernels.CheckRMSNorm("cpu: RMSNorm", b, out, x, gamma, eps)
+	dims, err := check.RMSNorm("cpu: RMSNorm", b, out, x, gamma, eps)
 	if err != nil {
 		return err
 	}

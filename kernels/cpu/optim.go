@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // AdamW applies one torch.optim.AdamW update in float32, updating param, m
@@ -11,7 +12,7 @@ import (
 // single-tensor implementation: the scalars (1 − LR·WeightDecay, 1 − β,
 // LR/bc1, sqrt(bc2)) are computed in float64 and rounded to float32 once.
 func (b *Backend) AdamW(param, grad, m, v *kernels.Tensor, p kernels.AdamWParams) error {
-	n, err := kernels.CheckAdamW("cpu: AdamW", b, param, grad, m, v, p)
+	n, err := check.AdamW("cpu: AdamW", b, param, grad, m, v, p)
 	if err != nil {
 		return err
 	}

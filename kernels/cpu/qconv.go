@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
@@ -28,7 +29,7 @@ const qconvMaxRows = 128
 // packs nothing: the NHWC data is itself the [M, Ci] matrix that QMatMul
 // would multiply by the [Co, Ci] filters.
 func (b *Backend) QConv2D(out, x, w *kernels.Tensor, p kernels.QConvParams) error {
-	g, err := kernels.CheckQConv2D("cpu: QConv2D", b, out, x, w, p)
+	g, err := check.QConv2D("cpu: QConv2D", b, out, x, w, p)
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ type qconvEpilogue struct {
 	act           kernels.Activation
 }
 
-func newQConvEpilogue(out *kernels.Tensor, g kernels.QConvDims, p kernels.QConvParams) *qconvEpilogue {
+func newQConvEpilogue(out *kernels.Tensor, g check.QConvDims, p kernels.QConvParams) *qconvEpilogue {
 	ep := &qconvEpilogue{out: out, residual: p.Residual, co: g.Co, act: p.Act}
 	if out.DType() == kernels.I32 {
 		return ep

@@ -4,6 +4,7 @@ import (
 	"unsafe"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/qgemm"
 )
 
@@ -67,7 +68,7 @@ func rowScale(row []float32) float32 {
 // Quantize sets q to x divided by its scale, rounded half to even and
 // clamped to ±127, computing per-row scales first when dynamic.
 func (b *Backend) Quantize(q, scale, x *kernels.Tensor, dynamic bool) error {
-	g, err := kernels.CheckQuantize("cpu: quantize", b, q, scale, x, dynamic)
+	g, err := check.Quantize("cpu: quantize", b, q, scale, x, dynamic)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (b *Backend) Quantize(q, scale, x *kernels.Tensor, dynamic bool) error {
 
 // Dequantize sets out = q·scale, per tensor or per row.
 func (b *Backend) Dequantize(out, q, scale *kernels.Tensor) error {
-	g, err := kernels.CheckDequantize("cpu: dequantize", b, out, q, scale)
+	g, err := check.Dequantize("cpu: dequantize", b, out, q, scale)
 	if err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ const qcols = 64
 // sums (AVX-512 VNNI where the CPU has it, else Go) and applies the
 // epilogue of kernels.Quant.QMatMul, one block of columns per worker.
 func (b *Backend) QMatMul(out, a, bt *kernels.Tensor, p kernels.QMatMulParams) error {
-	g, err := kernels.CheckQMatMul("cpu: qmatmul", b, out, a, bt, p)
+	g, err := check.QMatMul("cpu: qmatmul", b, out, a, bt, p)
 	if err != nil {
 		return err
 	}
@@ -202,7 +203,7 @@ func dotRow(a, b []int8) int32 {
 // rescaled, biased and activated values (computed in y) rounded to out's
 // dtype or requantized. cs and bias, of y's length, are the worker's
 // buffers for the block's column scales and bias.
-func qepilogue(out *kernels.Tensor, acc []int32, y, cs, bias []float32, g kernels.QMatMulDims, p kernels.QMatMulParams, n0 int) {
+func qepilogue(out *kernels.Tensor, acc []int32, y, cs, bias []float32, g check.QMatMulDims, p kernels.QMatMulParams, n0 int) {
 	w := len(y)
 	if out.DType() == kernels.I32 {
 		o := i32(out)

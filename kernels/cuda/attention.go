@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // flashSmem is the dynamic shared memory of the flash-attention kernels by
@@ -17,7 +18,7 @@ var flashSmem = map[int]int{64: 49152, 128: 98304}
 // flash-attention kernel (online softmax, nothing of size Sq·Sk in memory);
 // everything else is composed from MatMul and Softmax over a workspace.
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
-	d, err := kernels.CheckAttention("cuda: Attention", b, out, q, k, v, p)
+	d, err := check.Attention("cuda: Attention", b, out, q, k, v, p)
 	if err != nil {
 		return err
 	}
@@ -41,7 +42,7 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 // AttentionBackward computes dq, dk, dv by recomputing the probabilities
 // and composing MatMul, Softmax and SoftmaxBackward over a workspace.
 func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
-	d, err := kernels.CheckAttentionBackward("cuda: AttentionBackward", b, dq, dk, dv, dout, q, k, v, p)
+	d, err := check.AttentionBackward("cuda: AttentionBackward", b, dq, dk, dv, dout, q, k, v, p)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 }
 
 // checkKeyLens queues the check that p.KeyLens lie in [0, sk].
-func (b *Backend) checkKeyLens(c check, p kernels.AttentionParams, sk int) error {
+func (b *Backend) checkKeyLens(c deviceCheck, p kernels.AttentionParams, sk int) error {
 	if p.KeyLens == nil {
 		return nil
 	}

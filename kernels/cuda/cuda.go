@@ -32,6 +32,7 @@ import (
 	"github.com/mumax/3/cuda/cu"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/mempool"
 )
 
@@ -367,7 +368,7 @@ func (b *Backend) Alloc(dt kernels.DType, shape ...int) (*kernels.Tensor, error)
 
 // Free returns t's memory to the pool.
 func (b *Backend) Free(t *kernels.Tensor) error {
-	if err := kernels.Check("cuda: free").Tensor("t", t, b).Err(); err != nil {
+	if err := check.Op("cuda: free").Tensor("t", t, b).Err(); err != nil {
 		return err
 	}
 	st := t.Storage().(*storage)
@@ -378,7 +379,7 @@ func (b *Backend) Free(t *kernels.Tensor) error {
 
 // Upload copies src into t and waits for the copy.
 func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
-	if err := kernels.Check("cuda: upload").Tensor("t", t, b).
+	if err := check.Op("cuda: upload").Tensor("t", t, b).
 		That(int64(len(src)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(src), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
@@ -393,7 +394,7 @@ func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
 
 // Download waits for the queued work and copies t into dst.
 func (b *Backend) Download(dst []byte, t *kernels.Tensor) error {
-	if err := kernels.Check("cuda: download").Tensor("t", t, b).
+	if err := check.Op("cuda: download").Tensor("t", t, b).
 		That(int64(len(dst)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(dst), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
@@ -427,12 +428,12 @@ func (b *Backend) errorRecords() []int32 { return unsafe.Slice((*int32)(b.errHos
 
 func (b *Backend) clearErrorWord() { clear(b.errorRecords()) }
 
-// A check is a data validation done on the device; each has its own error
-// record, so that the message names the operation and the tensor.
-type check int
+// A deviceCheck is a data validation done on the device; each has its own
+// error record, so that the message names the operation and the tensor.
+type deviceCheck int
 
 const (
-	checkEmbedding check = iota
+	checkEmbedding deviceCheck = iota
 	checkEmbeddingBackward
 	checkCrossEntropy
 	checkCrossEntropyBackward
@@ -461,14 +462,14 @@ var checkNames = [numChecks]struct{ op, tensor, valid string }{
 // errorSlot returns the device address of c's record and remembers the
 // bound of the valid range to report (30522 for "[0, 30522)"); the message
 // is formatted only when the check fails.
-func (b *Backend) errorSlot(c check, bound int) devptr {
+func (b *Backend) errorSlot(c deviceCheck, bound int) devptr {
 	b.checkBounds[c] = bound
 	return b.errDev + devptr(16*c)
 }
 
 // checkRange queues a check that every value of the I32 tensor v lies in
 // [lo, hi) or equals except; bound is errorSlot's.
-func (b *Backend) checkRange(c check, v *kernels.Tensor, lo, hi, except int32, bound int) error {
+func (b *Backend) checkRange(c deviceCheck, v *kernels.Tensor, lo, hi, except int32, bound int) error {
 	n := int64(v.Len())
 	if n == 0 {
 		return nil

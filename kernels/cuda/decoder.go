@@ -6,13 +6,14 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.Decoder = (*Backend)(nil)
 
 // RoPE rotates x in place, one thread per rotated pair.
 func (b *Backend) RoPE(x, pos, invFreq *kernels.Tensor) error {
-	g, err := kernels.CheckRoPE("cuda: RoPE", b, x, pos, invFreq)
+	g, err := check.RoPE("cuda: RoPE", b, x, pos, invFreq)
 	if err != nil {
 		return err
 	}
@@ -23,7 +24,7 @@ func (b *Backend) RoPE(x, pos, invFreq *kernels.Tensor) error {
 
 // SwiGLU sets out = silu(gate)·up.
 func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
-	n, err := kernels.CheckSwiGLU("cuda: SwiGLU", b, out, gate, up)
+	n, err := check.SwiGLU("cuda: SwiGLU", b, out, gate, up)
 	if err != nil {
 		return err
 	}
@@ -34,7 +35,7 @@ func (b *Backend) SwiGLU(out, gate, up *kernels.Tensor) error {
 // CacheWrite copies x into the cache from each sequence's start; a start
 // out of range is reported at the next Sync and writes nothing.
 func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
-	g, err := kernels.CheckCacheWrite("cuda: CacheWrite", b, cache, x, start)
+	g, err := check.CacheWrite("cuda: CacheWrite", b, cache, x, start)
 	if err != nil {
 		return err
 	}
@@ -64,7 +65,7 @@ func (b *Backend) decodeChunks(rows, t int) int {
 // partial softmax states over key chunks (split-K, "flash decoding", which
 // keeps the multiprocessors busy at batch 1), then their combination.
 func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale float32) error {
-	g, err := kernels.CheckCachedAttention("cuda: CachedAttention", b, out, q, k, v, lens, scale)
+	g, err := check.CachedAttention("cuda: CachedAttention", b, out, q, k, v, lens, scale)
 	if err != nil {
 		return err
 	}
@@ -94,7 +95,7 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 
 // Argmax finds each row's largest value with one block per row.
 func (b *Backend) Argmax(out, x *kernels.Tensor) error {
-	rows, n, err := kernels.CheckArgmax("cuda: Argmax", b, out, x)
+	rows, n, err := check.Argmax("cuda: Argmax", b, out, x)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,10 @@
 
 package cuda
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
+)
 
 var _ kernels.DecoderBackward = (*Backend)(nil)
 
@@ -17,7 +20,7 @@ func (b *Backend) rmsNormBackwardParts(rows int) int { return max(1, min(rows, 2
 // in block order by norm.cu's layernorm_param_grads (deterministic, no
 // atomics).
 func (b *Backend) RMSNormBackward(dx, dgamma, dy, x, gamma *kernels.Tensor, eps float32) error {
-	d, err := kernels.CheckRMSNormBackward("cuda: RMSNormBackward", b, dx, dgamma, dy, x, gamma, eps)
+	d, err := check.RMSNormBackward("cuda: RMSNormBackward", b, dx, dgamma, dy, x, gamma, eps)
 	if err != nil {
 		return err
 	}
@@ -43,7 +46,7 @@ func (b *Backend) RMSNormBackward(dx, dgamma, dy, x, gamma *kernels.Tensor, eps 
 // SwiGLUBackward sets dgate = dy·up·silu'(gate) and dup = dy·silu(gate) in
 // one elementwise pass.
 func (b *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *kernels.Tensor) error {
-	n, err := kernels.CheckSwiGLUBackward("cuda: SwiGLUBackward", b, dgate, dup, dy, gate, up)
+	n, err := check.SwiGLUBackward("cuda: SwiGLUBackward", b, dgate, dup, dy, gate, up)
 	if err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dy, gate, up *kernels.Tensor) error
 // Dropout sets out = x·s where kernels.DropoutKeep(seed, i, p), else 0,
 // regenerating the mask on the device from the seed.
 func (b *Backend) Dropout(out, x *kernels.Tensor, p float32, seed uint64) error {
-	n, err := kernels.CheckDropout("cuda: Dropout", b, out, x, p)
+	n, err := check.Dropout("cuda: Dropout", b, out, x, p)
 	if err != nil {
 		return err
 	}

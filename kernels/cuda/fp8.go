@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.FP8 = (*Backend)(nil)
@@ -69,7 +70,7 @@ func fp8IsE5M2(dt kernels.DType) int32 { return int32(boolInt(dt == kernels.E5M2
 // amax = max |x| (see kernels.FP8), in one kernel: amax is zeroed first and
 // every block merges its maximum into it.
 func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
-	if err := kernels.CheckCastFP8("cuda: CastFP8", b, q, amax, x, scale); err != nil {
+	if err := check.CastFP8("cuda: CastFP8", b, q, amax, x, scale); err != nil {
 		return err
 	}
 	if err := b.fp8Capable("CastFP8"); err != nil {
@@ -92,7 +93,7 @@ func (b *Backend) CastFP8(q, amax, x, scale *kernels.Tensor) error {
 // CastFP8Rows casts each row of x with its own current scale (see
 // kernels.FP8): one block per row.
 func (b *Backend) CastFP8Rows(q, scaleInv, x *kernels.Tensor) error {
-	if err := kernels.CheckCastFP8Rows("cuda: CastFP8Rows", b, q, scaleInv, x); err != nil {
+	if err := check.CastFP8Rows("cuda: CastFP8Rows", b, q, scaleInv, x); err != nil {
 		return err
 	}
 	if err := b.fp8Capable("CastFP8Rows"); err != nil {
@@ -149,7 +150,7 @@ func fp8mmSM90Kernel(a, b, out kernels.DType) string {
 // N ≥ 128, K ≥ 128), K a multiple of 16 and a and w 16-byte aligned
 // (TMA's row strides and base addresses), M and N at most sm90MaxDim and
 // at most 2³¹−1 tiles; fp8mmMMA otherwise.
-func (b *Backend) chooseFP8MatMul(d kernels.FP8Dims, a, w devptr) fp8mmPath {
+func (b *Backend) chooseFP8MatMul(d check.FP8Dims, a, w devptr) fp8mmPath {
 	if b.major == 9 && b.minor == 0 && d.K%16 == 0 && a%16 == 0 && w%16 == 0 &&
 		d.M >= fp8SM90TileM && d.N >= fp8SM90TileN && d.K >= fp8SM90TileK &&
 		d.M <= sm90MaxDim && d.N <= sm90MaxDim &&
@@ -165,7 +166,7 @@ func (b *Backend) chooseFP8MatMul(d kernels.FP8Dims, a, w devptr) fp8mmPath {
 // large products, else fp8mm_A_B_T (mma.sync m16n8k32 with e4m3 and e5m2
 // operands).
 func (b *Backend) FP8MatMul(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams) error {
-	d, err := kernels.CheckFP8MatMul("cuda: FP8MatMul", b, out, a, w, p)
+	d, err := check.FP8MatMul("cuda: FP8MatMul", b, out, a, w, p)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func (b *Backend) FP8MatMul(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams
 // launchFP8MM queues FP8MatMul on the kernel of path, whose preconditions
 // (chooseFP8MatMul's) the product meets; the caller has checked the
 // arguments.
-func (b *Backend) launchFP8MM(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams, d kernels.FP8Dims, path fp8mmPath) error {
+func (b *Backend) launchFP8MM(out, a, w *kernels.Tensor, p kernels.FP8MatMulParams, d check.FP8Dims, path fp8mmPath) error {
 	if path == fp8mmMMA && ceilDiv(d.M, fp8mmTile) > maxGridY {
 		return fmt.Errorf("cuda: FP8MatMul: %d rows (M) are over the %d one launch takes: %w", d.M, fp8mmTile*maxGridY, kernels.ErrUnsupported)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/kernels/kerneltest"
 )
@@ -133,6 +134,15 @@ func fp8GPU(t *testing.T) (*Backend, *cpu.Backend) {
 	return b, cpu.New()
 }
 
+// fp8Ops returns be's FP8 ops, failing the test with kernels.Group's
+// error where it has none.
+func fp8Ops(t *testing.T, be kernels.Backend) kernels.FP8 {
+	t.Helper()
+	f, err := kernels.Group[kernels.FP8](be)
+	require.NoError(t, err)
+	return f
+}
+
 // fp8HostTensor uploads vals, rounded to dt, to be as a tensor of shape.
 func fp8HostTensor(t *testing.T, be kernels.Backend, dt kernels.DType, vals []float32, shape ...int) *kernels.Tensor {
 	t.Helper()
@@ -203,7 +213,7 @@ func TestFP8CastGPU(t *testing.T) {
 						x := fp8HostTensor(t, be, dt, vals, len(vals))
 						sc := fp8HostTensor(t, be, kernels.F32, []float32{s}, 1)
 						out, am := fp8Alloc(t, be, q, len(vals)), fp8Alloc(t, be, kernels.F32, 1)
-						require.NoError(t, be.(kernels.FP8).CastFP8(out, am, x, sc), name)
+						require.NoError(t, fp8Ops(t, be).CastFP8(out, am, x, sc), name)
 						outs[i] = fp8Bytes(t, out)
 						amaxes[i] = math.Float32frombits(binary.LittleEndian.Uint32(fp8Bytes(t, am)))
 					}
@@ -254,7 +264,7 @@ func TestFP8CastRowsGPU(t *testing.T) {
 				for i, be := range []kernels.Backend{g, c} {
 					x := fp8HostTensor(t, be, dt, vals, rows, k)
 					out, inv := fp8Alloc(t, be, q, rows, k), fp8Alloc(t, be, kernels.F32, rows)
-					require.NoError(t, be.(kernels.FP8).CastFP8Rows(out, inv, x), name)
+					require.NoError(t, fp8Ops(t, be).CastFP8Rows(out, inv, x), name)
 					outs[i], invs[i] = fp8Bytes(t, out), fp8Bytes(t, inv)
 				}
 				require.Equal(t, invs[1], invs[0], "%s: scaleInv", name)
@@ -297,7 +307,7 @@ func fp8mmRun(t *testing.T, be kernels.Backend, pr [2]kernels.DType, dt kernels.
 	if bias != nil {
 		p.Bias = fp8HostTensor(t, be, kernels.F32, bias, n)
 	}
-	require.NoError(t, be.(kernels.FP8).FP8MatMul(out, a, b, p))
+	require.NoError(t, fp8Ops(t, be).FP8MatMul(out, a, b, p))
 	got, err := kernels.ToFloat32(out)
 	require.NoError(t, err)
 	o := make([]float64, len(got))
@@ -368,7 +378,7 @@ const fp8SM90AccErr = 0x1p-9
 // fp8SM90AccErr where FP8MatMul takes the Hopper kernel for 16-byte aligned
 // operands, else 0 (float32 sums).
 func fp8AccErr(be kernels.Backend, m, n, k int) float64 {
-	if g, ok := be.(*Backend); ok && g.chooseFP8MatMul(kernels.FP8Dims{M: m, N: n, K: k}, 256, 512) == fp8mmSM90 {
+	if g, ok := be.(*Backend); ok && g.chooseFP8MatMul(check.FP8Dims{M: m, N: n, K: k}, 256, 512) == fp8mmSM90 {
 		return fp8SM90AccErr
 	}
 	return 0
@@ -442,14 +452,14 @@ func TestFP8AccumulatorGPU(t *testing.T) {
 		bv[i] = math.Abs(bv[i])
 	}
 	one := []float32{1}
-	check := func(name string, out []float64, accErr float64) {
+	verify := func(name string, out []float64, accErr float64) {
 		e := fp8mmCheck(t, fmt.Sprintf("K=%d on %s", k, name), out, av, bv, one, one, nil, m, n, k, kernels.F32, kernels.ActNone, accErr)
 		t.Logf("K=%d E4M3×E4M3 on %s: largest error / Σ|a·b| %.3g (float32-sum bound %.3g, accErr %.3g)", k, name, e, float64(k)*0x1p-24, accErr)
 	}
-	check("cpu", fp8mmRun(t, c, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
-	check("cuda mma", fp8mmRunPath(t, g, fp8mmMMA, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
+	verify("cpu", fp8mmRun(t, c, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
+	verify("cuda mma", fp8mmRunPath(t, g, fp8mmMMA, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), 0)
 	if g.major == 9 && g.minor == 0 {
-		check("cuda hopper", fp8mmRunPath(t, g, fp8mmSM90, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), fp8SM90AccErr)
+		verify("cuda hopper", fp8mmRunPath(t, g, fp8mmSM90, pr, kernels.F32, ac, bc, one, one, nil, m, n, k, kernels.ActNone), fp8SM90AccErr)
 	}
 }
 
@@ -468,7 +478,7 @@ func TestFP8SM90Launch(t *testing.T) {
 		if cc == [2]int{9, 0} {
 			want = fp8mmSM90
 		}
-		assert.Equal(t, want, b.chooseFP8MatMul(kernels.FP8Dims{M: 128, N: 256, K: 128}, 256, 512), "cc %v", cc)
+		assert.Equal(t, want, b.chooseFP8MatMul(check.FP8Dims{M: 128, N: 256, K: 128}, 256, 512), "cc %v", cc)
 	}
 	var recs []launchRec
 	b := dryRun(9, 0, &recs)
@@ -483,7 +493,7 @@ func TestFP8SM90Launch(t *testing.T) {
 		{128, 256, 144, 256, 512, fp8mmSM90}, {128, 256, 136, 256, 512, fp8mmMMA}, {128, 256, 128, 264, 512, fp8mmMMA},
 		{128, 256, 128, 256, 520, fp8mmMMA},
 	} {
-		assert.Equal(t, c.want, b.chooseFP8MatMul(kernels.FP8Dims{M: c.m, N: c.n, K: c.k}, c.a, c.w), "%+v", c)
+		assert.Equal(t, c.want, b.chooseFP8MatMul(check.FP8Dims{M: c.m, N: c.n, K: c.k}, c.a, c.w), "%+v", c)
 	}
 	a := func(dt kernels.DType, shape ...int) *kernels.Tensor {
 		x, err := b.Alloc(dt, shape...)
@@ -539,7 +549,7 @@ func fp8mmRunPath(t *testing.T, g *Backend, path fp8mmPath, pr [2]kernels.DType,
 	if bias != nil {
 		p.Bias = fp8HostTensor(t, g, kernels.F32, bias, n)
 	}
-	d, err := kernels.CheckFP8MatMul("test", g, out, a, b, p)
+	d, err := check.FP8MatMul("test", g, out, a, b, p)
 	require.NoError(t, err)
 	if path == fp8mmSM90 {
 		require.Equal(t, fp8mmSM90, g.chooseFP8MatMul(d, ptrOf(a), ptrOf(b)), "FP8MatMul's choice")

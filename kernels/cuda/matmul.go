@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // tcSmem is the dynamic shared memory of the mma.sync kernels
@@ -17,7 +18,7 @@ const tcSmem = 81920
 // mma.sync tensor-core kernels (16-bit, or F32 with p.TF32, from 8.0), and
 // the SIMT kernel, which takes every shape on every device.
 func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) error {
-	d, err := kernels.CheckMatMul("cuda: matmul", b, out, a, bm, p)
+	d, err := check.MatMul("cuda: matmul", b, out, a, bm, p)
 	if err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ const (
 // 16-byte aligned a and b, and M, N, K multiples of 8 for 16-bit types or
 // of 4 for TF32, so that every row and every batch's matrix is 16-byte
 // aligned too. F32 without TF32 never does.
-func tensorCoreFits(d kernels.MatMulDims, dt kernels.DType, tf32 bool, a, b devptr) bool {
+func tensorCoreFits(d check.MatMulDims, dt kernels.DType, tf32 bool, a, b devptr) bool {
 	if a%16 != 0 || b%16 != 0 {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // Geometry of matmul_sm90_bf16 and matmul_sm90_f16 (kernels/cuda/matmul_sm90.cu):
@@ -41,7 +42,7 @@ const (
 // across batch entries: a is {K, M, batch}; b is {N, K, batchB} stored
 // [K, N] or {K, N, batchB} stored [N, K] (TransB), where batchB is 1 when b
 // is shared by every batch entry.
-func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d kernels.MatMulDims, p kernels.MatMulParams) (bool, error) {
+func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d check.MatMulDims, p kernels.MatMulParams) (bool, error) {
 	if b.major != 9 || b.minor != 0 {
 		return false, nil
 	}

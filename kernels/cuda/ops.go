@@ -10,6 +10,7 @@ import (
 	"github.com/mumax/3/cuda/cu"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // block is the thread count of the grid-stride kernels.
@@ -32,7 +33,7 @@ func wrap(op string, err error) error {
 
 // Add sets out = a + b with b broadcast over a's leading dimensions.
 func (b *Backend) Add(out, x, y *kernels.Tensor) error {
-	n, nb, err := kernels.CheckAdd("cuda: add", b, out, x, y)
+	n, nb, err := check.Add("cuda: add", b, out, x, y)
 	if err != nil {
 		return err
 	}
@@ -42,7 +43,7 @@ func (b *Backend) Add(out, x, y *kernels.Tensor) error {
 
 // Scale sets out = s·x.
 func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
-	n, err := kernels.CheckScale("cuda: scale", b, out, x, s)
+	n, err := check.Scale("cuda: scale", b, out, x, s)
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (b *Backend) Scale(out, x *kernels.Tensor, s float32) error {
 
 // Fill sets every element of out to v.
 func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
-	n, err := kernels.CheckFill("cuda: fill", b, out, v)
+	n, err := check.Fill("cuda: fill", b, out, v)
 	if err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (b *Backend) Fill(out *kernels.Tensor, v float32) error {
 
 // Cast converts x into out's dtype.
 func (b *Backend) Cast(out, x *kernels.Tensor) error {
-	n, err := kernels.CheckCast("cuda: cast", b, out, x)
+	n, err := check.Cast("cuda: cast", b, out, x)
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (b *Backend) Cast(out, x *kernels.Tensor) error {
 
 // Act applies an activation elementwise.
 func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
-	n, err := kernels.CheckAct("cuda: act", b, out, x, a)
+	n, err := check.Act("cuda: act", b, out, x, a)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (b *Backend) Act(out, x *kernels.Tensor, a kernels.Activation) error {
 
 // ActBackward sets dx = dy · act'(x).
 func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) error {
-	n, err := kernels.CheckActBackward("cuda: actbackward", b, dx, dy, x, a)
+	n, err := check.ActBackward("cuda: actbackward", b, dx, dy, x, a)
 	if err != nil {
 		return err
 	}
@@ -107,7 +108,7 @@ func (b *Backend) ActBackward(dx, dy, x *kernels.Tensor, a kernels.Activation) e
 
 // SumRows sums x over its leading dimensions.
 func (b *Backend) SumRows(out, x *kernels.Tensor) error {
-	rows, n, err := kernels.CheckSumRows("cuda: sumrows", b, out, x)
+	rows, n, err := check.SumRows("cuda: sumrows", b, out, x)
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,7 @@ func (b *Backend) SumRows(out, x *kernels.Tensor) error {
 // bytes (16 down to 2) that divides a row of D elements and to which both
 // addresses are aligned.
 func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
-	g, err := kernels.CheckSwapAxes("cuda: SwapAxes", b, out, x)
+	g, err := check.SwapAxes("cuda: SwapAxes", b, out, x)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 // AdamW applies one torch.optim.AdamW update to param, m and v in place;
 // the scalars of the update are computed here in float64.
 func (b *Backend) AdamW(param, grad, m, v *kernels.Tensor, p kernels.AdamWParams) error {
-	n, err := kernels.CheckAdamW("cuda: AdamW", b, param, grad, m, v, p)
+	n, err := check.AdamW("cuda: AdamW", b, param, grad, m, v, p)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.QuantConv = (*Backend)(nil)
@@ -78,7 +79,7 @@ func qconvVec(cg int, x devptr) int {
 // pixels (qconvSlabRows) and a group at a time, each slab multiplied
 // before the next is gathered (the stream orders them).
 func (b *Backend) QConv2D(out, x, w *kernels.Tensor, p kernels.QConvParams) error {
-	g, err := kernels.CheckQConv2D("cuda: QConv2D", b, out, x, w, p)
+	g, err := check.QConv2D("cuda: QConv2D", b, out, x, w, p)
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (b *Backend) QConv2D(out, x, w *kernels.Tensor, p kernels.QConvParams) erro
 }
 
 // qconv queues QConv2D's launches for a valid call of geometry g.
-func (b *Backend) qconv(out, x, w *kernels.Tensor, g kernels.QConvDims, p kernels.QConvParams) error {
+func (b *Backend) qconv(out, x, w *kernels.Tensor, g check.QConvDims, p kernels.QConvParams) error {
 	m, k, cg, cog := g.M(), g.K(), g.Ci/g.Groups, g.Co/g.Groups
 	path := chooseQConv(g.ConvDims)
 	rows := qconvSlabRows(path, m, k)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/kerneltest"
 )
 
@@ -52,7 +53,7 @@ func TestQMMSM90Geometry(t *testing.T) {
 		m, n, k int
 		a, w    devptr
 	}{{128, 256, 128, 256, 512}, {300, 520, 1040, 4096, 8192}, {1 << 16, 1 << 14, 16 << 10, 256, 512}} {
-		d := kernels.QMatMulDims{M: c.m, N: c.n, K: c.k}
+		d := check.QMatMulDims{M: c.m, N: c.n, K: c.k}
 		require.Equal(t, qmmSM90, b9.chooseQMatMul(d, c.a, c.w), "%+v", c)
 		sa, sb := qmmSM90Specs(qmmLaunch{a: c.a, b: c.w, m: c.m, n: c.n, k: c.k})
 		assert.Zero(t, uint64(sa.base%16+sb.base%16)+sa.strides[0]%16+sb.strides[0]%16, "%+v", c)
@@ -142,7 +143,7 @@ func TestQMatMulPathsGPU(t *testing.T) {
 		av, bv := qmmRandBytes(rng, m*k), qmmRandBytes(rng, n*k)
 		a, w := qmmUpload(t, b, kernels.I8, av, m, k), qmmUpload(t, b, kernels.I8, bv, n, k)
 		want := kerneltest.RefQMatMul(qmmInt8s(av), qmmInt8s(bv), m, n, k)
-		check := func(t *testing.T, out *kernels.Tensor) {
+		verify := func(t *testing.T, out *kernels.Tensor) {
 			got, err := kernels.ToInt32(out)
 			require.NoError(t, err)
 			for i, w := range want {
@@ -156,15 +157,15 @@ func TestQMatMulPathsGPU(t *testing.T) {
 				out := qmmUpload(t, b, kernels.I32, qmmRandBytes(rng, 4*m*n), m, n)
 				require.NoError(t, b.launchQMMPath(qmmLaunch{dt: kernels.I32, c: ptrOf(out), a: ptrOf(a), b: ptrOf(w),
 					m: m, n: n, k: k, ldc: n}, path))
-				check(t, out)
+				verify(t, out)
 			})
 		}
 		if b.major == 9 && b.minor == 0 {
 			t.Run(fmt.Sprintf("%dx%dx%d/QMatMul", m, n, k), func(t *testing.T) {
-				require.Equal(t, qmmSM90, b.chooseQMatMul(kernels.QMatMulDims{M: m, N: n, K: k}, ptrOf(a), ptrOf(w)))
+				require.Equal(t, qmmSM90, b.chooseQMatMul(check.QMatMulDims{M: m, N: n, K: k}, ptrOf(a), ptrOf(w)))
 				out := qmmUpload(t, b, kernels.I32, make([]byte, 4*m*n), m, n)
 				require.NoError(t, b.QMatMul(out, a, w, kernels.QMatMulParams{}))
-				check(t, out)
+				verify(t, out)
 			})
 		}
 	}

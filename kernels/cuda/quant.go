@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.Quant = (*Backend)(nil)
@@ -93,7 +94,7 @@ func (p qmmPath) String() string {
 //   - qmmMMA otherwise: compute capability 7.5, or K not a multiple of
 //     16 (the kernel reads rows in 16-byte, 4-byte or 1-byte pieces, as
 //     K and the alignment allow).
-func (b *Backend) chooseQMatMul(d kernels.QMatMulDims, a, w devptr) qmmPath {
+func (b *Backend) chooseQMatMul(d check.QMatMulDims, a, w devptr) qmmPath {
 	aligned := d.K%16 == 0 && a%16 == 0 && w%16 == 0
 	switch {
 	case d.M <= qmmGEMVRows:
@@ -113,7 +114,7 @@ func (b *Backend) chooseQMatMul(d kernels.QMatMulDims, a, w devptr) qmmPath {
 // in int32 (see kernels.Quant), the epilogue fused into the product. The
 // kernel is chooseQMatMul's.
 func (b *Backend) QMatMul(out, a, w *kernels.Tensor, p kernels.QMatMulParams) error {
-	d, err := kernels.CheckQMatMul("cuda: QMatMul", b, out, a, w, p)
+	d, err := check.QMatMul("cuda: QMatMul", b, out, a, w, p)
 	if err != nil {
 		return err
 	}
@@ -145,13 +146,13 @@ type qmmLaunch struct {
 // launchQMM queues l on the kernel chooseQMatMul picks. The caller has
 // checked that m, n, k and ldc are within qmmMaxDim.
 func (b *Backend) launchQMM(l qmmLaunch) error {
-	return b.launchQMMPath(l, b.chooseQMatMul(kernels.QMatMulDims{M: l.m, N: l.n, K: l.k}, l.a, l.b))
+	return b.launchQMMPath(l, b.chooseQMatMul(check.QMatMulDims{M: l.m, N: l.n, K: l.k}, l.a, l.b))
 }
 
 // launchQMMPath queues l on the kernel of path, whose preconditions
 // (chooseQMatMul's) l meets.
 func (b *Backend) launchQMMPath(l qmmLaunch, path qmmPath) error {
-	d := kernels.QMatMulDims{M: l.m, N: l.n, K: l.k, ARowScale: l.aRowScale, BRowScale: l.bRowScale}
+	d := check.QMatMulDims{M: l.m, N: l.n, K: l.k, ARowScale: l.aRowScale, BRowScale: l.bRowScale}
 	if ceilDiv(d.M, qmmTile) > maxGridY {
 		return fmt.Errorf("%d rows (M) are over the %d one launch takes: %w", d.M, qmmTile*maxGridY, kernels.ErrUnsupported)
 	}
@@ -240,7 +241,7 @@ func quantLaunch(rows, k int) (grid, blk dim3) {
 // per-row scale computed in the same kernel (the row's largest magnitude
 // over 127).
 func (b *Backend) Quantize(q, scale, x *kernels.Tensor, dynamic bool) error {
-	g, err := kernels.CheckQuantize("cuda: Quantize", b, q, scale, x, dynamic)
+	g, err := check.Quantize("cuda: Quantize", b, q, scale, x, dynamic)
 	if err != nil {
 		return err
 	}
@@ -254,7 +255,7 @@ func (b *Backend) Quantize(q, scale, x *kernels.Tensor, dynamic bool) error {
 
 // Dequantize sets out = q·scale, rounded once to out's dtype.
 func (b *Backend) Dequantize(out, q, scale *kernels.Tensor) error {
-	g, err := kernels.CheckDequantize("cuda: Dequantize", b, out, q, scale)
+	g, err := check.Dequantize("cuda: Dequantize", b, out, q, scale)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // qmmOuts are the out dtypes of QMatMul.
@@ -217,7 +218,7 @@ func TestChooseQMatMul(t *testing.T) {
 		{hopper, 512, sm90MaxDim + 1, 128, 256, 512, qmmTC, "9.0, N past sm90MaxDim"},
 		{blackwell, 512, 768, 3072, 256, 512, qmmTC, "10.0 has no sm_90a image"},
 	} {
-		d := kernels.QMatMulDims{M: c.m, N: c.n, K: c.k}
+		d := check.QMatMulDims{M: c.m, N: c.n, K: c.k}
 		assert.Equal(t, c.want, c.b.chooseQMatMul(d, c.a, c.w), c.about)
 	}
 }

@@ -2,7 +2,10 @@
 
 package cuda
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
+)
 
 // The row kernels (norms, softmax, embedding, cross entropy) run one block
 // or one warp per row in grid-stride loops; rowGrid caps their grids.
@@ -10,7 +13,7 @@ func rowGrid(rows int) dim3 { return dim3{x: min(rows, 1<<20)} }
 
 // LayerNorm normalises rows of x, optionally saving mean and rstd.
 func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps float32) error {
-	d, err := kernels.CheckLayerNorm("cuda: LayerNorm", b, out, mean, rstd, x, gamma, beta, eps)
+	d, err := check.LayerNorm("cuda: LayerNorm", b, out, mean, rstd, x, gamma, beta, eps)
 	if err != nil {
 		return err
 	}
@@ -21,7 +24,7 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *kernels.Tensor, eps
 // LayerNormBackward computes dx, and dgamma and dbeta when asked, from
 // per-block partial sums in the workspace added up in a second kernel.
 func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd *kernels.Tensor) error {
-	d, err := kernels.CheckLayerNormBackward("cuda: LayerNormBackward", b, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
+	d, err := check.LayerNormBackward("cuda: LayerNormBackward", b, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
 	if err != nil {
 		return err
 	}
@@ -54,7 +57,7 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd 
 
 // RMSNorm sets out = x / sqrt(mean(x²) + eps) · gamma per row.
 func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
-	d, err := kernels.CheckRMSNorm("cuda: RMSNorm", b, out, x, gamma, eps)
+	d, err := check.RMSNorm("cuda: RMSNorm", b, out, x, gamma, eps)
 	if err != nil {
 		return err
 	}
@@ -64,7 +67,7 @@ func (b *Backend) RMSNorm(out, x, gamma *kernels.Tensor, eps float32) error {
 
 // Softmax normalises rows of x with the masks of p; a warp per row.
 func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) error {
-	d, err := kernels.CheckSoftmax("cuda: Softmax", b, out, x, p)
+	d, err := check.Softmax("cuda: Softmax", b, out, x, p)
 	if err != nil {
 		return err
 	}
@@ -78,7 +81,7 @@ func (b *Backend) Softmax(out, x *kernels.Tensor, p kernels.AttentionParams) err
 
 // SoftmaxBackward sets dx = y ⊙ (dy − Σ dy⊙y) per row.
 func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
-	d, err := kernels.CheckSoftmaxBackward("cuda: SoftmaxBackward", b, dx, dy, y)
+	d, err := check.SoftmaxBackward("cuda: SoftmaxBackward", b, dx, dy, y)
 	if err != nil {
 		return err
 	}
@@ -89,7 +92,7 @@ func (b *Backend) SoftmaxBackward(dx, dy, y *kernels.Tensor) error {
 // Embedding gathers rows of table; ids out of range are reported by the
 // next Sync.
 func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
-	d, err := kernels.CheckEmbedding("cuda: Embedding", b, out, table, ids)
+	d, err := check.Embedding("cuda: Embedding", b, out, table, ids)
 	if err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func (b *Backend) Embedding(out, table, ids *kernels.Tensor) error {
 // EmbeddingBackward scatter-adds dout rows into dtable by ids with float32
 // atomics (in the workspace for 16-bit tables, then cast).
 func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
-	d, err := kernels.CheckEmbeddingBackward("cuda: EmbeddingBackward", b, dtable, dout, ids)
+	d, err := check.EmbeddingBackward("cuda: EmbeddingBackward", b, dtable, dout, ids)
 	if err != nil {
 		return err
 	}
@@ -132,7 +135,7 @@ func (b *Backend) EmbeddingBackward(dtable, dout, ids *kernels.Tensor) error {
 
 // CrossEntropy sets loss[i] = logsumexp(logits[i]) − logits[i, t[i]].
 func (b *Backend) CrossEntropy(loss, logits, targets *kernels.Tensor) error {
-	n, v, err := kernels.CheckCrossEntropy("cuda: CrossEntropy", b, loss, logits, targets)
+	n, v, err := check.CrossEntropy("cuda: CrossEntropy", b, loss, logits, targets)
 	if err != nil {
 		return err
 	}
@@ -143,7 +146,7 @@ func (b *Backend) CrossEntropy(loss, logits, targets *kernels.Tensor) error {
 
 // CrossEntropyBackward sets dlogits = scale·(softmax(logits) − onehot).
 func (b *Backend) CrossEntropyBackward(dlogits, logits, targets *kernels.Tensor, scale float32) error {
-	n, v, err := kernels.CheckCrossEntropyBackward("cuda: CrossEntropyBackward", b, dlogits, logits, targets, scale)
+	n, v, err := check.CrossEntropyBackward("cuda: CrossEntropyBackward", b, dlogits, logits, targets, scale)
 	if err != nil {
 		return err
 	}

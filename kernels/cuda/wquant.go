@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.WeightQuant = (*Backend)(nil)
@@ -63,7 +64,7 @@ func (p wmmPath) String() string {
 //     are 16-byte aligned (every row copies as 16-byte chunks);
 //   - wmmSIMT otherwise: F32 x (summed in float32 exactly as specified,
 //     no TF32), compute capability 7.5, other K or alignments.
-func (b *Backend) chooseWMatMul(d kernels.WMatMulDims, dt kernels.DType, x, w devptr) wmmPath {
+func (b *Backend) chooseWMatMul(d check.WMatMulDims, dt kernels.DType, x, w devptr) wmmPath {
 	switch {
 	case d.M <= wgemvRows:
 		return wmmGEMV
@@ -87,7 +88,7 @@ func gemvVariant(m int) int {
 // int8 or 4-bit codes (see kernels.WeightQuant), summed in float32 and
 // rounded once to out's dtype. The kernel is chooseWMatMul's.
 func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kernels.Tensor) error {
-	d, err := kernels.CheckWMatMul("cuda: WMatMul", b, out, x, w, bias)
+	d, err := check.WMatMul("cuda: WMatMul", b, out, x, w, bias)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 // wmmFormats are the weight formats of WMatMul.
@@ -214,7 +215,7 @@ func TestChooseWMatMul(t *testing.T) {
 		{turing, 512, 768, 3072, f16, 256, 512, wmmSIMT, "compute capability 7.5"},
 		{turing, 1, 768, 3072, f32, 256, 512, wmmGEMV, "one row on 7.5"},
 	} {
-		d := kernels.WMatMulDims{M: c.m, N: c.n, K: c.k}
+		d := check.WMatMulDims{M: c.m, N: c.n, K: c.k}
 		assert.Equal(t, c.want, c.b.chooseWMatMul(d, c.dt, c.x, c.w), c.about)
 	}
 }

@@ -12,9 +12,7 @@ func init() { suites = append(suites, decoderTests()) }
 // decoder returns the backend's Decoder ops; every backend implements them.
 func (e *env) decoder() kernels.Decoder {
 	e.Helper()
-	d, ok := e.b.(kernels.Decoder)
-	require.Truef(e, ok, "the %s backend does not implement kernels.Decoder", e.b.Name())
-	return d
+	return group[kernels.Decoder](e)
 }
 
 // mutable returns a tensor of uniform values in [-1, 1) rounded to dt that

@@ -13,11 +13,7 @@ func init() { suites = append(suites, decoderBackwardTests()) }
 // test when the backend has not adopted the group.
 func (e *env) decoderBackward() kernels.DecoderBackward {
 	e.Helper()
-	d, ok := e.b.(kernels.DecoderBackward)
-	if !ok {
-		e.Skipf("the %s backend does not implement kernels.DecoderBackward", e.b.Name())
-	}
-	return d
+	return optionalGroup[kernels.DecoderBackward](e)
 }
 
 // RefRMSNormBackward is DecoderBackward.RMSNormBackward in float64 for x

@@ -109,8 +109,96 @@ func elementwiseTests() []test {
 	}
 	reg(name("cast", "from", kernels.F32, "to", kernels.BF16, "n", 40009), func(e *env) { e.cast(kernels.F32, kernels.BF16, 40009) })
 	reg(name("cast", "from", kernels.F16, "to", kernels.F32, "n", 40009), func(e *env) { e.cast(kernels.F16, kernels.F32, 40009) })
+	for _, dt := range kernels.FloatTypes {
+		for _, n := range []int{31, 40009} {
+			for _, over := range []string{"a", "b"} {
+				reg(name("add", "dt", dt, "n", n, "inplace", "out="+over), func(e *env) { e.addInPlace(dt, n, over == "b") })
+			}
+			reg(name("scale", "dt", dt, "n", n, "inplace", "out=x"), func(e *env) { e.scaleInPlace(dt, n) })
+			reg(name("cast", "dt", dt, "n", n, "inplace", "out=x"), func(e *env) { e.castInPlace(dt, n) })
+			for _, a := range activations {
+				reg(name("act", "dt", dt, "act", a, "n", n, "inplace", "out=x"), func(e *env) { e.actInPlace(dt, a, n) })
+				for _, over := range []string{"dy", "x"} {
+					reg(name("actbackward", "dt", dt, "act", a, "n", n, "inplace", "dx="+over), func(e *env) {
+						e.actBackwardInPlace(dt, a, n, over == "x")
+					})
+				}
+			}
+		}
+	}
 	reg("elementwise/errors", elementwiseErrors)
 	return ts
+}
+
+// The in-place calls the Ops doc allows: each elementwise op with its
+// output over one of its inputs.
+
+// addInPlace checks Add with out over a, or over b when overB.
+func (e *env) addInPlace(dt kernels.DType, n int, overB bool) {
+	e.Helper()
+	a, av := e.mutable(dt, n)
+	b, bv := e.mutable(dt, n)
+	out := a
+	if overB {
+		out = b
+	}
+	require.NoError(e, e.b.Add(out, a, b))
+	want := make([]float64, n)
+	for i := range want {
+		want[i] = av[i] + bv[i]
+	}
+	e.Check("out", out, want, 0)
+}
+
+// scaleInPlace checks Scale with out over x.
+func (e *env) scaleInPlace(dt kernels.DType, n int) {
+	e.Helper()
+	const s = -1.75
+	x, xv := e.mutable(dt, n)
+	require.NoError(e, e.b.Scale(x, x, s))
+	want := make([]float64, n)
+	for i, v := range xv {
+		want[i] = s * v
+	}
+	e.Check("out", x, want, 0)
+}
+
+// castInPlace checks Cast with out over x, of x's dtype: a copy onto itself.
+func (e *env) castInPlace(dt kernels.DType, n int) {
+	e.Helper()
+	x, xv := e.mutable(dt, n)
+	require.NoError(e, e.b.Cast(x, x))
+	e.Check("out", x, xv, 0)
+}
+
+// actInPlace checks Act with out over x.
+func (e *env) actInPlace(dt kernels.DType, a kernels.Activation, n int) {
+	e.Helper()
+	x, xv := e.mutable(dt, n)
+	require.NoError(e, e.b.Act(x, x, a))
+	want := make([]float64, n)
+	for i, v := range xv {
+		want[i] = RefAct(a, v)
+	}
+	e.Check("out", x, want, 0)
+}
+
+// actBackwardInPlace checks ActBackward with dx over dy, or over x when
+// overX.
+func (e *env) actBackwardInPlace(dt kernels.DType, a kernels.Activation, n int, overX bool) {
+	e.Helper()
+	x, xv := e.mutable(dt, n)
+	dy, dyv := e.mutable(dt, n)
+	dx := dy
+	if overX {
+		dx = x
+	}
+	require.NoError(e, e.b.ActBackward(dx, dy, x, a))
+	want := make([]float64, n)
+	for i, v := range xv {
+		want[i] = dyv[i] * refActGrad(a, v)
+	}
+	e.Check("dx", dx, want, 0)
 }
 
 func (e *env) add(dt kernels.DType, aShape, bShape []int) {

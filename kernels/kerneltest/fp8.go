@@ -10,15 +10,11 @@ import (
 
 func init() { suites = append(suites, fp8Tests()) }
 
-// fp8 returns the backend's FP8 ops, skipping the test where it has
-// none (not written, or a device without FP8: kernels.Group says which).
+// fp8 returns the backend's FP8 ops, or skips the test where it has none
+// (not written, or a device without FP8).
 func (e *env) fp8() kernels.FP8 {
 	e.Helper()
-	q, err := kernels.Group[kernels.FP8](e.b)
-	if err != nil {
-		e.Skipf("no FP8 here: %v", err)
-	}
-	return q
+	return optionalGroup[kernels.FP8](e)
 }
 
 // fp8Values are the values of an FP8 dtype's codes.

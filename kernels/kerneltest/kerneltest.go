@@ -58,6 +58,28 @@ type snapshot struct {
 	data []byte
 }
 
+// group returns the backend's op group G, failing the test with
+// kernels.Group's error (which names the backend and the group) where the
+// backend lacks it: for the groups every backend implements.
+func group[G any](e *env) G {
+	e.Helper()
+	g, err := kernels.Group[G](e.b)
+	require.NoError(e, err)
+	return g
+}
+
+// optionalGroup returns the backend's op group G, skipping the test with
+// kernels.Group's error as the reason where the backend lacks it (or, for
+// FP8, its device cannot run it).
+func optionalGroup[G any](e *env) G {
+	e.Helper()
+	g, err := kernels.Group[G](e.b)
+	if err != nil {
+		e.Skip(err.Error())
+	}
+	return g
+}
+
 // Uniform returns an input tensor of uniform values in [lo, hi), rounded to
 // dt, and its values in float64.
 func (e *env) Uniform(name string, dt kernels.DType, lo, hi float64, shape ...int) (*kernels.Tensor, []float64) {

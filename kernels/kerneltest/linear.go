@@ -51,10 +51,7 @@ func init() {
 // capture checks that a captured graph, when the backend has one, replays
 // the operations it recorded.
 func (e *env) capture() {
-	c, ok := e.b.(kernels.Capturer)
-	if !ok {
-		e.Skipf("%s has no graph capture", e.b.Name())
-	}
+	c := optionalGroup[kernels.Capturer](e)
 	x, xv := e.Input("x", kernels.F32, 31)
 	out := e.Output(kernels.F32, 31)
 	g, err := c.Capture(func() error { return e.b.Scale(out, x, 2) })

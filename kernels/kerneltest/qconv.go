@@ -10,13 +10,11 @@ import (
 
 func init() { suites = append(suites, qconvTests()) }
 
-// quantConv returns the backend's QuantConv ops, failing the test on a
-// backend without them: every backend implements the group.
+// quantConv returns the backend's QuantConv ops; every backend implements
+// them.
 func (e *env) quantConv() kernels.QuantConv {
 	e.Helper()
-	q, ok := e.b.(kernels.QuantConv)
-	require.Truef(e, ok, "the %s backend does not implement kernels.QuantConv", e.b.Name())
-	return q
+	return group[kernels.QuantConv](e)
 }
 
 // RefQConv2D is the exact int32 sum of QuantConv.QConv2D for x

@@ -13,9 +13,7 @@ func init() { suites = append(suites, quantTests()) }
 // quant returns the backend's Quant ops; every backend implements them.
 func (e *env) quant() kernels.Quant {
 	e.Helper()
-	q, ok := e.b.(kernels.Quant)
-	require.Truef(e, ok, "the %s backend does not implement kernels.Quant", e.b.Name())
-	return q
+	return group[kernels.Quant](e)
 }
 
 // RefQMatMul is the exact int32 sum of Quant.QMatMul: a [m, k] times the

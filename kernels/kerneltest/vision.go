@@ -13,9 +13,7 @@ func init() { suites = append(suites, visionTests()) }
 // vision returns the backend's Vision ops; every backend implements them.
 func (e *env) vision() kernels.Vision {
 	e.Helper()
-	v, ok := e.b.(kernels.Vision)
-	require.Truef(e, ok, "the %s backend does not implement kernels.Vision", e.b.Name())
-	return v
+	return group[kernels.Vision](e)
 }
 
 // RefConv2D is Vision.Conv2D in float64 for x [N, H, W, Ci] and w
@@ -173,7 +171,7 @@ func (c convCase) params() kernels.ConvParams {
 	return kernels.ConvParams{Stride: c.stride, Pad: c.pad, Dilation: c.dil, Groups: c.groups, Act: c.act}
 }
 
-// geometry resolves the case's defaults as CheckConv2D does.
+// geometry resolves the case's defaults as check.Conv2D does.
 func (c convCase) geometry() kernels.ConvDims {
 	return c.params().Dims(kernels.Shape{c.n, c.h, c.w, c.ci}, kernels.Shape{c.co, c.kh, c.kw, c.ci / max(c.groups, 1)})
 }

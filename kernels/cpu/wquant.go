@@ -4,6 +4,7 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/qgemm"
 )
 
@@ -24,7 +25,7 @@ const wblock = 64
 // codes (AVX-512 where the CPU has it) for a few rows of x, or blocks of
 // the weight dequantized to float32 and the SGEMM for more.
 func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kernels.Tensor) error {
-	g, err := kernels.CheckWMatMul("cpu: wmatmul", b, out, x, w, bias)
+	g, err := check.WMatMul("cpu: wmatmul", b, out, x, w, bias)
 	if err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kerne
 }
 
 // wgemv sets y [M, N] = x [M, K] · Wᵀ with one dot product per output.
-func wgemv(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
+func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 	data, scales := i8(w.Data), f32(w.Scales)
 	levels := w.Format.Levels()
 	if w.Format != kernels.WInt8 {
@@ -80,7 +81,7 @@ func wgemv(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
 // rows of W at a time and multiplying them with the serial SGEMM. The
 // 4-bit formats are dequantized in DotQ4's order (permuteQ4), and x's rows
 // permuted alike, which leaves every dot product's terms the same.
-func wgemm(y, xs []float32, w kernels.QWeight, g kernels.WMatMulDims) {
+func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 	if w.Format != kernels.WInt8 {
 		for m := range g.M {
 			permuteQ4(xs[m*g.K : (m+1)*g.K])

@@ -9,6 +9,7 @@ import (
 	"github.com/mumax/3/cuda/cu"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.Vision = (*Backend)(nil)
@@ -91,7 +92,7 @@ func (b *Backend) choosePath(g kernels.ConvDims, dt kernels.DType, tf32 bool, x,
 //     kernel, each with the bias, residual and activation fused into its
 //     epilogue.
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
-	g, err := kernels.CheckConv2D("cuda: Conv2D", b, out, x, w, p)
+	g, err := check.Conv2D("cuda: Conv2D", b, out, x, w, p)
 	if err != nil {
 		return err
 	}
@@ -182,7 +183,7 @@ func convFits(g kernels.ConvDims) error {
 // MaxPool2D sets out to the largest value of each window of x (padding
 // never wins, NaN does); one thread per output element.
 func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
-	g, err := kernels.CheckMaxPool2D("cuda: MaxPool2D", b, out, x, p)
+	g, err := check.MaxPool2D("cuda: MaxPool2D", b, out, x, p)
 	if err != nil {
 		return err
 	}
@@ -208,7 +209,7 @@ const (
 // GlobalAvgPool sets out [N, C] to the mean of x [N, H, W, C] over H and
 // W, summed in float32: one block per image and chunk of 64 channels.
 func (b *Backend) GlobalAvgPool(out, x *kernels.Tensor) error {
-	n, hw, c, err := kernels.CheckGlobalAvgPool("cuda: GlobalAvgPool", b, out, x)
+	n, hw, c, err := check.GlobalAvgPool("cuda: GlobalAvgPool", b, out, x)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,9 @@ import "fmt"
 // memory-bound decode of large language models: float activations times
 // weights stored in int8 or 4 bits, dequantized on the fly inside the
 // product (never expanded in memory). A backend adopts it by implementing
-// WMatMul; kerneltest.TestWeightQuant is its conformance suite.
+// WMatMul; kerneltest's WeightQuant tests are its conformance suite.
+// Callers get it with Group, whose error names the backend and the group
+// where it is absent.
 type WeightQuant interface {
 	// WMatMul sets out [rows…, N] = x [rows…, K] · Wᵀ + bias, where
 	//
@@ -93,44 +95,4 @@ type QWeight struct {
 	// Group is the number of values along K sharing a scale in the 4-bit
 	// formats: a positive multiple of 32 dividing K. WInt8 ignores it.
 	Group int
-}
-
-// WMatMulDims is the geometry of a valid WMatMul call.
-type WMatMulDims struct{ M, N, K int }
-
-// CheckWMatMul validates the arguments of WeightQuant.WMatMul.
-func CheckWMatMul(op string, be Backend, out, x *Tensor, w QWeight, bias *Tensor) (WMatMulDims, error) {
-	c := Check(op).Tensor("out", out, be).Tensor("x", x, be).Tensor("w.Data", w.Data, be).Tensor("w.Scales", w.Scales, be)
-	if bias != nil {
-		c.Tensor("bias", bias, be)
-	}
-	if err := c.Err(); err != nil {
-		return WMatMulDims{}, err
-	}
-	xs, ds := x.Shape(), w.Data.Shape()
-	c.DType("x", x, FloatTypes...).Rank("x", x, 1).SameDType("out", out, "x", x).
-		DType("w.Data", w.Data, I8).DType("w.Scales", w.Scales, F32).
-		That(len(ds) == 2, ErrShape, "w.Data has shape %v, want 2-D", ds).
-		That(w.Format >= WInt8 && w.Format <= WNF4, ErrValue, "unknown weight format %d", w.Format)
-	if err := c.Err(); err != nil {
-		return WMatMulDims{}, err
-	}
-	g := WMatMulDims{M: xs.Rows(), K: xs.Last(), N: ds[0]}
-	if w.Format == WInt8 {
-		c.That(ds[1] == g.K, ErrShape, "w.Data has shape %v, want [N %d] (x's K) for %v", ds, g.K, w.Format).
-			Shape("w.Scales", w.Scales, g.N)
-	} else {
-		c.That(w.Group > 0 && w.Group%32 == 0 && g.K%w.Group == 0, ErrShape,
-			"group %d for K = %d: want a positive multiple of 32 that divides K", w.Group, g.K).
-			That(ds[1]*2 == g.K, ErrShape, "w.Data has shape %v, want [N %d] (two %v codes per byte of x's K = %d)", ds, g.K/2, w.Format, g.K)
-		if c.Err() == nil {
-			c.Shape("w.Scales", w.Scales, g.N, g.K/w.Group)
-		}
-	}
-	want := append(Shape{}, xs[:len(xs)-1]...)
-	c.That(out.Shape().Equal(append(want, g.N)), ErrShape, "out has shape %v, want %v", out.Shape(), append(want, g.N))
-	if bias != nil {
-		c.DType("bias", bias, F32).Shape("bias", bias, g.N)
-	}
-	return g, c.Err()
 }

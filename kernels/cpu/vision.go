@@ -9,6 +9,7 @@ import (
 	"gonum.org/v1/gonum/blas/blas32"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
 )
 
 var _ kernels.Vision = (*Backend)(nil)
@@ -32,7 +33,7 @@ const narrowGroup = 8
 // be the residual; bias and activation follow on each slab while it is in
 // cache.
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
-	g, err := kernels.CheckConv2D("cpu: Conv2D", b, out, x, w, p)
+	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr int) {
 // MaxPool2D takes each window's largest value, a NaN if the window holds
 // one (Go's max propagates NaN), in parallel over output rows.
 func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
-	g, err := kernels.CheckMaxPool2D("cpu: MaxPool2D", b, out, x, p)
+	g, err := check.MaxPool2D("cpu: MaxPool2D", b, out, x, p)
 	if err != nil {
 		return err
 	}
@@ -232,7 +233,7 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 // GlobalAvgPool averages each image's channels over its pixels, in
 // float32, in parallel over images.
 func (b *Backend) GlobalAvgPool(out, x *kernels.Tensor) error {
-	n, hw, C, err := kernels.CheckGlobalAvgPool("cpu: GlobalAvgPool", b, out, x)
+	n, hw, C, err := check.GlobalAvgPool("cpu: GlobalAvgPool", b, out, x)
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,9 @@ package kernels
 // QuantConv is the op group of int8 convolutional models: Vision's 2-D
 // convolution over int8 images and filters, with exact int32 sums and the
 // epilogue of Quant.QMatMul. A backend adopts it by implementing every
-// method; kerneltest's QConv2D cases are its conformance suite. Models
-// find it with a type assertion on the Backend and fail with an error
-// naming the backend when it is absent.
+// method; kerneltest's QConv2D cases are its conformance suite. Callers get
+// it with Group, whose error names the backend and the group where it is
+// absent.
 //
 // Layouts are Vision's: x NHWC [N, H, W, Ci], filters [Co, Kh, Kw, Ci/G],
 // out [N, Ho, Wo, Co]; an output channel's filter is then one row of a

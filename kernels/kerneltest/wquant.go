@@ -13,9 +13,7 @@ func init() { suites = append(suites, weightQuantTests()) }
 // implements them.
 func (e *env) weightQuant() kernels.WeightQuant {
 	e.Helper()
-	q, ok := e.b.(kernels.WeightQuant)
-	require.Truef(e, ok, "the %s backend does not implement kernels.WeightQuant", e.b.Name())
-	return q
+	return group[kernels.WeightQuant](e)
 }
 
 // RefDequantWeight is the float64 matrix [n, k] of a weight-only quantized
