@@ -194,7 +194,7 @@ func TestBERTInt8Golden(t *testing.T) {
 	cases, err := loadBERTCases(bertGolden)
 	require.NoError(t, err)
 	for _, dev := range devices {
-		if _, ok := dev.(kernels.Quant); !ok {
+		if _, err := kernels.Group[kernels.Quant](dev); err != nil {
 			continue
 		}
 		models := map[string]*bert.Model{} // one quantized model per config and weights

@@ -69,7 +69,10 @@ func benchConvLayers(b *testing.B) {
 // convSetup allocates one layer's operands; the check compares the first
 // image of the batch with the float64 reference.
 func convSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, l convLayer, n int) (func() error, zbench.Workload, func() (float64, error)) {
-	vis := dev.(kernels.Vision)
+	vis, err := kernels.Group[kernels.Vision](dev)
+	if err != nil {
+		b.Skip(err)
+	}
 	p := kernels.ConvParams{Stride: [2]int{l.stride, l.stride}, Pad: [2]int{l.p, l.p}, Act: kernels.ActReLU}
 	g := p.Dims(kernels.Shape{n, l.h, l.w, l.ci}, kernels.Shape{l.co, l.k, l.k, l.ci})
 	xv := uniform(21, dt, n*l.h*l.w*l.ci)

@@ -72,7 +72,7 @@ func BenchmarkKernels(b *testing.B) {
 // hot (the previous iteration's data in cache) and cold (the cache
 // flushed before each launch) on devices that can flush it, none on others.
 func cacheModes(dev kernels.Backend) []string {
-	if _, ok := dev.(kernels.CacheFlusher); ok {
+	if _, err := kernels.Group[kernels.CacheFlusher](dev); err == nil {
 		return []string{"/cache=hot", "/cache=cold"}
 	}
 	return []string{""}

@@ -187,7 +187,7 @@ func llamaInt8Tol(golden string) float64 {
 func quantDecoders() []kernels.Backend {
 	var out []kernels.Backend
 	for _, d := range decoders() {
-		if _, ok := d.(kernels.Quant); ok {
+		if _, err := kernels.Group[kernels.Quant](d); err == nil {
 			out = append(out, d)
 		}
 	}
@@ -534,10 +534,10 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 	for _, p := range llamaDTypes(dev, cpu...) {
 		out = append(out, llamaVariant{p: p})
 	}
-	if _, ok := dev.(kernels.Quant); ok && (points == int8AndShort || (points == int8Full && !testing.Short())) {
+	if _, err := kernels.Group[kernels.Quant](dev); err == nil && (points == int8AndShort || (points == int8Full && !testing.Short())) {
 		out = append(out, llamaVariant{p: llamaInt8Precision(dev), int8: true})
 	}
-	if _, ok := dev.(kernels.WeightQuant); ok && weightOnly && !testing.Short() {
+	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil && weightOnly && !testing.Short() {
 		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8})
 	}
 	// FP8 on GPUs only: the CPU's FP8 is an emulation (codes widened to

@@ -106,8 +106,8 @@ func devicesWith[T any]() []kernels.Backend {
 // and run itself elsewhere; the graph is closed when b ends.
 func captured(b *testing.B, dev kernels.Backend, run func() error) func() error {
 	b.Helper()
-	c, ok := dev.(kernels.Capturer)
-	if !ok {
+	c, err := kernels.Group[kernels.Capturer](dev)
+	if err != nil {
 		return run
 	}
 	if err := run(); err != nil {

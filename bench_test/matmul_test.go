@@ -123,9 +123,9 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 		w := upload(b, dev, kernels.F32, wv, decodeN, decodeK)
 		op = func() error { return dev.MatMul(out, x, w, kernels.MatMulParams{TransB: true}) }
 	} else {
-		wq, ok := dev.(kernels.WeightQuant)
-		if !ok {
-			b.Skipf("the %s backend has no weight-only quantized ops (kernels.WeightQuant)", dev.Name())
+		wq, err := kernels.Group[kernels.WeightQuant](dev)
+		if err != nil {
+			b.Skip(err)
 		}
 		data, scales, err := quant.QuantizeWeightOnly(f, wv, decodeN, decodeK, weightGroups[f])
 		if err != nil {
@@ -250,9 +250,9 @@ const int8MatMulErr = 1e-2
 // the rescale to float32. Its rel-err is against the float32 product of
 // the values before quantization: the accuracy the speed costs.
 func benchQMatMul(b *testing.B, dev kernels.Backend, n int) {
-	q, ok := dev.(kernels.Quant)
-	if !ok {
-		b.Skipf("the %s backend has no int8 ops (kernels.Quant)", dev.Name())
+	q, err := kernels.Group[kernels.Quant](dev)
+	if err != nil {
+		b.Skip(err)
 	}
 	av, bv := uniform(1, kernels.F32, n*n), uniform(2, kernels.F32, n*n)
 	af, bf := upload(b, dev, kernels.F32, av, n, n), upload(b, dev, kernels.F32, bv, n, n)

@@ -96,10 +96,10 @@ func resnetCalibration(n, h, w int) resnet.Calibration {
 // runsInt8 reports whether dev runs an int8 ResNet: the vision ops, int8
 // convolution and QMatMul.
 func runsInt8(dev kernels.Backend) bool {
-	_, vis := dev.(kernels.Vision)
-	_, qc := dev.(kernels.QuantConv)
-	_, q := dev.(kernels.Quant)
-	return vis && qc && q
+	_, vis := kernels.Group[kernels.Vision](dev)
+	_, qc := kernels.Group[kernels.QuantConv](dev)
+	_, q := kernels.Group[kernels.Quant](dev)
+	return vis == nil && qc == nil && q == nil
 }
 
 // resnetLogits runs the case's input through m.

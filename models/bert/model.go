@@ -86,9 +86,8 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 	}
 	s := nn.NewTensorSet(be)
 	if cfg.Quant != "" {
-		if _, ok := be.(kernels.Quant); !ok {
-			return nil, fmt.Errorf("bert: the checkpoint is quantized (%s) and the %s backend has no int8 ops (kernels.Quant): %w",
-				cfg.Quant, be.Name(), kernels.ErrUnsupported)
+		if _, err := kernels.Group[kernels.Quant](be); err != nil {
+			return nil, fmt.Errorf("bert: the checkpoint is quantized (%s): %w", cfg.Quant, err)
 		}
 		if err := loadQuantized(s, cfg, src, prec.DType()); err != nil {
 			return nil, errors.Join(err, s.Free())

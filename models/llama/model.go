@@ -104,14 +104,12 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 	if prec != nn.F32 && prec != nn.F16 && prec != nn.BF16 {
 		return nil, fmt.Errorf("llama: precision %v: want f32, f16 or bf16: %w", prec, kernels.ErrDType)
 	}
-	dec, ok := be.(kernels.Decoder)
-	if !ok {
-		return nil, fmt.Errorf("llama: the %s backend does not implement the decoder ops (RoPE, KV cache, cached attention): %w",
-			be.Name(), kernels.ErrUnsupported)
+	dec, err := kernels.Group[kernels.Decoder](be)
+	if err != nil {
+		return nil, fmt.Errorf("llama: the decoder ops (RoPE, KV cache, cached attention): %w", err)
 	}
 	s := nn.NewTensorSet(be)
 	var lins map[string]linear
-	var err error
 	if cfg.Quant != nil {
 		lins, err = loadQuantized(be, s, cfg, src, prec.DType())
 	} else {

@@ -121,11 +121,11 @@ func loadQuantized(be kernels.Backend, s *nn.TensorSet, cfg Config, src nn.Sourc
 	if _, err := kernels.Group[kernels.FP8](be); fp8 && err != nil {
 		return nil, fmt.Errorf("llama: the checkpoint is %s: %w", spec.Scheme, err)
 	}
-	if _, ok := be.(kernels.Quant); !weightOnly && !fp8 && !ok {
-		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no int8 ops (kernels.Quant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	if _, err := kernels.Group[kernels.Quant](be); !weightOnly && !fp8 && err != nil {
+		return nil, fmt.Errorf("llama: the checkpoint is %s: %w", spec.Scheme, err)
 	}
-	if _, ok := be.(kernels.WeightQuant); weightOnly && !ok {
-		return nil, fmt.Errorf("llama: the checkpoint is %s and the %s backend has no weight-only quantized ops (kernels.WeightQuant): %w", spec.Scheme, be.Name(), kernels.ErrUnsupported)
+	if _, err := kernels.Group[kernels.WeightQuant](be); weightOnly && err != nil {
+		return nil, fmt.Errorf("llama: the checkpoint is %s: %w", spec.Scheme, err)
 	}
 	float, mods := cfg.floatParams()
 	for _, p := range float {

@@ -310,8 +310,8 @@ func (s *Session) run(S int, ids, last []int32, full bool) error {
 // read positions and lengths from device memory, so one graph serves
 // every step.
 func (s *Session) launch(st *step, full bool) error {
-	c, ok := s.m.be.(kernels.Capturer)
-	if !ok || st.S != 1 || full {
+	c, err := kernels.Group[kernels.Capturer](s.m.be)
+	if err != nil || st.S != 1 || full {
 		return s.forward(st, full)
 	}
 	if st.graph == nil && st.ranEager {

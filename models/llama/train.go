@@ -125,10 +125,9 @@ func NewTrainer(m *Model, o TrainOptions) (*Trainer, error) {
 	if err := o.Schedule.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: %w", err)
 	}
-	tb, ok := m.be.(kernels.DecoderBackward)
-	if !ok {
-		return nil, fmt.Errorf("llama: the %s backend does not implement the decoder's backward ops (RMSNorm, SwiGLU, dropout): %w",
-			m.be.Name(), kernels.ErrUnsupported)
+	tb, err := kernels.Group[kernels.DecoderBackward](m.be)
+	if err != nil {
+		return nil, fmt.Errorf("llama: the decoder's backward ops (RMSNorm, SwiGLU, dropout): %w", err)
 	}
 	targets := o.LoRA.TargetsOf(c.NumHiddenLayers, c.ModuleDims)
 	src := o.Adapter

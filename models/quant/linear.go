@@ -88,9 +88,9 @@ func quantizeRows(be kernels.Backend, q, scale, w *kernels.Tensor) ([]float32, e
 		}
 		return codes, nil
 	}
-	qo, ok := be.(kernels.Quant)
-	if !ok {
-		return nil, fmt.Errorf("the %s backend has no int8 ops (kernels.Quant): %w", be.Name(), kernels.ErrUnsupported)
+	qo, err := kernels.Group[kernels.Quant](be)
+	if err != nil {
+		return nil, err
 	}
 	if err := qo.Quantize(q, scale, w, true); err != nil {
 		return nil, err

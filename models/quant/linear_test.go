@@ -94,7 +94,7 @@ func TestQuantizeWeightErrors(t *testing.T) {
 		want, target string
 		is           error
 	}{
-		{"no int8 ops", floatOnly{be}, q, scale, w, "w.0: the cpu backend has no int8 ops", "", kernels.ErrUnsupported},
+		{"no int8 ops", floatOnly{be}, q, scale, w, "w.0: the cpu backend has no Quant ops (kernels.Quant)", "", kernels.ErrUnsupported},
 		{"not a matrix", be, q, scale, flat, "w.0: weight of shape", "", kernels.ErrShape},
 		{"scale of the wrong shape", be, q, badScale, w, "w.0: ", "scale", kernels.ErrShape},
 		{"NaN", be, q, scale, nan, "w.0: ", "is NaN", kernels.ErrValue},

@@ -80,12 +80,11 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, opts Options) (*Model, 
 	default:
 		return nil, fmt.Errorf("resnet: precision %v: want f32, f16 or bf16", opts.Precision)
 	}
-	vis, ok := be.(kernels.Vision)
-	if !ok {
-		return nil, fmt.Errorf("resnet: the %s backend has no convolution ops (kernels.Vision): %w", be.Name(), kernels.ErrUnsupported)
+	vis, err := kernels.Group[kernels.Vision](be)
+	if err != nil {
+		return nil, fmt.Errorf("resnet: %w", err)
 	}
 	m := &Model{Config: cfg, Options: opts, be: be, vis: vis, params: nn.NewTensorSet(be), layers: map[string]*layer{}}
-	var err error
 	if ck, ok := src.(*nn.Checkpoint); ok && IsQuantized(ck) {
 		err = m.loadQuantized(ck)
 	} else {

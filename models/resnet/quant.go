@@ -85,13 +85,13 @@ func (m *Model) Quantize(cal Calibration) ([]quant.LinearReport, error) {
 		return nil, fmt.Errorf("resnet: %s keeps its BatchNorms unfolded; int8 quantizes the folded convolutions: %w",
 			m.Config.Name, kernels.ErrUnsupported)
 	}
-	qo, ok := m.be.(kernels.Quant)
-	if !ok {
-		return nil, fmt.Errorf("resnet: the %s backend has no int8 ops (kernels.Quant): %w", m.be.Name(), kernels.ErrUnsupported)
+	qo, err := kernels.Group[kernels.Quant](m.be)
+	if err != nil {
+		return nil, fmt.Errorf("resnet: %w", err)
 	}
-	qc, ok := m.be.(kernels.QuantConv)
-	if !ok {
-		return nil, fmt.Errorf("resnet: the %s backend has no int8 convolution (kernels.QuantConv): %w", m.be.Name(), kernels.ErrUnsupported)
+	qc, err := kernels.Group[kernels.QuantConv](m.be)
+	if err != nil {
+		return nil, fmt.Errorf("resnet: %w", err)
 	}
 	if len(cal.Batches) == 0 || cal.NewObserver == nil {
 		return nil, fmt.Errorf("resnet: calibration needs batches and an observer: %w", kernels.ErrValue)

@@ -168,7 +168,7 @@ func TestQuantizeErrors(t *testing.T) {
 		defer func() { require.NoError(t, m.Close()) }()
 		_, err = m.Quantize(ok)
 		require.ErrorIs(t, err, kernels.ErrUnsupported)
-		require.ErrorContains(t, err, "the cpu backend has no int8 convolution (kernels.QuantConv)")
+		require.ErrorContains(t, err, "the cpu backend has no QuantConv ops (kernels.QuantConv)")
 	})
 }
 

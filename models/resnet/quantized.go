@@ -74,13 +74,13 @@ func (m *Model) loadQuantized(ck *nn.Checkpoint) error {
 		return fmt.Errorf("resnet: %v is int8 with BatchNorm folded into its convolutions; Options.Unfolded has no BatchNorm to keep apart: %w",
 			ck, kernels.ErrUnsupported)
 	}
-	qo, ok := m.be.(kernels.Quant)
-	if !ok {
-		return fmt.Errorf("resnet: %v is int8 and the %s backend has no int8 ops (kernels.Quant): %w", ck, m.be.Name(), kernels.ErrUnsupported)
+	qo, err := kernels.Group[kernels.Quant](m.be)
+	if err != nil {
+		return fmt.Errorf("resnet: %v is int8: %w", ck, err)
 	}
-	qc, ok := m.be.(kernels.QuantConv)
-	if !ok {
-		return fmt.Errorf("resnet: %v is int8 and the %s backend has no int8 convolution (kernels.QuantConv): %w", ck, m.be.Name(), kernels.ErrUnsupported)
+	qc, err := kernels.Group[kernels.QuantConv](m.be)
+	if err != nil {
+		return fmt.Errorf("resnet: %v is int8: %w", ck, err)
 	}
 	m.qo, m.qc = qo, qc
 	a := m.Config.arch()

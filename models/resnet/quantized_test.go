@@ -266,9 +266,9 @@ func TestQuantizedCheckpointErrors(t *testing.T) {
 			sentinel: nn.ErrWeights, want: `tensor "bn1.weight" is not used`},
 		{name: "deeper config", tensors: good, cfg: "resnet34", sentinel: nn.ErrWeights, want: `missing tensor "layer1.2.conv1.weight"`},
 		{name: "unfolded", tensors: good, opts: Options{Unfolded: true}, sentinel: kernels.ErrUnsupported, want: "Options.Unfolded"},
-		{name: "no quant", tensors: good, be: noQuant{be, be}, sentinel: kernels.ErrUnsupported, want: "no int8 ops (kernels.Quant)"},
+		{name: "no quant", tensors: good, be: noQuant{be, be}, sentinel: kernels.ErrUnsupported, want: "no Quant ops (kernels.Quant)"},
 		{name: "no quant conv", tensors: good, be: noQuantConv{be, be, be}, sentinel: kernels.ErrUnsupported,
-			want: "no int8 convolution (kernels.QuantConv)"},
+			want: "no QuantConv ops (kernels.QuantConv)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ck := openTensors(t, c.tensors)
