@@ -92,6 +92,7 @@
 #include <stdint.h>
 
 #include "common.cuh"
+#include "sm80.cuh"
 #include "sm90.cuh"
 
 namespace f8 {
@@ -200,14 +201,6 @@ __device__ void cast_rows_impl(uint8_t* __restrict__ q, float* __restrict__ scal
 constexpr int E4M3 = 0, E5M2 = 1;
 
 #if __CUDA_ARCH__ >= 890
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
 
 // cvt_f16x2 widens two FP8 codes of format F (the low and the high byte
 // of v) exactly into two f16s (every E4M3 and E5M2 value is an f16 value).

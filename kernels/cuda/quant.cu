@@ -66,6 +66,7 @@
 
 #include "common.cuh"
 #include "quant.cuh"
+#include "sm80.cuh"
 
 namespace qk {
 
@@ -211,15 +212,6 @@ __device__ __forceinline__ void tile_coords(int& tm, int& tn) {
     tn = in / size;
 }
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-// ldsm_x4 is ldmatrix x4 (sm_75+); addr is a shared-space address.
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], unsigned addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 // mma_s8 is d += a·b for a 16x32 s8 A fragment and a 32x8 s8 B fragment
 // (g = lane/4, t = lane%4): a0 (row g, k 4t..4t+3), a1 (g+8, 4t..), a2
 // (g, 16+4t..), a3 (g+8, 16+4t..); b0 (k 4t..4t+3, column g), b1 (k
@@ -334,18 +326,6 @@ __device__ __forceinline__ void store_tile(T* c, int* S, const int (&acc)[MT][NT
 }
 
 #if __CUDA_ARCH__ >= 800
-
-// cp_async16 copies 16 bytes global → shared (dst: shared-space address),
-// or writes 16 zero bytes when !ok (src-size 0: nothing is read; src is
-// still a valid address).
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool ok) {
-    const int n = ok ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // AsyncLoader issues the cp.async copies of one operand's tile per stage
 // (qmatmul_tc_T): 128 rows x 64 bytes, 512 chunks of 16 bytes, 4 per thread.
