@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/kernels"
-	"github.com/zbench/zbench/models/safetensors"
 )
 
 // fp8GoldenFile is written by testdata/reference/fp8.py (regenerate with
@@ -31,42 +30,24 @@ type fp8GoldenCase struct {
 	K       int    `json:"k"`
 }
 
+// CaseOp names the case's op.
+func (c fp8GoldenCase) CaseOp() string { return c.Op }
+
 // fp8Golden is the opened golden file and its cases by name.
-type fp8Golden struct {
-	f     *safetensors.File
-	cases map[string]fp8GoldenCase
-}
+type fp8Golden struct{ *golden.File[fp8GoldenCase] }
 
 func openFP8Golden(t *testing.T) fp8Golden {
 	t.Helper()
-	f, err := safetensors.Open(fp8GoldenFile)
-	require.NoError(t, err, "regenerate with /usr/bin/python3 testdata/reference/fp8.py")
-	meta := f.Metadata()
-	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
-	require.Equal(t, "testdata/reference/fp8.py", meta["script"])
-	g := fp8Golden{f: f}
-	g.cases, err = safetensors.GoldenCases[fp8GoldenCase](f)
+	g, err := golden.Open[fp8GoldenCase](fp8GoldenFile, "testdata/reference/fp8.py")
 	require.NoError(t, err)
-	return g
-}
-
-// names returns the cases of op, sorted.
-func (g fp8Golden) names(op string) []string {
-	var out []string
-	for name, c := range g.cases {
-		if c.Op == op {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return fp8Golden{g}
 }
 
 // f32 returns an F32 tensor's values bit for bit (NaN payloads and signs
 // included) and its shape.
 func (g fp8Golden) f32(t *testing.T, name string) ([]float32, []int) {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.Tensor(name)
 	require.NoError(t, err)
 	require.Equal(t, "F32", ten.DType, name)
 	v := make([]float32, len(ten.Data)/4)
@@ -79,7 +60,7 @@ func (g fp8Golden) f32(t *testing.T, name string) ([]float32, []int) {
 // u8 returns a U8 tensor of FP8 codes and its shape.
 func (g fp8Golden) u8(t *testing.T, name string) ([]uint8, []int) {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.Tensor(name)
 	require.NoError(t, err)
 	require.Equal(t, "U8", ten.DType, name)
 	return slices.Clone(ten.Data), ten.Shape
@@ -122,7 +103,7 @@ func TestFP8GoldenDecode(t *testing.T) {
 	g := openFP8Golden(t)
 	for _, tc := range []struct{ name, format string }{{"e4m3", "e4m3"}, {"e5m2", "e5m2"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, "fp8_values", g.cases[tc.name].Op)
+			require.Equal(t, "fp8_values", g.Cases[tc.name].Op)
 			want, shape := g.f32(t, tc.name+"/values")
 			require.Equal(t, []int{256}, shape)
 			conv := fp8Convs[tc.format]
@@ -144,11 +125,11 @@ func TestFP8GoldenDecode(t *testing.T) {
 // the overflow midpoint, infinities, NaNs and random values of wide range.
 func TestFP8GoldenEncode(t *testing.T) {
 	g := openFP8Golden(t)
-	names := g.names("fp8_encode")
+	names := g.Names("fp8_encode")
 	require.Equal(t, []string{"encode_e4m3", "encode_e5m2"}, names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			conv := fp8Convs[g.cases[name].Format]
+			conv := fp8Convs[g.Cases[name].Format]
 			x, _ := g.f32(t, name+"/x")
 			want, _ := g.u8(t, name+"/codes")
 			require.Len(t, want, len(x))
@@ -169,9 +150,9 @@ func TestFP8GoldenEncode(t *testing.T) {
 // DeepSeek-V3's block quantization (codes of fl32(x/s)).
 func TestFP8GoldenScaledCodes(t *testing.T) {
 	g := openFP8Golden(t)
-	for _, name := range g.names("current_scaling") {
+	for _, name := range g.Names("current_scaling") {
 		t.Run(name, func(t *testing.T) {
-			conv := fp8Convs[g.cases[name].Format]
+			conv := fp8Convs[g.Cases[name].Format]
 			x, _ := g.f32(t, name+"/x")
 			amax, _ := g.f32(t, name+"/amax")
 			scale, _ := g.f32(t, name+"/scale")
@@ -200,7 +181,7 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 	}
 	for _, name := range []string{"block_act", "block_weight"} {
 		t.Run(name, func(t *testing.T) {
-			require.Equal(t, name, g.cases[name].Op)
+			require.Equal(t, name, g.Cases[name].Op)
 			role := map[string]string{"block_act": "/x", "block_weight": "/w"}[name]
 			x, shape := g.f32(t, name+role)
 			want, _ := g.u8(t, name+"/codes")
@@ -229,11 +210,11 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 // lying at a float32 midpoint).
 func TestFP8GoldenGEMMLayout(t *testing.T) {
 	g := openFP8Golden(t)
-	names := g.names("fp8_gemm")
+	names := g.Names("fp8_gemm")
 	require.Len(t, names, 4)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			c := g.cases[name]
+			c := g.Cases[name]
 			a, ashape := g.u8(t, name+"/a")
 			b, bshape := g.u8(t, name+"/b")
 			asi, _ := g.f32(t, name+"/a_scale_inv")

@@ -3,15 +3,13 @@ package quant_test
 import (
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/models/quant"
-	"github.com/zbench/zbench/models/safetensors"
 )
 
 // goldenFile is written by testdata/reference/quant.py (regenerate with
@@ -33,40 +31,22 @@ type goldenCase struct {
 	Bin               int       `json:"bin"`
 }
 
-// golden is the opened golden file and its cases by name.
-type golden struct {
-	f     *safetensors.File
-	cases map[string]goldenCase
-}
+// CaseOp names the case's op.
+func (c goldenCase) CaseOp() string { return c.Op }
 
-func openGolden(t *testing.T) golden {
+// goldenCases is the opened golden file and its cases by name.
+type goldenCases struct{ *golden.File[goldenCase] }
+
+func openGolden(t *testing.T) goldenCases {
 	t.Helper()
-	f, err := safetensors.Open(goldenFile)
-	require.NoError(t, err, "regenerate with /usr/bin/python3 testdata/reference/quant.py")
-	meta := f.Metadata()
-	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
-	require.Equal(t, "testdata/reference/quant.py", meta["script"])
-	g := golden{f: f}
-	g.cases, err = safetensors.GoldenCases[goldenCase](f)
+	g, err := golden.Open[goldenCase](goldenFile, "testdata/reference/quant.py")
 	require.NoError(t, err)
-	return g
+	return goldenCases{g}
 }
 
-// names returns the cases of op, sorted.
-func (g golden) names(op string) []string {
-	var out []string
-	for name, c := range g.cases {
-		if c.Op == op {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (g golden) f32(t *testing.T, name string) ([]float32, []int) {
+func (g goldenCases) f32(t *testing.T, name string) ([]float32, []int) {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.Tensor(name)
 	require.NoError(t, err)
 	require.Equal(t, "F32", ten.DType, name)
 	v, err := ten.Float32()
@@ -74,9 +54,9 @@ func (g golden) f32(t *testing.T, name string) ([]float32, []int) {
 	return v, ten.Shape
 }
 
-func (g golden) i32(t *testing.T, name string) []int32 {
+func (g goldenCases) i32(t *testing.T, name string) []int32 {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.Tensor(name)
 	require.NoError(t, err)
 	v, err := ten.Int32()
 	require.NoError(t, err)
@@ -85,9 +65,9 @@ func (g golden) i32(t *testing.T, name string) []int32 {
 
 // i64 reads an I64 tensor whose values fit in int32 (the safetensors
 // package decodes integers to int32, checking the range).
-func (g golden) i64(t *testing.T, name string) []int64 {
+func (g goldenCases) i64(t *testing.T, name string) []int64 {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.Tensor(name)
 	require.NoError(t, err)
 	require.Equal(t, "I64", ten.DType, name)
 	v, err := ten.Int32()
@@ -112,11 +92,11 @@ func (g golden) i64(t *testing.T, name string) []int64 {
 func TestGoldenHistogramSearch(t *testing.T) {
 	g := openGolden(t)
 	for _, op := range []string{"entropy", "mse"} {
-		names := g.names(op)
+		names := g.Names(op)
 		require.Len(t, names, 3, op)
 		for _, name := range names {
 			t.Run(name, func(t *testing.T) {
-				c := g.cases[name]
+				c := g.Cases[name]
 				o, err := quant.New(op, quant.Options{Bins: c.Bins})
 				require.NoError(t, err)
 				for b := range c.Batches {
@@ -145,10 +125,10 @@ func TestGoldenHistogramSearch(t *testing.T) {
 // percentile against its bound.
 func TestGoldenPercentile(t *testing.T) {
 	g := openGolden(t)
-	names := g.names("percentile")
+	names := g.Names("percentile")
 	require.Len(t, names, 4)
 	for _, name := range names {
-		c := g.cases[name]
+		c := g.Cases[name]
 		var bs [][]float32
 		for b := range c.Batches {
 			x, _ := g.f32(t, fmt.Sprintf("%s/batch%d", name, b))
@@ -185,11 +165,11 @@ func TestGoldenPercentile(t *testing.T) {
 // counts too.
 func TestGoldenWeights(t *testing.T) {
 	g := openGolden(t)
-	names := append(g.names("per_channel"), g.names("per_tensor")...)
+	names := append(g.Names("per_channel"), g.Names("per_tensor")...)
 	require.Len(t, names, 3)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			c := g.cases[name]
+			c := g.Cases[name]
 			require.Equal(t, -127, c.QuantMin)
 			require.Equal(t, 127, c.QuantMax)
 			input := "w"
