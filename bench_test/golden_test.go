@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/safetensors"
 )
@@ -426,7 +427,7 @@ func openGolden(path string) (*safetensors.File, []string, error) {
 		return nil, nil, fmt.Errorf("golden: %w", err)
 	}
 	meta := f.Metadata()
-	for _, k := range safetensors.GoldenGlobals {
+	for _, k := range golden.Globals {
 		if _, ok := meta[k]; !ok {
 			return nil, nil, fmt.Errorf("golden %s: metadata has no %q: not written by testdata/reference/kernels.py?", path, k)
 		}
@@ -447,7 +448,7 @@ func openGolden(path string) (*safetensors.File, []string, error) {
 		cases = append(cases, c)
 	}
 	for k := range meta {
-		if !withTensors[k] && !slices.Contains(safetensors.GoldenGlobals, k) {
+		if !withTensors[k] && !slices.Contains(golden.Globals, k) {
 			return nil, nil, fmt.Errorf("golden %s: metadata key %q names no case with tensors", path, k)
 		}
 	}
