@@ -62,7 +62,7 @@ def openblas_libdir():
     raise AssertionError(f"no OpenBLAS in {LIBDIR}/openblas-pthread or openblas-openmp: {SETUP}")
 
 
-# Runs in a peer's Python: torch_bench's FP8 helpers on the CPU, with
+# Runs in a peer's Python: the peer's FP8 helpers (torchpeer.matmul) on the CPU, with
 # float16 standing in for float8_e4m3fn and float8_e5m2 and Python
 # stand-ins for both forms of torch._scaled_mm (and a GPU's compute
 # capability), so that the logic runs without FP8 kernels; prints what the
@@ -71,7 +71,7 @@ FP8_SCRIPT = r"""
 import json, sys
 import torch
 sys.path.insert(0, sys.argv[1])
-import torch_bench as tb
+import torchpeer.matmul as tb  # the FP8 helpers, and the harness they import
 
 res = {"version": torch.__version__, "has_fp8": hasattr(torch, "float8_e4m3fn")}
 a = tb.uniform(1, (64, 64), torch.float32, "cpu")
@@ -266,6 +266,20 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(len(results), 1, r.stdout)
         self.assertLess(lines.index("peer-usable: no (reference BLAS)"), results[0], "the mark comes before the results")
         self.assertIn("--allow-slow-blas", r.stderr)
+
+    def test_warns_when_nothing_matches(self):
+        # go test -bench splits a pattern at its slashes: an alternation of
+        # two paths matches neither, and the peer says so.
+        r = self.peer("--short", "--benchtime", "1x", "--bench", "MatMul/dev=cpu/dtype=f32/m=256$|ReLU/dev=cpu$",
+                      libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertNotIn("\nBenchmark", r.stdout)
+        self.assertIn("matched no benchmark", r.stderr)
+        self.assertIn("split at its slashes", r.stderr)
+        r = self.peer("--short", "--benchtime", "1x", "--bench", "NoSuchWorkload", libdir=self.openblas)
+        self.assertRuns(r)
+        self.assertIn("matched no benchmark", r.stderr)
+        self.assertNotIn("split at its slashes", r.stderr)
 
     def test_refuses_few_threads(self):
         r = self.peer("--check", "--threads", "1", "--min-threads", "2", libdir=self.openblas)
