@@ -202,6 +202,7 @@ golden:
 	$(PY) testdata/reference/tokenizer.py
 	$(PY) testdata/reference/alpaca.py
 	$(PY) testdata/reference/llama.py
+	$(PY) testdata/reference/gpt2.py
 	$(PY) testdata/reference/lora.py
 	$(PY) testdata/reference/imagenet.py
 	$(PY) testdata/reference/resnet.py

@@ -70,6 +70,9 @@ attention_mask (padding on the left or the right); OUT gets logits F32
 [batch, seq, vocab], zero at padded positions. --dtype auto (llama only)
 takes the checkpoint's torch_dtype.
 
+For gpt2, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (right padding); OUT gets logits F32 [batch, seq, vocab].
+
 For torchvision's ResNet family (--model resnet18, resnet34, resnet50,
 resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
 wide_resnet50_2, wide_resnet101_2), --weights is the model's state_dict
