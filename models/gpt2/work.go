@@ -29,14 +29,14 @@ func (m *Model) ForwardWork(batch, seq int) Work {
 
 // forwardWork is ForwardWork with the blocks' linear weights in int8, or
 // not.
-func (c Config) forwardWork(batch, seq, dtSize int, int8 bool) Work {
+func (c Config) forwardWork(batch, seq, dtSize int, quantized bool) Work {
 	L, H, V, I := float64(c.NLayer), float64(c.NEmbd), float64(c.VocabSize), float64(c.Inner())
 	B, S, dt := float64(batch), float64(seq), float64(dtSize)
 	// q·kᵀ and p·v over the causal triangle: S(S+1)/2 pairs per head.
 	attn := 2 * 2 * H * S * (S + 1) / 2
 	flops := L*(B*S*2*c.blockMACs()+B*attn) + B*S*2*H*V
 	linears := dt * c.blockMACs()
-	if int8 {
+	if quantized {
 		linears = c.blockMACs() + 4*(3*H+H+I+H)
 	}
 	biasNorms := dt * (3*H + H + I + H + 4*H)
