@@ -17,7 +17,7 @@ import (
 )
 
 func init() {
-	register(modelEntry{name: "bert", load: loadBERT, read: bertInputValues, dtypes: []string{"f32", "f16", "bf16", "mixed"},
+	register(modelEntry{name: "bert", inferDoc: bertInferDoc, load: loadBERT, read: bertInputValues, dtypes: []string{"f32", "f16", "bf16", "mixed"},
 		quantize: quantizeBERT, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 128,
 		quantizeFlags: append([]string{"config", "seq"}, calibrationFlags...)})
 }
@@ -267,3 +267,9 @@ type bertBatch struct {
 	in         bert.Inputs
 	batch, seq int
 }
+
+// bertInferDoc is bert's paragraph of infer's help.
+const bertInferDoc = `For bert, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (right padding) and token_type_ids of the same shape; OUT gets
+last_hidden_state F32 [batch, seq, hidden] and pooler_output F32 [batch,
+hidden].`

@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	register(modelEntry{name: "gpt2", load: loadGPT2, read: gpt2Inputs, dtypes: []string{"f32", "f16", "bf16"}})
+	register(modelEntry{name: "gpt2", inferDoc: gpt2InferDoc, load: loadGPT2, read: gpt2Inputs, dtypes: []string{"f32", "f16", "bf16"}})
 }
 
 // gpt2InputNames are the tensors of a GPT-2 input file; the first is
@@ -48,3 +48,7 @@ func gpt2Inputs(f *safetensors.File) (map[string]nn.Values, error) {
 	}
 	return tokenValues(batch, seq, map[string][]int32{"input_ids": ids, "attention_mask": mask}), nil
 }
+
+// gpt2InferDoc is gpt2's paragraph of infer's help.
+const gpt2InferDoc = `For gpt2, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (right padding); OUT gets logits F32 [batch, seq, vocab].`

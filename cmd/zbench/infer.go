@@ -60,36 +60,26 @@ holding config.json and model.safetensors (or shards listed in
 model.safetensors.index.json), or one safetensors file, whose config is
 the config.json beside it. --config overrides that config.json.
 
-For bert, IN holds input_ids [batch, seq] (I64 or I32) and optionally
-attention_mask (right padding) and token_type_ids of the same shape; OUT gets
-last_hidden_state F32 [batch, seq, hidden] and pooler_output F32 [batch,
-hidden].
+OUT is written atomically: a failed run leaves no file.
 
-For llama, IN holds input_ids [batch, seq] (I64 or I32) and optionally
-attention_mask (padding on the left or the right); OUT gets logits F32
-[batch, seq, vocab], zero at padded positions. --dtype auto (llama only)
-takes the checkpoint's torch_dtype.
+What each model reads from IN and writes to OUT:`
 
-For gpt2, IN holds input_ids [batch, seq] (I64 or I32) and optionally
-attention_mask (right padding); OUT gets logits F32 [batch, seq, vocab].
-
-For torchvision's ResNet family (--model resnet18, resnet34, resnet50,
-resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
-wide_resnet50_2, wide_resnet101_2), --weights is the model's state_dict
-saved as safetensors with torchvision's names (no config.json; the classes
-are fc.weight's rows). IN holds pixel_values F32 [N, 3, H, W], normalised,
-H and W at least 32; OUT gets logits F32 [N, classes]. Instead of --input,
---image classifies one JPEG or PNG photograph after torchvision's ImageNet
-evaluation transform (resize the short side to 256 as PIL's antialiased
-bilinear resize does, center crop 224, scale to [0, 1], normalise with
-ImageNet's mean and std) and prints the --top classes with their softmax
-probabilities, named by --labels (one class per line) if given; --output
-is then optional. --dtype tf32 runs f32 convolutions on TF32 tensor cores.
-
-OUT is written atomically: a failed run leaves no file.`
+// inferHelp is infer's documentation: inferDoc, then each registered
+// model's paragraph (its inferDoc), once for models that share one.
+func inferHelp() string {
+	doc := inferDoc
+	last := ""
+	for _, m := range registry {
+		if m.load != nil && m.inferDoc != last {
+			doc += "\n\n" + m.inferDoc
+			last = m.inferDoc
+		}
+	}
+	return doc
+}
 
 func runInfer(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("infer", inferSynopsis, inferDoc, stderr)
+	fs := newFlagSet("infer", inferSynopsis, inferHelp(), stderr)
 	var (
 		model   = fs.String("model", "", "the model: "+strings.Join(modelNames(canInfer), ", ")+" (required)")
 		weights = fs.String("weights", "", "the checkpoint, a `path`: a Hugging Face model directory (config.json, model.safetensors) or one safetensors file (required)")

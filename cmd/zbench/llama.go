@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(modelEntry{name: "llama", load: loadLlamaRunnable, read: llamaInputValues, dtypes: llamaDTypes,
+	register(modelEntry{name: "llama", inferDoc: llamaInferDoc, load: loadLlamaRunnable, read: llamaInputValues, dtypes: llamaDTypes,
 		quantize: quantizeLlama, schemes: []quant.Scheme{quant.W8A8, quant.W8A16, quant.W4A16, quant.NF4, quant.FP8}, defaultSize: 128,
 		quantizeFlags: []string{"config", "dtype", "seq"}, generates: true})
 }
@@ -267,3 +267,9 @@ func copyCheckpointExtras(files checkpoint.Files, dir string) error {
 	}
 	return nil
 }
+
+// llamaInferDoc is llama's paragraph of infer's help.
+const llamaInferDoc = `For llama, IN holds input_ids [batch, seq] (I64 or I32) and optionally
+attention_mask (padding on the left or the right); OUT gets logits F32
+[batch, seq, vocab], zero at padded positions. --dtype auto (llama only)
+takes the checkpoint's torch_dtype.`

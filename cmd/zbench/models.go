@@ -22,7 +22,10 @@ type modelEntry struct {
 	// takes. stateDict models read weights alone (a torchvision
 	// state_dict as safetensors, no config.json); images models take
 	// --image (pixel_values, logits).
-	load              func(inferJob) (nn.Runnable, error)
+	load func(inferJob) (nn.Runnable, error)
+	// inferDoc is the model's paragraph of infer's help: what it reads
+	// from the input file and writes to the output.
+	inferDoc          string
 	read              func(*safetensors.File) (map[string]nn.Values, error)
 	dtypes            []string
 	stateDict, images bool

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	for _, name := range resnet.Names() {
-		register(modelEntry{name: name, load: loadResNet, read: pixelValues, dtypes: resnetDTypes, stateDict: true, images: true,
+		register(modelEntry{name: name, inferDoc: resnetInferDoc, load: loadResNet, read: pixelValues, dtypes: resnetDTypes, stateDict: true, images: true,
 			quantize: quantizeResNet, schemes: []quant.Scheme{quant.W8A8}, calib: true, defaultSize: 224,
 			quantizeFlags: append([]string{"size"}, calibrationFlags...)})
 	}
@@ -222,3 +222,17 @@ func normalImages(seed uint64, n int) []float32 {
 	}
 	return out
 }
+
+// resnetInferDoc is resnet's paragraph of infer's help.
+const resnetInferDoc = `For torchvision's ResNet family (--model resnet18, resnet34, resnet50,
+resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
+wide_resnet50_2, wide_resnet101_2), --weights is the model's state_dict
+saved as safetensors with torchvision's names (no config.json; the classes
+are fc.weight's rows). IN holds pixel_values F32 [N, 3, H, W], normalised,
+H and W at least 32; OUT gets logits F32 [N, classes]. Instead of --input,
+--image classifies one JPEG or PNG photograph after torchvision's ImageNet
+evaluation transform (resize the short side to 256 as PIL's antialiased
+bilinear resize does, center crop 224, scale to [0, 1], normalise with
+ImageNet's mean and std) and prints the --top classes with their softmax
+probabilities, named by --labels (one class per line) if given; --output
+is then optional. --dtype tf32 runs f32 convolutions on TF32 tensor cores.`

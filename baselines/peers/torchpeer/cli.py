@@ -3,6 +3,10 @@
 The peer's command line: which benchmarks to run, and the run
 (baselines/peers/README.md)."""
 
+import importlib
+import pkgutil
+
+import torchpeer
 from torchpeer.harness import *  # noqa: F401,F403
 from torchpeer.matmul import *  # noqa: F401,F403
 from torchpeer.kernels import *  # noqa: F401,F403
@@ -52,6 +56,19 @@ def no_match_warning(pattern):
         msg += (" (the pattern is split at its slashes and each part matched against one level of the name, "
                 "as go test -bench does: 'A/x$|B/y$' matches neither; run one pattern per benchmark)")
     return msg
+
+
+def workload_modules():
+    """The torchpeer modules that list their own benchmarks (a function
+    benchmarks(ctx, short) returning Bench values), in name order."""
+    mods = []
+    for info in sorted(pkgutil.iter_modules(torchpeer.__path__), key=lambda m: m.name):
+        if info.name.endswith("_test") or info.name == "cli":
+            continue
+        mod = importlib.import_module("torchpeer." + info.name)
+        if callable(getattr(mod, "benchmarks", None)):
+            mods.append(mod)
+    return mods
 
 
 def benchmarks(ctx, short):
@@ -120,17 +137,11 @@ def benchmarks(ctx, short):
             continue
         out.append(Bench(name, dt, lambda dt=dt, b=batch: resnet_setup(ctx, dt, b),
                          tf32=dt == "tf32", tol=RESNET_TOLERANCE[dt]))
+    # Workload modules of their own (a model added by docs/adding-a-model.md):
+    # every torchpeer module with a benchmarks(ctx, short), in name order.
+    for mod in workload_modules():
+        out.extend(mod.benchmarks(ctx, short))
     return out
-
-
-class Bench:
-    """One named benchmark: its setup (returning a Work), its dtype and
-    tolerance (default: the dtype's TOLERANCE), whether it runs with TF32
-    matmuls and with cold caches."""
-
-    def __init__(self, name, dt, setup, tf32=False, cold=False, tol=None):
-        self.name, self.dt, self.setup, self.tf32, self.cold = name, dt, setup, tf32, cold
-        self.tol = TOLERANCE[dt] if tol is None else tol
 
 
 # ---------------------------------------------------------------- main

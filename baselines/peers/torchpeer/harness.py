@@ -768,3 +768,13 @@ def free_device_memory(ctx):
     gc.collect()
     if ctx.cuda:
         torch.cuda.empty_cache()
+
+
+class Bench:
+    """One named benchmark: its setup (returning a Work), its dtype and
+    tolerance (default: the dtype's TOLERANCE), whether it runs with TF32
+    matmuls and with cold caches."""
+
+    def __init__(self, name, dt, setup, tf32=False, cold=False, tol=None):
+        self.name, self.dt, self.setup, self.tf32, self.cold = name, dt, setup, tf32, cold
+        self.tol = TOLERANCE[dt] if tol is None else tol
