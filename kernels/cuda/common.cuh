@@ -255,3 +255,47 @@ template <typename T> __device__ __forceinline__ Pack<T> ld_pack(const T* p) {
 template <typename T> __device__ __forceinline__ void st_pack(T* p, const Pack<T>& v) {
     *reinterpret_cast<Pack<T>*>(p) = v;
 }
+
+// ---------------------------------------------------------------------------
+// Scaling maxima and the tile order of the GEMM kernels.
+
+// absbits is |x|'s bits: the order of the non-negative floats, every NaN
+// above +Inf.
+__device__ __forceinline__ unsigned absbits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+// warp_umax returns the largest v of the warp in every lane (all 32 lanes
+// active).
+__device__ __forceinline__ unsigned warp_umax(unsigned v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// tile_coords maps the linear block index to (block row, block column) in
+// groups of 8 block rows, a bijection onto gridDim.y x gridDim.x.
+__device__ __forceinline__ void tile_coords(int& tm, int& tn) {
+    constexpr int GROUP = 8;
+    const int gx = (int)gridDim.x, gy = (int)gridDim.y;
+    const int pid = (int)blockIdx.y * gx + (int)blockIdx.x;
+    const int per_group = GROUP * gx;
+    const int group = pid / per_group;
+    const int first = group * GROUP;
+    const int size = min(gy - first, GROUP);
+    const int in = pid - group * per_group;
+    tm = first + in % size;
+    tn = in / size;
+}
+
+// ---------------------------------------------------------------------------
+// Packing of 16-bit pairs.
+
+// pack2 is the T pair (a, b), each rounded to nearest even, a in the low
+// half, as a 32-bit register (a half2 or bfloat162 mma.sync fragment).
+__device__ __forceinline__ unsigned pack2(float a, float b, __half) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+}
+__device__ __forceinline__ unsigned pack2(float a, float b, __nv_bfloat16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+}

@@ -366,14 +366,8 @@ __device__ __forceinline__ void tc_compute_16(unsigned sA, unsigned sB, int wm0,
 #pragma unroll
         for (int i = 0; i < 4; i++) ldsm_x4(af[i], sA + aoff + (i * 16 * G::LDK + kk * 16) * E);
 #pragma unroll
-        for (int p = 0; p < NT / 2; p++) {
-            unsigned r[4];
-            ldsm_x4(r, sB + boff + (p * 16 * G::LDK + kk * 16) * E);
-            bf[2 * p][0] = r[0];
-            bf[2 * p][1] = r[1];
-            bf[2 * p + 1][0] = r[2];
-            bf[2 * p + 1][1] = r[3];
-        }
+        for (int p = 0; p < NT / 2; p++)
+            ldsm_b_pair(bf[2 * p], bf[2 * p + 1], sB + boff + (p * 16 * G::LDK + kk * 16) * E);
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll

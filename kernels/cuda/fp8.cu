@@ -104,14 +104,11 @@ constexpr int MM_THREADS = 128;
 static_assert(BM == 64 && BN == 64 && BK == 64 && LDK == 80 && MM_THREADS == 128 && THREADS == 256,
               "launch comment and kernels/cuda/fp8.go out of date");
 
-__device__ __forceinline__ unsigned absbits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
-
 // block_umax returns the largest v of the block (blockDim.x a multiple of
 // 32, at most 1024) in every thread; every thread calls it. sh holds 32
 // words; it may be reused after the call returns (a barrier comes first).
 __device__ __forceinline__ unsigned block_umax(unsigned v, unsigned* sh) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    v = warp_umax(v);
     const int warps = (int)blockDim.x >> 5, wid = (int)threadIdx.x >> 5;
     __syncthreads(); // sh may still be read by a previous call
     if ((threadIdx.x & 31) == 0) sh[wid] = v;
@@ -214,15 +211,6 @@ template <int F> __device__ __forceinline__ unsigned cvt_f16x2(unsigned short v)
     return r;
 }
 
-// mma_f16 is d += a·b for m16n8k16 f16 fragments, summed in float32.
-__device__ __forceinline__ void mma_f16(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
-                                        unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // mma_f8 is d += a·b for a 16x32 A fragment of format AF and a 32x8 B
 // fragment of format BF (the s8 m16n8k32 layout: a0 (row g, k 4t..4t+3),
 // a1 (g+8, 4t..), a2 (g, 16+4t..), a3 (g+8, 16+4t..); b0 (k 4t..4t+3,
@@ -246,10 +234,12 @@ __device__ __forceinline__ void mma_f8(float (&d)[4], const unsigned (&a)[4], un
     // and 4t+2, 4t+3 (the high halves) take 8+2t, 9+2t.
     const auto lo = [](unsigned v) { return (unsigned short)(v & 0xffffu); };
     const auto hi = [](unsigned v) { return (unsigned short)(v >> 16); };
-    mma_f16(d, cvt_f16x2<AF>(lo(a[0])), cvt_f16x2<AF>(lo(a[1])), cvt_f16x2<AF>(hi(a[0])), cvt_f16x2<AF>(hi(a[1])),
-            cvt_f16x2<BF>(lo(b0)), cvt_f16x2<BF>(hi(b0)));
-    mma_f16(d, cvt_f16x2<AF>(lo(a[2])), cvt_f16x2<AF>(lo(a[3])), cvt_f16x2<AF>(hi(a[2])), cvt_f16x2<AF>(hi(a[3])),
-            cvt_f16x2<BF>(lo(b1)), cvt_f16x2<BF>(hi(b1)));
+    const unsigned a_k0[4] = {cvt_f16x2<AF>(lo(a[0])), cvt_f16x2<AF>(lo(a[1])), cvt_f16x2<AF>(hi(a[0])),
+                              cvt_f16x2<AF>(hi(a[1]))};
+    mma16816(d, a_k0, cvt_f16x2<BF>(lo(b0)), cvt_f16x2<BF>(hi(b0)), __half());
+    const unsigned a_k16[4] = {cvt_f16x2<AF>(lo(a[2])), cvt_f16x2<AF>(lo(a[3])), cvt_f16x2<AF>(hi(a[2])),
+                               cvt_f16x2<AF>(hi(a[3]))};
+    mma16816(d, a_k16, cvt_f16x2<BF>(lo(b1)), cvt_f16x2<BF>(hi(b1)), __half());
 #else
     if constexpr (AF == E4M3 && BF == E4M3) {
         F8_MMA("e4m3.e4m3");
@@ -332,14 +322,7 @@ __device__ void mm_impl(T* __restrict__ c, const uint8_t* __restrict__ a, const 
 #pragma unroll
             for (int i = 0; i < MT; i++) ldsm_x4(af[i], aoff + i * 16 * LDK + kk * 32);
 #pragma unroll
-            for (int p = 0; p < NT / 2; p++) {
-                unsigned r[4];
-                ldsm_x4(r, boff + p * 16 * LDK + kk * 32);
-                bf[2 * p][0] = r[0];
-                bf[2 * p][1] = r[1];
-                bf[2 * p + 1][0] = r[2];
-                bf[2 * p + 1][1] = r[3];
-            }
+            for (int p = 0; p < NT / 2; p++) ldsm_b_pair(bf[2 * p], bf[2 * p + 1], boff + p * 16 * LDK + kk * 32);
 #pragma unroll
             for (int i = 0; i < MT; i++)
 #pragma unroll

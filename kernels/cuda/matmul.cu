@@ -68,21 +68,6 @@ namespace mm {
 // ---------------------------------------------------------------------------
 // Shared helpers.
 
-// tile_coords maps the linear block index to (block row, block column) in
-// groups of GROUP block rows, a bijection onto gridDim.y x gridDim.x.
-__device__ __forceinline__ void tile_coords(int& tm, int& tn) {
-    constexpr int GROUP = 8;
-    const int gx = (int)gridDim.x, gy = (int)gridDim.y;
-    const int pid = (int)blockIdx.y * gx + (int)blockIdx.x;
-    const int per_group = GROUP * gx;
-    const int group = pid / per_group;
-    const int first = group * GROUP;
-    const int size = min(gy - first, GROUP);
-    const int in = pid - group * per_group;
-    tm = first + in % size;
-    tn = in / size;
-}
-
 // SigmoidFast is the logistic function of the matmul epilogues:
 // __fdividef(1, 1+e^-x) (2 ulp; 0 once e^-x > 2^126, where σ(x) < 2^-126)
 // instead of an IEEE division. The division's slow path is a subroutine
@@ -530,15 +515,10 @@ __device__ __forceinline__ void tc_compute_16(unsigned sA, unsigned sB, int wm0,
         }
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            unsigned r[4];
             if (TB)
-                ldsm_x4(r, sB + boff + (p * 16 * G::LDK + kk * 16) * E);
+                ldsm_b_pair(bf[2 * p], bf[2 * p + 1], sB + boff + (p * 16 * G::LDK + kk * 16) * E);
             else
-                ldsm_x4_trans(r, sB + boff + (kk * 16 * G::LDX + p * 16) * E);
-            bf[2 * p][0] = r[0];
-            bf[2 * p][1] = r[1];
-            bf[2 * p + 1][0] = r[2];
-            bf[2 * p + 1][1] = r[3];
+                ldsm_b_pair<true>(bf[2 * p], bf[2 * p + 1], sB + boff + (kk * 16 * G::LDX + p * 16) * E);
         }
 #pragma unroll
         for (int i = 0; i < 4; i++)

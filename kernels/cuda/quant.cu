@@ -73,14 +73,6 @@ namespace qk {
 // ---------------------------------------------------------------------------
 // quantize and dequantize: a group of blockDim.x threads per row.
 
-// warp_umax returns the largest v of the warp in every lane (all 32 lanes
-// active).
-__device__ __forceinline__ unsigned warp_umax(unsigned v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
 // group_umax returns the largest v of the threads with this threadIdx.y (a
 // whole number of warps), in each of them. Every thread of the block calls
 // it; sh holds one word per warp.
@@ -96,10 +88,6 @@ __device__ __forceinline__ unsigned group_umax(unsigned v, unsigned* sh) {
     for (int i = 0; i < wpg; i++) v = max(v, sh[first + i]);
     return v;
 }
-
-// absbits is |x|'s bits: the order of the non-negative floats, every NaN
-// above +Inf.
-__device__ __forceinline__ unsigned absbits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
 
 template <typename T>
 __device__ void quantize_impl(int8_t* __restrict__ q, float* __restrict__ scale, const T* __restrict__ x,
@@ -197,21 +185,6 @@ static_assert(TC_SMEM == 81920 && MMA_SMEM == 40960 && BM == 128 && BN == 128, "
 static_assert(BM * LDS * 4 <= TC_SMEM, "qmatmul_tc staging tile does not fit");
 static_assert(BM / 2 * LDS * 4 <= MMA_SMEM, "qmatmul_mma staging half tile does not fit");
 
-// tile_coords maps the linear block index to (block row, block column) in
-// groups of 8 block rows, a bijection onto gridDim.y x gridDim.x.
-__device__ __forceinline__ void tile_coords(int& tm, int& tn) {
-    constexpr int GROUP = 8;
-    const int gx = (int)gridDim.x, gy = (int)gridDim.y;
-    const int pid = (int)blockIdx.y * gx + (int)blockIdx.x;
-    const int per_group = GROUP * gx;
-    const int group = pid / per_group;
-    const int first = group * GROUP;
-    const int size = min(gy - first, GROUP);
-    const int in = pid - group * per_group;
-    tm = first + in % size;
-    tn = in / size;
-}
-
 // mma_s8 is d += a·b for a 16x32 s8 A fragment and a 32x8 s8 B fragment
 // (g = lane/4, t = lane%4): a0 (row g, k 4t..4t+3), a1 (g+8, 4t..), a2
 // (g, 16+4t..), a3 (g+8, 16+4t..); b0 (k 4t..4t+3, column g), b1 (k
@@ -255,14 +228,7 @@ __device__ __forceinline__ void stage_mma(unsigned sA, unsigned sB, int wm0, int
 #pragma unroll
         for (int i = 0; i < MT; i++) ldsm_x4(af[i], sA + aoff + i * 16 * LDK + kk * 32);
 #pragma unroll
-        for (int p = 0; p < NT / 2; p++) {
-            unsigned r[4];
-            ldsm_x4(r, sB + boff + p * 16 * LDK + kk * 32);
-            bf[2 * p][0] = r[0];
-            bf[2 * p][1] = r[1];
-            bf[2 * p + 1][0] = r[2];
-            bf[2 * p + 1][1] = r[3];
-        }
+        for (int p = 0; p < NT / 2; p++) ldsm_b_pair(bf[2 * p], bf[2 * p + 1], sB + boff + p * 16 * LDK + kk * 32);
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll

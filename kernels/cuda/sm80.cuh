@@ -1,8 +1,8 @@
 // sm80.cuh: the warp-level tensor-core primitives of the mma.sync kernels
-// (conv.cu, matmul.cu, quant.cu, wquant.cu, fp8.cu): shared-space addresses
-// and ldmatrix fragment loads (sm_75+, so also in the compute_75 PTX), and
-// cp.async copies and the f16, bf16 and tf32 mma.sync products (sm_80+,
-// __CUDA_ARCH__ >= 800 only). Device functions only.
+// (attention.cu, conv.cu, matmul.cu, quant.cu, wquant.cu, fp8.cu):
+// shared-space addresses and ldmatrix fragment loads (sm_75+, so also in the
+// compute_75 PTX), and cp.async copies and the f16, bf16 and tf32 mma.sync
+// products (sm_80+, __CUDA_ARCH__ >= 800 only). Device functions only.
 #pragma once
 
 #include <cuda_bf16.h>

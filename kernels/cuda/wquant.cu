@@ -342,31 +342,6 @@ template <int FMT> struct Terms<FMT, __half> {
     static constexpr int N = FMT != FMT_NF4 ? 1 : 2;
 };
 
-// tile_coords maps the linear block index to (block row, block column) in
-// groups of 8 block rows, a bijection onto gridDim.y x gridDim.x.
-__device__ __forceinline__ void tile_coords(int& tm, int& tn) {
-    constexpr int GROUP = 8;
-    const int gx = (int)gridDim.x, gy = (int)gridDim.y;
-    const int pid = (int)blockIdx.y * gx + (int)blockIdx.x;
-    const int per_group = GROUP * gx;
-    const int group = pid / per_group;
-    const int first = group * GROUP;
-    const int size = min(gy - first, GROUP);
-    const int in = pid - group * per_group;
-    tm = first + in % size;
-    tn = in / size;
-}
-
-// pack2 is the T pair (a, b), a in the low half, as a 32-bit register.
-__device__ __forceinline__ unsigned pack2(float a, float b, __half) {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-}
-__device__ __forceinline__ unsigned pack2(float a, float b, __nv_bfloat16) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-}
-
 #if __CUDA_ARCH__ >= 800
 
 // TcLoader issues the cp.async copies of one stage: x's tile (512 chunks of
