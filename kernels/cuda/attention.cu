@@ -30,6 +30,7 @@
 // Needs sm_80 (bf16 mma, cp.async); older targets get __trap() bodies.
 
 #include "common.cuh"
+#include "sm80.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,39 +63,8 @@ static_assert(attn_smem_bytes<64>() == 49152 && attn_smem_bytes<128>() == 98304,
               "launch comment below states these sizes");
 
 // ---------------------------------------------------------------------------
-// Local helpers (sm_80 instructions; only compiled for __CUDA_ARCH__ >= 800).
+// Local helper (only compiled for __CUDA_ARCH__ >= 800, where attn_fwd runs).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-
-static __device__ __forceinline__ uint32_t attn_smem_u32(const void* p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-// 16-byte cp.async global→shared; with ok false, writes 16 zero bytes and
-// reads nothing (src must still be a valid address, it is not dereferenced).
-static __device__ __forceinline__ void attn_cp_async16(uint32_t dst, const void* src, bool ok) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(ok ? 16 : 0)
-                 : "memory");
-}
-static __device__ __forceinline__ void attn_cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N> static __device__ __forceinline__ void attn_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-static __device__ __forceinline__ void attn_ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-static __device__ __forceinline__ void attn_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
 
 // 2^x (MUFU.EX2); 2^-inf = +0.
 static __device__ __forceinline__ float attn_exp2(float x) {
@@ -104,37 +74,6 @@ static __device__ __forceinline__ float attn_exp2(float x) {
 }
 
 #endif // __CUDA_ARCH__ >= 800
-
-// Element type traits: the mma instruction and packing two floats (round to
-// nearest even) into a 32-bit register, lo in the low half.
-template <typename T> struct AttnType;
-template <> struct AttnType<__half> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<uint32_t*>(&h);
-    }
-    // c (16x8 f32) += a (16x16, row) · b (16x8, col)
-    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct AttnType<__nv_bfloat16> {
-    static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<uint32_t*>(&h);
-    }
-    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
 
 // Element offset of 16-byte chunk c of row r in a swizzled [rows][D] tile.
 template <int D> static __device__ __forceinline__ int attn_swz(int r, int c) {
@@ -200,7 +139,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     }
     const int ntiles = (kv_end + BN - 1) / BN;
 
-    const uint32_t sQa = attn_smem_u32(sQ), sKa = attn_smem_u32(sK), sVa = attn_smem_u32(sV);
+    const uint32_t sQa = smem_u32(sQ), sKa = smem_u32(sK), sVa = smem_u32(sV);
 
     // Tile loads: 16-byte chunk lc of rows lr + i·RPP. RPP is a multiple of 8,
     // so every row a thread loads has the same swizzle (row & 7).
@@ -214,9 +153,9 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     for (int i = 0; i < BM / RPP; ++i) {
         const int row = m0 + lr + i * RPP; // source row clamped to Sq − 1 ≥ 0 when out
         const long long go = (long long)min(row, Sq - 1) * D + lc * 8;
-        attn_cp_async16(sQa + lso + i * (RPP * D * 2), qg + go, row < Sq);
+        cp_async16(sQa + lso + i * (RPP * D * 2), qg + go, row < Sq);
     }
-    attn_cp_async_commit();
+    cp_async_commit();
 
     // K and V tile t into buffer buf, keys ≥ kv_end zero-filled (their
     // source row is clamped to kv_end − 1 ≥ 0, a valid address not read).
@@ -227,12 +166,12 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
         for (int i = 0; i < BN / RPP; ++i) {
             const int row = row0 + i * RPP;
             const long long go = (long long)min(row, kv_end - 1) * D + lc * 8;
-            attn_cp_async16(sKa + so + i * (RPP * D * 2), kg + go, row < kv_end);
-            attn_cp_async16(sVa + so + i * (RPP * D * 2), vg + go, row < kv_end);
+            cp_async16(sKa + so + i * (RPP * D * 2), kg + go, row < kv_end);
+            cp_async16(sVa + so + i * (RPP * D * 2), vg + go, row < kv_end);
         }
     };
     load_kv(0, 0);
-    attn_cp_async_commit();
+    cp_async_commit();
 
     // Per-lane ldmatrix geometry (x4: lanes 8i..8i+7 give the row addresses
     // of 8x8 matrix i, which lands in register i; lane l receives row l/4,
@@ -295,24 +234,24 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 
     uint32_t qf[QREG ? MT : 1][QREG ? KD : 1][4];
     if constexpr (QREG) {
-        attn_cp_async_wait<1>(); // Q landed (K/V tile 0 may still be in flight)
+        cp_async_wait<1>(); // Q landed (K/V tile 0 may still be in flight)
         __syncthreads();
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int kk = 0; kk < KD; ++kk)
-                attn_ldsm_x4(qf[mt][kk], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+                ldsm_x4(qf[mt][kk], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
     }
 
 #pragma unroll 1
     for (int t = 0; t < ntiles; ++t) {
         // Tile t (and Q) landed for every thread; every warp is done with
         // tile t−1, so its buffer may be refilled with tile t+1.
-        attn_cp_async_wait<0>();
+        cp_async_wait<0>();
         __syncthreads();
         if (t + 1 < ntiles) {
             load_kv(t + 1, (t + 1) & 1);
-            attn_cp_async_commit();
+            cp_async_commit();
         }
         const uint32_t cK = sKa + (t & 1) * (BN * D * 2) + kd;
         const uint32_t cV = sVa + (t & 1) * (BN * D * 2);
@@ -334,17 +273,17 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
                     for (int e = 0; e < 4; ++e) a[mt][e] = qf[mt][kk][e];
                 } else {
-                    attn_ldsm_x4(a[mt], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
+                    ldsm_x4(a[mt], sQw + lo[kk & 3] + mt * (16 * D * 2) + (kk >> 2) * 128);
                 }
             }
 #pragma unroll
             for (int jj = 0; jj < BN / 16; ++jj) {
                 uint32_t bk[4];
-                attn_ldsm_x4(bk, cK + lo[kk & 3] + jj * (16 * D * 2) + (kk >> 2) * 128);
+                ldsm_x4(bk, cK + lo[kk & 3] + jj * (16 * D * 2) + (kk >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    AttnType<T>::mma(s[mt][2 * jj], a[mt], bk[0], bk[1]);
-                    AttnType<T>::mma(s[mt][2 * jj + 1], a[mt], bk[2], bk[3]);
+                    mma16816(s[mt][2 * jj], a[mt], bk[0], bk[1], T());
+                    mma16816(s[mt][2 * jj + 1], a[mt], bk[2], bk[3], T());
                 }
             }
         }
@@ -412,19 +351,19 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
             uint32_t pa[MT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                pa[mt][0] = AttnType<T>::pack(s[mt][2 * kn][0], s[mt][2 * kn][1]);
-                pa[mt][1] = AttnType<T>::pack(s[mt][2 * kn][2], s[mt][2 * kn][3]);
-                pa[mt][2] = AttnType<T>::pack(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1]);
-                pa[mt][3] = AttnType<T>::pack(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3]);
+                pa[mt][0] = pack2(s[mt][2 * kn][0], s[mt][2 * kn][1], T());
+                pa[mt][1] = pack2(s[mt][2 * kn][2], s[mt][2 * kn][3], T());
+                pa[mt][2] = pack2(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1], T());
+                pa[mt][3] = pack2(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3], T());
             }
 #pragma unroll
             for (int jj = 0; jj < D / 16; ++jj) {
                 uint32_t bv[4];
-                attn_ldsm_x4_trans(bv, cV + lo[jj & 3] + kn * (16 * D * 2) + (jj >> 2) * 128);
+                ldsm_x4_trans(bv, cV + lo[jj & 3] + kn * (16 * D * 2) + (jj >> 2) * 128);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    AttnType<T>::mma(o[mt][2 * jj], pa[mt], bv[0], bv[1]);
-                    AttnType<T>::mma(o[mt][2 * jj + 1], pa[mt], bv[2], bv[3]);
+                    mma16816(o[mt][2 * jj], pa[mt], bv[0], bv[1], T());
+                    mma16816(o[mt][2 * jj + 1], pa[mt], bv[2], bv[3], T());
                 }
             }
         }
@@ -444,7 +383,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
                 for (int j = 0; j < ND; ++j)
                     *reinterpret_cast<uint32_t*>(dst + j * 8) =
-                        AttnType<T>::pack(o[mt][j][2 * hh] * inv, o[mt][j][2 * hh + 1] * inv);
+                        pack2(o[mt][j][2 * hh] * inv, o[mt][j][2 * hh + 1] * inv, T());
             }
         }
 #else

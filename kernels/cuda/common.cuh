@@ -285,3 +285,17 @@ __device__ __forceinline__ void tile_coords(int& tm, int& tn) {
     tm = first + in % size;
     tn = in / size;
 }
+
+// ---------------------------------------------------------------------------
+// Packing of 16-bit pairs.
+
+// pack2 is the T pair (a, b), each rounded to nearest even, a in the low
+// half, as a 32-bit register (a half2 or bfloat162 mma.sync fragment).
+__device__ __forceinline__ unsigned pack2(float a, float b, __half) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+}
+__device__ __forceinline__ unsigned pack2(float a, float b, __nv_bfloat16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned*>(&h);
+}

@@ -438,42 +438,22 @@ __device__ __forceinline__ void conv_tc(T* out, const T* __restrict__ x, const T
     WLoader<T, BN> lb(w + (long long)g * q.Cog * q.K, q.Cog, q.K, bn, tid);
     const int kTiles = (q.K + G::BK - 1) / G::BK;
 
-    // Prologue: tiles 0..S-2 into stages 0..S-2, one commit group per tile
-    // (empty ones too), so that group kt always holds tile kt.
-#pragma unroll
-    for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < kTiles) {
-            la.load(q, s0 + s * G::STAGE_BYTES);
-            lb.load(s0 + s * G::STAGE_BYTES + G::A_BYTES, s * G::BK);
-        }
-        cp_async_commit();
-    }
-    int rs = 0, ws = TC_STAGES - 1; // stage read this iteration, stage written
-    for (int kt = 0; kt < kTiles; kt++) {
-        // At most S-2 groups pending: tile kt has landed for this thread; the
-        // barrier makes every thread's copies visible and ends every warp's
-        // reads of tile kt-1, whose stage ws is refilled below.
-        cp_async_wait<TC_STAGES - 2>();
-        __syncthreads();
-        const int nt = kt + TC_STAGES - 1;
-        if (nt < kTiles) {
-            la.load(q, s0 + ws * G::STAGE_BYTES);
-            lb.load(s0 + ws * G::STAGE_BYTES + G::A_BYTES, nt * G::BK);
-        }
-        cp_async_commit();
-
-        if constexpr (sizeof(T) == 4) {
-            const float* As = reinterpret_cast<const float*>(cv_smem + rs * G::STAGE_BYTES);
-            const float* Bs = reinterpret_cast<const float*>(cv_smem + rs * G::STAGE_BYTES + G::A_BYTES);
-            tc_compute_tf32<BN>(As, Bs, wm0, wn0, lane, acc);
-        } else {
-            const unsigned sa = s0 + rs * G::STAGE_BYTES;
-            tc_compute_16<T, BN>(sa, sa + G::A_BYTES, wm0, wn0, lane, acc);
-        }
-        rs = rs + 1 == TC_STAGES ? 0 : rs + 1;
-        ws = ws + 1 == TC_STAGES ? 0 : ws + 1;
-    }
-    cp_async_wait<0>(); // only empty groups remain
+    cp_async_pipeline<TC_STAGES>(
+        kTiles,
+        [&](int st, int kt) {
+            la.load(q, s0 + st * G::STAGE_BYTES);
+            lb.load(s0 + st * G::STAGE_BYTES + G::A_BYTES, kt * G::BK);
+        },
+        [&](int st) {
+            if constexpr (sizeof(T) == 4) {
+                const float* As = reinterpret_cast<const float*>(cv_smem + st * G::STAGE_BYTES);
+                const float* Bs = reinterpret_cast<const float*>(cv_smem + st * G::STAGE_BYTES + G::A_BYTES);
+                tc_compute_tf32<BN>(As, Bs, wm0, wn0, lane, acc);
+            } else {
+                const unsigned sa = s0 + st * G::STAGE_BYTES;
+                tc_compute_16<T, BN>(sa, sa + G::A_BYTES, wm0, wn0, lane, acc);
+            }
+        });
 
     // Epilogue through shared memory: stage the 128 x BN f32 tile (pitch
     // LDS = BN + 8 floats: the float2 fragment stores are conflict-free),

@@ -585,43 +585,22 @@ __device__ __forceinline__ void tc_main(const T* __restrict__ a, const T* __rest
     TcLoader<T, !TA> la(a, M, K, bm, tid); // A [M,K] is k-major, A [K,M] is not
     TcLoader<T, TB> lb(b, N, K, bn, tid);  // B [N,K] is k-major, B [K,N] is not
 
-    // Prologue: tiles 0..S-2 into stages 0..S-2. One commit group per tile,
-    // even if empty, so that group kt always holds tile kt.
-#pragma unroll
-    for (int s = 0; s < TC_STAGES - 1; s++) {
-        if (s < kTiles) {
-            la.load(s0 + s * TC_STAGE_BYTES, s * G::BK);
-            lb.load(s0 + s * TC_STAGE_BYTES + TC_OP_BYTES, s * G::BK);
-        }
-        cp_async_commit();
-    }
-    int rs = 0, ws = TC_STAGES - 1; // stage read this iteration, stage written
-    for (int kt = 0; kt < kTiles; kt++) {
-        // Groups committed so far: S-1+kt; at most S-2 pending means tiles
-        // 0..kt have landed (for this thread's copies; the barrier makes
-        // everyone's visible and also ends every warp's reads of tile kt-1,
-        // whose stage ws = (kt-1) mod S is refilled below).
-        cp_async_wait<TC_STAGES - 2>();
-        __syncthreads();
-        const int nt = kt + TC_STAGES - 1;
-        if (nt < kTiles) {
-            la.load(s0 + ws * TC_STAGE_BYTES, nt * G::BK);
-            lb.load(s0 + ws * TC_STAGE_BYTES + TC_OP_BYTES, nt * G::BK);
-        }
-        cp_async_commit();
-
-        if constexpr (sizeof(T) == 4) {
-            const float* As = reinterpret_cast<const float*>(smem + rs * TC_STAGE_BYTES);
-            const float* Bs = reinterpret_cast<const float*>(smem + rs * TC_STAGE_BYTES + TC_OP_BYTES);
-            tc_compute_tf32<TA, TB>(As, Bs, wm0, wn0, lane, acc);
-        } else {
-            const unsigned sa = s0 + rs * TC_STAGE_BYTES;
-            tc_compute_16<T, TA, TB>(sa, sa + TC_OP_BYTES, wm0, wn0, lane, acc);
-        }
-        rs = rs + 1 == TC_STAGES ? 0 : rs + 1;
-        ws = ws + 1 == TC_STAGES ? 0 : ws + 1;
-    }
-    cp_async_wait<0>(); // only empty groups remain; drain before exit
+    cp_async_pipeline<TC_STAGES>(
+        kTiles,
+        [&](int st, int kt) {
+            la.load(s0 + st * TC_STAGE_BYTES, kt * G::BK);
+            lb.load(s0 + st * TC_STAGE_BYTES + TC_OP_BYTES, kt * G::BK);
+        },
+        [&](int st) {
+            if constexpr (sizeof(T) == 4) {
+                const float* As = reinterpret_cast<const float*>(smem + st * TC_STAGE_BYTES);
+                const float* Bs = reinterpret_cast<const float*>(smem + st * TC_STAGE_BYTES + TC_OP_BYTES);
+                tc_compute_tf32<TA, TB>(As, Bs, wm0, wn0, lane, acc);
+            } else {
+                const unsigned sa = s0 + st * TC_STAGE_BYTES;
+                tc_compute_16<T, TA, TB>(sa, sa + TC_OP_BYTES, wm0, wn0, lane, acc);
+            }
+        });
 }
 
 #endif // __CUDA_ARCH__ >= 800

@@ -356,35 +356,14 @@ __device__ __forceinline__ void tc_gemm(T* c, const int8_t* __restrict__ a, cons
     const int kTiles = (K + BK - 1) / BK;
     const unsigned s0 = smem_u32(qk_tc_smem);
     AsyncLoader la(a, M, K, bm, tid), lb(b, N, K, bn, tid);
-    // Prologue: tiles 0..S-2 into stages 0..S-2, one commit group per tile
-    // even if empty, so that group kt always holds tile kt.
-#pragma unroll
-    for (int s = 0; s < S - 1; s++) {
-        if (s < kTiles) {
-            la.load(s0 + s * STAGE_BYTES, s * BK);
-            lb.load(s0 + s * STAGE_BYTES + OP_BYTES, s * BK);
-        }
-        cp_async_commit();
-    }
-    int rs = 0, ws = S - 1; // stage read this iteration, stage written
-    for (int kt = 0; kt < kTiles; kt++) {
-        // At most S-2 groups pending: tile kt has landed (this thread's
-        // copies; the barrier makes everyone's visible and ends every
-        // warp's reads of tile kt-1, whose stage ws is refilled below).
-        cp_async_wait<S - 2>();
-        __syncthreads();
-        const int nt = kt + S - 1;
-        if (nt < kTiles) {
-            la.load(s0 + ws * STAGE_BYTES, nt * BK);
-            lb.load(s0 + ws * STAGE_BYTES + OP_BYTES, nt * BK);
-        }
-        cp_async_commit();
-        stage_mma<4, 8>(s0 + rs * STAGE_BYTES, s0 + rs * STAGE_BYTES + OP_BYTES, wm0, wn0, lane, acc);
-        rs = rs + 1 == S ? 0 : rs + 1;
-        ws = ws + 1 == S ? 0 : ws + 1;
-    }
-    cp_async_wait<0>(); // only empty groups remain
-    __syncthreads();    // every warp is done with the pipeline's shared memory
+    cp_async_pipeline<S>(
+        kTiles,
+        [&](int st, int kt) {
+            la.load(s0 + st * STAGE_BYTES, kt * BK);
+            lb.load(s0 + st * STAGE_BYTES + OP_BYTES, kt * BK);
+        },
+        [&](int st) { stage_mma<4, 8>(s0 + st * STAGE_BYTES, s0 + st * STAGE_BYTES + OP_BYTES, wm0, wn0, lane, acc); });
+    __syncthreads(); // every warp is done with the pipeline's shared memory
     store_tile<T, TC_THREADS, 2, 2, 4, 8, 1>(c, reinterpret_cast<int*>(qk_tc_smem), acc, bm, bn, M, N, ldc, ep);
 #else
     __trap();

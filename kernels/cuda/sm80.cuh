@@ -1,8 +1,8 @@
 // sm80.cuh: the warp-level tensor-core primitives of the mma.sync kernels
-// (conv.cu, matmul.cu, quant.cu, wquant.cu, fp8.cu): shared-space addresses
-// and ldmatrix fragment loads (sm_75+, so also in the compute_75 PTX), and
-// cp.async copies and the f16, bf16 and tf32 mma.sync products (sm_80+,
-// __CUDA_ARCH__ >= 800 only). Device functions only.
+// (attention.cu, conv.cu, matmul.cu, quant.cu, wquant.cu, fp8.cu):
+// shared-space addresses and ldmatrix fragment loads (sm_75+, so also in the
+// compute_75 PTX), and cp.async copies and the f16, bf16 and tf32 mma.sync
+// products (sm_80+, __CUDA_ARCH__ >= 800 only). Device functions only.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -95,6 +95,39 @@ __device__ __forceinline__ unsigned tf32(float x) {
     unsigned u;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(u) : "f"(x));
     return u;
+}
+
+// cp_async_pipeline is the main loop of an S-stage cp.async pipeline over
+// the k tiles 0..ktiles-1: load(stage, kt) issues this thread's copies of
+// tile kt into stage number stage, and compute(stage) consumes the tile in
+// that stage once every thread's copies of it have landed. Tiles 0..S-2 are
+// loaded first, one commit group per tile even if empty, so that group kt
+// always holds tile kt; each iteration then refills the stage read by the
+// previous one. On return no copies are pending; a caller that reuses the
+// stages' shared memory still needs a barrier first.
+template <int S, typename Load, typename Compute>
+__device__ __forceinline__ void cp_async_pipeline(int ktiles, Load load, Compute compute) {
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < ktiles) load(s, s);
+        cp_async_commit();
+    }
+    int ws = S - 1, rs = 0; // stage written this iteration, stage read
+    for (int kt = 0; kt < ktiles; kt++) {
+        // Groups committed so far: S-1+kt; at most S-2 pending means tiles
+        // 0..kt have landed (for this thread's copies; the barrier makes
+        // everyone's visible and also ends every warp's reads of tile kt-1,
+        // whose stage ws = (kt-1) mod S is refilled below).
+        cp_async_wait<S - 2>();
+        __syncthreads();
+        const int nt = kt + S - 1;
+        if (nt < ktiles) load(ws, nt);
+        cp_async_commit();
+        compute(rs);
+        rs = rs + 1 == S ? 0 : rs + 1;
+        ws = ws + 1 == S ? 0 : ws + 1;
+    }
+    cp_async_wait<0>(); // only empty groups remain
 }
 
 #endif // __CUDA_ARCH__ >= 800

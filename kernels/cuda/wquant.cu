@@ -342,16 +342,6 @@ template <int FMT> struct Terms<FMT, __half> {
     static constexpr int N = FMT != FMT_NF4 ? 1 : 2;
 };
 
-// pack2 is the T pair (a, b), a in the low half, as a 32-bit register.
-__device__ __forceinline__ unsigned pack2(float a, float b, __half) {
-    const __half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-}
-__device__ __forceinline__ unsigned pack2(float a, float b, __nv_bfloat16) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const unsigned*>(&h);
-}
-
 #if __CUDA_ARCH__ >= 800
 
 // TcLoader issues the cp.async copies of one stage: x's tile (512 chunks of
