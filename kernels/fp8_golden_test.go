@@ -1,26 +1,23 @@
 package kernels_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/kernels"
-	"github.com/zbench/zbench/models/safetensors"
 )
 
-// fp8GoldenFile is written by testdata/reference/fp8.py (regenerate with
-// /usr/bin/python3 testdata/reference/fp8.py), from the OFP8 v1.0 bit
-// fields and CUDA's satfinite conversion, independently of this package.
-const fp8GoldenFile = "../testdata/golden/fp8.safetensors"
-
-// fp8GoldenCase is a case's metadata (the fields these tests use).
+// fp8GoldenCase is a case's metadata in testdata/golden/fp8.safetensors
+// (the fields these tests use), written by testdata/reference/fp8.py
+// (regenerate with /usr/bin/python3 testdata/reference/fp8.py) from the
+// OFP8 v1.0 bit fields and CUDA's satfinite conversion, independently of
+// this package.
 type fp8GoldenCase struct {
 	Op      string `json:"op"`
 	Format  string `json:"format"`
@@ -33,55 +30,42 @@ type fp8GoldenCase struct {
 
 // fp8Golden is the opened golden file and its cases by name.
 type fp8Golden struct {
-	f     *safetensors.File
+	f     *golden.File
 	cases map[string]fp8GoldenCase
 }
 
 func openFP8Golden(t *testing.T) fp8Golden {
 	t.Helper()
-	f, err := safetensors.Open(fp8GoldenFile)
+	f, err := golden.Open("fp8")
 	require.NoError(t, err, "regenerate with /usr/bin/python3 testdata/reference/fp8.py")
-	meta := f.Metadata()
-	require.True(t, strings.HasPrefix(meta["reference"], "torch "), "reference %q", meta["reference"])
-	require.Equal(t, "testdata/reference/fp8.py", meta["script"])
-	g := fp8Golden{f: f}
-	g.cases, err = safetensors.GoldenCases[fp8GoldenCase](f)
+	require.NoError(t, f.Provenance("testdata/reference/fp8.py"))
+	cases, err := golden.Cases[fp8GoldenCase](f)
 	require.NoError(t, err)
-	return g
+	return fp8Golden{f: f, cases: cases}
 }
 
 // names returns the cases of op, sorted.
-func (g fp8Golden) names(op string) []string {
-	var out []string
-	for name, c := range g.cases {
-		if c.Op == op {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
+func (g fp8Golden) names(t *testing.T, op string) []string {
+	t.Helper()
+	names, err := g.f.Op(op)
+	require.NoError(t, err)
+	return names
 }
 
-// f32 returns an F32 tensor's values bit for bit (NaN payloads and signs
+// f32 returns an F32 role's values bit for bit (NaN payloads and signs
 // included) and its shape.
-func (g fp8Golden) f32(t *testing.T, name string) ([]float32, []int) {
+func (g fp8Golden) f32(t *testing.T, name, role string) ([]float32, []int) {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	r, err := golden.ReadRole(g.f.File, name, role, kernels.F32)
 	require.NoError(t, err)
-	require.Equal(t, "F32", ten.DType, name)
-	v := make([]float32, len(ten.Data)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(ten.Data[4*i:]))
-	}
-	return v, ten.Shape
+	return r.F32, r.Shape
 }
 
-// u8 returns a U8 tensor of FP8 codes and its shape.
-func (g fp8Golden) u8(t *testing.T, name string) ([]uint8, []int) {
+// u8 returns a U8 role of FP8 codes and its shape.
+func (g fp8Golden) u8(t *testing.T, name, role string) ([]uint8, []int) {
 	t.Helper()
-	ten, err := g.f.Tensor(name)
+	ten, err := g.f.Raw(name, role, "U8")
 	require.NoError(t, err)
-	require.Equal(t, "U8", ten.DType, name)
 	return slices.Clone(ten.Data), ten.Shape
 }
 
@@ -123,7 +107,7 @@ func TestFP8GoldenDecode(t *testing.T) {
 	for _, tc := range []struct{ name, format string }{{"e4m3", "e4m3"}, {"e5m2", "e5m2"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, "fp8_values", g.cases[tc.name].Op)
-			want, shape := g.f32(t, tc.name+"/values")
+			want, shape := g.f32(t, tc.name, "values")
 			require.Equal(t, []int{256}, shape)
 			conv := fp8Convs[tc.format]
 			for c := range 256 {
@@ -144,13 +128,13 @@ func TestFP8GoldenDecode(t *testing.T) {
 // the overflow midpoint, infinities, NaNs and random values of wide range.
 func TestFP8GoldenEncode(t *testing.T) {
 	g := openFP8Golden(t)
-	names := g.names("fp8_encode")
+	names := g.names(t, "fp8_encode")
 	require.Equal(t, []string{"encode_e4m3", "encode_e5m2"}, names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			conv := fp8Convs[g.cases[name].Format]
-			x, _ := g.f32(t, name+"/x")
-			want, _ := g.u8(t, name+"/codes")
+			x, _ := g.f32(t, name, "x")
+			want, _ := g.u8(t, name, "codes")
 			require.Len(t, want, len(x))
 			got := make([]uint8, len(x))
 			for i, v := range x {
@@ -169,14 +153,14 @@ func TestFP8GoldenEncode(t *testing.T) {
 // DeepSeek-V3's block quantization (codes of fl32(x/s)).
 func TestFP8GoldenScaledCodes(t *testing.T) {
 	g := openFP8Golden(t)
-	for _, name := range g.names("current_scaling") {
+	for _, name := range g.names(t, "current_scaling") {
 		t.Run(name, func(t *testing.T) {
 			conv := fp8Convs[g.cases[name].Format]
-			x, _ := g.f32(t, name+"/x")
-			amax, _ := g.f32(t, name+"/amax")
-			scale, _ := g.f32(t, name+"/scale")
-			scaleInv, _ := g.f32(t, name+"/scale_inv")
-			want, _ := g.u8(t, name+"/codes")
+			x, _ := g.f32(t, name, "x")
+			amax, _ := g.f32(t, name, "amax")
+			scale, _ := g.f32(t, name, "scale")
+			scaleInv, _ := g.f32(t, name, "scale_inv")
+			want, _ := g.u8(t, name, "codes")
 			var m float32
 			for _, v := range x {
 				m = max(m, float32(math.Abs(float64(v))))
@@ -201,10 +185,10 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 	for _, name := range []string{"block_act", "block_weight"} {
 		t.Run(name, func(t *testing.T) {
 			require.Equal(t, name, g.cases[name].Op)
-			role := map[string]string{"block_act": "/x", "block_weight": "/w"}[name]
-			x, shape := g.f32(t, name+role)
-			want, _ := g.u8(t, name+"/codes")
-			scales, sshape := g.f32(t, name+"/scales")
+			role := map[string]string{"block_act": "x", "block_weight": "w"}[name]
+			x, shape := g.f32(t, name, role)
+			want, _ := g.u8(t, name, "codes")
+			scales, sshape := g.f32(t, name, "scales")
 			rows, cols := 1, 128
 			if name == "block_weight" {
 				rows = 128
@@ -229,17 +213,17 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 // lying at a float32 midpoint).
 func TestFP8GoldenGEMMLayout(t *testing.T) {
 	g := openFP8Golden(t)
-	names := g.names("fp8_gemm")
+	names := g.names(t, "fp8_gemm")
 	require.Len(t, names, 4)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
 			c := g.cases[name]
-			a, ashape := g.u8(t, name+"/a")
-			b, bshape := g.u8(t, name+"/b")
-			asi, _ := g.f32(t, name+"/a_scale_inv")
-			bsi, _ := g.f32(t, name+"/b_scale_inv")
-			bias, _ := g.f32(t, name+"/bias")
-			out, oshape := g.f32(t, name+"/out")
+			a, ashape := g.u8(t, name, "a")
+			b, bshape := g.u8(t, name, "b")
+			asi, _ := g.f32(t, name, "a_scale_inv")
+			bsi, _ := g.f32(t, name, "b_scale_inv")
+			bias, _ := g.f32(t, name, "bias")
+			out, oshape := g.f32(t, name, "out")
 			require.Equal(t, []int{c.M, c.K}, ashape)
 			require.Equal(t, []int{c.N, c.K}, bshape)
 			require.Equal(t, []int{c.M, c.N}, oshape)

@@ -413,27 +413,3 @@ func TestKernelDType(t *testing.T) {
 	_, err = safetensors.DTypeName(kernels.Invalid)
 	require.ErrorIs(t, err, safetensors.ErrConvert)
 }
-
-func TestGoldenCases(t *testing.T) {
-	type params struct {
-		Op string `json:"op"`
-		N  int    `json:"n"`
-	}
-	meta := map[string]string{"format": "zbench-golden/1", "reference": "torch 1.13", "script": "s.py", "seed": "7",
-		"a": `{"op":"cast","n":3}`, "b": `{"op":"gemm"}`}
-	var buf bytes.Buffer
-	require.NoError(t, safetensors.Write(&buf, nil, meta))
-	f, err := read(buf.Bytes())
-	require.NoError(t, err)
-	cases, err := safetensors.GoldenCases[params](f)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]params{"a": {"cast", 3}, "b": {"gemm", 0}}, cases)
-
-	meta["c"] = `{"op":`
-	buf.Reset()
-	require.NoError(t, safetensors.Write(&buf, nil, meta))
-	f, err = read(buf.Bytes())
-	require.NoError(t, err)
-	_, err = safetensors.GoldenCases[params](f)
-	assert.ErrorContains(t, err, `metadata "c"`)
-}
