@@ -2,6 +2,7 @@ package golden_test
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -186,4 +187,40 @@ func TestCompare(t *testing.T) {
 			require.EqualError(t, err, tc.err)
 		})
 	}
+}
+
+func TestProvenanceOpRaw(t *testing.T) {
+	u8 := safetensors.Tensor{Name: "b/codes", DType: "U8", Shape: []int{2}, Data: []byte{1, 2}}
+	meta := with("a", `{"op":"cast"}`, "b", `{"op":"gemm"}`, "c", `{"op":"cast"}`)
+	f, err := golden.OpenPath(write(t, []safetensors.Tensor{zeros("a/x", 1), u8, zeros("c/x", 1)}, meta))
+	require.NoError(t, err)
+	require.NoError(t, f.Provenance("test"))
+	meta["reference"] = "numpy 1.24"
+	g, err := golden.OpenPath(write(t, []safetensors.Tensor{zeros("a/x", 1), u8, zeros("c/x", 1)}, meta))
+	require.NoError(t, err)
+	require.EqualError(t, g.Provenance("test"), fmt.Sprintf("golden %s: reference %q, want torch <version>", g.Path(), "numpy 1.24"))
+
+	cast, err := f.Op("cast")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "c"}, cast)
+	assert.Equal(t, []string{"b"}, f.RequireOp(t, "gemm"))
+	none, err := f.Op("none")
+	require.NoError(t, err)
+	assert.Empty(t, none)
+
+	assert.Equal(t, []byte{1, 2}, f.RequireRaw(t, "b", "codes", "U8").Data)
+	_, err = f.Raw("b", "codes", "I8")
+	require.ErrorContains(t, err, `role "codes" of case "b" is U8, want I8`)
+	_, err = f.Raw("b", "x", "U8")
+	require.ErrorIs(t, err, safetensors.ErrNotFound)
+	v, shape := f.RequireF32(t, "a", "x")
+	assert.Equal(t, []float32{0}, v)
+	assert.Equal(t, []int{1}, shape)
+
+	k := golden.Require(t, "kernels", "testdata/reference/kernels.py")
+	require.ErrorContains(t, k.Provenance("testdata/reference/fp8.py"), `written by "testdata/reference/kernels.py", want "testdata/reference/fp8.py"`)
+	cases := golden.RequireCases[struct {
+		Op string `json:"op"`
+	}](t, k)
+	assert.Len(t, cases, len(k.Names()))
 }
