@@ -174,7 +174,7 @@ func (f *File) Raw(name, role, dtype string) (safetensors.Tensor, error) {
 	return t, nil
 }
 
-// Canonical reports whether the file at f's path is byte for byte the
+// Canonical checks that the file at f's path is byte for byte the
 // serialization safetensors.Write gives its tensors and metadata, which
 // the reference scripts' writer and ours agree on.
 func (f *File) Canonical() error {

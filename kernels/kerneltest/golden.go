@@ -125,12 +125,12 @@ type boundOp func(t tensors, c *goldenCase) error
 
 // goldenOp describes how a golden case of one op is laid out and run.
 type goldenOp struct {
-	params   []string        // keys besides op and dtype
-	optional []string        // keys a case may hold besides params
-	dtypes   []kernels.DType // the case dtypes it takes; nil means F32, F16 and BF16
-	inputs   []string        // roles always present
-	// optional roles: present exactly when the predicate holds, or when
-	// the file holds them where the predicate is nil.
+	params    []string        // keys besides op and dtype
+	extraKeys []string        // keys a case may hold besides params
+	dtypes    []kernels.DType // the case dtypes it takes; nil means F32, F16 and BF16
+	inputs    []string        // roles always present
+	// roles are the optional input roles: present exactly when the
+	// predicate holds, or when the file holds them where it is nil.
 	roles   map[string]func(goldenParams) bool
 	outputs []string
 	// intOutputs are the outputs that are I32 indices.
@@ -507,7 +507,7 @@ var goldenOps = map[string]goldenOp{
 		}),
 	},
 	"max_pool2d": {
-		params: []string{"kernel", "stride", "padding", "dilation"}, optional: []string{"nan"},
+		params: []string{"kernel", "stride", "padding", "dilation"}, extraKeys: []string{"nan"},
 		inputs: []string{"x"}, outputs: []string{"out"}, nchw: true,
 		bind: on(func(v kernels.Vision, t tensors, c *goldenCase) error {
 			p := c.Params
@@ -637,7 +637,7 @@ func loadGoldenCase(f *safetensors.File, name string) (*goldenCase, error) {
 		return fail("unknown op %q: add it to the goldenOps table of kernels/kerneltest/golden.go", p.Op)
 	}
 	params := spec.params
-	for _, k := range spec.optional {
+	for _, k := range spec.extraKeys {
 		if _, ok := keys[k]; ok {
 			params = append(slices.Clone(params), k)
 		}
