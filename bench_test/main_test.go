@@ -101,6 +101,9 @@ func devicesWith[T any]() []kernels.Backend {
 	return out
 }
 
+// visionDevices are the devices that implement kernels.Vision.
+func visionDevices() []kernels.Backend { return devicesWith[kernels.Vision]() }
+
 // captured returns run as one graph launch on devices that capture
 // graphs, after one eager pass (scratch space grows outside the capture),
 // and run itself elsewhere; the graph is closed when b ends.

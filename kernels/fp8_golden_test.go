@@ -1,10 +1,8 @@
 package kernels_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,12 +12,11 @@ import (
 	"github.com/zbench/zbench/kernels"
 )
 
-// fp8GoldenFile is written by testdata/reference/fp8.py (regenerate with
-// /usr/bin/python3 testdata/reference/fp8.py), from the OFP8 v1.0 bit
-// fields and CUDA's satfinite conversion, independently of this package.
-const fp8GoldenFile = "../testdata/golden/fp8.safetensors"
-
-// fp8GoldenCase is a case's metadata (the fields these tests use).
+// fp8GoldenCase is a case's metadata in testdata/golden/fp8.safetensors
+// (the fields these tests use), written by testdata/reference/fp8.py
+// (regenerate with /usr/bin/python3 testdata/reference/fp8.py) from the
+// OFP8 v1.0 bit fields and CUDA's satfinite conversion, independently of
+// this package.
 type fp8GoldenCase struct {
 	Op      string `json:"op"`
 	Format  string `json:"format"`
@@ -30,40 +27,11 @@ type fp8GoldenCase struct {
 	K       int    `json:"k"`
 }
 
-// CaseOp names the case's op.
-func (c fp8GoldenCase) CaseOp() string { return c.Op }
-
-// fp8Golden is the opened golden file and its cases by name.
-type fp8Golden struct{ *golden.File[fp8GoldenCase] }
-
-func openFP8Golden(t *testing.T) fp8Golden {
+// openFP8Golden opens the golden file and decodes its cases.
+func openFP8Golden(t *testing.T) (*golden.File, map[string]fp8GoldenCase) {
 	t.Helper()
-	g, err := golden.Open[fp8GoldenCase](fp8GoldenFile, "testdata/reference/fp8.py")
-	require.NoError(t, err)
-	return fp8Golden{g}
-}
-
-// f32 returns an F32 tensor's values bit for bit (NaN payloads and signs
-// included) and its shape.
-func (g fp8Golden) f32(t *testing.T, name string) ([]float32, []int) {
-	t.Helper()
-	ten, err := g.Tensor(name)
-	require.NoError(t, err)
-	require.Equal(t, "F32", ten.DType, name)
-	v := make([]float32, len(ten.Data)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(ten.Data[4*i:]))
-	}
-	return v, ten.Shape
-}
-
-// u8 returns a U8 tensor of FP8 codes and its shape.
-func (g fp8Golden) u8(t *testing.T, name string) ([]uint8, []int) {
-	t.Helper()
-	ten, err := g.Tensor(name)
-	require.NoError(t, err)
-	require.Equal(t, "U8", ten.DType, name)
-	return slices.Clone(ten.Data), ten.Shape
+	g := golden.Require(t, "fp8", "testdata/reference/fp8.py")
+	return g, golden.RequireCases[fp8GoldenCase](t, g)
 }
 
 // fp8Conv is one format's conversions under test.
@@ -100,11 +68,11 @@ func codeMismatches(got, want []uint8, input func(i int) string) []string {
 // TestFP8GoldenDecode checks that every code of both formats widens to the
 // OFP8 value bit for bit (−0 included), and NaN codes to a NaN.
 func TestFP8GoldenDecode(t *testing.T) {
-	g := openFP8Golden(t)
+	g, cases := openFP8Golden(t)
 	for _, tc := range []struct{ name, format string }{{"e4m3", "e4m3"}, {"e5m2", "e5m2"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, "fp8_values", g.Cases[tc.name].Op)
-			want, shape := g.f32(t, tc.name+"/values")
+			require.Equal(t, "fp8_values", cases[tc.name].Op)
+			want, shape := g.RequireF32(t, tc.name, "values")
 			require.Equal(t, []int{256}, shape)
 			conv := fp8Convs[tc.format]
 			for c := range 256 {
@@ -124,14 +92,14 @@ func TestFP8GoldenDecode(t *testing.T) {
 // the encode cases: values, midpoints and their neighbours, subnormals,
 // the overflow midpoint, infinities, NaNs and random values of wide range.
 func TestFP8GoldenEncode(t *testing.T) {
-	g := openFP8Golden(t)
-	names := g.Names("fp8_encode")
+	g, cases := openFP8Golden(t)
+	names := g.RequireOp(t, "fp8_encode")
 	require.Equal(t, []string{"encode_e4m3", "encode_e5m2"}, names)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			conv := fp8Convs[g.Cases[name].Format]
-			x, _ := g.f32(t, name+"/x")
-			want, _ := g.u8(t, name+"/codes")
+			conv := fp8Convs[cases[name].Format]
+			x, _ := g.RequireF32(t, name, "x")
+			want := g.RequireRaw(t, name, "codes", "U8").Data
 			require.Len(t, want, len(x))
 			got := make([]uint8, len(x))
 			for i, v := range x {
@@ -149,15 +117,15 @@ func TestFP8GoldenEncode(t *testing.T) {
 // fl32(x·scale), scale = fl32(max/amax), scale_inv = fl32(1/scale)) and
 // DeepSeek-V3's block quantization (codes of fl32(x/s)).
 func TestFP8GoldenScaledCodes(t *testing.T) {
-	g := openFP8Golden(t)
-	for _, name := range g.Names("current_scaling") {
+	g, cases := openFP8Golden(t)
+	for _, name := range g.RequireOp(t, "current_scaling") {
 		t.Run(name, func(t *testing.T) {
-			conv := fp8Convs[g.Cases[name].Format]
-			x, _ := g.f32(t, name+"/x")
-			amax, _ := g.f32(t, name+"/amax")
-			scale, _ := g.f32(t, name+"/scale")
-			scaleInv, _ := g.f32(t, name+"/scale_inv")
-			want, _ := g.u8(t, name+"/codes")
+			conv := fp8Convs[cases[name].Format]
+			x, _ := g.RequireF32(t, name, "x")
+			amax, _ := g.RequireF32(t, name, "amax")
+			scale, _ := g.RequireF32(t, name, "scale")
+			scaleInv, _ := g.RequireF32(t, name, "scale_inv")
+			want := g.RequireRaw(t, name, "codes", "U8").Data
 			var m float32
 			for _, v := range x {
 				m = max(m, float32(math.Abs(float64(v))))
@@ -181,11 +149,11 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 	}
 	for _, name := range []string{"block_act", "block_weight"} {
 		t.Run(name, func(t *testing.T) {
-			require.Equal(t, name, g.Cases[name].Op)
-			role := map[string]string{"block_act": "/x", "block_weight": "/w"}[name]
-			x, shape := g.f32(t, name+role)
-			want, _ := g.u8(t, name+"/codes")
-			scales, sshape := g.f32(t, name+"/scales")
+			require.Equal(t, name, cases[name].Op)
+			role := map[string]string{"block_act": "x", "block_weight": "w"}[name]
+			x, shape := g.RequireF32(t, name, role)
+			want := g.RequireRaw(t, name, "codes", "U8").Data
+			scales, sshape := g.RequireF32(t, name, "scales")
 			rows, cols := 1, 128
 			if name == "block_weight" {
 				rows = 128
@@ -209,27 +177,27 @@ func TestFP8GoldenScaledCodes(t *testing.T) {
 // the reference's exactly rounded out (float64 rounding can move a result
 // lying at a float32 midpoint).
 func TestFP8GoldenGEMMLayout(t *testing.T) {
-	g := openFP8Golden(t)
-	names := g.Names("fp8_gemm")
+	g, cases := openFP8Golden(t)
+	names := g.RequireOp(t, "fp8_gemm")
 	require.Len(t, names, 4)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			c := g.Cases[name]
-			a, ashape := g.u8(t, name+"/a")
-			b, bshape := g.u8(t, name+"/b")
-			asi, _ := g.f32(t, name+"/a_scale_inv")
-			bsi, _ := g.f32(t, name+"/b_scale_inv")
-			bias, _ := g.f32(t, name+"/bias")
-			out, oshape := g.f32(t, name+"/out")
-			require.Equal(t, []int{c.M, c.K}, ashape)
-			require.Equal(t, []int{c.N, c.K}, bshape)
+			c := cases[name]
+			a := g.RequireRaw(t, name, "a", "U8")
+			b := g.RequireRaw(t, name, "b", "U8")
+			asi, _ := g.RequireF32(t, name, "a_scale_inv")
+			bsi, _ := g.RequireF32(t, name, "b_scale_inv")
+			bias, _ := g.RequireF32(t, name, "bias")
+			out, oshape := g.RequireF32(t, name, "out")
+			require.Equal(t, []int{c.M, c.K}, a.Shape)
+			require.Equal(t, []int{c.N, c.K}, b.Shape)
 			require.Equal(t, []int{c.M, c.N}, oshape)
 			da, db := fp8Convs[c.AFormat].dec, fp8Convs[c.BFormat].dec
 			for i := range c.M {
 				for j := range c.N {
 					var s float64
 					for k := range c.K {
-						s += float64(da(a[i*c.K+k])) * float64(asi[0]) * float64(db(b[j*c.K+k])) * float64(bsi[0])
+						s += float64(da(a.Data[i*c.K+k])) * float64(asi[0]) * float64(db(b.Data[j*c.K+k])) * float64(bsi[0])
 					}
 					got := float32(s + float64(bias[j]))
 					want := out[i*c.N+j]

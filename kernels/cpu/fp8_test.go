@@ -1,7 +1,6 @@
 package cpu_test
 
 import (
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -9,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu"
 	"github.com/zbench/zbench/models/safetensors"
@@ -20,16 +20,9 @@ import (
 // differ from it by rounding only, within K·2⁻²⁴ of the sum of the terms'
 // magnitudes (well below 1e-6 of the output's norm on these cases).
 func TestFP8MatMulGolden(t *testing.T) {
-	f, err := safetensors.Open("../../testdata/golden/fp8.safetensors")
-	require.NoError(t, err)
+	f := golden.Require(t, "fp8", "testdata/reference/fp8.py")
 	be := cpu.New()
-	var cases []string
-	for name, v := range f.Metadata() {
-		var m struct{ Op string }
-		if json.Unmarshal([]byte(v), &m) == nil && m.Op == "fp8_gemm" {
-			cases = append(cases, name)
-		}
-	}
+	cases := f.RequireOp(t, "fp8_gemm")
 	require.Len(t, cases, 4)
 	for _, name := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package imagenet_test
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,15 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zbench/zbench/internal/golden"
 	"github.com/zbench/zbench/models/imagenet"
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-// The goldens of testdata/reference/imagenet.py.
-const (
-	goldenFile = "../../testdata/golden/imagenet.safetensors"
-	imageDir   = "../../testdata/golden/imagenet"
-)
+// imageDir holds the images of testdata/reference/imagenet.py's golden
+// file, testdata/golden/imagenet.safetensors.
+const imageDir = "../../testdata/golden/imagenet"
 
 // JPEG bounds: Go's inverse DCT differs from libjpeg-turbo's (PIL's) by ±1
 // in about 1% of the Y, Cb and Cr samples (cat.jpg: 1.8% of luma, 1.2% of
@@ -38,21 +36,24 @@ const (
 	jpegPixelBound   = jpegMaxAbsBound / (255 * 0.224)
 )
 
-// golden is the opened golden file.
-type golden struct {
+// goldenFile is the opened golden file, whose cases are named
+// <kind>/<case> or after their image file.
+type goldenFile struct {
 	f *safetensors.File
 }
 
-func openGolden(t *testing.T) golden {
+func openGolden(t *testing.T) goldenFile {
 	t.Helper()
-	f, err := safetensors.Open(goldenFile)
+	path, err := golden.Path("imagenet.safetensors")
 	require.NoError(t, err)
-	return golden{f}
+	f, err := safetensors.Open(path)
+	require.NoError(t, err)
+	return goldenFile{f}
 }
 
 // files returns the image files (paths relative to imageDir) that have the
 // role, sorted.
-func (g golden) files(t *testing.T, role string) []string {
+func (g goldenFile) files(t *testing.T, role string) []string {
 	t.Helper()
 	var out []string
 	for _, name := range g.f.Tensors() {
@@ -67,7 +68,7 @@ func (g golden) files(t *testing.T, role string) []string {
 }
 
 // cases returns the names of the cases of kind ("resize", "crop"), sorted.
-func (g golden) cases(t *testing.T, kind string) []string {
+func (g goldenFile) cases(t *testing.T, kind string) []string {
 	t.Helper()
 	var out []string
 	for _, name := range g.f.Tensors() {
@@ -83,17 +84,16 @@ func (g golden) cases(t *testing.T, kind string) []string {
 }
 
 // params decodes the JSON metadata of key.
-func (g golden) params(t *testing.T, key string) map[string]any {
+func (g goldenFile) params(t *testing.T, key string) map[string]any {
 	t.Helper()
-	s, ok := g.f.Metadata()[key]
-	require.True(t, ok, "metadata %q", key)
 	var p map[string]any
-	require.NoError(t, json.Unmarshal([]byte(s), &p), key)
+	_, _, err := golden.ReadParams(g.f, key, &p)
+	require.NoError(t, err, "metadata %q", key)
 	return p
 }
 
 // image returns the U8 tensor name [H, W, 3] as an Image.
-func (g golden) image(t *testing.T, name string) *imagenet.Image {
+func (g goldenFile) image(t *testing.T, name string) *imagenet.Image {
 	t.Helper()
 	tt, err := g.f.Tensor(name)
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func (g golden) image(t *testing.T, name string) *imagenet.Image {
 }
 
 // floats returns the F32 tensor name, checking its shape.
-func (g golden) floats(t *testing.T, name string, shape ...int) []float32 {
+func (g goldenFile) floats(t *testing.T, name string, shape ...int) []float32 {
 	t.Helper()
 	tt, err := g.f.Tensor(name)
 	require.NoError(t, err)

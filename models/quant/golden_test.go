@@ -12,11 +12,9 @@ import (
 	"github.com/zbench/zbench/models/quant"
 )
 
-// goldenFile is written by testdata/reference/quant.py (regenerate with
-// /usr/bin/python3 testdata/reference/quant.py).
-const goldenFile = "../../testdata/golden/quant.safetensors"
-
-// goldenCase is a case's metadata.
+// goldenCase is a case's metadata in testdata/golden/quant.safetensors,
+// written by testdata/reference/quant.py (regenerate with /usr/bin/python3
+// testdata/reference/quant.py).
 type goldenCase struct {
 	Op                string    `json:"op"`
 	Dist              string    `json:"dist"`
@@ -31,46 +29,18 @@ type goldenCase struct {
 	Bin               int       `json:"bin"`
 }
 
-// CaseOp names the case's op.
-func (c goldenCase) CaseOp() string { return c.Op }
-
-// goldenCases is the opened golden file and its cases by name.
-type goldenCases struct{ *golden.File[goldenCase] }
-
-func openGolden(t *testing.T) goldenCases {
+// openGolden opens the golden file and decodes its cases.
+func openGolden(t *testing.T) (*golden.File, map[string]goldenCase) {
 	t.Helper()
-	g, err := golden.Open[goldenCase](goldenFile, "testdata/reference/quant.py")
-	require.NoError(t, err)
-	return goldenCases{g}
+	g := golden.Require(t, "quant", "testdata/reference/quant.py")
+	return g, golden.RequireCases[goldenCase](t, g)
 }
 
-func (g goldenCases) f32(t *testing.T, name string) ([]float32, []int) {
-	t.Helper()
-	ten, err := g.Tensor(name)
-	require.NoError(t, err)
-	require.Equal(t, "F32", ten.DType, name)
-	v, err := ten.Float32()
-	require.NoError(t, err)
-	return v, ten.Shape
-}
-
-func (g goldenCases) i32(t *testing.T, name string) []int32 {
-	t.Helper()
-	ten, err := g.Tensor(name)
-	require.NoError(t, err)
-	v, err := ten.Int32()
-	require.NoError(t, err)
-	return v
-}
-
-// i64 reads an I64 tensor whose values fit in int32 (the safetensors
+// i64 reads an I64 role whose values fit in int32 (the safetensors
 // package decodes integers to int32, checking the range).
-func (g goldenCases) i64(t *testing.T, name string) []int64 {
+func i64(t *testing.T, g *golden.File, name, role string) []int64 {
 	t.Helper()
-	ten, err := g.Tensor(name)
-	require.NoError(t, err)
-	require.Equal(t, "I64", ten.DType, name)
-	v, err := ten.Int32()
+	v, err := g.RequireRaw(t, name, role, "I64").Int32()
 	require.NoError(t, err)
 	out := make([]int64, len(v))
 	for i, x := range v {
@@ -90,25 +60,25 @@ func (g goldenCases) i64(t *testing.T, name string) []int64 {
 // same bin must win here; the amax, an edge or centre of that bin (or
 // Amax, where that is smaller), is then the same float32.
 func TestGoldenHistogramSearch(t *testing.T) {
-	g := openGolden(t)
+	g, cases := openGolden(t)
 	for _, op := range []string{"entropy", "mse"} {
-		names := g.Names(op)
+		names := g.RequireOp(t, op)
 		require.Len(t, names, 3, op)
 		for _, name := range names {
 			t.Run(name, func(t *testing.T) {
-				c := g.Cases[name]
+				c := cases[name]
 				o, err := quant.New(op, quant.Options{Bins: c.Bins})
 				require.NoError(t, err)
 				for b := range c.Batches {
-					x, _ := g.f32(t, fmt.Sprintf("%s/batch%d", name, b))
+					x, _ := g.RequireF32(t, name, fmt.Sprintf("batch%d", b))
 					require.NoError(t, o.Observe(x))
 				}
 				h := o.(interface{ Histogram() *quant.Histogram }).Histogram()
 				require.Equal(t, c.Bins, h.Bins())
 				require.Equal(t, c.Range, h.Range())
-				require.Equal(t, g.i64(t, name+"/counts"), h.Counts())
+				require.Equal(t, i64(t, g, name, "counts"), h.Counts())
 
-				want, _ := g.f32(t, name+"/out")
+				want, _ := g.RequireF32(t, name, "out")
 				require.Len(t, want, 1)
 				got, err := o.Amax()
 				require.NoError(t, err)
@@ -124,17 +94,17 @@ func TestGoldenHistogramSearch(t *testing.T) {
 // torch.quantile bit for bit, streaming the batches, and the histogram
 // percentile against its bound.
 func TestGoldenPercentile(t *testing.T) {
-	g := openGolden(t)
-	names := g.Names("percentile")
+	g, cases := openGolden(t)
+	names := g.RequireOp(t, "percentile")
 	require.Len(t, names, 4)
 	for _, name := range names {
-		c := g.Cases[name]
+		c := cases[name]
 		var bs [][]float32
 		for b := range c.Batches {
-			x, _ := g.f32(t, fmt.Sprintf("%s/batch%d", name, b))
+			x, _ := g.RequireF32(t, name, fmt.Sprintf("batch%d", b))
 			bs = append(bs, x)
 		}
-		want, _ := g.f32(t, name+"/out")
+		want, _ := g.RequireF32(t, name, "out")
 		require.Len(t, want, len(c.Percentiles))
 		for i, p := range c.Percentiles {
 			t.Run(fmt.Sprintf("%s/p=%v", name, p), func(t *testing.T) {
@@ -164,24 +134,24 @@ func TestGoldenPercentile(t *testing.T) {
 // differently from our division (kernels.QuantizeValue), which the script
 // counts too.
 func TestGoldenWeights(t *testing.T) {
-	g := openGolden(t)
-	names := append(g.Names("per_channel"), g.Names("per_tensor")...)
+	g, cases := openGolden(t)
+	names := append(g.RequireOp(t, "per_channel"), g.RequireOp(t, "per_tensor")...)
 	require.Len(t, names, 3)
 	for _, name := range names {
 		t.Run(name, func(t *testing.T) {
-			c := g.Cases[name]
+			c := cases[name]
 			require.Equal(t, -127, c.QuantMin)
 			require.Equal(t, 127, c.QuantMax)
 			input := "w"
 			if c.Op == "per_tensor" {
 				input = "x"
 			}
-			w, shape := g.f32(t, name+"/"+input)
+			w, shape := g.RequireF32(t, name, input)
 			require.Len(t, shape, 2)
 			n, k := shape[0], shape[1]
-			wantScales, _ := g.f32(t, name+"/scale")
-			wantQ := g.i32(t, name+"/q")
-			wantFake, _ := g.f32(t, name+"/fake")
+			wantScales, _ := g.RequireF32(t, name, "scale")
+			wantQ := g.RequireI32(t, name, "q")
+			wantFake, _ := g.RequireF32(t, name, "fake")
 
 			var q []int8
 			var scales []float32
