@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
 )
 
@@ -136,14 +137,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		"max_position_embeddings": &c.MaxPositionEmbeddings, "type_vocab_size": &c.TypeVocabSize,
 		"layer_norm_eps": &c.LayerNormEps,
 	}
-	for key, dst := range fields {
-		v, ok := raw[key]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(v, dst); err != nil {
-			return Config{}, fmt.Errorf("bert: %s: %s = %s: %v: %w", name, key, v, err, ErrConfig)
-		}
+	if err := nn.DecodeFields(raw, fields); err != nil {
+		return Config{}, fmt.Errorf("bert: %s: %w: %w", name, err, ErrConfig)
 	}
 	if v, ok := raw["quantization_config"]; ok && string(v) != "null" {
 		if err := c.parseQuantization(name, v); err != nil {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
 )
 
 // ErrConfig marks a config.json that is malformed or asks for something
@@ -125,14 +126,8 @@ func ParseConfig(name string, data []byte) (Config, error) {
 		"layer_norm_epsilon": &c.LayerNormEpsilon, "activation_function": &c.ActivationFunction,
 		"scale_attn_weights": &c.ScaleAttnWeights,
 	}
-	for key, dst := range fields {
-		v, ok := raw[key]
-		if !ok || string(v) == "null" {
-			continue
-		}
-		if err := json.Unmarshal(v, dst); err != nil {
-			return Config{}, fmt.Errorf("gpt2: %s: %s = %s: %v: %w", name, key, v, err, ErrConfig)
-		}
+	if err := nn.DecodeFields(raw, fields); err != nil {
+		return Config{}, fmt.Errorf("gpt2: %s: %w: %w", name, err, ErrConfig)
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("gpt2: %s: %w", name, err)

@@ -25,42 +25,9 @@ type Inputs struct {
 // lengths checks in against cfg and a batch of shape [batch, seq] and
 // returns the tokens per sequence.
 func (in Inputs) lengths(cfg Config, batch, seq int) ([]int32, error) {
-	n := batch * seq
-	if len(in.IDs) != n {
-		return nil, fmt.Errorf("gpt2: input_ids has %d values, want batch·seq = %d·%d: %w", len(in.IDs), batch, seq, ErrInput)
-	}
-	for i, id := range in.IDs {
-		if id < 0 || int(id) >= cfg.VocabSize {
-			return nil, fmt.Errorf("gpt2: input_ids[%d, %d] = %d is outside the vocabulary [0, %d): %w",
-				i/seq, i%seq, id, cfg.VocabSize, ErrInput)
-		}
-	}
-	lens := make([]int32, batch)
-	for b := range lens {
-		lens[b] = int32(seq)
-	}
-	if in.Mask == nil {
-		return lens, nil
-	}
-	if len(in.Mask) != n {
-		return nil, fmt.Errorf("gpt2: attention_mask has %d values, want %d: %w", len(in.Mask), n, ErrInput)
-	}
-	for b := range batch {
-		row := in.Mask[b*seq : (b+1)*seq]
-		l := 0
-		for l < seq && row[l] == 1 {
-			l++
-		}
-		for j := l; j < seq; j++ {
-			if row[j] != 0 {
-				return nil, fmt.Errorf("gpt2: attention_mask row %d is not 1…1 0…0 (value %d at %d; only right padding is supported): %w",
-					b, row[j], j, ErrInput)
-			}
-		}
-		if l == 0 {
-			return nil, fmt.Errorf("gpt2: attention_mask row %d has no tokens: %w", b, ErrInput)
-		}
-		lens[b] = int32(l)
+	lens, err := nn.TokenLengths(in.IDs, in.Mask, batch, seq, cfg.VocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("gpt2: %w: %w", err, ErrInput)
 	}
 	return lens, nil
 }

@@ -92,3 +92,47 @@ func TokenShape(in map[string]Values) (batch, seq int, err error) {
 	}
 	return v.Shape[0], v.Shape[1], nil
 }
+
+// TokenLengths checks token ids [batch, seq] against a vocabulary of
+// vocab ids and Hugging Face's attention_mask (nil: no padding; else right
+// padding, each row 1…1 0…0 with at least one token), and returns each
+// sequence's tokens. Errors name the tensor and the position; callers wrap
+// them with their model's sentinel.
+func TokenLengths(ids, mask []int32, batch, seq, vocab int) ([]int32, error) {
+	n := batch * seq
+	if len(ids) != n {
+		return nil, fmt.Errorf("input_ids has %d values, want batch·seq = %d·%d", len(ids), batch, seq)
+	}
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return nil, fmt.Errorf("input_ids[%d, %d] = %d is outside the vocabulary [0, %d)", i/seq, i%seq, id, vocab)
+		}
+	}
+	lens := make([]int32, batch)
+	for b := range lens {
+		lens[b] = int32(seq)
+	}
+	if mask == nil {
+		return lens, nil
+	}
+	if len(mask) != n {
+		return nil, fmt.Errorf("attention_mask has %d values, want %d", len(mask), n)
+	}
+	for b := range batch {
+		row := mask[b*seq : (b+1)*seq]
+		l := 0
+		for l < seq && row[l] == 1 {
+			l++
+		}
+		for j := l; j < seq; j++ {
+			if row[j] != 0 {
+				return nil, fmt.Errorf("attention_mask row %d is not 1…1 0…0 (value %d at %d; only right padding is supported)", b, row[j], j)
+			}
+		}
+		if l == 0 {
+			return nil, fmt.Errorf("attention_mask row %d has no tokens", b)
+		}
+		lens[b] = int32(l)
+	}
+	return lens, nil
+}

@@ -56,3 +56,32 @@ func TestTokenShape(t *testing.T) {
 	_, _, err = nn.TokenShape(map[string]nn.Values{"input_ids": {Shape: []int{4, 0}}})
 	require.ErrorIs(t, err, kernels.ErrShape)
 }
+
+// TestTokenLengths checks the lengths of right-padded rows and the errors
+// of ids outside the vocabulary and of masks that are not right padding.
+func TestTokenLengths(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		ids, mask []int32
+		want      []int32
+		err       string
+	}{
+		{"no mask", []int32{1, 2, 3, 4}, nil, []int32{2, 2}, ""},
+		{"right padding", []int32{1, 2, 3, 4}, []int32{1, 0, 1, 1}, []int32{1, 2}, ""},
+		{"id outside", []int32{1, 9, 3, 4}, nil, nil, "input_ids[0, 1] = 9 is outside the vocabulary [0, 5)"},
+		{"ids count", []int32{1, 2, 3}, nil, nil, "input_ids has 3 values"},
+		{"left padding", []int32{1, 2, 3, 4}, []int32{0, 1, 1, 1}, nil, "attention_mask row 0 is not 1…1 0…0"},
+		{"empty row", []int32{1, 2, 3, 4}, []int32{1, 1, 0, 0}, nil, "attention_mask row 1 has no tokens"},
+		{"mask count", []int32{1, 2, 3, 4}, []int32{1, 1, 1}, nil, "attention_mask has 3 values"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := nn.TokenLengths(tc.ids, tc.mask, 2, 2, 5)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
