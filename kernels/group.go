@@ -15,8 +15,8 @@ func Group[G any](be Backend) (G, error) {
 		name := reflect.TypeFor[G]().Name()
 		return g, fmt.Errorf("the %s backend has no %s ops (kernels.%s): %w", be.Name(), name, name, ErrUnsupported)
 	}
-	if f, ok := any(g).(FP8); ok && reflect.TypeFor[G]() == reflect.TypeFor[FP8]() {
-		if err := f.FP8Supported(); err != nil {
+	if f, ok := any(&g).(*FP8); ok { // G is FP8
+		if err := (*f).FP8Supported(); err != nil {
 			return g, err
 		}
 	}

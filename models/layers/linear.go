@@ -93,15 +93,20 @@ func (l *Linear) Prepare(be kernels.Backend, s *Scratch, x *kernels.Tensor) (Inp
 	}
 	in.Codes = s.Codes[x.Shape().Last()]
 	var err error
-	switch {
-	case q.FP8() && q.InCast != nil:
-		err = groupDo(be, func(f kernels.FP8) error { return f.CastFP8(in.Codes, q.InCast.Amax, x, q.InCast.Scale) })
-	case q.FP8():
-		err = groupDo(be, func(f kernels.FP8) error { return f.CastFP8Rows(in.Codes, s.Scale, x) })
-	case q.InScale != nil:
-		err = groupDo(be, func(o kernels.Quant) error { return o.Quantize(in.Codes, q.InScale, x, false) })
-	default:
-		err = groupDo(be, func(o kernels.Quant) error { return o.Quantize(in.Codes, s.Scale, x, true) })
+	if q.FP8() {
+		var f kernels.FP8
+		if f, err = ops[kernels.FP8](be); err == nil && q.InCast != nil {
+			err = f.CastFP8(in.Codes, q.InCast.Amax, x, q.InCast.Scale)
+		} else if err == nil {
+			err = f.CastFP8Rows(in.Codes, s.Scale, x)
+		}
+	} else {
+		var o kernels.Quant
+		if o, err = ops[kernels.Quant](be); err == nil && q.InScale != nil {
+			err = o.Quantize(in.Codes, q.InScale, x, false)
+		} else if err == nil {
+			err = o.Quantize(in.Codes, s.Scale, x, true)
+		}
 	}
 	if err != nil {
 		return Input{X: x}, fmt.Errorf("quantizing the input: %w", err)
@@ -136,7 +141,10 @@ func (l *Linear) Project(be kernels.Backend, s *Scratch, out *kernels.Tensor, in
 	var err error
 	switch q := l.Q; {
 	case l.WO != nil:
-		err = groupDo(be, func(w kernels.WeightQuant) error { return w.WMatMul(dst, in.X, *l.WO, nil) })
+		var w kernels.WeightQuant
+		if w, err = ops[kernels.WeightQuant](be); err == nil {
+			err = w.WMatMul(dst, in.X, *l.WO, nil)
+		}
 	case in.Codes == nil:
 		err = fmt.Errorf("the input of a quantized layer was not prepared: %w", kernels.ErrValue)
 	case q.FP8():
@@ -144,17 +152,19 @@ func (l *Linear) Project(be kernels.Backend, s *Scratch, out *kernels.Tensor, in
 		if q.InCast != nil {
 			aInv = q.InCast.ScaleInv
 		}
-		err = groupDo(be, func(f kernels.FP8) error {
-			return f.FP8MatMul(dst, in.Codes, q.W, kernels.FP8MatMulParams{AScaleInv: aInv, BScaleInv: q.Scale, Bias: q.B, Act: act})
-		})
+		var f kernels.FP8
+		if f, err = ops[kernels.FP8](be); err == nil {
+			err = f.FP8MatMul(dst, in.Codes, q.W, kernels.FP8MatMulParams{AScaleInv: aInv, BScaleInv: q.Scale, Bias: q.B, Act: act})
+		}
 	default:
 		aScale := s.Scale
 		if q.InScale != nil {
 			aScale = q.InScale
 		}
-		err = groupDo(be, func(o kernels.Quant) error {
-			return o.QMatMul(dst, in.Codes, q.W, kernels.QMatMulParams{AScale: aScale, BScale: q.Scale, Bias: q.B, Act: act})
-		})
+		var o kernels.Quant
+		if o, err = ops[kernels.Quant](be); err == nil {
+			err = o.QMatMul(dst, in.Codes, q.W, kernels.QMatMulParams{AScale: aScale, BScale: q.Scale, Bias: q.B, Act: act})
+		}
 	}
 	if err != nil || res == nil {
 		return err
@@ -162,12 +172,13 @@ func (l *Linear) Project(be kernels.Backend, s *Scratch, out *kernels.Tensor, in
 	return be.Add(out, dst, res)
 }
 
-// groupDo calls f with be's op group G, or returns the error of
-// kernels.Group.
-func groupDo[G any](be kernels.Backend, f func(G) error) error {
-	g, err := kernels.Group[G](be)
-	if err != nil {
-		return err
+// ops returns be's op group G for a layer already in a form of G: a form
+// is made only where kernels.Group found the group (and, for FP8, the
+// device able to run it), so every step asserts the interface alone, and
+// only a backend without it pays for Group's error.
+func ops[G any](be kernels.Backend) (G, error) {
+	if g, ok := be.(G); ok {
+		return g, nil
 	}
-	return f(g)
+	return kernels.Group[G](be)
 }
