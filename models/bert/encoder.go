@@ -5,6 +5,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/layers"
+	"github.com/zbench/zbench/models/nn"
 )
 
 // The encoder's forward pass, one for inference (Forward) and training
@@ -85,7 +86,7 @@ func (e *encoderBufs) hidden() *kernels.Tensor { return e.layers[len(e.layers)-1
 // encode runs the encoder's forward pass with weights w over e.
 func encode(be kernels.Backend, cfg Config, w *weights, e *encoderBufs) error {
 	eps := float32(cfg.LayerNormEps)
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.Embedding(e.sum, w.word, e.ids) },
 		func() error { return be.Embedding(e.posEmb, w.pos, e.pos) },
 		func() error { return be.Add(e.sum3, e.sum3, e.posEmb) },
@@ -171,14 +172,4 @@ func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act k
 		return err
 	}
 	return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps)
-}
-
-// run calls steps in order and returns the first error.
-func run(steps ...func() error) error {
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

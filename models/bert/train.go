@@ -300,7 +300,7 @@ func (t *Trainer) forward() error {
 		return err
 	}
 	h, eps := t.head, float32(cfg.LayerNormEps)
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.Embedding(h.gathered, t.enc.hidden(), h.rows) },
 		func() error {
 			return w.mlmDense.Project(be, nil, h.tu, layers.Input{X: h.gathered}, kernels.ActNone, nil)
@@ -323,7 +323,7 @@ func (t *Trainer) backward() error {
 	act := cfg.Act()
 	h := t.head
 	dlogits := h.dlogits
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.CrossEntropyBackward(dlogits, h.logits, h.targets, 1/float32(h.M)) },
 		func() error { return be.SumRows(g.mlmBias, dlogits) },
 		func() error { return be.MatMul(h.dt, dlogits, w.word, kernels.MatMulParams{}) },
@@ -369,12 +369,12 @@ func (t *Trainer) backward() error {
 			func() error { return t.linearBackward(i, linV, dnext, true, gl.v, t.vf, x) },
 			func() error { return be.Add(dnext, dnext, t.dr) },
 		}
-		if err := run(steps...); err != nil {
+		if err := nn.RunSteps(steps...); err != nil {
 			return fmt.Errorf("bert: layer %d backward: %w", i, err)
 		}
 		dy, dnext = dnext, dy
 	}
-	err = run(
+	err = nn.RunSteps(
 		func() error {
 			return be.LayerNormBackward(t.dr, g.embLN.g, g.embLN.b, dy, t.enc.sum, w.embLN.g, t.enc.mean, t.enc.rstd)
 		},

@@ -199,7 +199,7 @@ func (f *fp8Trainer) begin() error {
 		for j, l := range row {
 			shape := l.lin.W.Shape()
 			wT := f.wT[[2]int{shape[1], shape[0]}]
-			err := run(
+			err := nn.RunSteps(
 				func() error { return f.ops.CastFP8(l.wq, l.w.Amax, l.lin.W, l.w.Scale) },
 				func() error { return transpose(f.t.be, wT, l.lin.W) },
 				func() error { return f.ops.CastFP8(l.wtq, nil, wT, l.w.Scale) },
@@ -268,7 +268,7 @@ func (f *fp8Trainer) backward(l *fp8Linear, dx *kernels.Tensor, accumulate bool,
 			steps = append(steps, func() error { return be.Add(dx, dx, dst) })
 		}
 	}
-	return run(steps...)
+	return nn.RunSteps(steps...)
 }
 
 // close frees the FP8 state's tensors.

@@ -144,7 +144,7 @@ func (f *Forward) Run() error {
 	m := f.m
 	be, cfg := m.be, m.Config
 	eps := float32(cfg.LayerNormEpsilon)
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.Embedding(f.x, m.w.wte, f.ids) },
 		func() error { return be.Embedding(f.posEmb, m.w.wpe, f.pos) },
 		func() error { return be.Add(f.x, f.x, f.posEmb) },
@@ -161,7 +161,7 @@ func (f *Forward) Run() error {
 			return fmt.Errorf("gpt2: block %d: %w", i, err)
 		}
 	}
-	err = run(
+	err = nn.RunSteps(
 		func() error { return be.LayerNorm(f.h, nil, nil, f.x2, m.w.lnF.g, m.w.lnF.b, eps) },
 		func() error {
 			return m.w.head.Project(be, nil, f.logits, layers.Input{X: f.h}, kernels.ActNone, nil)
@@ -205,16 +205,6 @@ func (f *Forward) block(l *block, eps float32, attn kernels.AttentionParams) err
 	for _, op := range ops {
 		if err := op.run(); err != nil {
 			return fmt.Errorf("%s: %w", op.name, err)
-		}
-	}
-	return nil
-}
-
-// run calls steps in order and returns the first error.
-func run(steps ...func() error) error {
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
 		}
 	}
 	return nil

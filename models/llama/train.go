@@ -371,7 +371,7 @@ func (t *Trainer) projectBackward(i int, module string, din, dy, in, w *kernels.
 		return nil
 	}
 	du := u // the dropout scratch, free again
-	err = run(
+	err = nn.RunSteps(
 		func() error { return be.MatMul(du, t.dmid, ad.a, kernels.MatMulParams{}) },
 		func() error { return t.tb.Dropout(du, du, float32(t.opt.LoRA.Dropout), t.dropSeed(ad)) },
 		func() error { return be.Add(din, din, du) },
@@ -412,7 +412,7 @@ func (t *Trainer) grad(g, a, b *kernels.Tensor, p kernels.MatMulParams) error {
 func (t *Trainer) attend(l *trainLayer) func() error {
 	be := t.m.be
 	return func() error {
-		return run(
+		return nn.RunSteps(
 			func() error { return be.SwapAxes(l.qT, l.q) },
 			func() error { return be.SwapAxes(l.kT, l.k) },
 			func() error { return be.SwapAxes(l.vT, l.v) },
@@ -526,7 +526,7 @@ func (t *Trainer) forward() error {
 			return err
 		}
 	}
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.RMSNorm(t.hF, t.xs[len(t.xs)-1], m.w.norm, float32(m.Config.RMSNormEps)) },
 		func() error { return be.MatMul(t.logits, t.hF, m.w.head, kernels.MatMulParams{TransB: true}) },
 		func() error { return be.CrossEntropy(t.loss, t.logits, t.tgt) },
@@ -542,7 +542,7 @@ func (t *Trainer) forward() error {
 func (t *Trainer) backward(scale float32) error {
 	m, be := t.m, t.m.be
 	eps := float32(m.Config.RMSNormEps)
-	err := run(
+	err := nn.RunSteps(
 		func() error { return be.CrossEntropyBackward(t.dlogits, t.logits, t.tgt, scale) },
 		func() error { return be.MatMul(t.dh, t.dlogits, m.w.head, kernels.MatMulParams{}) },
 		func() error { return t.tb.RMSNormBackward(t.dx, nil, t.dh, t.xs[len(t.xs)-1], m.w.norm, eps) },
@@ -589,14 +589,14 @@ func (t *Trainer) layerBackward(i int, l *trainLayer) error {
 		{"split heads", func() error { return be.SwapAxes(t.att, t.dattT4) }},
 		{"attention", func() error { return be.AttentionBackward(t.dqT, t.dkT, t.dvT, t.att, l.qT, l.kT, l.vT, causal) }},
 		{"merge heads", func() error {
-			return run(
+			return nn.RunSteps(
 				func() error { return be.SwapAxes(dq, t.dqT) },
 				func() error { return be.SwapAxes(dk, t.dkT) },
 				func() error { return be.SwapAxes(dv, t.dvT) },
 			)
 		}},
 		{"rope", func() error {
-			return run(
+			return nn.RunSteps(
 				func() error { return m.dec.RoPE(dq, t.pos, t.negInvFreq) },
 				func() error { return m.dec.RoPE(dk, t.pos, t.negInvFreq) },
 			)
@@ -647,14 +647,4 @@ func (t *Trainer) Grad(name string) ([]float32, error) {
 // Close frees the adapter and the buffers (not the model).
 func (t *Trainer) Close() error {
 	return errors.Join(t.bufs.Free(), t.state.Free())
-}
-
-// run calls steps in order and returns the first error.
-func run(steps ...func() error) error {
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -136,3 +136,14 @@ func TokenLengths(ids, mask []int32, batch, seq, vocab int) ([]int32, error) {
 	}
 	return lens, nil
 }
+
+// RunSteps calls steps in order and returns the first error: a model's
+// sequence of ops, each a closure over its buffers.
+func RunSteps(steps ...func() error) error {
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
