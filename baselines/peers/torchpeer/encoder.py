@@ -46,6 +46,14 @@ def bert_train_cases(short, gpu):
     return [(dt, b) for dt in ("f32", "bf16") for b in (8, 32)]
 
 
+def bert_inputs(cfg, batch, seq):
+    """BenchmarkBERT's peer inputs on the CPU: [batch, seq] random ids
+    (seeded), an all-ones attention mask and zero token types, int64."""
+    g = torch.Generator().manual_seed(21)
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g)
+    return ids, torch.ones_like(ids), torch.zeros_like(ids)
+
+
 def bert_setup(ctx, dt, batch, seq):
     """BERT-base inference of [batch, seq] random ids; dtype=int8 is the
     float32 model under quantize_dynamic (nn.Linear to qint8)."""
@@ -58,10 +66,7 @@ def bert_setup(ctx, dt, batch, seq):
     model = bert_ref.BertModel(cfg, sdpa=ctx.has_sdpa, attn_dtype=torch.float16 if dt == "mixed" else None)
     model.load_state_dict(bert_weights("base"))
     model.to(device=dev, dtype=wdtype).eval()
-    g = torch.Generator().manual_seed(21)
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq), generator=g).to(dev)
-    mask = torch.ones_like(ids)
-    types = torch.zeros_like(ids)
+    ids, mask, types = (t.to(dev) for t in bert_inputs(cfg, batch, seq))
     if dt == "int8":
         # Eager mode quantization, eager under --compile too.
         use_int8_engine()
