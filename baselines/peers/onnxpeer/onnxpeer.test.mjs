@@ -1,0 +1,264 @@
+// Tests of the ONNX Runtime peer: its helpers, the names of its
+// benchmarks against zbench's, and a run of bench.mjs and profile.mjs on
+// the short points (ONNX Runtime's outputs within the f32 tolerance of the
+// PyTorch reference). Run with
+//
+//   scripts/install-onnxruntime.sh && node --test baselines/peers/onnxpeer/
+//
+// The runs need onnxruntime-node and the exported models; without them they
+// fail, naming the install script.
+
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { describe, test } from "node:test";
+
+import {
+  EXIT_REFUSED,
+  HERE,
+  REPO,
+  checkedValues,
+  installDir,
+  loadManifest,
+  makeMatcher,
+  measure,
+  parseBenchtime,
+  pretty,
+  relErr,
+} from "./lib.mjs";
+import { graphNodes } from "./onnxgraph.mjs";
+import { nodeFLOPs, summarise } from "./profile.mjs";
+
+const MODELS = path.join(installDir(), "models");
+
+// The committed zbench baseline whose CPU f32 BERT and ResNet names the
+// peer must print.
+const ZBENCH_BASELINE = path.join(REPO, "baselines", "cpu-amd-epyc-f26-2core-avx512", "zbench.txt");
+
+// The configuration lines every run prints.
+const CONFIG_KEYS = ["impl", "execution-provider", "intra-op-threads", "inter-op-threads", "execution-mode",
+  "intra-op-spinning", "min-threads", "graph-optimization-level", "shapes", "opset", "exporter", "peer-usable"];
+
+describe("helpers", () => {
+  test("parseBenchtime", () => {
+    for (const [s, want] of [
+      ["1s", { kind: "d", value: 1 }],
+      ["500ms", { kind: "d", value: 0.5 }],
+      ["1.5m", { kind: "d", value: 90 }],
+      ["10x", { kind: "n", value: 10 }],
+    ]) {
+      assert.deepEqual(parseBenchtime(s), want, s);
+    }
+    for (const bad of ["", "1", "0x", "1 s", "s"]) {
+      assert.throws(() => parseBenchtime(bad), /invalid/, bad);
+    }
+  });
+
+  test("pretty formats as Go's testing.prettyPrint, small values in exponent form", () => {
+    for (const [x, want] of [
+      [12345678.9, "  12345679"],
+      [123.45, "       123.5"],
+      [12.345, "        12.35"],
+      [1.2345, "         1.234"],
+      [0.12345, "         0.1235"],
+      [0.012345, "         0.01235"],
+      [0.0012345, "        0.001234"],
+      [6.448e-7, "       6.448e-07"],
+    ]) {
+      assert.equal(pretty(x), want, String(x));
+    }
+  });
+
+  test("makeMatcher matches each level as go test -bench does", () => {
+    const name = "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=8";
+    for (const [pattern, want] of [
+      [".", true],
+      ["ResNet", true],
+      ["ResNet/dev=cpu", true],
+      ["ResNet//model=resnet(50|18)/dtype=f32/batch=8$", true],
+      ["BERT", false],
+      ["ResNet/dev=cuda", false],
+      ["ResNet/.*/.*/.*/batch=1$", false],
+    ]) {
+      assert.equal(makeMatcher(pattern)(name), want, pattern);
+    }
+  });
+
+  test("relErr", () => {
+    assert.equal(relErr(new Float32Array([1, 2]), new Float64Array([1, 2])), 0);
+    assert.ok(Math.abs(relErr(new Float32Array([3, 0]), new Float64Array([0, 4])) - 5 / 4) < 1e-12);
+    assert.throws(() => relErr(new Float32Array(2), new Float64Array(3)), /2 values against 3/);
+  });
+
+  test("checkedValues takes the check's rows of each output, in order", () => {
+    const results = {
+      h: { data: Float32Array.from([0, 1, 2, 3, 4, 5]), dims: [3, 2] },
+      p: { data: Float32Array.from([10, 11, 12]), dims: [3, 1] },
+    };
+    assert.deepEqual([...checkedValues(results, { outputs: ["h", "p"], rows: [0, 2] })], [0, 1, 4, 5, 10, 12]);
+    assert.deepEqual([...checkedValues(results, { outputs: ["p"], rows: null })], [10, 11, 12]);
+    assert.throws(() => checkedValues(results, { outputs: ["x"], rows: null }), /no output x/);
+  });
+
+  test("measure grows the count until a loop lasts the benchtime", async () => {
+    let calls = 0;
+    const op = () => {
+      calls++;
+      const end = process.hrtime.bigint() + 1_000_000n; // 1 ms
+      while (process.hrtime.bigint() < end);
+    };
+    const [n, secs] = await measure(op, parseBenchtime("20ms"));
+    assert.ok(secs >= 0.02, `last loop ${secs}s`);
+    assert.ok(n >= 2 && n <= 40, `n = ${n}`);
+    assert.ok(calls > n, "run1 and the growing loops");
+    calls = 0;
+    assert.deepEqual((await measure(op, parseBenchtime("3x")))[0], 3);
+    assert.equal(calls, 4, "run1, then exactly 3");
+  });
+
+  test("nodeFLOPs of convolutions and GEMMs", () => {
+    assert.equal(nodeFLOPs("Conv", [[1, 64, 56, 56], [256, 64, 1, 1], [256]], [[1, 256, 56, 56]]), 2 * 56 * 56 * 256 * 64);
+    assert.equal(nodeFLOPs("Gemm", [[1, 2048], [1000, 2048], [1000]], [[1, 1000]]), 2 * 1000 * 2048);
+    assert.equal(nodeFLOPs("MaxPool", [[1, 64, 112, 112]], [[1, 64, 56, 56]]), 0);
+  });
+
+  test("summarise keeps the runs after the warm-up, nodes in execution order", () => {
+    const node = (name, ts, dur) => ({ cat: "Node", name: `${name}_kernel_time`, ts, dur,
+      args: { op_name: "Conv", provider: "CPUExecutionProvider", input_type_shape: [{ float: [1, 3, 4, 4] }, { float: [8, 3, 1, 1] }], output_type_shape: [{ float: [1, 8, 4, 4] }] } });
+    const events = [
+      { cat: "Session", name: "model_run", ts: 0, dur: 100 },
+      node("a", 10, 50),
+      { cat: "Session", name: "model_run", ts: 200, dur: 100 },
+      node("b", 250, 5),
+      node("a", 210, 7),
+      { cat: "Session", name: "model_run", ts: 400, dur: 100 },
+      node("a", 410, 9),
+      node("b", 450, 3),
+    ];
+    const s = summarise(events, 1);
+    assert.deepEqual(s.runs, [100, 100]);
+    assert.deepEqual(s.nodes.map((n) => [n.name, n.us]), [["a", [7, 9]], ["b", [5, 3]]]);
+    assert.deepEqual(s.nodes[0].outputs, [[1, 8, 4, 4]]);
+    assert.throws(() => summarise(events, 3), /no model_run/);
+  });
+
+  test("graphNodes reads nodes and string attributes, rejects broken files", () => {
+    const varint = (n) => {
+      const out = [];
+      while (n >= 0x80) {
+        out.push((n & 0x7f) | 0x80);
+        n = Math.floor(n / 128);
+      }
+      out.push(n);
+      return out;
+    };
+    const field = (num, bytes) => [...varint(num * 8 + 2), ...varint(bytes.length), ...bytes];
+    const str = (num, s) => field(num, [...Buffer.from(s)]);
+    const attr = field(5, [...str(1, "activation"), ...varint(20 * 8 + 0), 3, ...str(4, "Relu")]);
+    const conv = field(1, [...str(1, "x"), ...str(3, "conv0"), ...str(4, "Conv"), ...attr, ...str(7, "com.microsoft.nchwc")]);
+    const gemm = field(1, [...str(3, "fc"), ...str(4, "Gemm")]);
+    const model = Buffer.from([...varint(1 * 8 + 0), 8, ...field(7, [...conv, ...gemm, ...str(2, "graph")])]);
+    assert.deepEqual(graphNodes(model), [
+      { name: "conv0", opType: "Conv", domain: "com.microsoft.nchwc", attrs: { activation: "Relu" } },
+      { name: "fc", opType: "Gemm", domain: "", attrs: {} },
+    ]);
+    assert.throws(() => graphNodes(model.subarray(0, model.length - 3), "cut.onnx"), /cut\.onnx: .*runs past the end/);
+    assert.throws(() => graphNodes(Buffer.from([8, 1])), /0 graph fields/);
+    assert.throws(() => graphNodes(Buffer.from([...field(7, field(1, str(3, "n")))])), /node 0 \(n\) has no op_type/);
+    assert.throws(() => graphNodes(Buffer.from([0x0b])), /wire type 3/);
+  });
+});
+
+function zbenchNames() {
+  const names = new Set();
+  for (const line of fs.readFileSync(ZBENCH_BASELINE, "utf8").split("\n")) {
+    const m = /^(Benchmark(?:BERT|ResNet)\/dev=cpu\/\S*dtype=f32\S*?)(-\d+)?\s/.exec(line);
+    if (m) names.add(m[1]);
+  }
+  return names;
+}
+
+/** A model's value of a per-model config line: "2", or "2 (bert-base), 1 (resnet50)". */
+function threadsOf(value, model) {
+  if (/^\d+$/.test(value)) return value;
+  const m = new RegExp(`(\\d+) \\(${model}\\)`).exec(value);
+  assert.ok(m, `intra-op-threads: ${value} names no ${model}`);
+  return m[1];
+}
+
+function runPeer(args, env = {}) {
+  const r = spawnSync(process.execPath, [path.join(HERE, "bench.mjs"), ...args], {
+    encoding: "utf8",
+    env: { ...process.env, ...env },
+    maxBuffer: 1 << 24,
+  });
+  return r;
+}
+
+describe("the peer", () => {
+  test("its points are zbench's CPU f32 BERT and ResNet points", () => {
+    const manifest = loadManifest(MODELS);
+    const want = zbenchNames();
+    assert.ok(want.size >= 5, `${ZBENCH_BASELINE}: ${want.size} CPU f32 BERT and ResNet names`);
+    assert.deepEqual(new Set(manifest.points.map((p) => p.name)), want);
+    const short = manifest.points.filter((p) => p.short).map((p) => p.name);
+    assert.deepEqual(short.sort(), [
+      "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=128",
+      "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1",
+    ]);
+  });
+
+  test("--short prints zbench's names and units, the configuration, and ORT's outputs match the reference", () => {
+    const r = runPeer(["--short", "--benchtime", "1x", "--calibrate-time", "20ms"], { GOMAXPROCS: "2" });
+    assert.equal(r.status, 0, r.stderr);
+    const lines = r.stdout.trim().split("\n");
+    const config = new Map(lines.filter((l) => /^[a-z][^\s:]*: /.test(l)).map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 2)]));
+    for (const key of CONFIG_KEYS) {
+      assert.ok(config.has(key), `config line ${key}: missing in\n${r.stdout}`);
+    }
+    assert.match(config.get("impl"), /^onnxruntime-\d+\.\d+\.\d+$/);
+    assert.equal(config.get("execution-provider"), "cpu");
+    assert.equal(config.get("graph-optimization-level"), "all");
+    assert.match(config.get("exporter"), /^torch-/);
+    assert.ok(config.has("calibration-bert-base") && config.has("calibration-resnet50"), "calibration lines");
+    const manifest = loadManifest(MODELS);
+    const rows = lines.filter((l) => l.startsWith("Benchmark"));
+    assert.equal(rows.length, 2, r.stdout);
+    for (const row of rows) {
+      const f = row.split("\t").map((s) => s.trim());
+      const m = /^(.*?)(?:-(\d+))?$/.exec(f[0]);
+      const p = manifest.points.find((q) => q.name === m[1]);
+      assert.ok(p && p.short, `${f[0]}: not a short point`);
+      assert.equal(m[2] ?? "1", threadsOf(config.get("intra-op-threads"), p.model), `${f[0]}: the suffix is the intra-op threads`);
+      assert.equal(f[1], "1");
+      const metrics = new Map(f.slice(2).map((s) => s.split(/\s+/)).map(([v, u]) => [u, Number(v)]));
+      assert.deepEqual([...metrics.keys()], ["ns/op", "GFLOP/s", "GB/s", p.unit, "rel-err"]);
+      assert.ok(metrics.get("ns/op") > 0);
+      assert.ok(metrics.get("rel-err") <= p.tol, `${p.name}: rel-err ${metrics.get("rel-err")} over ${p.tol}`);
+    }
+    assert.equal(lines.at(-1), "PASS");
+  });
+
+  test("refuses fewer threads than zbench's cores", () => {
+    const r = runPeer(["--short", "--threads", "1", "--bench", "ResNet"], { GOMAXPROCS: "2" });
+    assert.equal(r.status, EXIT_REFUSED, r.stderr);
+    assert.match(r.stderr, /refused: --threads 1 is fewer intra-op threads than the 2 cores zbench uses/);
+    assert.equal(r.stdout, "");
+  });
+
+  test("rejects bad flags naming them", () => {
+    const r = runPeer(["--count", "0"]);
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /--count "0": want a positive integer/);
+  });
+
+  test("profile.mjs summarises a profiled run", () => {
+    const r = spawnSync(process.execPath, [path.join(HERE, "profile.mjs"), "--warmup", "1", "--runs", "1"], { encoding: "utf8", maxBuffer: 1 << 24 });
+    assert.equal(r.status, 0, r.stderr);
+    for (const section of ["## The optimised graph", "## Time by kernel", "## Convolutions by shape", "## Every node"]) {
+      assert.ok(r.stdout.includes(section), section);
+    }
+    assert.match(r.stdout, /\| 3→64 7×7 \/2 224×224→112×112 \| 1 \|/);
+  });
+});
