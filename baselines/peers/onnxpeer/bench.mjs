@@ -46,7 +46,8 @@ const USAGE = `usage: node baselines/peers/onnxpeer/bench.mjs [flags]
   --benchtime T       time per benchmark ("1s", "500ms") or fixed count ("10x") (default 1s)
   --count N           run each benchmark N times (default 1)
   --short             the quick set (go test -short): BERT batch 1 seq 128, ResNet-50 batch 1
-  --threads N         intra-op threads (default: the cores zbench uses, GOMAXPROCS); the -N name suffix
+  --threads N         the cores given to ONNX Runtime: intra-op threads, fewer only where the calibration
+                      finds fewer faster (default: the cores zbench uses, GOMAXPROCS); the -N name suffix
   --min-threads N     refuse fewer intra-op threads than N (default: the cores zbench uses)
   --no-calibrate      skip the calibration: intra-op threads --threads, sequential, spinning
   --calibrate-time T  time per configuration and round of the calibration (default 300ms)
@@ -246,7 +247,9 @@ async function run(argv) {
   let failed = false;
   for (const p of points) {
     const c = chosen.get(p.model);
-    const suffix = c.intra !== 1 ? `-${c.intra}` : "";
+    // The cores the peer was given, as Go's suffix is GOMAXPROCS: the same
+    // names as zbench's rows when the calibration uses fewer threads.
+    const suffix = args.threads !== 1 ? `-${args.threads}` : "";
     const session = await ort.InferenceSession.create(path.join(args.models, manifest.models[p.model]), sessionOptions(c, p.dims));
     try {
       const f = feeds(ort, args.models, p.inputs);
