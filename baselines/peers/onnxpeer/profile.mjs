@@ -137,7 +137,7 @@ export function report({ point, config, version, exporter, opset, runs, warmup, 
   const convs = new Map();
   for (const n of summary.nodes) {
     const flops = nodeFLOPs(n.op, n.inputs, n.outputs);
-    if (!flops || n.op === "Gemm" || n.op === "FusedGemm" || n.op === "MatMul") continue;
+    if (!flops || (n.op !== "Conv" && n.op !== "FusedConv")) continue;
     const [x, wt] = n.inputs;
     const out = n.outputs[0];
     const stride = Math.round(x[2] / out[2]);
