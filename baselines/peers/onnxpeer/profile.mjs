@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // ONNX Runtime's per-node profile of a benchmark point (by default
-// ResNet-50 f32 batch 1), summarised in Markdown: each node's time (median
+// ResNet-50 f32 batch 1, sequential execution), summarised in Markdown: each node's time (median
 // over the profiled runs), convolutions grouped by shape with GFLOP/s, and
 // the op types of the optimised graph ONNX Runtime ran (its NCHWc
 // convolutions and reorders, fused activations and additions).
@@ -17,6 +17,8 @@ const USAGE = `usage: node baselines/peers/onnxpeer/profile.mjs [flags]
 
   --bench NAME     the benchmark point (default BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1)
   --threads N      intra-op threads (default: the cores zbench uses, GOMAXPROCS)
+  --no-spin        intra-op threads do not spin between parallel regions (bench.mjs's calibration
+                   chooses this on a busy machine)
   --warmup N       runs before the profiled ones (default 5)
   --runs N         profiled runs (default 20)
   --out FILE       write the Markdown there (default: stdout)
@@ -182,6 +184,7 @@ async function main(argv) {
     options: {
       bench: { type: "string", default: "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1" },
       threads: { type: "string" },
+      "no-spin": { type: "boolean", default: false },
       warmup: { type: "string", default: "5" },
       runs: { type: "string", default: "20" },
       out: { type: "string" },
@@ -206,7 +209,7 @@ async function main(argv) {
   const manifest = loadManifest(dir);
   const point = manifest.points.find((p) => p.name === values.bench);
   if (!point) throw new Error(`--bench ${values.bench}: no such point in ${path.join(dir, "manifest.json")}`);
-  const config = { intra: threads, mode: "sequential", spin: true };
+  const config = { intra: threads, mode: "sequential", spin: !values["no-spin"] };
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "onnxpeer-profile-"));
   try {
     const optimised = path.join(tmp, "optimised.onnx");
