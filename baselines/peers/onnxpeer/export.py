@@ -36,6 +36,7 @@ the golden file, and the torch and torchvision versions.
 
 import argparse
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
@@ -47,10 +48,9 @@ PEERS = os.path.dirname(HERE)
 REPO = os.path.dirname(os.path.dirname(PEERS))
 sys.path.insert(0, PEERS)
 
-import torch  # noqa: E402
-import torchvision  # noqa: E402
-
-from torchpeer import encoder, harness, vision  # noqa: E402
+# torch, torchvision and the PyTorch peer's modules are imported when the
+# models are made (reference()), not for the stamp: a current directory is
+# checked in well under a second.
 
 # The ONNX opset of the export: torch 1.13's newest (17 has
 # LayerNormalization, which the exporter emits for nn.LayerNorm).
@@ -64,13 +64,20 @@ STAMP_FILES = [
     os.path.join(PEERS, "torchpeer", "harness.py"),
     os.path.join(PEERS, "torchpeer", "encoder.py"),
     os.path.join(PEERS, "torchpeer", "vision.py"),
-    vision.RESNET_GOLDEN,
+    os.path.join(REPO, "testdata", "golden", "resnet.safetensors"),  # torchpeer.vision.RESNET_GOLDEN
 ]
 
 MANIFEST_FORMAT = "zbench-onnxpeer/1"
 
-# Raw file dtypes, as bench.mjs reads them.
-RAW_DTYPES = {torch.int64: "int64", torch.float32: "float32", torch.float64: "float64"}
+# Raw file dtypes (torch's names), as bench.mjs reads them.
+RAW_DTYPES = {"torch.int64": "int64", "torch.float32": "float32", "torch.float64": "float64"}
+
+
+def reference():
+    """(torch, torchpeer.encoder, torchpeer.harness, torchpeer.vision)."""
+    import torch
+    from torchpeer import encoder, harness, vision
+    return torch, encoder, harness, vision
 
 
 def stamp():
@@ -78,7 +85,8 @@ def stamp():
     for path in STAMP_FILES:
         with open(path, "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
-    h.update(f"torch {torch.__version__} torchvision {torchvision.__version__} opset {OPSET}".encode())
+    versions = {p: importlib.metadata.version(p) for p in ("torch", "torchvision")}
+    h.update(f"torch {versions['torch']} torchvision {versions['torchvision']} opset {OPSET}".encode())
     return h.hexdigest()
 
 
@@ -97,26 +105,16 @@ class Writer:
 
     def tensor(self, key, t):
         t = t.detach().contiguous()
-        if t.dtype not in RAW_DTYPES:
+        if str(t.dtype) not in RAW_DTYPES:
             raise ValueError(f"{key}: dtype {t.dtype} has no raw form")
         name = key.replace("/", "_").replace("=", "-") + ".bin"
         with open(os.path.join(self.out, name), "wb") as f:
             f.write(t.numpy().astype(t.numpy().dtype.newbyteorder("<"), copy=False).tobytes())
-        return {"file": name, "dtype": RAW_DTYPES[t.dtype], "shape": list(t.shape)}
-
-
-class BertIO(torch.nn.Module):
-    """BertModel with named tensor outputs for the export."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.model(input_ids, attention_mask, token_type_ids)
+        return {"file": name, "dtype": RAW_DTYPES[str(t.dtype)], "shape": list(t.shape)}
 
 
 def export(module, args, path, inputs, outputs, dynamic):
+    torch = reference()[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's notes on Python values in shapes
         torch.onnx.export(module, args, path, input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
@@ -124,6 +122,18 @@ def export(module, args, path, inputs, outputs, dynamic):
 
 
 def bert_points(w, out):
+    torch, encoder, harness, _ = reference()
+
+    class BertIO(torch.nn.Module):
+        """BertModel with its three inputs positional, for the export."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.model(input_ids, attention_mask, token_type_ids)
+
     cfg = encoder.bert_ref.BertConfig.from_dict(encoder.BERT_BASE)
     model = encoder.bert_ref.BertModel(cfg)
     model.load_state_dict(encoder.bert_weights("base"))
@@ -164,6 +174,9 @@ def bert_points(w, out):
 
 
 def resnet_points(w, out):
+    torch, _, harness, vision = reference()
+    if os.path.abspath(vision.RESNET_GOLDEN) not in STAMP_FILES:
+        raise RuntimeError(f"export.py's stamp does not cover the ResNet golden {vision.RESNET_GOLDEN}")
     base = vision.resnet_base()
     model, size = base["model"], vision.RESNET_SIZE
     export(model, (torch.zeros(1, 3, size, size),), os.path.join(out, "resnet50.onnx"), ["pixel_values"],
@@ -212,6 +225,7 @@ def main(argv=None):
         with open(stamp_path) as f:
             if f.read().strip() == want:
                 return 0
+    torch, _, harness, _ = reference()
     harness.log(f"onnxpeer/export.py: exporting BERT-base and ResNet-50 into {out}")
     tmp = out + ".tmp"
     shutil.rmtree(tmp, ignore_errors=True)
