@@ -206,6 +206,43 @@ func (l *Llama) Values(p nn.Param) ([]float32, error) {
 	return v, nil
 }
 
+// WInt4 returns the named weight [out, in] as kernels.WInt4 codes in
+// groups of 32 and their scales, the QWeight layout, when it is stored as
+// Q4_0, and nil otherwise. The weight is the same, exactly: a Q4_0 block
+// is a group, its d (which may be negative) the group's scale and its
+// codes q the stored code+8; only the nibbles move, from Q4_0's pairs of
+// elements j and j+16 to WInt4's 2j and 2j+1. q_proj and k_proj rows are
+// unpermuted as Values does.
+func (l *Llama) WInt4(param string, out, in int) ([]byte, []float32, error) {
+	t, ok := l.byHF[param]
+	if !ok || t.Type != Q4_0 {
+		return nil, nil, nil
+	}
+	if !slices.Equal(t.Shape(), []int{out, in}) {
+		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
+	}
+	src := l.File.Data(t)
+	blocks := out * in / qk
+	codes, scales := make([]byte, out*in/2), make([]float32, blocks)
+	var q [qk]byte
+	for b := range blocks {
+		blk := src[b*18 : b*18+18]
+		scales[b] = f16(blk)
+		for j := range qk / 2 {
+			q[j], q[j+qk/2] = blk[2+j]&0xf, blk[2+j]>>4
+		}
+		dst := codes[b*qk/2 : (b+1)*qk/2]
+		for j := range dst {
+			dst[j] = q[2*j] | q[2*j+1]<<4
+		}
+	}
+	if heads := l.rotaryHeads(param); heads > 0 {
+		codes = unpermute(codes, heads, in/2)
+		scales = unpermute(scales, heads, in/qk)
+	}
+	return codes, scales, nil
+}
+
 // Tensor returns the GGUF tensor holding a Hugging Face parameter.
 func (l *Llama) Tensor(param string) (Tensor, bool) {
 	t, ok := l.byHF[param]
@@ -230,19 +267,19 @@ func rotaryHeads(cfg llama.Config, param string) int {
 // permute reorders the rows of w [heads·D, cols] as llama.cpp's converter
 // does for q and k: within each head, row j·D/2 + i (rotary half j) moves
 // to 2i + j, interleaving the halves.
-func permute(w []float32, heads, cols int) []float32 {
+func permute[T any](w []T, heads, cols int) []T {
 	return reorderRows(w, heads, cols, func(half, i, d int) (from, to int) { return half*d/2 + i, 2*i + half })
 }
 
 // unpermute undoes permute.
-func unpermute(w []float32, heads, cols int) []float32 {
+func unpermute[T any](w []T, heads, cols int) []T {
 	return reorderRows(w, heads, cols, func(half, i, d int) (from, to int) { return 2*i + half, half*d/2 + i })
 }
 
 // reorderRows moves, within each head of D = rows/heads rows, row from to
 // row to for every (half, i) with half in {0, 1} and i < D/2.
-func reorderRows(w []float32, heads, cols int, move func(half, i, d int) (from, to int)) []float32 {
-	out := make([]float32, len(w))
+func reorderRows[T any](w []T, heads, cols int, move func(half, i, d int) (from, to int)) []T {
+	out := make([]T, len(w))
 	d := len(w) / cols / heads
 	for h := range heads {
 		base := h * d

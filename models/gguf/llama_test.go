@@ -238,3 +238,35 @@ func TestWriteLlamaMatchesReference(t *testing.T) {
 		})
 	}
 }
+
+// TestWInt4Repack loads the Q4_0 file with its Q4_0 weights repacked for
+// the weight-only int4 kernels: the same weights, so the logits are the
+// dequantized model's up to float32 summation order.
+func TestWInt4Repack(t *testing.T) {
+	l, err := gguf.OpenLlama(filepath.Join(ggufDir, "model-q4_0.gguf"))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Close()) }()
+	be := cpu.New()
+	float, err := llama.Load(be, l.Config, l, nn.F32)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, float.Close()) }()
+	packed, err := llama.Load(be, l.Config, l, nn.F32)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, packed.Close()) }()
+	n, err := packed.SetWeightOnly(kernels.WInt4, 32, l.WInt4)
+	require.NoError(t, err)
+	// Every module but ffn_down (172 inputs, stored F16) in both layers.
+	assert.Equal(t, 2*6, n)
+	require.True(t, packed.Quantized())
+
+	ids := []int32{1, 17, 300, 42, 511, 3, 99, 250}
+	want, err := float.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+	require.NoError(t, err)
+	got, err := packed.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+	require.NoError(t, err)
+	rel, _ := kernels.RelErr(widen(got), widen(want))
+	t.Logf("rel-err %.3g", rel)
+	assert.LessOrEqual(t, rel, 1e-5)
+	_, err = packed.SetWeightOnly(kernels.WInt4, 32, l.WInt4)
+	assert.ErrorIs(t, err, llama.ErrInput)
+}
