@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/models/gguf"
+	"github.com/zbench/zbench/models/llama"
+	"github.com/zbench/zbench/models/tokenizer"
 )
 
 // smallFile is a file with a metadata entry of every kind and three
@@ -56,6 +58,36 @@ func smallFile(t testing.TB, alignment uint32) []byte {
 	require.NoError(t, err)
 	return buf.Bytes()
 }
+
+// microLlama is a one-layer Llama of width 32 with an eight-token
+// SentencePiece vocabulary, in Q4_0: a small fuzz seed that NewLlama and
+// Tokenizer accept.
+func microLlama(t testing.TB) []byte {
+	t.Helper()
+	cfg := llama.Config{VocabSize: 8, HiddenSize: 32, IntermediateSize: 32, NumHiddenLayers: 1, NumAttentionHeads: 2,
+		NumKeyValueHeads: 1, HeadDim: 16, RMSNormEps: 1e-5, RopeTheta: 10000, MaxPositionEmbeddings: 16,
+		BOSTokenID: 1, EOSTokenIDs: []int{2}, TorchDType: "float32"}
+	tok, err := tokenizer.FromPieces("micro", tokenizer.Pieces{
+		Tokens: []string{"<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "ab"},
+		Scores: []float32{0, 0, 0, 0, -3, -4, -1, -2},
+		Types:  []int32{2, 3, 3, 1, 1, 1, 1, 1},
+		BOS:    1, EOS: 2, AddBOS: true,
+	})
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	require.NoError(t, gguf.WriteLlama(&buf, "micro", cfg, llama.Synthetic(1), tok, gguf.Q4_0))
+	f, err := gguf.Parse("micro", buf.Bytes())
+	require.NoError(t, err)
+	l, err := gguf.NewLlama(f)
+	require.NoError(t, err)
+	require.Equal(t, cfg, l.Config)
+	got, err := f.Tokenizer()
+	require.NoError(t, err)
+	assert.Equal(t, []int{1, 6, 5}, got.Encode("ab", true))
+	return buf.Bytes()
+}
+
+func TestMicroLlama(t *testing.T) { microLlama(t) }
 
 func TestParseSmall(t *testing.T) {
 	for _, a := range []uint32{0, 64, 1} {
@@ -228,6 +260,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(smallFile(f, 0))
 	f.Add(smallFile(f, 64))
 	f.Add(smallFile(f, 1))
+	f.Add(microLlama(f))
 	f.Add([]byte("GGUF\x03\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		first, err := gguf.Parse("fuzz", data)
