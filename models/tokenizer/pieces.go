@@ -123,12 +123,15 @@ func fromPieces(p Pieces) (*Tokenizer, error) {
 
 // Pieces lists the tokenizer's vocabulary piece by piece, for writing it
 // into a GGUF file. A tokenizer.model gives its pieces as they are. A
-// tokenizer.json (byte-fallback BPE, Llama 2's kind) has no scores: normal
-// token i gets −(i − the first normal id), the score SentencePiece's BPE
-// trainer gives it, which orders merges as the merges list does when, as
-// in Llama's converted tokenizers, that list follows the ids of the merged
-// tokens; its unknown token is UNKNOWN, special added tokens CONTROL, other
-// added tokens USER_DEFINED and <0xNN> tokens BYTE.
+// tokenizer.json (byte-fallback BPE, Llama 2's kind) has no scores; they
+// are made so that SentencePiece, merging the highest-scoring piece first,
+// merges in the merges list's order: when the list merges pieces in the
+// order of their ids, as SentencePiece's trainer numbers them, normal
+// token i gets the trainer's own score −(i − the first normal id);
+// otherwise (Llama 2, whose whitespace-run pieces merge last) a token gets
+// −(the rank of the first merge making it), and tokens no merge makes
+// score below all of those. Its unknown token is UNKNOWN, special added
+// tokens CONTROL, other added tokens USER_DEFINED and <0xNN> tokens BYTE.
 func (t *Tokenizer) Pieces() (Pieces, error) {
 	p := Pieces{BOS: t.bos, EOS: t.eos}
 	p.AddBOS = len(t.prefix) == 1 && t.prefix[0] == t.bos
@@ -155,22 +158,42 @@ func (m *hfModel) pieces(name string, p Pieces) (Pieces, error) {
 	if m.ignoreMerges {
 		return Pieces{}, fmt.Errorf("tokenizer: %s: ignore_merges has no SentencePiece equivalent: %w", name, ErrUnsupported)
 	}
-	first := -1
+	// rank is the rank of the first merge making each token.
+	rank := map[int32]int32{}
+	for _, mg := range m.merges {
+		if r, ok := rank[mg.id]; !ok || mg.rank < r {
+			rank[mg.id] = mg.rank
+		}
+	}
+	first, byID := -1, true
+	last := int32(-1)
 	for id := range m.size {
 		tok, typ := m.tokenAndType(int32(id))
 		if tok == "" {
 			return Pieces{}, fmt.Errorf("tokenizer: %s: id %d has no token, which a piece list cannot skip: %w", name, id, ErrUnsupported)
 		}
-		var score float32
-		if typ == pieceNormal {
-			if first < 0 {
-				first = id
-			}
-			score = -float32(id - first)
+		if typ == pieceNormal && first < 0 {
+			first = id
+		}
+		if r, ok := rank[int32(id)]; ok && typ == pieceNormal {
+			byID = byID && r > last
+			last = r
 		}
 		p.Tokens = append(p.Tokens, tok)
-		p.Scores = append(p.Scores, score)
 		p.Types = append(p.Types, int32(typ))
+	}
+	p.Scores = make([]float32, len(p.Tokens))
+	for id, typ := range p.Types {
+		r, merged := rank[int32(id)]
+		switch {
+		case typ != int32(pieceNormal):
+		case byID:
+			p.Scores[id] = -float32(id - first)
+		case merged:
+			p.Scores[id] = -float32(r)
+		default:
+			p.Scores[id] = -float32(len(m.merges) + id - first)
+		}
 	}
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,9 +15,13 @@ import (
 
 // TestPiecesLlama2 lists Llama 2's tokenizer.json as SentencePiece pieces
 // (the vocabulary a GGUF file embeds) and checks that the SentencePiece
-// tokenizer built from them encodes every reference case as Hugging
-// Face's tokenizers encodes the tokenizer.json: the scores derived from
-// the ids order merges as the merges list does.
+// tokenizer built from them encodes the reference cases as Hugging Face's
+// tokenizers encodes the tokenizer.json in its legacy layout (the one that
+// reproduces SentencePiece): the derived scores merge in the merges list's
+// order. Texts holding special tokens are left out: tokenizers splits them
+// out of the text, SentencePiece encodes them as text. The metaspace
+// layout (transformers' legacy=false) pre-tokenizes differently from
+// SentencePiece, so a piece list cannot reproduce it.
 func TestPiecesLlama2(t *testing.T) {
 	dir := llama2Dir(t)
 	data, err := os.ReadFile(filepath.Join(dir, "expected.json"))
@@ -24,6 +29,9 @@ func TestPiecesLlama2(t *testing.T) {
 	var exp refExpected
 	require.NoError(t, json.Unmarshal(data, &exp))
 	for name, layout := range exp.Layouts {
+		if name != "legacy" {
+			continue
+		}
 		t.Run(name, func(t *testing.T) {
 			hf, err := tokenizer.Load(filepath.Join(dir, layout.File))
 			require.NoError(t, err)
@@ -31,12 +39,19 @@ func TestPiecesLlama2(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, p.Tokens, 32000)
 			assert.Equal(t, []int32{tokenizer.PieceUnknown, tokenizer.PieceControl, tokenizer.PieceControl, tokenizer.PieceByte}, p.Types[:4])
-			assert.Equal(t, []float32{0, -1}, p.Scores[259:261])
+			// "▁▁" (259) merges last, "▁t" (260) first.
+			assert.Equal(t, []float32{-61248, 0}, p.Scores[259:261])
 			sp, err := tokenizer.FromPieces("llama2 pieces", p)
 			require.NoError(t, err)
+			n := 0
 			for _, c := range layout.Cases {
+				if strings.Contains(c.Text, "<s>") || strings.Contains(c.Text, "</s>") || strings.Contains(c.Text, "<unk>") {
+					continue
+				}
 				assert.Equal(t, c.IDs, nonNil(sp.Encode(c.Text, true)), "Encode(%s, true)", c.Name)
+				n++
 			}
+			assert.Greater(t, n, 30, "cases compared")
 		})
 	}
 }

@@ -67,11 +67,16 @@ What a file holds (the conventions of llama.cpp's converter):
              zero bytes
 
 Tokenizers: tiny's tokenizer.model is read field by field (pieces, scores
-and types as they are). Llama 2's tokenizer.json has no scores; SentencePiece's
-BPE trainer gives normal piece i the score −(i − first normal id) (so it
-does in llama-tiny's tokenizer.model), which orders merges as the merges
-list does; <unk> is unknown, the other special added tokens control, the
-<0xNN> tokens bytes, all with score 0.
+and types as they are). Llama 2's tokenizer.json has no scores; they are
+made so that SentencePiece, which merges the highest-scoring piece first,
+merges in the merges list's order: when the list merges pieces in the order
+of their ids, the score of normal piece i is the one SentencePiece's BPE
+trainer writes, −(i − first normal id) (as in llama-tiny's
+tokenizer.model); otherwise (Llama 2, whose whitespace-run pieces such as
+"▁▁" merge last) a piece scores −(the rank of the first merge making it),
+and pieces no merge makes −(merges + i − first normal id). <unk> is
+unknown, the other special added tokens control, the <0xNN> tokens bytes,
+all with score 0.
 
 Quantizers (ggml's reference ones, in float32 as C computes them):
 
@@ -440,7 +445,22 @@ def hf_llama_vocab(path):
         else:
             types.append(NORMAL)
     first = types.index(NORMAL)
-    scores = [-float(i - first) if typ == NORMAL else 0.0 for i, typ in enumerate(types)]
+    rank = {}
+    for r, m in enumerate(model["merges"]):
+        a, b = m.split(" ", 1) if isinstance(m, str) else m
+        rank.setdefault(vocab[a + b], r)
+    merged = [rank[i] for i in range(len(tokens)) if types[i] == NORMAL and i in rank]
+    by_id = all(x < y for x, y in zip(merged, merged[1:]))
+    scores = []
+    for i, typ in enumerate(types):
+        if typ != NORMAL:
+            scores.append(0.0)
+        elif by_id:
+            scores.append(-float(i - first))
+        elif i in rank:
+            scores.append(-float(rank[i]))
+        else:
+            scores.append(-float(len(model["merges"]) + i - first))
     return tokens, scores, types, vocab["<s>"], vocab["</s>"], unk
 
 
