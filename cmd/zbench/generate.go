@@ -118,7 +118,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 	}
 
 	start := time.Now()
-	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype)
+	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype, true)
 	if err != nil {
 		return err
 	}
@@ -204,8 +204,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 // openGenerator loads the model named by --model and its tokenizer:
 // --tokenizer, else the checkpoint's own. tok is nil, and tokErr says
 // why, when there is none: the prompt must then be ids, which are printed
-// as they come.
-func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
+// as they come. quantized lets a GGUF file's quantized weights stay
+// quantized (generation); training needs them in floating point.
+func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string, quantized bool) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
 	if tokPath != "" {
 		if tok, err = tokenizer.Load(tokPath); err != nil {
 			return nil, nil, nil, err
@@ -227,7 +228,7 @@ func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string) (m
 			return nil, nil, nil, usageErrorf("--config: the GGUF file %s carries its own config", model)
 		}
 		var own *tokenizer.Tokenizer
-		m, own, tokErr, err = loadLlamaGGUF(dev, model, dtype)
+		m, own, tokErr, err = loadLlamaGGUF(dev, model, dtype, quantized)
 		if tok == nil {
 			tok = own
 		}

@@ -19,11 +19,12 @@ import (
 func isGGUF(path string) bool { return strings.EqualFold(filepath.Ext(path), ".gguf") }
 
 // loadLlamaGGUF loads the Llama model of a GGUF file on dev in dtype
-// (auto: the file's float type, f32 for quantized files), Q4_0 weights
-// repacked exactly for the weight-only int4 kernels and the other types
-// dequantized to dtype, and its embedded tokenizer (nil, with tokErr saying why, when it has none that
+// (auto: the file's float type, f32 for quantized files), with quantized
+// set the decoder layers' Q4_0 weights repacked exactly for the
+// weight-only int4 kernels and everything else dequantized to dtype, and
+// its embedded tokenizer (nil, with tokErr saying why, when it has none that
 // models/tokenizer reads).
-func loadLlamaGGUF(dev kernels.Backend, path, dtype string) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
+func loadLlamaGGUF(dev kernels.Backend, path, dtype string, quantized bool) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
 	l, err := gguf.OpenLlama(path)
 	if err != nil {
 		return nil, nil, nil, err
@@ -39,7 +40,7 @@ func loadLlamaGGUF(dev kernels.Backend, path, dtype string) (m *llama.Model, tok
 	}
 	// Q4_0 weights run as they are on the weight-only int4 kernels, where
 	// the device has them.
-	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil {
+	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil && quantized {
 		if _, err := m.SetWeightOnly(kernels.WInt4, gguf.Q4_0.BlockSize(), l.WInt4); err != nil {
 			return nil, nil, nil, errors.Join(fmt.Errorf("loading %s: %w", path, err), m.Close())
 		}

@@ -112,3 +112,18 @@ func TestGGUFErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadLlamaGGUF: generation keeps a Q4_0 file's decoder weights in
+// int4, training gets them dequantized; the embedded tokenizer comes too.
+func TestLoadLlamaGGUF(t *testing.T) {
+	dev, err := openDevice("cpu")
+	require.NoError(t, err)
+	for _, quantized := range []bool{true, false} {
+		m, tok, tokErr, err := loadLlamaGGUF(dev, filepath.Join(llamaTinyGGUF, "model-q4_0.gguf"), "auto", quantized)
+		require.NoError(t, err)
+		require.NoError(t, tokErr)
+		assert.Equal(t, llamaTinyVocab, tok.VocabSize())
+		assert.Equal(t, quantized, m.Quantized())
+		require.NoError(t, m.Close())
+	}
+}

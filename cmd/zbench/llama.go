@@ -50,7 +50,7 @@ func llamaPrecision(dtype string, cfg llama.Config) (nn.Precision, error) {
 // dtype.
 func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llama.Model, error) {
 	if len(files.Weights) == 1 && isGGUF(files.Weights[0]) {
-		m, _, _, err := loadLlamaGGUF(dev, files.Weights[0], dtype)
+		m, _, _, err := loadLlamaGGUF(dev, files.Weights[0], dtype, true)
 		return m, err
 	}
 	cfg, err := llama.LoadConfig(files.Config)
