@@ -283,7 +283,7 @@ func (f *File) checkLayout() error {
 	var prev string
 	for _, i := range order {
 		t := f.tensors[i]
-		if t.Offset+t.Size > int64(len(f.data)) {
+		if t.Size > int64(len(f.data)) || t.Offset > int64(len(f.data))-t.Size {
 			return f.errorf("tensor %q: data [%d, %d) runs past the data section's %d bytes (truncated?)", t.Name, t.Offset, t.Offset+t.Size, len(f.data))
 		}
 		if t.Offset < end {

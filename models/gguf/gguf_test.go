@@ -166,6 +166,7 @@ func TestParseErrors(t *testing.T) {
 		{"zero dim", patch(t, good, "t.q8", q8+4+8, le64(0)), []string{`tensor "t.q8"`, "ne[1] = 0"}, gguf.ErrInvalid},
 		{"partial block", patch(t, good, "t.q8", q8+4, le64(16)), []string{`tensor "t.q8"`, "rows of 16 values", "Q8_0 blocks of 32"}, gguf.ErrInvalid},
 		{"offset out of range", patch(t, good, "t.q8", q8+4+16+4, le64(1<<20)), []string{`tensor "t.q8"`, "runs past"}, gguf.ErrInvalid},
+		{"offset overflowing with the size", patch(t, patch(t, patch(t, good, "t.q8", q8+4+8, le64(1<<55-1)), "t.q8", q8+4+16, le32(uint32(gguf.F64))), "t.q8", q8+4+16+4, le64(1<<62-32)), []string{`tensor "t.q8"`, "runs past"}, gguf.ErrInvalid},
 		{"misaligned offset", patch(t, good, "t.q8", q8+4+16+4, le64(33)), []string{`tensor "t.q8"`, "not a multiple of the alignment 32"}, gguf.ErrInvalid},
 		{"overlap", patch(t, good, "t.q8", q8+4+16+4, le64(0)), []string{"overlaps"}, gguf.ErrInvalid},
 		{"alignment not a power of two", patch(t, aligned, gguf.KeyAlignment, len(gguf.KeyAlignment)+4, le32(48)), []string{"general.alignment = 48"}, gguf.ErrInvalid},
