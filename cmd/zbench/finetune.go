@@ -134,7 +134,7 @@ func runFinetune(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype)
+	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype, false)
 	if err != nil {
 		return err
 	}

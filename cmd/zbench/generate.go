@@ -29,12 +29,13 @@ const syntheticTinyLlama = "tinyllama-synthetic"
 // benchmarks and of the golden's tinyllama case).
 const tinyLlamaSeed = 20261125
 
-const generateSynopsis = "--model DIR|tinyllama-synthetic (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--dtype auto|f32|f16|bf16] [--device cpu|cuda] [--format text|json]"
+const generateSynopsis = "--model DIR|FILE.gguf|tinyllama-synthetic (--prompt TEXT | --prompt-ids 1,2,3) [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--dtype auto|f32|f16|bf16] [--device cpu|cuda] [--format text|json]"
 
 const generateDoc = `
 Generate loads a Llama-family checkpoint directory (config.json,
-model.safetensors or its shards, and tokenizer.json or tokenizer.model) and
-continues a prompt, streaming the text as it is generated. At the end it
+model.safetensors or its shards, and tokenizer.json or tokenizer.model), or
+a GGUF file (.gguf: config and tokenizer embedded, F32, F16, BF16, Q8_0,
+Q4_0, Q4_K or Q6_K tensors), and continues a prompt, streaming the text as it is generated. At the end it
 prints the time to first token, prefill and decode tokens per second,
 per-token latency (p50, p99), load time, cold start (process start to
 first token) and the device memory's high-water mark.
@@ -69,7 +70,7 @@ type generateStats struct {
 func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("generate", generateSynopsis, generateDoc, stderr)
 	var (
-		model    = fs.String("model", "", "the checkpoint `directory` (or a weights file), or "+syntheticTinyLlama+" (required)")
+		model    = fs.String("model", "", "the checkpoint `directory` (or a weights file, or a .gguf file), or "+syntheticTinyLlama+" (required)")
 		config   = fs.String("config", "", "the model's config.json `file` (default: the checkpoint's)")
 		tokPath  = fs.String("tokenizer", "", "tokenizer.json or tokenizer.model `file` (default: the checkpoint's)")
 		prompt   = fs.String("prompt", "", "the prompt `text` (BOS is added as the tokenizer says)")
@@ -117,7 +118,7 @@ func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 	}
 
 	start := time.Now()
-	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype)
+	m, tok, tokErr, err := openGenerator(dev, *model, *config, *tokPath, *dtype, true)
 	if err != nil {
 		return err
 	}
@@ -203,8 +204,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 // openGenerator loads the model named by --model and its tokenizer:
 // --tokenizer, else the checkpoint's own. tok is nil, and tokErr says
 // why, when there is none: the prompt must then be ids, which are printed
-// as they come.
-func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
+// as they come. quantized lets a GGUF file's quantized weights stay
+// quantized (generation); training needs them in floating point.
+func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string, quantized bool) (m *llama.Model, tok *tokenizer.Tokenizer, tokErr error, err error) {
 	if tokPath != "" {
 		if tok, err = tokenizer.Load(tokPath); err != nil {
 			return nil, nil, nil, err
@@ -219,6 +221,17 @@ func openGenerator(dev kernels.Backend, model, config, tokPath, dtype string) (m
 			tokErr = errors.New(syntheticTinyLlama + " has no tokenizer: give --tokenizer")
 		}
 		m, err = llama.Load(dev, llama.TinyLlama(), llama.Synthetic(tinyLlamaSeed), prec)
+		return m, tok, tokErr, err
+	}
+	if isGGUF(model) {
+		if config != "" {
+			return nil, nil, nil, usageErrorf("--config: the GGUF file %s carries its own config", model)
+		}
+		var own *tokenizer.Tokenizer
+		m, own, tokErr, err = loadLlamaGGUF(dev, model, dtype, quantized)
+		if tok == nil {
+			tok = own
+		}
 		return m, tok, tokErr, err
 	}
 	files, err := checkpoint.Resolve(model, config)

@@ -82,7 +82,7 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("infer", inferSynopsis, inferHelp(), stderr)
 	var (
 		model   = fs.String("model", "", "the model: "+strings.Join(modelNames(canInfer), ", ")+" (required)")
-		weights = fs.String("weights", "", "the checkpoint, a `path`: a Hugging Face model directory (config.json, model.safetensors) or one safetensors file (required)")
+		weights = fs.String("weights", "", "the checkpoint, a `path`: a Hugging Face model directory (config.json, model.safetensors), one safetensors file, or a .gguf file (llama) (required)")
 		config  = fs.String("config", "", "the model's Hugging Face config.json `file` (default: config.json in the checkpoint's directory)")
 		input   = fs.String("input", "", "the inputs, a safetensors `file` (required)")
 		output  = fs.String("output", "", "the safetensors `file` to write the outputs to (required)")
@@ -129,7 +129,18 @@ func runInfer(args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("--config: %s reads its architecture from its name and its weights, it has no config.json", *model)
 	}
 	var files checkpoint.Files
-	if m.stateDict {
+	if isGGUF(*weights) {
+		switch {
+		case !m.generates:
+			return usageErrorf("--weights %s: only Llama-family models (%s) read GGUF files", *weights, strings.Join(modelNames(canGenerate), ", "))
+		case *config != "":
+			return usageErrorf("--config: the GGUF file %s carries its own config", *weights)
+		}
+		if _, err := os.Stat(*weights); err != nil {
+			return fmt.Errorf("weights: %w", err)
+		}
+		files = checkpoint.Files{Weights: []string{*weights}}
+	} else if m.stateDict {
 		files, err = checkpoint.ResolveWeights(*weights)
 	} else {
 		files, err = checkpoint.Resolve(*weights, *config)

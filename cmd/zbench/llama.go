@@ -11,6 +11,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/checkpoint"
+	"github.com/zbench/zbench/models/gguf"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
@@ -45,8 +46,13 @@ func llamaPrecision(dtype string, cfg llama.Config) (nn.Precision, error) {
 	return nn.ParsePrecision(dtype)
 }
 
-// loadLlama loads the checkpoint files on dev in dtype.
+// loadLlama loads the checkpoint files (or the one GGUF file) on dev in
+// dtype.
 func loadLlama(dev kernels.Backend, files checkpoint.Files, dtype string) (*llama.Model, error) {
+	if len(files.Weights) == 1 && isGGUF(files.Weights[0]) {
+		m, _, _, err := loadLlamaGGUF(dev, files.Weights[0], dtype, true)
+		return m, err
+	}
 	cfg, err := llama.LoadConfig(files.Config)
 	if err != nil {
 		return nil, err
@@ -108,10 +114,11 @@ func parseIDs(s string) ([]int, error) {
 // quantizeLlama quantizes a Llama model's decoder layers in j's scheme and
 // writes it, with the source checkpoint's tokenizer and generation files.
 func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
-	cfg, src, files, err := llamaQuantizeSource(j.weights, j.config)
+	cfg, src, files, closeSrc, err := llamaQuantizeSource(j.weights, j.config)
 	if err != nil {
 		return rep, err
 	}
+	defer func() { err = errors.Join(err, closeSrc()) }()
 	prec, err := llamaPrecision(j.dtype, cfg)
 	if err != nil {
 		return rep, err
@@ -166,15 +173,16 @@ func quantizeLlama(j quantizeJob) (rep quantizeReport, err error) {
 }
 
 // llamaQuantizeSource resolves --weights and --config for a Llama: the
-// config, the weights and the checkpoint's files (none for synthetic
-// weights).
-func llamaQuantizeSource(weights, config string) (llama.Config, nn.Source, checkpoint.Files, error) {
+// config, the weights, the checkpoint's files (none for synthetic weights
+// and GGUF files) and what closes the weights' file once they are read.
+func llamaQuantizeSource(weights, config string) (llama.Config, nn.Source, checkpoint.Files, func() error, error) {
+	none := func() error { return nil }
 	if rest, ok := strings.CutPrefix(weights, "synthetic"); ok && (rest == "" || rest[0] == ':') {
 		seed := uint64(tinyLlamaSeed)
 		if rest != "" {
 			s, err := strconv.ParseUint(rest[1:], 10, 64)
 			if err != nil {
-				return llama.Config{}, nil, checkpoint.Files{}, usageErrorf("--weights %s: the seed must be an unsigned integer", weights)
+				return llama.Config{}, nil, checkpoint.Files{}, none, usageErrorf("--weights %s: the seed must be an unsigned integer", weights)
 			}
 			seed = s
 		}
@@ -183,31 +191,41 @@ func llamaQuantizeSource(weights, config string) (llama.Config, nn.Source, check
 		if config != "" {
 			c, err := llama.LoadConfig(config)
 			if err != nil {
-				return llama.Config{}, nil, files, err
+				return llama.Config{}, nil, files, none, err
 			}
 			cfg = c
 		}
 		if cfg.Quant != nil {
-			return llama.Config{}, nil, files, fmt.Errorf("config %s is already quantized (%s)", config, cfg.Quant.Scheme)
+			return llama.Config{}, nil, files, none, fmt.Errorf("config %s is already quantized (%s)", config, cfg.Quant.Scheme)
 		}
-		return cfg, llama.Synthetic(seed), files, nil
+		return cfg, llama.Synthetic(seed), files, none, nil
+	}
+	if isGGUF(weights) {
+		if config != "" {
+			return llama.Config{}, nil, checkpoint.Files{}, none, usageErrorf("--config: the GGUF file %s carries its own config", weights)
+		}
+		l, err := gguf.OpenLlama(weights)
+		if err != nil {
+			return llama.Config{}, nil, checkpoint.Files{}, none, err
+		}
+		return l.Config, l, checkpoint.Files{}, l.Close, nil
 	}
 	files, err := checkpoint.Resolve(weights, config)
 	if err != nil {
-		return llama.Config{}, nil, files, err
+		return llama.Config{}, nil, files, none, err
 	}
 	cfg, err := llama.LoadConfig(files.Config)
 	if err != nil {
-		return llama.Config{}, nil, files, err
+		return llama.Config{}, nil, files, none, err
 	}
 	if cfg.Quant != nil {
-		return llama.Config{}, nil, files, fmt.Errorf("config %s: the checkpoint is already quantized (%s)", files.Config, cfg.Quant.Scheme)
+		return llama.Config{}, nil, files, none, fmt.Errorf("config %s: the checkpoint is already quantized (%s)", files.Config, cfg.Quant.Scheme)
 	}
 	ck, err := llama.OpenCheckpoint(files.Weights...)
 	if err != nil {
-		return llama.Config{}, nil, files, fmt.Errorf("weights: %w", err)
+		return llama.Config{}, nil, files, none, fmt.Errorf("weights: %w", err)
 	}
-	return cfg, ck, files, nil
+	return cfg, ck, files, none, nil
 }
 
 // llamaEvalBatch is the batch the quantized model's logits are compared

@@ -21,7 +21,7 @@ import (
 	"github.com/zbench/zbench/models/safetensors"
 )
 
-const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--size 224] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4|fp8] [--group 128] [--dtype auto] [--device cpu|cuda] --out DIR"
+const quantizeSynopsis = "--model bert|llama|resnet50 --weights DIR|W.safetensors|synthetic[:SEED] [--config config.json] [--calib IN.safetensors|synthetic] [--batches 50] [--batch 1] [--seq 128] [--size 224] [--method percentile] [--percentile 99.99] [--bins 2048] [--scheme w8a8|w8a16|w4a16|nf4|fp8] [--group 128] [--dtype auto] [--device cpu|cuda] [--format safetensors|gguf [--type Q8_0|Q4_0] [--tokenizer FILE]] --out DIR|FILE.gguf"
 
 const quantizeDoc = `
 Quantize converts a model to int8 (or int4) by post-training quantization
@@ -85,7 +85,17 @@ and SQNR after quantize-dequantize,
 the input's clipping point and the bytes against float32 and float16; for
 the model, the relative error of its outputs (BERT's last_hidden_state and
 pooler_output, Llama's logits) against the float model on one evaluation
-batch (the calibration's first, or a separate synthetic batch).`
+batch (the calibration's first, or a separate synthetic batch).
+
+--format gguf (llama) writes one GGUF file that llama.cpp and 'zbench
+generate' load instead: --type Q8_0 or Q4_0 (ggml's reference quantizers;
+rows that are not whole blocks of 32 fall back to F16, as llama.cpp's
+converter does), or F16, BF16 or F32, for every 2-D tensor (embeddings and
+output too), the norms in F32, q and k rows in llama.cpp's order, the
+config as llama.* metadata and the tokenizer embedded (--tokenizer, else
+the checkpoint's or the GGUF file's own). --weights may itself be a .gguf
+file. No calibration, evaluation or report: --scheme, --calib and the
+other quantization flags are refused.`
 
 // quantizeReport is quantization-report.json.
 type quantizeReport struct {
@@ -144,7 +154,11 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 		group      = fs.Int("group", 0, "values per scale along the input for w4a16 (default 128) and nf4 (default 64)")
 		dtype      = fs.String("dtype", "auto", "llama's precision of what stays in floating point: auto (the config's torch_dtype), f32, f16 or bf16")
 		device     = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
-		out        = fs.String("out", "", "the `directory` to write the quantized checkpoint and report to (required)")
+		out        = fs.String("out", "", "the `directory` to write the quantized checkpoint and report to (required); with --format gguf, the .gguf `file`")
+		format     = fs.String("format", "safetensors", "the output: safetensors (a quantized checkpoint directory) or gguf (llama: one GGUF file)")
+		ggufType   = fs.String("type", "Q8_0", "with --format gguf, the 2-D tensors' type: Q8_0, Q4_0, F16, BF16 or F32")
+		tokPath    = fs.String("tokenizer", "", "with --format gguf, the tokenizer to embed (default: the checkpoint's, or the GGUF file's)")
+		ggufName   = fs.String("name", "", "with --format gguf, general.name (default: the weights' file or directory name)")
 	)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
@@ -161,6 +175,25 @@ func runQuantize(args []string, stdout, stderr io.Writer) (err error) {
 	m, err := modelFor(canQuantize, *model)
 	if err != nil {
 		return err
+	}
+	switch *format {
+	case "gguf":
+		if !m.generates {
+			return usageErrorf("--format gguf: only Llama-family models (%s) are written as GGUF", strings.Join(modelNames(canGenerate), ", "))
+		}
+		return quantizeGGUF(fs, stdout, *weights, *config, *ggufType, *tokPath, *ggufName, *out)
+	case "safetensors":
+		var set []string
+		fs.Visit(func(f *flag.Flag) {
+			if slices.Contains([]string{"type", "tokenizer", "name"}, f.Name) {
+				set = append(set, "--"+f.Name)
+			}
+		})
+		if len(set) > 0 {
+			return usageErrorf("%s: only used with --format gguf", strings.Join(set, ", "))
+		}
+	default:
+		return usageErrorf("unknown --format %q (want safetensors or gguf)", *format)
 	}
 	switch {
 	case m.calib && *calib == "":

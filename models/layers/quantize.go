@@ -106,23 +106,50 @@ func (l *Linear) QuantizeWeightOnly(params *nn.TensorSet, name string, f kernels
 	for i, c := range data {
 		codes[i] = byte(c)
 	}
-	qw := &kernels.QWeight{Format: f, Group: group}
-	if qw.Data, err = params.UploadBytes(name+".weight", kernels.I8, codes, out, len(data)/out); err != nil {
+	if err := l.SetWeightOnly(params, name, f, group, codes, scales); err != nil {
 		return r, err
 	}
-	scaleShape := []int{out}
-	if f != kernels.WInt8 {
-		scaleShape = append(scaleShape, len(scales)/out)
-	}
-	if qw.Scales, err = params.Upload(name+".weight_scale", kernels.F32, scales, scaleShape...); err != nil {
-		return r, errors.Join(err, params.Release(qw.Data))
-	}
-	if err := params.Release(l.W); err != nil {
-		return r, fmt.Errorf("%s: %w", name, err)
-	}
-	*l = Linear{WO: qw}
 	r.WeightMSE, r.WeightSQNR = e.MSE, e.SQNR
-	r.Bytes = qw.Data.Bytes() + qw.Scales.Bytes()
+	r.Bytes = l.WO.Data.Bytes() + l.WO.Scales.Bytes()
 	r.F32Bytes, r.F16Bytes = int64(out*in*4), int64(out*in*2)
 	return r, nil
+}
+
+// SetWeightOnly makes codes and scales, already in kernels.QWeight's
+// layout for format f (and group, for the 4-bit formats), l's weight in
+// place of its float weight [out, in]: it uploads them into params under
+// name and releases the float weight. The layer must have no bias.
+func (l *Linear) SetWeightOnly(params *nn.TensorSet, name string, f kernels.WeightFormat, group int, codes []byte, scales []float32) error {
+	if l.B != nil {
+		return fmt.Errorf("%s has a bias; weight-only products take none: %w", name, kernels.ErrUnsupported)
+	}
+	if l.W == nil {
+		return fmt.Errorf("%s has no float weight to replace: %w", name, kernels.ErrUnsupported)
+	}
+	shape := l.W.Shape()
+	out, in := shape[0], shape[1]
+	perRow, scaleShape := in, []int{out}
+	if f != kernels.WInt8 {
+		if group <= 0 || in%group != 0 {
+			return fmt.Errorf("%s: %d inputs are not whole groups of %d: %w", name, in, group, kernels.ErrShape)
+		}
+		perRow, scaleShape = in/2, []int{out, in / group}
+	}
+	if len(codes) != out*perRow || len(scales) != kernels.Shape(scaleShape).Len() {
+		return fmt.Errorf("%s: %d code bytes and %d scales for a %s weight [%d, %d], want %d and %d: %w",
+			name, len(codes), len(scales), f, out, in, out*perRow, kernels.Shape(scaleShape).Len(), kernels.ErrShape)
+	}
+	qw := &kernels.QWeight{Format: f, Group: group}
+	var err error
+	if qw.Data, err = params.UploadBytes(name+".weight", kernels.I8, codes, out, perRow); err != nil {
+		return err
+	}
+	if qw.Scales, err = params.Upload(name+".weight_scale", kernels.F32, scales, scaleShape...); err != nil {
+		return errors.Join(err, params.Release(qw.Data))
+	}
+	if err := params.Release(l.W); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	*l = Linear{WO: qw}
+	return nil
 }

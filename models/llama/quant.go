@@ -134,6 +134,43 @@ func (m *Model) quantizeWeightOnly(lin *linear, name string, f kernels.WeightFor
 	return r, nil
 }
 
+// SetWeightOnly gives the decoder layers' linear modules weights already
+// quantized in weight-only format f (group values per scale for the 4-bit
+// formats): packed returns a module's codes and scales in kernels.QWeight's
+// layout, by the module's weight's name and shape [out, in], or nil codes
+// to leave it in floating point. The float weights it replaces are
+// released. It returns the number of modules set; the model is quantized
+// once one is (Quantize and QuantizeWeights then refuse it).
+func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(name string, out, in int) ([]byte, []float32, error)) (int, error) {
+	if m.Quantized() {
+		return 0, fmt.Errorf("llama: the model is already quantized: %w", ErrInput)
+	}
+	if _, err := kernels.Group[kernels.WeightQuant](m.be); err != nil {
+		return 0, fmt.Errorf("llama: %w", err)
+	}
+	n := 0
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			name := layerParam(i, mod.name)
+			shape := mod.lin.W.Shape()
+			codes, scales, err := packed(name+".weight", shape[0], shape[1])
+			if err != nil {
+				return n, err
+			}
+			if codes == nil {
+				continue
+			}
+			if err := mod.lin.SetWeightOnly(m.params, name, f, group, codes, scales); err != nil {
+				return n, fmt.Errorf("llama: %w", err)
+			}
+			m.quantized++
+			m.weightBits = f.Bits()
+			n++
+		}
+	}
+	return n, nil
+}
+
 // newScratch allocates the scratch of a step's quantized modules over n
 // rows: each module input's codes (one buffer per input width: hidden,
 // attention and intermediate), the tokens' scales, and the product a
