@@ -18,6 +18,11 @@ COUNT     ?= 6
 QUICK_COUNT ?= 6
 QUICK_BASE_COUNT ?= 10
 RUN       ?= zbench
+# make bench's peers and its interleaved rounds.
+PEERS     ?= torch onnxruntime llamacpp
+ROUNDS    ?= 3
+GGUF_DIR  := .cache/gguf
+GGUF_TYPES ?= F32 F16 BF16 Q8_0 Q4_0
 BENCHTIME ?= 1s
 BENCH     ?= .
 BENCHSTAT := $(GO) tool benchstat -table ""
@@ -26,6 +31,9 @@ BENCHSTAT := $(GO) tool benchstat -table ""
 # matches the parts against the levels of a name, so 'A/x$|B/y$' reads as A,
 # then x$|B, then y$: it matches neither benchmark, and go test runs nothing
 # and still exits 0.
+# $(call save,FILE) is the end of a pipe into FILE: shown unless QUIET, and
+# appended to with APPEND.
+save = $(if $(QUIET),cat >$(if $(APPEND),>) $(1),tee $(if $(APPEND),-a) $(1))
 ran = grep -q '^Benchmark' $(1) || { echo 'no benchmark result in $(1): -bench='\''$($(2))'\'' matched nothing. go test splits the pattern at each / and matches one level of the name per part, so an alternative cannot span a /: write "A|B" for whole benchmarks, or "A/(x|y)$$" within one.' >&2; exit 1; }
 
 export GOTOOLCHAIN := local
@@ -41,7 +49,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
-	bench-run peer-run baseline baseline-quick golden python-ref bench-engine cpu-engines \
+	bench-run peer-run rounds onnxruntime llamacpp gguf-models baseline baseline-quick golden python-ref bench-engine cpu-engines \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -79,15 +87,26 @@ bench-smoke:
 	@echo "== one -short pass over every benchmark"
 	$(GO) test -short -run='^$$' -bench=. -benchtime=1x ./...
 
-## bench: the full suite and the PyTorch peer on this machine, each
-## benchmark COUNT times, then benchstat against the committed baseline and
-## against the peer.
-bench: bench-run peer-run tables report
+## bench: the full suite and every peer on this machine (PyTorch, ONNX
+## Runtime, llama.cpp; PEERS chooses), each benchmark COUNT times in ROUNDS
+## interleaved rounds (zbench, then each peer, COUNT/ROUNDS times each), then
+## benchstat against the committed baseline and against each peer.
+bench: rounds tables report
 
 ## benchcmp: the same runs, printing only the benchstat tables.
 benchcmp:
-	@$(MAKE) --no-print-directory bench-run peer-run QUIET=1
+	@$(MAKE) --no-print-directory rounds QUIET=1
 	@$(MAKE) --no-print-directory tables
+
+# rounds: ROUNDS rounds of bench-run and peer-run, COUNT/ROUNDS each, the
+# first writing the output files and the others appending to them, so that a
+# noisy stretch of the machine lands on zbench and its peers alike.
+rounds:
+	@per=$$(( $(COUNT) / $(ROUNDS) )); [ "$$per" -ge 1 ] || { echo "COUNT=$(COUNT) is less than ROUNDS=$(ROUNDS)" >&2; exit 1; }; \
+	for r in $$(seq 1 $(ROUNDS)); do \
+		echo "== round $$r of $(ROUNDS), -count $$per each"; \
+		$(MAKE) --no-print-directory bench-run peer-run COUNT=$$per $$([ "$$r" -gt 1 ] && echo APPEND=1); \
+	done
 
 ## bench-quick: the -short set QUICK_COUNT times (enough for verdicts),
 ## against this machine's committed quick baseline, zbench-quick.txt.
@@ -102,16 +121,51 @@ quick-run:
 
 bench-run: cpu-engines
 	@mkdir -p $(OUT)
-	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ > $(OUT)/zbench.txt"
-	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
-		| if [ -n "$${QUIET:-}" ]; then cat > $(OUT)/zbench.txt; else tee $(OUT)/zbench.txt; fi
+	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ >$(if $(APPEND),>) $(OUT)/zbench.txt"
+	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ | $(call save,$(OUT)/zbench.txt)
 	@$(call ran,$(OUT)/zbench.txt,BENCH)
 
-peer-run: python-ref
+## peer-run: each peer of PEERS over BENCH, into $(OUT)/<peer>.txt; a peer
+## with no benchmark in BENCH prints its configuration lines only.
+peer-run: $(addprefix peer-run-,$(PEERS))
+
+peer-run-torch: python-ref
 	@mkdir -p $(OUT)
-	@echo "== PyTorch peer: baselines/peers/torch_bench.py --count $(COUNT) > $(OUT)/torch.txt"
-	$(PY) baselines/peers/torch_bench.py --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' \
-		| if [ -n "$${QUIET:-}" ]; then cat > $(OUT)/torch.txt; else tee $(OUT)/torch.txt; fi
+	@echo "== PyTorch peer: baselines/peers/torch_bench.py --count $(COUNT) >$(if $(APPEND),>) $(OUT)/torch.txt"
+	$(PY) baselines/peers/torch_bench.py --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' | $(call save,$(OUT)/torch.txt)
+
+peer-run-onnxruntime: onnxruntime
+	@mkdir -p $(OUT)
+	@echo "== ONNX Runtime peer: baselines/peers/onnxpeer/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/onnxruntime.txt"
+	node baselines/peers/onnxpeer/bench.mjs --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' | $(call save,$(OUT)/onnxruntime.txt)
+
+# llama.cpp runs only the Llama benchmarks: with a BENCH that selects none,
+# it neither writes its GGUF files nor runs.
+peer-run-llamacpp:
+	@mkdir -p $(OUT)
+	@if ! printf '%s\n' BenchmarkLlamaPrefill BenchmarkLlamaDecode BenchmarkLlamaGenerate | grep -qE -- '$(firstword $(subst /, ,$(BENCH)))'; then \
+		echo "== llama.cpp peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),,: > $(OUT)/llamacpp.txt); exit 0; fi; \
+	$(MAKE) --no-print-directory llamacpp gguf-models; \
+	echo "== llama.cpp peer: baselines/peers/llamacpp/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/llamacpp.txt"; \
+	node baselines/peers/llamacpp/bench.mjs --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' \
+		$(foreach t,$(GGUF_TYPES),$(GGUF_DIR)/tinyllama-$(t).gguf) | $(call save,$(OUT)/llamacpp.txt)
+
+## onnxruntime, llamacpp: the ONNX Runtime and llama.cpp peers' engines, from
+## npm (pinned by the committed lockfiles), and ONNX Runtime's models.
+onnxruntime:
+	@scripts/install-onnxruntime.sh
+llamacpp:
+	@scripts/install-llamacpp.sh
+
+## gguf-models: the synthetic TinyLlama of the Llama benchmarks as GGUF files
+## in each of GGUF_TYPES, written by the reference writer, for llama.cpp.
+gguf-models: tokenizer-ref
+	@mkdir -p $(GGUF_DIR)
+	@for t in $(GGUF_TYPES); do f=$(GGUF_DIR)/tinyllama-$$t.gguf; \
+		if [ ! -s $$f ] || [ testdata/reference/gguf.py -nt $$f ]; then \
+			echo "== testdata/reference/gguf.py synth --model tinyllama --type $$t --out $$f"; \
+			$(PY) testdata/reference/gguf.py synth --model tinyllama --type $$t --out $$f.tmp && mv $$f.tmp $$f; \
+		fi; done
 
 tables:
 	@if [ -f $(BASELINE)/$(RUN).txt ]; then \
@@ -125,18 +179,19 @@ tables:
 		if [ -n "$$others" ]; then echo "   other machines' baselines (zbench compare labels the hardware difference):"; \
 			for f in $$others; do echo "     $(GO) run ./cmd/zbench compare $$f $(OUT)/$(RUN).txt"; done; fi; \
 	fi
-	@if [ -z "$${NOPEER:-}" ]; then \
-		echo; echo "== benchstat: PyTorch peer vs zbench, same machine, same run"; \
-		$(BENCHSTAT) torch=$(OUT)/torch.txt zbench=$(OUT)/$(RUN).txt; \
-		echo; echo "== zbench compare: PyTorch peer (base) vs zbench, environment and verdicts"; \
-		$(GO) run ./cmd/zbench compare $(OUT)/torch.txt $(OUT)/$(RUN).txt; fi
+	@if [ -z "$${NOPEER:-}" ]; then for p in $(PEERS); do \
+		f=$(OUT)/$$p.txt; grep -q '^Benchmark' $$f 2>/dev/null || continue; \
+		echo; echo "== benchstat: $$p peer vs zbench, same machine, same run"; \
+		$(BENCHSTAT) $$p=$$f zbench=$(OUT)/$(RUN).txt; \
+		echo; echo "== zbench compare: $$p peer (base) vs zbench, environment and verdicts"; \
+		$(GO) run ./cmd/zbench compare $$f $(OUT)/$(RUN).txt; done; fi
 
 ## report: an HTML and markdown report with plots of the committed baselines
 ## and training curves (the reference's bf16 curve first, which the others
 ## are compared with) and of this machine's last make bench run, in
 ## .cache/bench/report/.
 report:
-	@$(GO) run ./cmd/zbench report -o $(OUT)/report baselines/*/*.txt $(wildcard $(OUT)/zbench.txt $(OUT)/torch.txt) \
+	@$(GO) run ./cmd/zbench report -o $(OUT)/report baselines/*/*.txt $(wildcard $(OUT)/zbench.txt $(foreach p,$(PEERS),$(OUT)/$(p).txt)) \
 		$(sort $(wildcard baselines/*/bert-train-curve/torch-bf16.jsonl)) \
 		$(filter-out %/torch-bf16.jsonl,$(sort $(wildcard baselines/*/bert-train-curve/*.jsonl))) \
 		| grep -E 'index.html|report.md'
@@ -152,12 +207,15 @@ diff:
 calibrate:
 	$(GO) run ./cmd/zbench calibrate -bench '$(BENCH)' -count $(COUNT) $(if $(SHORT),-short)
 
-## baseline: run the suite and the peer and commit-ready copy them to
-## baselines/$(MACHINE)/.
-baseline: bench-run peer-run
+## baseline: run the suite and every peer (make bench's rounds) and
+## commit-ready copy them to baselines/$(MACHINE)/, each peer's file named
+## with its version.
+baseline: rounds
 	@mkdir -p $(BASELINE)
 	cp $(OUT)/zbench.txt $(BASELINE)/zbench.txt
-	cp $(OUT)/torch.txt $(BASELINE)/torch-$$($(PY) -c 'import torch; print(torch.__version__.split("a")[0].rsplit(".", 1)[0])').txt
+	@for p in $(PEERS); do f=$(OUT)/$$p.txt; grep -q '^Benchmark' $$f 2>/dev/null || continue; \
+		v=$$(sed -n 's/^impl: *[a-z.]*[- ]v*\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' $$f | head -1); \
+		echo "cp $$f $(BASELINE)/$$p-$$v.txt"; cp $$f $(BASELINE)/$$p-$$v.txt; done
 
 ## baseline-quick: the -short set QUICK_BASE_COUNT times, written to
 ## baselines/$(MACHINE)/zbench-quick.txt for make bench-quick.
@@ -202,6 +260,7 @@ golden:
 	$(PY) testdata/reference/tokenizer.py
 	$(PY) testdata/reference/alpaca.py
 	$(PY) testdata/reference/llama.py
+	$(PY) testdata/reference/gguf.py
 	$(PY) testdata/reference/gpt2.py
 	$(PY) testdata/reference/lora.py
 	$(PY) testdata/reference/imagenet.py
