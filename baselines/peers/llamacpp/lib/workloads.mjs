@@ -111,21 +111,17 @@ export function generate(m, prompt, newTokens) {
       let steps = 0;
       return {
         async op() {
-          await s.clearHistory();
-          const start = process.hrtime.bigint();
-          let last = start;
-          let got = 0;
-          for await (const token of s.evaluate(ids, { temperature: 0 })) {
-            void token;
+          let last;
+          await greedy(s, ids, newTokens, (i) => {
             const now = process.hrtime.bigint();
-            if (got === 0) ttft += now - start;
+            if (i < 0) last = now;
+            else if (i === 0) ttft += now - last;
             else {
               decodeNs += now - last;
               steps++;
             }
             last = now;
-            if (++got === newTokens) break;
-          }
+          });
           calls++;
         },
         reset() {
@@ -144,22 +140,23 @@ export function generate(m, prompt, newTokens) {
 
 /**
  * greedy returns the n tokens llama.cpp's greedy sampler generates after
- * prompt on a fresh sequence of ctx (end-of-sequence tokens included).
- * @param {object} ctx a node-llama-cpp LlamaContext
+ * prompt, on seq cleared first (end-of-sequence tokens included). onToken,
+ * when given, is called with -1 as the prompt goes in, then with the index
+ * of each token as it comes back.
+ * @param {object} seq a node-llama-cpp LlamaContextSequence
  * @param {number[]} prompt
  * @param {number} n
+ * @param {(i: number) => void} [onToken]
  * @returns {Promise<number[]>}
  */
-export async function greedy(ctx, prompt, n) {
-  const s = ctx.getSequence();
-  try {
-    const out = [];
-    for await (const token of s.evaluate(prompt, { temperature: 0 })) {
-      out.push(token);
-      if (out.length === n) break;
-    }
-    return out;
-  } finally {
-    s.dispose();
+export async function greedy(seq, prompt, n, onToken = () => {}) {
+  await seq.clearHistory();
+  const out = [];
+  onToken(-1);
+  for await (const token of seq.evaluate(prompt, { temperature: 0 })) {
+    onToken(out.length);
+    out.push(token);
+    if (out.length === n) break;
   }
+  return out;
 }
