@@ -160,13 +160,6 @@ async function runFile(engine, file, flags, out) {
     const workloads = [prefill(m, 1, 128), decode(m, 1, 128), generate(m, 32, 16)].filter((w) => flags.bench.test(w.name));
     if (workloads.length === 0) return;
     const { threads, how } = await chooseThreads(model, m, flags);
-    if (threads < flags.minThreads && how !== undefined && !how.startsWith("calibrated")) {
-      throw new RefusedError(
-        `${threads} threads is fewer than the ${flags.minThreads} cores zbench uses (GOMAXPROCS, else the CPUs): ` +
-          `llama.cpp would be slower than it can be. Give --threads ${flags.minThreads} or more; if zbench ran with fewer cores, ` +
-          `say so with GOMAXPROCS=N in the environment or --min-threads N`,
-      );
-    }
     if (threads < flags.minThreads) process.stderr.write(`llamacpp peer: ${path.basename(file)}: ${threads} threads (${how})\n`);
     const runs = [];
     for (const w of workloads) {
@@ -178,7 +171,7 @@ async function runFile(engine, file, flags, out) {
         `gguf-file: ${path.basename(file)}`,
         `gguf-type: ${m.ggufType} (dtype=${m.dtype}: the 2-D weights, token_embd and output in ${m.ggufType}, norms F32)`,
         `threads: ${threads} (${how})`,
-        `llama-context: n_ctx and n_batch the tokens each benchmark holds (prefill 128, decode 129, generate 48), ` +
+        `llama-context: n_ctx and n_batch the tokens each benchmark holds (${runs.map(({ w }) => `${w.name.slice(14).split("/")[0].toLowerCase()} ${w.contextSize}`).join(", ")}), ` +
           `one sequence, KV cache f16 (llama.cpp's default), flash attention auto (${engine.flashAttention()})`,
       ].join("\n") + "\n",
     );
@@ -205,7 +198,7 @@ async function runFile(engine, file, flags, out) {
  * @param {string[]} args
  * @param {NodeJS.WritableStream} out
  */
-export async function run(args, out) {
+async function run(args, out) {
   const flags = parseFlags(args);
   if (flags.help) {
     out.write(USAGE);
@@ -256,17 +249,15 @@ export async function run(args, out) {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith("bench.mjs")) {
-  run(process.argv.slice(2), process.stdout).catch((err) => {
-    if (err instanceof UsageError) {
-      process.stderr.write(`llamacpp peer: ${err.message}\n${USAGE}`);
-      process.exitCode = 2;
-    } else if (err instanceof RefusedError) {
-      process.stderr.write(`llamacpp peer: refusing to run: ${err.message}\n`);
-      process.exitCode = 3;
-    } else {
-      process.stderr.write(`llamacpp peer: ${err.message}\n`);
-      process.exitCode = 1;
-    }
-  });
-}
+run(process.argv.slice(2), process.stdout).catch((err) => {
+  if (err instanceof UsageError) {
+    process.stderr.write(`llamacpp peer: ${err.message}\n${USAGE}`);
+    process.exitCode = 2;
+  } else if (err instanceof RefusedError) {
+    process.stderr.write(`llamacpp peer: refusing to run: ${err.message}\n`);
+    process.exitCode = 3;
+  } else {
+    process.stderr.write(`llamacpp peer: ${err.message}\n`);
+    process.exitCode = 1;
+  }
+});
