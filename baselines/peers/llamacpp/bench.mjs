@@ -169,7 +169,7 @@ async function runFile(engine, file, flags, out) {
     out.write(
       [
         `gguf-file: ${path.basename(file)}`,
-        `gguf-type: ${m.ggufType} (dtype=${m.dtype}: the 2-D weights, token_embd and output in ${m.ggufType}, norms F32)`,
+        `gguf-type: ${m.ggufType} (dtype=${m.dtype}; tensors: ${m.tensorTypes})`,
         `threads: ${threads} (${how})`,
         `llama-context: n_ctx and n_batch the tokens each benchmark holds (${runs.map(({ w }) => `${w.name.slice(14).split("/")[0].toLowerCase()} ${w.contextSize}`).join(", ")}), ` +
           `one sequence, KV cache f16 (llama.cpp's default), flash attention auto (${engine.flashAttention()})`,

@@ -255,7 +255,8 @@ describe("llama.cpp runs zbench's model", () => {
       const model = await engine.loadModel(file);
       try {
         const m = describeModel(file, model);
-        assert.deepEqual(m, { name: "tiny", ggufType: g.type, dtype: g.dtype, vocab: 512 });
+        assert.deepEqual({ ...m, tensorTypes: undefined }, { name: "tiny", ggufType: g.type, dtype: g.dtype, vocab: 512, tensorTypes: undefined });
+        assert.match(m.tensorTypes, new RegExp(`^\\d+ ${g.type}(, \\d+ \\w+)*$`));
         const ctx = await model.createContext({ contextSize: 64, threads: 1 });
         const seq = ctx.getSequence();
         let forced = 0;
@@ -343,7 +344,7 @@ describe("the driver's output", () => {
     for (const g of GOLDENS) {
       const at = lines.indexOf(`gguf-file: ${g.file}`);
       assert.ok(at >= 0, `no gguf-file line for ${g.file}`);
-      assert.match(lines[at + 1], new RegExp(`^gguf-type: ${g.type} \\(dtype=${g.dtype}: `));
+      assert.match(lines[at + 1], new RegExp(`^gguf-type: ${g.type} \\(dtype=${g.dtype}; tensors: \\d+ ${g.type}(, \\d+ \\w+)*\\)$`));
       assert.match(lines[at + 2], new RegExp(`^threads: (${procs}|${procs - 1}) \\((calibrated: decode step [\\d.]+ ms at ${procs} threads|the cores zbench uses)`));
       assert.match(lines[at + 3], /^llama-context: .*flash attention auto \((enabled|disabled)\)$/);
       assert.match(lines[at + 4], new RegExp(`^BenchmarkLlamaPrefill/dev=cpu/dtype=${g.dtype}/`));

@@ -190,7 +190,8 @@ const MODELS = {
  * @param {string} file
  * @param {object} model a node-llama-cpp LlamaModel
  * @param {string} [name] the model's name, when not one of MODELS
- * @returns {{name: string, ggufType: string, dtype: string, vocab: number}}
+ * The tensors' types are counted in tensorTypes ("155 Q8_0, 45 F32").
+ * @returns {{name: string, ggufType: string, dtype: string, vocab: number, tensorTypes: string}}
  */
 export function describeModel(file, model, name) {
   const info = model.fileInfo;
@@ -214,5 +215,11 @@ export function describeModel(file, model, name) {
   if (!q) throw new Error(`${file}: no tensor blk.0.attn_q.weight`);
   const ggufType = GGML_TYPES.get(q.ggmlType);
   if (!ggufType) throw new Error(`${file}: tensor blk.0.attn_q.weight has ggml type ${q.ggmlType}, want one of ${[...GGML_TYPES.values()].join(", ")}`);
-  return { name, ggufType, dtype: DTYPES.get(ggufType), vocab: nVocab };
+  const counts = new Map();
+  for (const t of info.tensorInfo) {
+    const type = GGML_TYPES.get(t.ggmlType) ?? `ggml type ${t.ggmlType}`;
+    counts.set(type, (counts.get(type) ?? 0) + 1);
+  }
+  const tensorTypes = [...counts].map(([type, n]) => `${n} ${type}`).join(", ");
+  return { name, ggufType, dtype: DTYPES.get(ggufType), vocab: nVocab, tensorTypes };
 }
