@@ -46,6 +46,11 @@ export async function loadLlamaCpp(dir) {
       if (level === nlc.LlamaLogLevel.error || level === nlc.LlamaLogLevel.fatal) process.stderr.write(`llama.cpp: ${message.trim()}\n`);
     },
   });
+  // The addon hands its log over asynchronously: wait (up to 2 s) for the
+  // line naming the CPU backend.
+  for (let wait = 0; wait < 400 && !log.some((l) => l.includes("loaded CPU backend")); wait++) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
   return new Engine(nlc, llama, version, log);
 }
 
