@@ -239,12 +239,17 @@ bench-engine: cpu-engines
 python-ref:
 	@scripts/install-python-ref.sh
 
-## peer-test: the PyTorch peer refuses the reference BLAS and too few
-## threads, and runs on OpenBLAS (installs the reference first: never skipped).
+## peer-test: the peers' own tests. The PyTorch peer refuses the reference
+## BLAS and too few threads, runs on OpenBLAS and reports its best
+## configuration; the ONNX Runtime and llama.cpp peers print zbench's names,
+## refuse too few threads and match the references (each installs what it
+## needs first: never skipped).
 .PHONY: peer-test
-peer-test: python-ref
+peer-test: python-ref onnxruntime llamacpp tokenizer-ref
 	@WITH_REFERENCE_BLAS=1 scripts/install-python-ref.sh
 	@echo "== PyTorch peer: environment guard"; $(PY) baselines/peers/torch_bench_test.py
+	@echo "== ONNX Runtime peer: node --test baselines/peers/onnxpeer/"; node --test baselines/peers/onnxpeer/
+	@echo "== llama.cpp peer: node --test baselines/peers/llamacpp/"; node --test baselines/peers/llamacpp/
 
 ## golden: regenerate testdata/golden/ with the PyTorch references
 ## (install-python-ref.sh --golden installs python-ref's reference and, for
