@@ -163,6 +163,13 @@ func convCases() []convCase {
 		{n: 2, h: 9, w: 12, ci: 5, co: 7, kh: 3, kw: 5, stride: [2]int{2, 1}, pad: [2]int{1, 2}, bias: true},
 		{n: 1, h: 1, w: 1, ci: 4, co: 3, kh: 3, kw: 3, pad: [2]int{1, 1}}, // mostly padding
 		{n: 3, h: 33, w: 17, ci: 9, co: 70, kh: 3, kw: 3, stride: [2]int{2, 2}, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		// A small image with many filters and a long reduction (a late
+		// ResNet stage): K = 648 runs over several kc-deep blocks that
+		// start inside a window position, and the work splits by filters.
+		{n: 1, h: 5, w: 5, ci: 72, co: 80, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		// Many pixels by many filters: the output is multiplied in several
+		// row blocks per share of the pixels.
+		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
 	}
 }
 

@@ -1,0 +1,118 @@
+package cpu
+
+import (
+	"runtime"
+
+	"github.com/zbench/zbench/kernels"
+)
+
+// convRowFloats bounds the output block, in float32 values (256 KiB), that
+// a task of convGEMM multiplies before it applies the epilogue: the block
+// is still in L2 when bias and activation pass over it.
+const convRowFloats = 1 << 16
+
+// convTask is one task of convGEMM: output pixels r0:r1 by the group's
+// output channels c0:c1.
+type convTask struct{ gr, r0, r1, c0, c1 int }
+
+// convTasks splits the product of each group, M output pixels by cog
+// output channels, into tasks for workers goroutines: a group per task when
+// there are as many groups as workers, else each group's pixels in ranges
+// of whole mr-row panels when there are at least four panels per share, else
+// its channels in ranges of whole nr-column panels (a small image's layer,
+// whose weights are the larger operand, split by the filters each task
+// reads), then its pixels for any workers left.
+func convTasks(groups, M, cog, mr, nr, workers int) []convTask {
+	want := max(1, (workers+groups-1)/groups)
+	rowUnits, colUnits := (M+mr-1)/mr, (cog+nr-1)/nr
+	pr, pc := want, 1
+	if rowUnits < 4*want {
+		pc = min(want, colUnits)
+		pr = max(1, min(rowUnits, want/pc))
+	}
+	var ts []convTask
+	for gr := range groups {
+		for i := range pr {
+			r0, r1 := splitUnits(M, mr, pr, i)
+			for j := range pc {
+				c0, c1 := splitUnits(cog, nr, pc, j)
+				if r0 < r1 && c0 < c1 {
+					ts = append(ts, convTask{gr: gr, r0: r0, r1: r1, c0: c0, c1: c1})
+				}
+			}
+		}
+	}
+	return ts
+}
+
+// splitUnits is part i of n of [0, total) in units of unit: contiguous
+// ranges of whole units, as even as whole units allow.
+func splitUnits(total, unit, n, i int) (lo, hi int) {
+	units := (total + unit - 1) / unit
+	lo = min(total, units*i/n*unit)
+	hi = min(total, units*(i+1)/n*unit)
+	return lo, hi
+}
+
+// convGEMM is Conv2D's implicit GEMM on our own SGEMM: out [M, Co] = beta·out
+// + im2col(x) [M, K] · wᵀ [K, Co] per group, then bias and act. Its tasks
+// (convTasks) run in parallel; each packs its rows of im2col(x) straight from
+// x into the micro-kernel's panels, one kc-deep block of mr rows at a time
+// through an L1-sized buffer (a 1×1 stride-1 convolution reads x as the
+// matrix itself), so no im2col matrix is ever written, and applies the
+// epilogue to each block of its output while it is in cache.
+func convGEMM(ov, xv, wv, bias []float32, g kernels.ConvDims, beta float32, act kernels.Activation) {
+	kern := sgemmMicro
+	mr, nr := kern.mr, kern.nr
+	M, K, Co := g.M(), g.K(), g.Co
+	cog := Co / g.Groups
+	plain := g.PointwiseGEMM()
+	tasks := convTasks(g.Groups, M, cog, mr, nr, runtime.GOMAXPROCS(0))
+	parallelFor(len(tasks), max(1, M/len(tasks)*cog*K), func(lo, hi int) {
+		buf := sgemmBufs.Get().(*gemmBuf[float32])
+		defer sgemmBufs.Put(buf)
+		rows := make([]float32, mr*min(K, sgemmKC))
+		for _, t := range tasks[lo:hi] {
+			n := t.c1 - t.c0
+			w := wv[(t.gr*cog+t.c0)*K:]
+			col := t.gr*cog + t.c0
+			block := max(sgemmMC, convRowFloats/n/sgemmMC*sgemmMC)
+			for r0 := t.r0; r0 < t.r1; r0 += block {
+				m := min(block, t.r1-r0)
+				packRows := func(dst []float32, ic, mc, pc, kc int) {
+					if plain {
+						packA(dst, xv, K, false, r0+ic, mc, pc, kc, mr)
+						return
+					}
+					a := rows[:mr*kc]
+					for ir := 0; ir < mc; ir += mr {
+						mm := min(mr, mc-ir)
+						for i := range mm {
+							packPatch(a[i*kc:(i+1)*kc], xv, g, r0+ic+ir+i, t.gr, pc, pc+kc)
+						}
+						packA(dst[ir*kc:(ir+mr)*kc], a, kc, false, 0, mm, 0, kc, mr)
+					}
+				}
+				packFilters := func(dst []float32, pc, kc, jc, nc int) { packB(dst, w, K, true, pc, kc, jc, nc, nr) }
+				c := ov[r0*Co+col:]
+				gemmBlocked(buf, mr, nr, 1, m, n, K, 1, beta, c, Co, packRows, packFilters, kern.fn)
+				if bias != nil || act != kernels.ActNone {
+					var b []float32
+					if bias != nil {
+						b = bias[col : col+n]
+					}
+					for r := range m {
+						biasAct(c[r*Co:r*Co+n], n, b, act)
+					}
+				}
+			}
+		}
+	})
+}
+
+// ownSGEMM reports whether the process's engine is our SGEMM, whose
+// micro-kernel and packing convGEMM drives.
+func ownSGEMM() bool {
+	_, ok := engine().impl.(goBLASImpl)
+	return ok
+}
