@@ -26,12 +26,14 @@ const narrowGroup = 8
 
 // Conv2D computes the convolution as an implicit GEMM over NHWC data: out
 // [M, Co] (M = N·Ho·Wo output pixels) = im2col(x) [M, K] · wᵀ [K, Co] per
-// group, with K = Kh·Kw·Ci/G. A 1×1 stride-1 convolution is MatMul on x
-// itself (see pointwise); otherwise slabs of im2col rows are packed and multiplied
-// in parallel, each worker with its own buffer. The residual is copied
-// into out first and the product accumulated onto it (beta 1), so out may
-// be the residual; bias and activation follow on each slab while it is in
-// cache.
+// group, with K = Kh·Kw·Ci/G. Depthwise and narrow groups are dot products
+// per pixel. On our own SGEMM, every other convolution is convGEMM, which
+// packs im2col rows straight into the micro-kernel's panels; on a loaded
+// engine, a 1×1 stride-1 convolution is MatMul on x itself (see pointwise)
+// and any other multiplies slabs of im2col rows, packed in parallel, each
+// worker with its own buffer. The residual is copied into out first and
+// the product accumulated onto it (beta 1), so out may be the residual;
+// bias and activation follow on each block of rows while it is in cache.
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
 	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
@@ -39,7 +41,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	}
 	M, K, Co := g.M(), g.K(), g.Co
 	inPlace := p.Residual != nil && p.Residual.Storage() == out.Storage()
-	if g.PointwiseGEMM() {
+	if g.PointwiseGEMM() && !ownSGEMM() {
 		return b.pointwise(out, x, w, g, p, inPlace)
 	}
 	xv := in32(x)[:x.Len()]
