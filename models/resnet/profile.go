@@ -6,12 +6,15 @@ import (
 	"time"
 )
 
-// OpTime is one op of a pass with its median time in Forward.Profile.
+// OpTime is one op of a pass with its times in Forward.Profile.
 type OpTime struct {
-	Name  string  // the layer ("layer3.0.conv2") or op ("maxpool", "fc")
-	Shape string  // its geometry ("3x3/1 256→256 14x14" for a convolution's input)
-	FLOPs float64 // its arithmetic as Config.FLOPs counts it (0 for ops it leaves out)
-	Time  time.Duration
+	Name  string        // the layer ("layer3.0.conv2") or op ("maxpool", "fc")
+	Shape string        // its geometry ("3x3/1 256→256 14x14" for a convolution's input)
+	FLOPs float64       // its arithmetic as Config.FLOPs counts it (0 for ops it leaves out)
+	Time  time.Duration // the median over the rounds
+	// Min is the fastest round: on a shared machine, the op's time with
+	// the least interference from other processes.
+	Min time.Duration
 }
 
 // GFLOPS is the op's arithmetic rate, 0 for an op without FLOPs.
@@ -24,7 +27,7 @@ func (o OpTime) GFLOPS() float64 {
 
 // Profile runs the whole pass rounds times, timing each op between device
 // synchronisations, and returns every op in the pass's order with its
-// median time over the rounds. The synchronisations make a queued device's
+// median and least time over the rounds. The synchronisations make a queued device's
 // pass slower than Run's; on the CPU, whose ops return when done, the sum
 // of the ops is a pass.
 func (f *Forward) Profile(rounds int) ([]OpTime, error) {
@@ -51,7 +54,7 @@ func (f *Forward) Profile(rounds int) ([]OpTime, error) {
 	out := make([]OpTime, len(f.steps))
 	for i, st := range f.steps {
 		slices.Sort(times[i])
-		out[i] = OpTime{Name: st.name, Shape: st.shape, FLOPs: st.flops, Time: times[i][len(times[i])/2]}
+		out[i] = OpTime{Name: st.name, Shape: st.shape, FLOPs: st.flops, Time: times[i][len(times[i])/2], Min: times[i][0]}
 	}
 	return out, nil
 }
