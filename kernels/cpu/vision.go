@@ -10,6 +10,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 var _ kernels.Vision = (*Backend)(nil)
@@ -227,10 +228,7 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 						if xx < 0 || xx >= g.W {
 							continue
 						}
-						src := xv[((n*g.H+y)*g.W+xx)*C:][:C]
-						for c, v := range src {
-							dst[c] = max(dst[c], v) // branch-free; a NaN wins and stays, as in torch
-						}
+						maxRow(dst, dst, xv[((n*g.H+y)*g.W+xx)*C:][:C])
 					}
 				}
 			}
@@ -238,6 +236,19 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 	})
 	done()
 	return nil
+}
+
+// maxRow sets dst[c] = max(a[c], b[c]) as Go's max: a NaN wins and
+// stays, as in torch; dst may be a or b.
+func maxRow(dst, a, b []float32) {
+	if useVecmath {
+		vecmath.MaxOf(dst, a, b)
+		return
+	}
+	a, b = a[:len(dst)], b[:len(dst)]
+	for c := range dst {
+		dst[c] = max(a[c], b[c])
+	}
 }
 
 // GlobalAvgPool averages each image's channels over its pixels, in
