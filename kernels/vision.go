@@ -45,6 +45,20 @@ type Vision interface {
 	GlobalAvgPool(out, x *Tensor) error
 }
 
+// ConvPacker is an optional op group of backends whose Conv2D multiplies
+// filters in a layout of their own: the filters of a model's convolutions
+// are packed into it once, when the model loads, instead of on every call.
+// Callers get it with Group; a backend without it packs on every call.
+type ConvPacker interface {
+	// PackConvFilters keeps w [Co, Kh, Kw, Ci/groups] also in the layout
+	// that Conv2D with p.Groups = groups multiplies, so that Conv2D reads
+	// the packed form instead of packing w again. w's values stay as they
+	// are, and any Conv2D, of any groups, computes what it computes with
+	// w unpacked. They must not change afterwards except through Upload,
+	// which drops the packed form; Free releases both.
+	PackConvFilters(w *Tensor, groups int) error
+}
+
 // ConvParams qualifies Conv2D. Pairs are (height, width).
 type ConvParams struct {
 	Stride   [2]int // 0 means 1

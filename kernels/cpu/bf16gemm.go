@@ -107,7 +107,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 				}
 			}
 		},
-		func(dst []uint32, pc, kc, jc, nc int) {
+		func(dst []uint32, pc, kc, jc, nc int) []uint32 {
 			for jr := 0; jr < nc; jr += nr {
 				nn, d := min(nr, nc-jr), dst[jr*((kc+1)/2):]
 				if tB { // op(b)[p][j] = b[j*ldb+p]
@@ -116,6 +116,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 					packPairsAcross(d, b[pc*ldb+jc+jr:], ldb, kc, nn, nr)
 				}
 			}
+			return dst
 		},
 		kern.fn)
 }

@@ -51,6 +51,9 @@ type storage struct {
 	buf   []byte
 	mem   *hostBuf
 	class int64
+	// filters is the packed form of a filter tensor (PackConvFilters), or
+	// nil.
+	filters *convFilters
 }
 
 // New returns a CPU backend using GOMAXPROCS threads, choosing the
@@ -98,6 +101,7 @@ func (b *Backend) Free(t *kernels.Tensor) error {
 		return err
 	}
 	st := t.Storage().(*storage)
+	b.dropFilters(st)
 	b.pool.Put(st.mem, st.class)
 	t.MarkFreed()
 	return nil
@@ -109,6 +113,7 @@ func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
 		That(int64(len(src)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(src), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
+	b.dropFilters(t.Storage().(*storage))
 	copy(bytesOf(t), src)
 	return nil
 }

@@ -111,9 +111,7 @@ func biasAct(rows []float32, n int, bias []float32, act kernels.Activation) {
 	for r := 0; r+n <= len(rows); r += n {
 		row := rows[r : r+n]
 		if bias != nil {
-			for j := range row {
-				row[j] += bias[j]
-			}
+			addRow(row, row, bias)
 		}
 		if act != kernels.ActNone {
 			applyAct(row, row, act)

@@ -59,7 +59,7 @@ func (b *Backend) QConv2D(out, x, w *kernels.Tensor, p kernels.QConvParams) erro
 			} else {
 				if key := rb*g.Groups + gr; key != packed {
 					for r := r0; r < r1; r++ {
-						packPatch(patches[(r-r0)*K:(r-r0+1)*K], xv, g.ConvDims, r, gr)
+						packPatch(patches[(r-r0)*K:(r-r0+1)*K], xv, g.ConvDims, r, gr, 0, K)
 					}
 					packed = key
 				}

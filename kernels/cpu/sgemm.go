@@ -186,7 +186,10 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 	mr, nr := kern.mr, kern.nr
 	gemmBlocked(buf, mr, nr, 1, m, n, k, alpha, beta, c, ldc,
 		func(dst []float32, ic, mc, pc, kc int) { packA(dst, a, lda, tA, ic, mc, pc, kc, mr) },
-		func(dst []float32, pc, kc, jc, nc int) { packB(dst, b, ldb, tB, pc, kc, jc, nc, nr) },
+		func(dst []float32, pc, kc, jc, nc int) []float32 {
+			packB(dst, b, ldb, tB, pc, kc, jc, nc, nr)
+			return dst
+		},
 		kern.fn)
 }
 
@@ -194,11 +197,12 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 // calling goroutine, with buf's buffers: a kc-deep slice of op(b), sgemmNC
 // columns wide, packed into nr-column panels (packB), and an mc×kc block
 // of op(a) into mr-row panels (packA), the micro-kernel kern multiplying
-// one panel of each into an mr×nr tile of c. A packed element holds
+// one panel of each into an mr×nr tile of c. packB returns the panels to
+// read: dst once it has packed them there, or panels packed ahead of time. A packed element holds
 // kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
 // ⌈kc/kstep⌉ elements deep. Edge tiles go through buf.tile.
 func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
-	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int),
+	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int) []E,
 	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32)) {
 	kk0 := (min(k, sgemmKC) + kstep - 1) / kstep
 	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
@@ -206,7 +210,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 	buf.a = grow(buf.a, mc0*kk0)
 	buf.b = grow(buf.b, kk0*nc0)
 	buf.tile = grow(buf.tile, mr*nr)
-	pa, pb, tile := buf.a, buf.b, buf.tile
+	pa, tile := buf.a, buf.tile
 
 	for jc := 0; jc < n; jc += sgemmNC {
 		nc := min(sgemmNC, n-jc)
@@ -217,7 +221,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 			if pc > 0 {
 				bt = 1
 			}
-			packB(pb, pc, kc, jc, nc)
+			pb := packB(buf.b, pc, kc, jc, nc)
 			for ic := 0; ic < m; ic += sgemmMC {
 				mc := min(sgemmMC, m-ic)
 				packA(pa, ic, mc, pc, kc)

@@ -583,3 +583,45 @@ func TestDotBF16PathsAgree(t *testing.T) {
 		require.InDelta(t, want, got, float64(n)*mag*1.2e-7+1e-30, "n=%d", n)
 	}
 }
+
+// TestVecmathMaxOf checks MaxOf against Go's max bit for bit (any NaN for a
+// NaN) on every pair of special values and a sweep, at every length and
+// offset of a tail, in place and not, without writing past dst.
+func TestVecmathMaxOf(t *testing.T) {
+	vecmathPaths(t, func(t *testing.T) {
+		nan, inf, negz := float32(math.NaN()), float32(math.Inf(1)), float32(math.Copysign(0, -1))
+		special := []float32{0, negz, nan, inf, -inf, 1, -1, 1e-45, -1e-45, math.MaxFloat32}
+		var a, b []float32
+		for _, x := range special {
+			for _, y := range special {
+				a, b = append(a, x), append(b, y)
+			}
+		}
+		a, b = append(a, vecTestData(70, 3)...), append(b, vecTestData(70, 5)...)
+		for off := range 3 {
+			for n := 0; n+off <= len(a); n += 1 + n/16 {
+				x, y := a[off:off+n], b[off:off+n]
+				dst := make([]float32, n+16)
+				for i := range dst {
+					dst[i] = -7
+				}
+				vecmath.MaxOf(dst[:n], x, y)
+				inPlace := slices.Clone(x)
+				vecmath.MaxOf(inPlace, inPlace, y)
+				for i, v := range dst {
+					if i >= n {
+						require.Equal(t, float32(-7), v, "off %d n %d: written past dst at %d", off, n, i)
+						continue
+					}
+					want := max(x[i], y[i])
+					if want != want {
+						require.True(t, v != v && inPlace[i] != inPlace[i], "off %d n %d i %d: max(%g, %g) = %g", off, n, i, x[i], y[i], v)
+						continue
+					}
+					require.Equal(t, math.Float32bits(want), math.Float32bits(v), "off %d n %d i %d: max(%g, %g)", off, n, i, x[i], y[i])
+					require.Equal(t, math.Float32bits(want), math.Float32bits(inPlace[i]), "in place: off %d n %d i %d", off, n, i)
+				}
+			}
+		}
+	})
+}

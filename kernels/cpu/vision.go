@@ -10,6 +10,7 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
+	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 )
 
 var _ kernels.Vision = (*Backend)(nil)
@@ -26,12 +27,14 @@ const narrowGroup = 8
 
 // Conv2D computes the convolution as an implicit GEMM over NHWC data: out
 // [M, Co] (M = N·Ho·Wo output pixels) = im2col(x) [M, K] · wᵀ [K, Co] per
-// group, with K = Kh·Kw·Ci/G. A 1×1 stride-1 convolution is MatMul on x
-// itself (see pointwise); otherwise slabs of im2col rows are packed and multiplied
-// in parallel, each worker with its own buffer. The residual is copied
-// into out first and the product accumulated onto it (beta 1), so out may
-// be the residual; bias and activation follow on each slab while it is in
-// cache.
+// group, with K = Kh·Kw·Ci/G. Depthwise and narrow groups are dot products
+// per pixel. On our own SGEMM, every other convolution is convGEMM, which
+// packs im2col rows straight into the micro-kernel's panels; on a loaded
+// engine, a 1×1 stride-1 convolution is MatMul on x itself (see pointwise)
+// and any other multiplies slabs of im2col rows, packed in parallel, each
+// worker with its own buffer. The residual is copied into out first and
+// the product accumulated onto it (beta 1), so out may be the residual;
+// bias and activation follow on each block of rows while it is in cache.
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
 	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
@@ -39,7 +42,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	}
 	M, K, Co := g.M(), g.K(), g.Co
 	inPlace := p.Residual != nil && p.Residual.Storage() == out.Storage()
-	if g.PointwiseGEMM() {
+	if g.PointwiseGEMM() && !ownSGEMM() {
 		return b.pointwise(out, x, w, g, p, inPlace)
 	}
 	xv := in32(x)[:x.Len()]
@@ -70,7 +73,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			for r := lo; r < hi; r++ {
 				row := ov[r*Co : (r+1)*Co]
 				for gr := range g.Groups {
-					packPatch(patch, xv, g, r, gr)
+					packPatch(patch, xv, g, r, gr, 0, K)
 					for o := gr * cog; o < (gr+1)*cog; o++ {
 						filt := wv[o*K : (o+1)*K]
 						var s float32
@@ -86,6 +89,8 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			}
 			epilogue(lo, hi)
 		})
+	case ownSGEMM():
+		convGEMM(ov, xv, wv, packedFilters(w, g), bias, g, beta, p.Act)
 	default:
 		slab := max(16, min(512, convPackFloats/K))
 		slabs := (M + slab - 1) / slab
@@ -106,7 +111,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 					a := buf[:(r1-r0)*K]
 					for gr := range g.Groups {
 						for r := r0; r < r1; r++ {
-							packPatch(a[(r-r0)*K:(r-r0+1)*K], xv, g, r, gr)
+							packPatch(a[(r-r0)*K:(r-r0+1)*K], xv, g, r, gr, 0, K)
 						}
 						blas32.Gemm(blas.NoTrans, blas.Trans, 1,
 							blas32.General{Rows: r1 - r0, Cols: K, Stride: K, Data: a},
@@ -151,38 +156,44 @@ func (b *Backend) pointwise(out, x, w *kernels.Tensor, g kernels.ConvDims, p ker
 	return b.MatMul(o, a, f, mp)
 }
 
-// packPatch writes into dst (K = Kh·Kw·Ci/G values) the receptive field
-// of output pixel r (n, i, j in row-major order) for group gr: Kh·Kw runs
-// of the group's channels, zeros where the window leaves the image. With
-// one group and no dilation, a window row inside the image is one run of
-// Kw·Ci values in x, copied at once (the stem's 3-channel runs).
-func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr int) {
+// packPatch writes into dst (k1−k0 values) columns k0:k1 of the im2col
+// row of output pixel r (n, i, j in row-major order) for group gr, whose K
+// = Kh·Kw·Ci/G columns are Kh·Kw runs of the group's channels, zeros
+// where the window leaves the image. With one group and no dilation, a
+// window row inside the image is one run of Kw·Ci values in x, copied at
+// once (the stem's 3-channel runs).
+func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr, k0, k1 int) {
 	cg := g.Ci / g.Groups
 	j := r % g.Wo
 	i := (r / g.Wo) % g.Ho
 	n := r / (g.Wo * g.Ho)
 	y0, x0 := i*g.Stride[0]-g.Pad[0], j*g.Stride[1]-g.Pad[1]
 	rowRun := g.Groups == 1 && g.Dilation[1] == 1 && x0 >= 0 && x0+g.Kw <= g.W
-	k := 0
-	for kh := range g.Kh {
+	rowLen := g.Kw * cg // columns per window row
+	dst = dst[:k1-k0]
+	for k := k0; k < k1; {
+		kh, rest := k/rowLen, k%rowLen
 		y := y0 + kh*g.Dilation[0]
-		if rowRun && y >= 0 && y < g.H {
-			at := ((n*g.H+y)*g.W + x0) * g.Ci
-			copy(dst[k:k+g.Kw*cg], x[at:at+g.Kw*cg])
-			k += g.Kw * cg
+		if y < 0 || y >= g.H || rowRun {
+			end := min(k1, (kh+1)*rowLen)
+			if y < 0 || y >= g.H {
+				clear(dst[k-k0 : end-k0])
+			} else {
+				at := ((n*g.H+y)*g.W+x0)*g.Ci + rest
+				copy(dst[k-k0:end-k0], x[at:at+end-k])
+			}
+			k = end
 			continue
 		}
-		for kw := range g.Kw {
-			xx := x0 + kw*g.Dilation[1]
-			run := dst[k : k+cg]
-			if y < 0 || y >= g.H || xx < 0 || xx >= g.W {
-				clear(run)
-			} else {
-				at := ((n*g.H+y)*g.W+xx)*g.Ci + gr*cg
-				copy(run, x[at:at+cg])
-			}
-			k += cg
+		kw, c := rest/cg, rest%cg
+		end := min(k1, k+cg-c)
+		if xx := x0 + kw*g.Dilation[1]; xx < 0 || xx >= g.W {
+			clear(dst[k-k0 : end-k0])
+		} else {
+			at := ((n*g.H+y)*g.W+xx)*g.Ci + gr*cg + c
+			copy(dst[k-k0:end-k0], x[at:at+end-k])
 		}
+		k = end
 	}
 }
 
@@ -217,10 +228,7 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 						if xx < 0 || xx >= g.W {
 							continue
 						}
-						src := xv[((n*g.H+y)*g.W+xx)*C:][:C]
-						for c, v := range src {
-							dst[c] = max(dst[c], v) // branch-free; a NaN wins and stays, as in torch
-						}
+						maxRow(dst, dst, xv[((n*g.H+y)*g.W+xx)*C:][:C])
 					}
 				}
 			}
@@ -228,6 +236,19 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 	})
 	done()
 	return nil
+}
+
+// maxRow sets dst[c] = max(a[c], b[c]) as Go's max: a NaN wins and
+// stays, as in torch; dst may be a or b.
+func maxRow(dst, a, b []float32) {
+	if useVecmath {
+		vecmath.MaxOf(dst, a, b)
+		return
+	}
+	a, b = a[:len(dst)], b[:len(dst)]
+	for c := range dst {
+		dst[c] = max(a[c], b[c])
+	}
 }
 
 // GlobalAvgPool averages each image's channels over its pixels, in

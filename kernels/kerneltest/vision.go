@@ -163,6 +163,13 @@ func convCases() []convCase {
 		{n: 2, h: 9, w: 12, ci: 5, co: 7, kh: 3, kw: 5, stride: [2]int{2, 1}, pad: [2]int{1, 2}, bias: true},
 		{n: 1, h: 1, w: 1, ci: 4, co: 3, kh: 3, kw: 3, pad: [2]int{1, 1}}, // mostly padding
 		{n: 3, h: 33, w: 17, ci: 9, co: 70, kh: 3, kw: 3, stride: [2]int{2, 2}, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		// A small image with many filters and a long reduction (a late
+		// ResNet stage): K = 648 runs over several kc-deep blocks that
+		// start inside a window position, and the work splits by filters.
+		{n: 1, h: 5, w: 5, ci: 72, co: 80, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		// Many pixels by many filters: the output is multiplied in several
+		// row blocks per share of the pixels.
+		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
 	}
 }
 
@@ -177,11 +184,16 @@ func (c convCase) geometry() kernels.ConvDims {
 }
 
 // runConv runs one case in dt and checks it against the reference, with
-// tol 0 meaning the dtype's tolerance.
-func (e *env) runConv(c convCase, dt kernels.DType, tf32 bool, tol float64) {
+// tol 0 meaning the dtype's tolerance. packFor, when not 0, packs the
+// filters first (ConvPacker) for that many groups: the case's own, or
+// others, which the convolution must not be misled by.
+func (e *env) runConv(c convCase, dt kernels.DType, tf32 bool, tol float64, packFor int) {
 	g := c.geometry()
 	x, xv := e.Input("x", dt, c.n, c.h, c.w, c.ci)
 	w, wv := e.Input("w", dt, c.co, c.kh, c.kw, c.ci/g.Groups)
+	if packFor != 0 {
+		require.NoError(e, optionalGroup[kernels.ConvPacker](e).PackConvFilters(w, packFor))
+	}
 	want := RefConv2D(xv, wv, g)
 	p := c.params()
 	p.TF32 = tf32
@@ -216,14 +228,25 @@ func visionTests() []test {
 	var ts []test
 	for _, dt := range kernels.FloatTypes {
 		for _, c := range convCases() {
-			ts = append(ts, test{name("Conv2D", "dtype", dt, "case", c), func(e *env) { e.runConv(c, dt, false, 0) }})
+			ts = append(ts, test{name("Conv2D", "dtype", dt, "case", c), func(e *env) { e.runConv(c, dt, false, 0, 0) }})
+			ts = append(ts, test{name("Conv2D", "filters", "packed", "dtype", dt, "case", c), func(e *env) {
+				e.runConv(c, dt, false, 0, c.geometry().Groups)
+			}})
 		}
 	}
 	for _, c := range convCases()[2:5] {
 		ts = append(ts, test{name("Conv2D", "dtype", "tf32", "case", c), func(e *env) {
-			e.runConv(c, kernels.F32, true, kernels.Tolerance(kernels.F16))
+			e.runConv(c, kernels.F32, true, kernels.Tolerance(kernels.F16), 0)
 		}})
 	}
+	for _, c := range convCases() {
+		if g := c.geometry(); g.Groups > 1 {
+			ts = append(ts, test{name("Conv2D", "filters", "packed-for-1-group", "case", c), func(e *env) {
+				e.runConv(c, kernels.F32, false, 0, 1)
+			}})
+		}
+	}
+	ts = append(ts, test{"Conv2D/filters/packed-then-uploaded", convPackedUpload}, test{"PackConvFilters/errors", packConvErrors})
 	pools := []struct {
 		n, h, w, c int
 		p          kernels.PoolParams
@@ -302,4 +325,39 @@ func visionErrors(e *env) {
 		kernels.ErrShape, "MaxPool2D", "out")
 	e.requireOpErr(v.GlobalAvgPool(e.Output(f32, 1, 4), x), kernels.ErrShape, "GlobalAvgPool", "out")
 	e.requireOpErr(v.GlobalAvgPool(e.Output(kernels.F16, 1, 8), x), kernels.ErrDType, "GlobalAvgPool", "out")
+}
+
+// convPackedUpload packs filters, uploads new values over them and checks
+// that Conv2D multiplies the new ones.
+func convPackedUpload(e *env) {
+	c := convCases()[3] // 3×3, bias, ReLU
+	g := c.geometry()
+	x, xv := e.Input("x", kernels.F32, c.n, c.h, c.w, c.ci)
+	w, _ := e.mutable(kernels.F32, c.co, c.kh, c.kw, c.ci)
+	require.NoError(e, optionalGroup[kernels.ConvPacker](e).PackConvFilters(w, 1))
+	wv := make([]float64, w.Len())
+	w32 := make([]float32, w.Len())
+	for i := range wv {
+		w32[i] = float32(e.rng.Float64() - 0.5)
+		wv[i] = float64(w32[i])
+	}
+	require.NoError(e, kernels.UploadFloat32(w, w32))
+	out := e.Output(kernels.F32, g.N, g.Ho, g.Wo, g.Co)
+	require.NoError(e, e.vision().Conv2D(out, x, w, kernels.ConvParams{Pad: c.pad}))
+	e.Check("out", out, RefConv2D(xv, wv, g), 0)
+}
+
+// packConvErrors checks that PackConvFilters names the shape it rejects.
+func packConvErrors(e *env) {
+	cp := optionalGroup[kernels.ConvPacker](e)
+	w, _ := e.Input("w", kernels.F32, 6, 3, 3, 4)
+	flat, _ := e.Input("flat", kernels.F32, 6, 36)
+	for _, c := range []struct {
+		w      *kernels.Tensor
+		groups int
+	}{{w, 0}, {w, 4}, {flat, 1}} {
+		err := cp.PackConvFilters(c.w, c.groups)
+		require.ErrorIs(e, err, kernels.ErrShape, "%v for %d groups", c.w, c.groups)
+		require.ErrorContains(e, err, "PackConvFilters")
+	}
 }

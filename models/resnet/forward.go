@@ -20,7 +20,7 @@ type Forward struct {
 	set      *nn.TensorSet
 	pixels   *kernels.Tensor // F32 [N, 3, H·W, 1]: NCHW as given
 	logits   *kernels.Tensor // [N, classes]
-	steps    []func() error
+	steps    []step
 	stageEnd [4]int             // steps through stage s+1
 	stageOut [4]*kernels.Tensor // its output, NHWC
 	// observe, when set (calibration), is called with the input of each
@@ -80,7 +80,7 @@ func (f *Forward) plan() error {
 	if err := a.Err(); err != nil {
 		return err
 	}
-	f.do(func() error { return m.be.SwapAxes(nhwc, f.pixels) })
+	f.do("pixels", "NCHW→NHWC", 0, func() error { return m.be.SwapAxes(nhwc, f.pixels) })
 	x := a.View(nhwc, N, f.H, f.W, 3)
 	stem := m.layers["conv1"]
 	f.see("conv1", x)
@@ -90,7 +90,7 @@ func (f *Forward) plan() error {
 	case dt != kernels.F32:
 		cast := p.get(dt, N, f.H, f.W, 3)
 		in := x
-		f.do(func() error { return m.be.Cast(cast, in) })
+		f.do("pixels", "cast", 0, func() error { return m.be.Cast(cast, in) })
 		x = cast
 	}
 	// Stem: 7×7/2 convolution, BatchNorm, ReLU, 3×3/2 max pool.
@@ -101,7 +101,7 @@ func (f *Forward) plan() error {
 	sh := x.Shape()
 	pooled := p.get(dt, N, poolOut(sh[1]), poolOut(sh[2]), sh[3])
 	stemOut := x
-	f.do(func() error { return m.vis.MaxPool2D(pooled, stemOut, stemPool) })
+	f.do("maxpool", fmt.Sprintf("3x3/2 %dx%dx%d", sh[3], sh[1], sh[2]), 0, func() error { return m.vis.MaxPool2D(pooled, stemOut, stemPool) })
 	p.put(x)
 	x = pooled
 	for s, st := range m.Config.arch().stages {
@@ -118,19 +118,21 @@ func (f *Forward) plan() error {
 		return err
 	}
 	in := x
-	f.do(func() error { return m.vis.GlobalAvgPool(feat, in) })
+	f.do("avgpool", fmt.Sprintf("%dx%dx%d", C, x.Shape()[1], x.Shape()[2]), 0, func() error { return m.vis.GlobalAvgPool(feat, in) })
 	f.see("fc", feat)
+	fcShape := fmt.Sprintf("%d→%d", C, m.Config.NumClasses)
+	fcFLOPs := 2 * float64(N*C) * float64(m.Config.NumClasses)
 	if q := m.fcQ; q != nil {
 		fq := f.quantize(p, feat, q.InScale)
 		if err := a.Err(); err != nil {
 			return err
 		}
-		f.do(func() error {
+		f.do("fc", fcShape, fcFLOPs, func() error {
 			return m.qo.QMatMul(f.logits, fq, q.W, kernels.QMatMulParams{AScale: q.InScale, BScale: q.Scale, Bias: q.B})
 		})
 		return a.Err()
 	}
-	f.do(func() error {
+	f.do("fc", fcShape, fcFLOPs, func() error {
 		return m.be.MatMul(f.logits, feat, m.fcW, kernels.MatMulParams{TransB: true, Bias: m.fcB, TF32: m.Options.TF32})
 	})
 	return a.Err()
@@ -140,7 +142,7 @@ func (f *Forward) plan() error {
 // calibrates.
 func (f *Forward) see(site string, x *kernels.Tensor) {
 	if f.observe != nil && x != nil {
-		f.do(func() error { return f.observe(site, x) })
+		f.do("observe", site, 0, func() error { return f.observe(site, x) })
 	}
 }
 
@@ -161,12 +163,23 @@ func (f *Forward) quantize(p *planner, x, scale *kernels.Tensor) *kernels.Tensor
 		xr, qr = p.a.View(x, s[0]*s[1], s[2]*s[3]), p.a.View(q, s[0]*s[1], s[2]*s[3])
 	}
 	qo := f.m.qo
-	f.do(func() error { return qo.Quantize(qr, scale, xr, false) })
+	f.do("quantize", fmt.Sprint(x.Shape()), 0, func() error { return qo.Quantize(qr, scale, xr, false) })
 	return q
 }
 
+// step is one op of a pass: what it computes (a layer's name, or the op's)
+// and on what shape, its arithmetic (0 where FLOPs does not count it) and
+// the op itself.
+type step struct {
+	name, shape string
+	flops       float64
+	op          func() error
+}
+
 // do appends an op to the pass.
-func (f *Forward) do(op func() error) { f.steps = append(f.steps, op) }
+func (f *Forward) do(name, shape string, flops float64, op func() error) {
+	f.steps = append(f.steps, step{name: name, shape: shape, flops: flops, op: op})
+}
 
 // conv plans one convolution of x with its BatchNorm, the residual (may
 // be nil) and act, into a new buffer, which it returns. x stays live. An
@@ -193,19 +206,20 @@ func (f *Forward) conv(p *planner, x *kernels.Tensor, l *layer, residual *kernel
 		return nil
 	}
 	vis, tf32 := f.m.vis, f.m.Options.TF32
+	shape, flops := cv.describe(s[0], s[1], s[2])
 	cp := kernels.ConvParams{Stride: [2]int{cv.stride, cv.stride}, Pad: [2]int{cv.pad, cv.pad}, Groups: cv.grp, TF32: tf32}
 	if l.scale == nil { // folded: one convolution with the whole epilogue
 		cp.Bias, cp.Residual, cp.Act = l.b, residual, act
-		f.do(func() error { return vis.Conv2D(out, x, l.w, cp) })
+		f.do(cv.conv, shape, flops, func() error { return vis.Conv2D(out, x, l.w, cp) })
 		return out
 	}
 	raw := p.get(dt, s[0], ho, wo, cv.co)
 	if raw == nil {
 		return nil
 	}
-	f.do(func() error { return vis.Conv2D(raw, x, l.w, cp) })
+	f.do(cv.conv, shape, flops, func() error { return vis.Conv2D(raw, x, l.w, cp) })
 	bn := kernels.ConvParams{Groups: cv.co, Bias: l.shift, Residual: residual, Act: act}
-	f.do(func() error { return vis.Conv2D(out, raw, l.scale, bn) })
+	f.do(cv.bn, fmt.Sprintf("%d %dx%d", cv.co, ho, wo), 0, func() error { return vis.Conv2D(out, raw, l.scale, bn) })
 	p.put(raw)
 	return out
 }
@@ -231,7 +245,8 @@ func (f *Forward) qconv(p *planner, x *kernels.Tensor, l *layer, residual *kerne
 		return nil
 	}
 	qc := f.m.qc
-	f.do(func() error { return qc.QConv2D(out, x, l.q.W, cp) })
+	shape, flops := cv.describe(s[0], s[1], s[2])
+	f.do(cv.conv, shape, flops, func() error { return qc.QConv2D(out, x, l.q.W, cp) })
 	return out
 }
 
@@ -287,12 +302,17 @@ func (f *Forward) SetPixels(vals []float32) error {
 func (f *Forward) Run() error { return f.run(len(f.steps)) }
 
 func (f *Forward) run(n int) error {
-	for i, op := range f.steps[:n] {
-		if err := op(); err != nil {
-			return fmt.Errorf("resnet: %s op %d of %d: %w", f.m.Config.Name, i+1, len(f.steps), err)
+	for i, st := range f.steps[:n] {
+		if err := st.op(); err != nil {
+			return f.opErr(i, err)
 		}
 	}
 	return nil
+}
+
+// opErr is err of the pass's op i, naming it.
+func (f *Forward) opErr(i int, err error) error {
+	return fmt.Errorf("resnet: %s op %d of %d (%s): %w", f.m.Config.Name, i+1, len(f.steps), f.steps[i].name, err)
 }
 
 // Logits returns the last pass's logits [N, classes] as float32.

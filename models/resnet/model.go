@@ -58,7 +58,8 @@ type Model struct {
 // uploads them to be: convolution weights moved to [Co, Kh, Kw, Ci/G] and,
 // unless opts.Unfolded, BatchNorm folded into them in float64
 // (w·γ/√(var+ε), β − mean·γ/√(var+ε)) before the one rounding to the
-// model's dtype. A checkpoint tensor that no parameter reads (but
+// model's dtype, then packed for be's Conv2D where be is a
+// kernels.ConvPacker. A checkpoint tensor that no parameter reads (but
 // num_batches_tracked) is an error, as is a statistic that makes the
 // BatchNorm undefined.
 //
@@ -176,6 +177,11 @@ func (m *Model) loadConv(src nn.Source, cv conv, dt kernels.DType) (*layer, erro
 	l := &layer{spec: cv}
 	if l.w, err = m.params.Upload(cv.conv+".weight", dt, ohwi, cv.co, cv.k, cv.k, cg); err != nil {
 		return nil, err
+	}
+	if packer, err := kernels.Group[kernels.ConvPacker](m.be); err == nil {
+		if err := packer.PackConvFilters(l.w, cv.grp); err != nil {
+			return nil, fmt.Errorf("resnet: %s.weight: %w", cv.conv, err)
+		}
 	}
 	if fold {
 		l.b, err = m.params.Upload(cv.bn+".folded_bias", dt, narrow(shift), cv.co)

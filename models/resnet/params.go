@@ -28,6 +28,18 @@ func (cv conv) flops(batch, h, w int) (f float64, ho, wo int) {
 	return 2 * float64(batch*ho*wo) * float64(cv.co) * float64(cv.ci/cv.grp*cv.k*cv.k), ho, wo
 }
 
+// describe is the convolution's geometry on batch images of h×w, as
+// "k×k/stride ci→co h×w" (with "/g" groups when grouped), and its work as
+// flops.
+func (cv conv) describe(batch, h, w int) (string, float64) {
+	f, _, _ := cv.flops(batch, h, w)
+	s := fmt.Sprintf("%dx%d/%d %d→%d %dx%d", cv.k, cv.k, cv.stride, cv.ci, cv.co, h, w)
+	if cv.grp > 1 {
+		s += fmt.Sprintf(" g%d", cv.grp)
+	}
+	return s, f
+}
+
 // stemPool is the 3×3/2 max pool after the stem, padding 1.
 var stemPool = kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}
 

@@ -25,3 +25,27 @@ func addAVX512(dst, a, b *float32, n int)
 //
 //go:noescape
 func addAVX2(dst, a, b *float32, n int)
+
+// MaxOf sets dst[i] = max(a[i], b[i]) as Go's max gives it: NaN where
+// either is NaN, +0 for +0 and −0; a and b must be at least as long as
+// dst, and dst may be a or b.
+func MaxOf(dst, a, b []float32) {
+	if len(dst) > 0 {
+		a, b = a[:len(dst)], b[:len(dst)]
+		if AVX512 {
+			maxOfAVX512(&dst[0], &a[0], &b[0], len(dst))
+			return
+		}
+		maxOfAVX2(&dst[0], &a[0], &b[0], len(dst))
+	}
+}
+
+// maxOfAVX512 sets dst[i] = max(a[i], b[i]) for i < n, n ≥ 1.
+//
+//go:noescape
+func maxOfAVX512(dst, a, b *float32, n int)
+
+// maxOfAVX2 is maxOfAVX512 with AVX2.
+//
+//go:noescape
+func maxOfAVX2(dst, a, b *float32, n int)

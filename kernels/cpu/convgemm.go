@@ -1,0 +1,209 @@
+package cpu
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
+)
+
+var _ kernels.ConvPacker = (*Backend)(nil)
+
+// convRowFloats bounds the output block, in float32 values (1 MiB, a
+// core's L2 on this repository's AVX-512 machine), that a task of convGEMM
+// multiplies before it applies the epilogue: the block is still in cache
+// when bias and activation pass over it.
+const convRowFloats = 1 << 18
+
+// convTask is one task of convGEMM: output pixels r0:r1 by the group's
+// output channels c0:c1.
+type convTask struct{ gr, r0, r1, c0, c1 int }
+
+// convTasks splits the product of each group, M output pixels by cog
+// output channels, into tasks for workers goroutines: a group per task when
+// there are as many groups as workers, else each group's pixels in ranges
+// of whole mr-row panels when there are at least four panels per share, else
+// its channels in ranges of whole nr-column panels (a small image's layer,
+// whose weights are the larger operand, split by the filters each task
+// reads), then its pixels for any workers left.
+func convTasks(groups, M, cog, mr, nr, workers int) []convTask {
+	want := max(1, (workers+groups-1)/groups)
+	rowUnits, colUnits := (M+mr-1)/mr, (cog+nr-1)/nr
+	pr, pc := want, 1
+	if rowUnits < 4*want {
+		pc = min(want, colUnits)
+		pr = max(1, min(rowUnits, want/pc))
+	}
+	var ts []convTask
+	for gr := range groups {
+		for i := range pr {
+			r0, r1 := splitUnits(M, mr, pr, i)
+			for j := range pc {
+				c0, c1 := splitUnits(cog, nr, pc, j)
+				if r0 < r1 && c0 < c1 {
+					ts = append(ts, convTask{gr: gr, r0: r0, r1: r1, c0: c0, c1: c1})
+				}
+			}
+		}
+	}
+	return ts
+}
+
+// splitUnits is part i of n of [0, total) in units of unit: contiguous
+// ranges of whole units, as even as whole units allow.
+func splitUnits(total, unit, n, i int) (lo, hi int) {
+	units := (total + unit - 1) / unit
+	lo = min(total, units*i/n*unit)
+	hi = min(total, units*(i+1)/n*unit)
+	return lo, hi
+}
+
+// convGEMM is Conv2D's implicit GEMM on our own SGEMM: out [M, Co] = beta·out
+// + im2col(x) [M, K] · wᵀ [K, Co] per group, then bias and act. Its tasks
+// (convTasks) run in parallel; each packs its rows of im2col(x) straight from
+// x into the micro-kernel's panels, one kc-deep block of mr rows at a time
+// through an L1-sized buffer (a 1×1 stride-1 convolution reads x as the
+// matrix itself), so no im2col matrix is ever written, and applies the
+// epilogue to each block of its output while it is in cache.
+//
+// packed, when not nil, holds the filters as packB lays them out
+// (PackConvFilters), read in place of packing wv.
+func convGEMM(ov, xv, wv []float32, packed *convFilters, bias []float32, g kernels.ConvDims, beta float32, act kernels.Activation) {
+	kern := sgemmMicro
+	mr, nr := kern.mr, kern.nr
+	M, K, Co := g.M(), g.K(), g.Co
+	cog := Co / g.Groups
+	plain := g.PointwiseGEMM()
+	tasks := convTasks(g.Groups, M, cog, mr, nr, runtime.GOMAXPROCS(0))
+	parallelFor(len(tasks), max(1, M/len(tasks)*cog*K), func(lo, hi int) {
+		buf := sgemmBufs.Get().(*gemmBuf[float32])
+		defer sgemmBufs.Put(buf)
+		rows := make([]float32, mr*min(K, sgemmKC))
+		for _, t := range tasks[lo:hi] {
+			n := t.c1 - t.c0
+			w := wv[(t.gr*cog+t.c0)*K:]
+			col := t.gr*cog + t.c0
+			block := max(sgemmMC, convRowFloats/n/sgemmMC*sgemmMC)
+			for r0 := t.r0; r0 < t.r1; r0 += block {
+				m := min(block, t.r1-r0)
+				packRows := func(dst []float32, ic, mc, pc, kc int) {
+					if plain {
+						packA(dst, xv, K, false, r0+ic, mc, pc, kc, mr)
+						return
+					}
+					a := rows[:mr*kc]
+					for ir := 0; ir < mc; ir += mr {
+						mm := min(mr, mc-ir)
+						for i := range mm {
+							packPatch(a[i*kc:(i+1)*kc], xv, g, r0+ic+ir+i, t.gr, pc, pc+kc)
+						}
+						packA(dst[ir*kc:(ir+mr)*kc], a, kc, false, 0, mm, 0, kc, mr)
+					}
+				}
+				packFilters := func(dst []float32, pc, kc, jc, nc int) []float32 {
+					if packed != nil {
+						return packed.block(t.gr, K, pc, kc, t.c0+jc)
+					}
+					packB(dst, w, K, true, pc, kc, jc, nc, nr)
+					return dst
+				}
+				c := ov[r0*Co+col:]
+				gemmBlocked(buf, mr, nr, 1, m, n, K, 1, beta, c, Co, packRows, packFilters, kern.fn)
+				if bias != nil || act != kernels.ActNone {
+					var b []float32
+					if bias != nil {
+						b = bias[col : col+n]
+					}
+					for r := range m {
+						biasAct(c[r*Co:r*Co+n], n, b, act)
+					}
+				}
+			}
+		}
+	})
+}
+
+// ownSGEMM reports whether the process's engine is our SGEMM, whose
+// micro-kernel and packing convGEMM drives.
+func ownSGEMM() bool {
+	_, ok := engine().impl.(goBLASImpl)
+	return ok
+}
+
+// convFilters is a filter tensor packed for convGEMM: for each group, its
+// wᵀ [K, cog] in kc-deep blocks of nr-column panels as packB lays them
+// out over the group's whole width (padded to cogP columns), block after
+// block, in memory from the backend's pool.
+type convFilters struct {
+	groups, nr, cogP int
+	panels           []float32
+	mem              *hostBuf
+	class            int64
+}
+
+// block returns the panels of group gr's kc-deep block at row pc of wᵀ
+// (K rows) from column col (a multiple of nr) on.
+func (f *convFilters) block(gr, K, pc, kc, col int) []float32 {
+	base := (gr*K + pc) * f.cogP
+	return f.panels[base+col*kc : base+f.cogP*kc]
+}
+
+// PackConvFilters packs w, F32 filters [Co, Kh, Kw, Ci/groups], for
+// convGEMM on our own SGEMM (see kernels.ConvPacker). Other dtypes, other
+// engines and the narrow groups that Conv2D takes as dot products keep
+// packing on every call: there the packed form would go unread.
+func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
+	op := check.Op("cpu: PackConvFilters").Tensor("w", w, b)
+	if err := op.Err(); err != nil {
+		return err
+	}
+	s := w.Shape()
+	if len(s) != 4 || groups < 1 || s[0]%groups != 0 {
+		return fmt.Errorf("cpu: PackConvFilters: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
+			w, groups, kernels.ErrShape)
+	}
+	st := w.Storage().(*storage)
+	b.dropFilters(st)
+	co, k := s[0], s[1]*s[2]*s[3]
+	cog := co / groups
+	if w.DType() != kernels.F32 || !ownSGEMM() || cog <= narrowGroup {
+		return nil
+	}
+	nr := sgemmMicro.nr
+	cogP := (cog + nr - 1) / nr * nr
+	n := groups * k * cogP
+	mem, class, err := b.pool.Get(int64(n) * 4)
+	if err != nil {
+		return fmt.Errorf("cpu: PackConvFilters: w %v: %w", w, err)
+	}
+	f := &convFilters{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
+		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
+	wv := f32(w)
+	for gr := range groups {
+		for pc := 0; pc < k; pc += sgemmKC {
+			packB(f.panels[(gr*k+pc)*cogP:], wv[gr*cog*k:], k, true, pc, min(sgemmKC, k-pc), 0, cog, nr)
+		}
+	}
+	st.filters = f
+	return nil
+}
+
+// dropFilters returns st's packed filters, if any, to the pool.
+func (b *Backend) dropFilters(st *storage) {
+	if f := st.filters; f != nil {
+		st.filters = nil
+		b.pool.Put(f.mem, f.class)
+	}
+}
+
+// packedFilters returns w's packed form for a convolution of g on our own
+// SGEMM, or nil where there is none for its groups.
+func packedFilters(w *kernels.Tensor, g kernels.ConvDims) *convFilters {
+	f := w.Storage().(*storage).filters
+	if f == nil || f.groups != g.Groups || f.nr != sgemmMicro.nr {
+		return nil
+	}
+	return f
+}
