@@ -49,7 +49,7 @@ CUDA_STUB := $(CURDIR)/.cache/cuda-stub
 GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
-	bench-run peer-run rounds onnxruntime llamacpp gguf-models baseline baseline-quick golden python-ref bench-engine cpu-engines \
+	bench-run peer-run rounds profile-resnet onnxruntime llamacpp gguf-models baseline baseline-quick golden python-ref bench-engine cpu-engines \
 	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
@@ -235,6 +235,12 @@ bench-engine: cpu-engines
 	ZBENCH_CPU_ENGINE=$(ENGINE) $(GO) test -run='^$$' -bench='$(ENGINE_BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ \
 		| tee $(OUT)/zbench-$(ENGINE).txt
 	@$(call ran,$(OUT)/zbench-$(ENGINE).txt,ENGINE_BENCH)
+
+## profile-resnet: ResNet-50's per-layer CPU profile (each op's median and
+## fastest time, FLOPs, totals by kind) at batch 1 and 8; ONNX Runtime's is in
+## baselines/<machine>/ort-resnet50-profile.md (baselines/peers/onnxpeer/profile.mjs).
+profile-resnet: cpu-engines
+	$(GO) test ./models/resnet -run '^$$' -bench 'Profile/dev=cpu/model=resnet50/dtype=f32/batch=(1|8)$$' -benchtime 30x -v
 
 python-ref:
 	@scripts/install-python-ref.sh
