@@ -408,10 +408,7 @@ export async function calibrateThreads(candidates, { rounds, full, threads, tria
   for (const t of results) t.median = median(t.times);
   const fullOnes = results.filter((t) => threads(t.c) >= full).sort((a, b) => a.median - b.median);
   if (fullOnes.length === 0) throw new Error(`calibration: no candidate has the ${full} threads zbench uses`);
-  let best = fullOnes[0];
-  const bar = best.median * (1 - FEWER_THREADS_MARGIN);
-  for (const t of results) {
-    if (threads(t.c) < full && t.median < bar && t.median < (best === fullOnes[0] ? Infinity : best.median)) best = t;
-  }
-  return { best: best.c, results };
+  const bar = fullOnes[0].median * (1 - FEWER_THREADS_MARGIN);
+  const fewer = results.filter((t) => threads(t.c) < full && t.median < bar).sort((a, b) => a.median - b.median);
+  return { best: (fewer[0] ?? fullOnes[0]).c, results };
 }
