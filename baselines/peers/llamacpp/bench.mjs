@@ -7,12 +7,26 @@
 //
 //   node baselines/peers/llamacpp/bench.mjs [flags] FILE.gguf...
 
-import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
 import { DTYPES, describeModel, installDir, loadLlamaCpp } from "./lib/engine.mjs";
-import { formatRow, machineLoad, measure, parseBenchtime, zbenchProcs } from "./lib/harness.mjs";
+import {
+  EXIT_REFUSED,
+  EXIT_USAGE,
+  RefusedError,
+  UsageError,
+  calibrateThreads,
+  checkThreads,
+  describeLoad,
+  formatRow,
+  headerLines,
+  machineLoad,
+  makeMatcher,
+  measure,
+  parseBenchtime,
+  zbenchProcs,
+} from "../node/harness.mjs";
 import { decode, generate, prefill } from "./lib/workloads.mjs";
 
 const USAGE = `usage: node baselines/peers/llamacpp/bench.mjs [flags] FILE.gguf...
@@ -22,7 +36,7 @@ ctx 128) and BenchmarkLlamaGenerate (prompt 32, new 16) on llama.cpp for each
 GGUF file (F32, F16, BF16, Q8_0 or Q4_0: dtype f32, f16, bf16, w8a16, w4a16)
 and prints Go benchmark lines under zbench's names.
 
-  --bench REGEXP     run the benchmarks whose full name matches (default .)
+  --bench REGEXP     run the benchmarks matching REGEXP, as go test -bench (default .)
   --benchtime T      a duration (1s, 500ms) or a count (10x), as go test's (default 1s)
   --count N          repetitions of each benchmark (default 1)
   --threads N        llama.cpp's threads (default: the cores zbench uses,
@@ -33,12 +47,6 @@ and prints Go benchmark lines under zbench's names.
                      or tiny, told by the file's hyperparameters)
   --check            print the configuration lines and check the setup, run nothing
 `;
-
-/** UsageError is a bad command line: the message and the usage go to stderr, exit status 2. */
-class UsageError extends Error {}
-
-/** RefusedError is a setup the peer does not run in: exit status 3. */
-class RefusedError extends Error {}
 
 function positiveInt(flag, v) {
   if (!/^\d+$/.test(v) || Number(v) < 1) throw new UsageError(`${flag} ${v}: want a positive integer`);
@@ -67,22 +75,10 @@ function parseFlags(args) {
     throw new UsageError(err.message);
   }
   const v = parsed.values;
-  let bench;
-  try {
-    bench = new RegExp(v.bench);
-  } catch (err) {
-    throw new UsageError(`--bench ${v.bench}: ${err.message}`);
-  }
-  let benchtime;
-  try {
-    benchtime = parseBenchtime(v.benchtime);
-  } catch (err) {
-    throw new UsageError(err.message);
-  }
   const flags = {
     help: v.help,
-    bench,
-    benchtime,
+    match: makeMatcher(v.bench),
+    benchtime: parseBenchtime(v.benchtime),
     benchtimeText: v.benchtime,
     count: positiveInt("--count", v.count),
     threads: v.threads === undefined ? undefined : positiveInt("--threads", v.threads),
@@ -94,16 +90,6 @@ function parseFlags(args) {
   };
   if (!flags.help && !flags.check && flags.files.length === 0) throw new UsageError("no GGUF file given");
   return flags;
-}
-
-/** cpuName is the CPU's model name, as go test prints it. */
-function cpuName() {
-  try {
-    const m = /^model name\s*:\s*(.*)$/m.exec(fs.readFileSync("/proc/cpuinfo", "utf8"));
-    return m ? m[1].trim() : "unknown";
-  } catch {
-    return "unknown";
-  }
 }
 
 /**
@@ -132,23 +118,24 @@ async function decodeStepMs(model, m, threads, steps) {
 /**
  * chooseThreads is the thread count to run model at: flags.threads when
  * given; else the cores zbench uses (N), or N-1 where decode steps at N-1
- * are at least 5% faster in a short interleaved calibration (a busy
- * machine stalls the spinning barriers of ggml's thread pool when one of
- * its threads loses its core). It returns the count and a line that says
- * how it was chosen.
+ * are FEWER_THREADS_MARGIN faster in a short calibration of three
+ * interleaved rounds (a busy machine stalls the spinning barriers of ggml's
+ * thread pool when one of its threads loses its core). It returns the
+ * count and a line that says how it was chosen.
  */
 async function chooseThreads(model, m, flags) {
   const n = flags.threads ?? flags.minThreads;
   if (!flags.calibrate || n < 2) return { threads: n, how: flags.threads ? "--threads" : "the cores zbench uses" };
-  const times = { [n]: [], [n - 1]: [] };
-  for (let round = 0; round < 2; round++) {
-    for (const t of [n, n - 1]) times[t].push(await decodeStepMs(model, m, t, 3));
-  }
-  const best = (t) => Math.min(...times[t]);
-  const threads = best(n - 1) < 0.95 * best(n) ? n - 1 : n;
+  const { best, results } = await calibrateThreads([n, n - 1], {
+    rounds: 3,
+    full: n,
+    threads: (t) => t,
+    trial: async (t) => (await decodeStepMs(model, m, t, 3)) / 1e3,
+  });
+  const ms = (t) => (results.find((r) => r.c === t).median * 1e3).toFixed(1);
   return {
-    threads,
-    how: `calibrated: decode step ${best(n).toFixed(1)} ms at ${n} threads, ${best(n - 1).toFixed(1)} ms at ${n - 1} (best of 2 interleaved medians of 3; ${n - 1} only when 5% faster)`,
+    threads: best,
+    how: `calibrated: decode step ${ms(n)} ms at ${n} threads, ${ms(n - 1)} ms at ${n - 1} (medians of 3 interleaved rounds of 3 steps; ${n - 1} only when 5% faster)`,
   };
 }
 
@@ -157,7 +144,7 @@ async function runFile(engine, file, flags, out) {
   const model = await engine.loadModel(file);
   try {
     const m = describeModel(file, model, flags.model);
-    const workloads = [prefill(m, 1, 128), decode(m, 1, 128), generate(m, 32, 16)].filter((w) => flags.bench.test(w.name));
+    const workloads = [prefill(m, 1, 128), decode(m, 1, 128), generate(m, 32, 16)].filter((w) => flags.match(w.name));
     if (workloads.length === 0) return;
     const { threads, how } = await chooseThreads(model, m, flags);
     if (threads < flags.minThreads) process.stderr.write(`llamacpp peer: ${path.basename(file)}: ${threads} threads (${how})\n`);
@@ -208,29 +195,16 @@ async function run(args, out) {
   try {
     const bad = engine.checkCPU();
     if (bad) throw new RefusedError(`${bad}: llama.cpp would be slower than it can be; reinstall with scripts/install-llamacpp.sh`);
-    if (flags.threads !== undefined && flags.threads < flags.minThreads) {
-      throw new RefusedError(
-        `--threads ${flags.threads} is fewer than the ${flags.minThreads} cores zbench uses (GOMAXPROCS, else the CPUs): ` +
-          `llama.cpp would be slower than it can be. Give --threads ${flags.minThreads} or more; if zbench ran with fewer cores, ` +
-          `say so with GOMAXPROCS=N in the environment or --min-threads N`,
-      );
-    }
-    const load = machineLoad();
-    if (load.busy) {
-      process.stderr.write(
-        `llamacpp peer: the machine is busy (1-minute load average ${load.load.toFixed(2)} on ${load.cpus} CPUs): timings are noisy\n`,
-      );
-    }
+    if (flags.threads !== undefined) checkThreads(flags.threads, flags.minThreads, "llama.cpp");
+    const load = await machineLoad();
+    if (load.busy) process.stderr.write(`llamacpp peer: the machine is busy: ${describeLoad(load)}\n`);
     out.write(
       [
-        "goos: linux",
-        `goarch: ${process.arch === "x64" ? "amd64" : process.arch}`,
-        "pkg: github.com/zbench/zbench/bench_test",
-        `cpu: ${cpuName()}`,
+        ...headerLines(),
         ...engine.configLines(),
         `node: ${process.version}`,
         `min-threads: ${flags.minThreads} (the cores zbench uses: GOMAXPROCS, else the CPUs; names carry it as Go's carry GOMAXPROCS)`,
-        `machine-load: ${load.load.toFixed(2)} (1-minute load average, ${load.cpus} CPUs${load.busy ? ": busy, timings are noisy" : ""})`,
+        `machine-load: ${(load.share * 100).toFixed(0)}% (${describeLoad(load)})`,
         `timing: go test -bench rules: one warm-up op outside the timer, the count grown until a run takes --benchtime ${flags.benchtimeText}, --count ${flags.count}`,
         "engine-ns/op: the part of ns/op inside llama_decode by llama.cpp's own counters (llama_perf_context); " +
           "the rest is node-llama-cpp's dispatch (a libuv worker per decode and per sampled token), its sampler and JavaScript",
@@ -252,10 +226,10 @@ async function run(args, out) {
 run(process.argv.slice(2), process.stdout).catch((err) => {
   if (err instanceof UsageError) {
     process.stderr.write(`llamacpp peer: ${err.message}\n${USAGE}`);
-    process.exitCode = 2;
+    process.exitCode = EXIT_USAGE;
   } else if (err instanceof RefusedError) {
     process.stderr.write(`llamacpp peer: refusing to run: ${err.message}\n`);
-    process.exitCode = 3;
+    process.exitCode = EXIT_REFUSED;
   } else {
     process.stderr.write(`llamacpp peer: ${err.message}\n`);
     process.exitCode = 1;

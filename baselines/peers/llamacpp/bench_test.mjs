@@ -14,7 +14,7 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { describeModel, installDir, loadLlamaCpp } from "./lib/engine.mjs";
-import { formatRow, measure, parseBenchtime, zbenchProcs } from "./lib/harness.mjs";
+import { zbenchProcs } from "../node/harness.mjs";
 import { PCG, llamaPrompts, uniform } from "./lib/prompts.mjs";
 import { readSafetensors } from "./lib/safetensors.mjs";
 import { greedy } from "./lib/workloads.mjs";
@@ -95,74 +95,6 @@ describe("prompts", () => {
       assert.notDeepEqual(llamaPrompts(tc.seed + 1, tc.batch, tc.n, tc.vocab), p);
     });
   }
-});
-
-describe("harness", () => {
-  for (const [text, want] of [
-    ["1s", { ns: 1e9 }],
-    ["500ms", { ns: 5e8 }],
-    ["1m30s", { ns: 90e9 }],
-    ["1.5s", { ns: 1.5e9 }],
-    ["10x", { iters: 10 }],
-  ]) {
-    test(`parseBenchtime(${text})`, () => assert.deepEqual(parseBenchtime(text), want));
-  }
-  for (const text of ["", "0x", "1", "s", "1d", "-1s", "0s", "1s "]) {
-    test(`parseBenchtime(${JSON.stringify(text)}) is an error naming --benchtime`, () => {
-      assert.throws(() => parseBenchtime(text), /--benchtime/);
-    });
-  }
-
-  test("parseBenchtime fuzz: a duration, a count or an error naming --benchtime", () => {
-    const r = rand(1);
-    const alphabet = "0123456789.xmsuµh -";
-    for (let i = 0; i < 5000; i++) {
-      const s = Array.from({ length: r.int(8) }, () => alphabet[r.int(alphabet.length)]).join("");
-      try {
-        const bt = parseBenchtime(s);
-        assert.ok(("ns" in bt && bt.ns > 0) || ("iters" in bt && Number.isInteger(bt.iters) && bt.iters > 0), s);
-      } catch (err) {
-        assert.match(err.message, /--benchtime/, s);
-      }
-    }
-  });
-
-  test("measure grows the count until a run takes the benchtime, as testing.B does", async () => {
-    const runs = [];
-    const op = async () => {
-      runs[runs.length - 1].calls++;
-      const start = process.hrtime.bigint();
-      while (process.hrtime.bigint() - start < 200_000n); // 0.2 ms of work
-    };
-    const goal = 20e6;
-    const { n, ns } = await measure(op, { ns: goal }, () => runs.push({ calls: 0 }));
-    assert.ok(ns >= goal, `last run ${ns} ns, want at least ${goal}`);
-    assert.equal(runs.at(-1).calls, n);
-    assert.equal(runs[0].calls, 1, "the first run is one iteration");
-    for (let i = 1; i < runs.length; i++) {
-      assert.ok(runs[i].calls > runs[i - 1].calls && runs[i].calls <= 100 * runs[i - 1].calls, `run ${i}: ${runs[i].calls} after ${runs[i - 1].calls}`);
-    }
-    const fixed = await measure(op, { iters: 3 }, () => runs.push({ calls: 0 }));
-    assert.equal(fixed.n, 3);
-    assert.equal(runs.at(-1).calls, 3);
-  });
-
-  test("formatRow writes Go benchmark lines", () => {
-    const row = formatRow("BenchmarkX/dev=cpu", 2, 10, 12345678, [
-      [81.5, "tok/s"],
-      [0.25, "ttft-ms"],
-    ]);
-    assert.match(row, /^BenchmarkX\/dev=cpu-2\t\s+10\t\s+1234568 ns\/op\t\s+81\.50 tok\/s\t\s+0\.2500 ttft-ms$/);
-    assert.match(formatRow("BenchmarkX", 1, 1, 50, []), /^BenchmarkX\t\s+1\t\s+50\.00 ns\/op$/);
-  });
-
-  test("zbenchProcs is GOMAXPROCS when set, else the CPUs (at least 1)", () => {
-    assert.equal(zbenchProcs({ GOMAXPROCS: "3" }), 3);
-    for (const v of [undefined, "", "0", "x"]) {
-      const n = zbenchProcs(v === undefined ? {} : { GOMAXPROCS: v });
-      assert.ok(n >= 1 && n <= os.availableParallelism(), `${v}: ${n}`);
-    }
-  });
 });
 
 describe("safetensors", () => {

@@ -10,35 +10,22 @@ import { parseArgs } from "node:util";
 
 import {
   EXIT_REFUSED,
-  PKG,
-  UNITS,
-  checkedValues,
-  cpuModel,
-  describeConfig,
-  feeds,
-  hostLoad,
-  installDir,
-  loadManifest,
-  loadOrt,
-  log,
+  EXIT_USAGE,
+  RefusedError,
+  UsageError,
+  calibrateThreads,
+  checkThreads,
+  describeLoad,
+  formatRow,
+  headerLines,
+  machineLoad,
   makeMatcher,
   measure,
   parseBenchtime,
-  pretty,
-  readRaw,
-  relErr,
-  runN,
-  sessionOptions,
+  timeN,
   zbenchProcs,
-} from "./lib.mjs";
-
-// The share of the CPUs other processes may use in the second before the
-// run without the run being called busy.
-const BUSY_SHARE = 0.25;
-
-// How much faster (as a fraction) fewer intra-op threads than zbench's
-// cores must run in the calibration to be chosen.
-const FEWER_THREADS_MARGIN = 0.05;
+} from "../node/harness.mjs";
+import { UNITS, checkedValues, describeConfig, feeds, installDir, loadManifest, loadOrt, log, readRaw, relErr, sessionOptions } from "./lib.mjs";
 
 const USAGE = `usage: node baselines/peers/onnxpeer/bench.mjs [flags]
 
@@ -55,36 +42,48 @@ const USAGE = `usage: node baselines/peers/onnxpeer/bench.mjs [flags]
 `;
 
 function parse(argv) {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      bench: { type: "string", default: "." },
-      benchtime: { type: "string", default: "1s" },
-      count: { type: "string", default: "1" },
-      short: { type: "boolean", default: false },
-      threads: { type: "string" },
-      "min-threads": { type: "string" },
-      "no-calibrate": { type: "boolean", default: false },
-      "calibrate-time": { type: "string", default: "300ms" },
-      models: { type: "string" },
-      help: { type: "boolean", short: "h", default: false },
-    },
-    strict: true,
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        bench: { type: "string", default: "." },
+        benchtime: { type: "string", default: "1s" },
+        count: { type: "string", default: "1" },
+        short: { type: "boolean", default: false },
+        threads: { type: "string" },
+        "min-threads": { type: "string" },
+        "no-calibrate": { type: "boolean", default: false },
+        "calibrate-time": { type: "string", default: "300ms" },
+        models: { type: "string" },
+        help: { type: "boolean", short: "h", default: false },
+      },
+      strict: true,
+    });
+  } catch (e) {
+    throw new UsageError(e.message);
+  }
+  const { values } = parsed;
   const int = (flag, v) => {
     if (!/^\d+$/.test(v) || Number(v) < 1) {
-      throw new Error(`--${flag} ${JSON.stringify(v)}: want a positive integer`);
+      throw new UsageError(`--${flag} ${JSON.stringify(v)}: want a positive integer`);
     }
     return Number(v);
   };
   const procs = zbenchProcs();
-  const cal = parseBenchtime(values["calibrate-time"]);
-  if (cal.kind !== "d") {
-    throw new Error(`--calibrate-time ${values["calibrate-time"]}: want a duration`);
+  let cal;
+  try {
+    cal = parseBenchtime(values["calibrate-time"]);
+  } catch {
+    cal = {};
+  }
+  if (!("ns" in cal)) {
+    throw new UsageError(`--calibrate-time ${values["calibrate-time"]}: want a duration`);
   }
   return {
     help: values.help,
     bench: values.bench,
+    match: makeMatcher(values.bench),
     benchtime: parseBenchtime(values.benchtime),
     count: int("count", values.count),
     short: values.short,
@@ -92,7 +91,7 @@ function parse(argv) {
     explicitThreads: values.threads !== undefined,
     minThreads: values["min-threads"] === undefined ? procs : int("min-threads", values["min-threads"]),
     calibrate: !values["no-calibrate"],
-    calibrateTime: cal.value,
+    calibrateTime: cal.ns,
     models: values.models ?? path.join(installDir(), "models"),
   };
 }
@@ -111,50 +110,39 @@ function candidates(args) {
   return out;
 }
 
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
 /**
  * The fastest configuration of candidates(args) on point, by the median
- * seconds per run over three interleaved rounds of calibrateTime each, and
- * what was measured. Fewer intra-op threads than args.threads must be
- * FEWER_THREADS_MARGIN faster than the best with args.threads.
+ * seconds per run over three interleaved rounds of calibrateTime each
+ * (calibrateThreads: fewer intra-op threads than args.threads only where
+ * FEWER_THREADS_MARGIN faster), and what was measured.
  */
 async function calibrate(ort, args, dir, modelFile, point) {
-  const tries = [];
+  const sessions = new Map();
   const f = feeds(ort, dir, point.inputs);
   try {
-    for (const c of candidates(args)) {
+    const cands = candidates(args);
+    for (const c of cands) {
       const s = await ort.InferenceSession.create(modelFile, sessionOptions(c, point.dims));
-      tries.push({ c, s, times: [] });
+      sessions.set(c, s);
       await s.run(f); // warm-up
     }
-    for (let round = 0; round < 3; round++) {
-      for (const t of tries) {
-        const one = await runN(() => t.s.run(f), 1);
-        const k = Math.max(1, Math.round(args.calibrateTime / one));
-        t.times.push((await runN(() => t.s.run(f), k)) / k);
-      }
-    }
+    const { best, results } = await calibrateThreads(cands, {
+      rounds: 3,
+      full: args.threads,
+      threads: (c) => c.intra,
+      trial: async (c) => {
+        const op = () => sessions.get(c).run(f);
+        const k = Math.max(1, Math.round(args.calibrateTime / (await timeN(op, 1))));
+        return (await timeN(op, k)) / k / 1e9;
+      },
+    });
+    const summary = results.map((t) => `${describeConfig(t.c)} ${(t.median * 1e3).toFixed(1)}ms`).join(", ");
+    return { config: best, summary: `${summary} on ${point.name.split("/").slice(-2).join("/")}: ${describeConfig(best)}` };
   } finally {
-    for (const t of tries) {
-      await t.s.release();
+    for (const s of sessions.values()) {
+      await s.release();
     }
   }
-  for (const t of tries) {
-    t.median = median(t.times);
-  }
-  const full = tries.filter((t) => t.c.intra >= args.threads).sort((a, b) => a.median - b.median);
-  let best = full[0];
-  for (const t of tries) {
-    if (t.c.intra < args.threads && t.median < best.median * (1 - FEWER_THREADS_MARGIN)) {
-      best = t;
-    }
-  }
-  const summary = tries.map((t) => `${describeConfig(t.c)} ${(t.median * 1e3).toFixed(1)}ms`).join(", ");
-  return { config: best.c, summary: `${summary} on ${point.name.split("/").slice(-2).join("/")}: ${describeConfig(best.c)}` };
 }
 
 /** A config value per model: one value when all agree, else "v (model), ...". */
@@ -171,33 +159,32 @@ async function run(argv) {
   try {
     args = parse(argv);
   } catch (e) {
+    if (!(e instanceof UsageError)) throw e;
     log(`onnxpeer: ${e.message}\n\n${USAGE}`);
-    return 2;
+    return EXIT_USAGE;
   }
   if (args.help) {
     process.stdout.write(USAGE);
     return 0;
   }
-  if (args.threads < args.minThreads) {
-    log(`onnxpeer: refused: --threads ${args.threads} is fewer intra-op threads than the ${args.minThreads} cores zbench uses ` +
-      "(GOMAXPROCS; --min-threads): the peer would be slower than ONNX Runtime can be.\n" +
-      "  drop --threads (the calibration tries fewer threads and takes them, recorded, where they are faster), " +
-      "or if zbench ran with fewer cores say so: GOMAXPROCS=N or --min-threads N");
+  try {
+    checkThreads(args.threads, args.minThreads, "ONNX Runtime");
+  } catch (e) {
+    if (!(e instanceof RefusedError)) throw e;
+    log(`onnxpeer: refusing to run: ${e.message}`);
     return EXIT_REFUSED;
   }
   const { ort, version } = loadOrt();
   const manifest = loadManifest(args.models);
-  const match = makeMatcher(args.bench);
-  const points = manifest.points.filter((p) => (!args.short || p.short) && match(p.name));
+  const points = manifest.points.filter((p) => (!args.short || p.short) && args.match(p.name));
   if (!points.length) {
     log(`onnxpeer: warning: --bench ${JSON.stringify(args.bench)} matched no benchmark`);
   }
 
-  const load = await hostLoad();
-  const busy = load.busy > BUSY_SHARE;
+  const load = await machineLoad();
+  const busy = load.busy;
   if (busy) {
-    log(`onnxpeer: the machine is busy: other processes used ${(load.busy * 100).toFixed(0)}% of its ${load.cpus} CPUs ` +
-      `in the second before the run (load average ${load.load1.toFixed(2)}): timings will be noisy`);
+    log(`onnxpeer: the machine is busy: ${describeLoad(load)}`);
   }
 
   const chosen = new Map();
@@ -216,10 +203,7 @@ async function run(argv) {
   }
 
   const out = (s) => process.stdout.write(s + "\n");
-  out(`goos: ${process.platform}`);
-  out(`goarch: ${{ x64: "amd64", arm64: "arm64" }[process.arch] ?? process.arch}`);
-  out(`pkg: ${PKG}`);
-  out(`cpu: ${cpuModel()}`);
+  for (const l of headerLines()) out(l);
   out(`impl: onnxruntime-${version}`);
   out(`onnxruntime-api: onnxruntime-node-${version} (node ${process.version})`);
   out("execution-provider: cpu");
@@ -239,7 +223,7 @@ async function run(argv) {
     out("calibration: none (--no-calibrate)");
   }
   if (busy) {
-    out(`machine-busy: ${(load.busy * 100).toFixed(0)}% of ${load.cpus} CPUs used by others before the run, load average ${load.load1.toFixed(2)}`);
+    out(`machine-busy: ${(load.share * 100).toFixed(0)}% of ${load.cpus} CPUs used by others before the run, load average ${load.load1.toFixed(2)}`);
   }
   out("peer-usable: yes");
   for (const u of UNITS) out(u);
@@ -247,9 +231,6 @@ async function run(argv) {
   let failed = false;
   for (const p of points) {
     const c = chosen.get(p.model);
-    // The cores the peer was given, as Go's suffix is GOMAXPROCS: the same
-    // names as zbench's rows when the calibration uses fewer threads.
-    const suffix = args.threads !== 1 ? `-${args.threads}` : "";
     const session = await ort.InferenceSession.create(path.join(args.models, manifest.models[p.model]), sessionOptions(c, p.dims));
     try {
       const f = feeds(ort, args.models, p.inputs);
@@ -264,17 +245,16 @@ async function run(argv) {
       }
       for (let i = 0; i < args.count; i++) {
         await op(); // warm-up, outside the timer
-        const [n, secs] = await measure(op, args.benchtime);
-        const perOp = secs / n;
-        out([
-          `${p.name}${suffix}`,
-          String(n).padStart(8),
-          `${pretty(perOp * 1e9)} ns/op`,
-          `${pretty(p.flops / perOp / 1e9)} GFLOP/s`,
-          `${pretty(p.bytes / perOp / 1e9)} GB/s`,
-          `${pretty(p.items / perOp)} ${p.unit}`,
-          `${pretty(err)} rel-err`,
-        ].join("\t"));
+        const { n, ns } = await measure(op, args.benchtime);
+        const perOp = ns / n / 1e9;
+        // The name carries the cores the peer was given, as Go's carry
+        // GOMAXPROCS: zbench's names also where the calibration took fewer threads.
+        out(formatRow(p.name, args.threads, n, ns, [
+          [p.flops / perOp / 1e9, "GFLOP/s"],
+          [p.bytes / perOp / 1e9, "GB/s"],
+          [p.items / perOp, p.unit],
+          [err, "rel-err"],
+        ]));
       }
     } finally {
       await session.release();

@@ -10,7 +10,8 @@ import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
-import { cpuModel, describeConfig, feeds, hostLoad, installDir, loadManifest, loadOrt, log, sessionOptions, zbenchProcs } from "./lib.mjs";
+import { cpuName, machineLoad, zbenchProcs } from "../node/harness.mjs";
+import { describeConfig, feeds, installDir, loadManifest, loadOrt, log, sessionOptions } from "./lib.mjs";
 import { graphNodes } from "./onnxgraph.mjs";
 
 const USAGE = `usage: node baselines/peers/onnxpeer/profile.mjs [flags]
@@ -86,8 +87,8 @@ export function report({ point, config, version, exporter, opset, runs, warmup, 
   w(`Made by \`node baselines/peers/onnxpeer/profile.mjs\` (the ONNX Runtime peer, baselines/peers/README.md):`);
   w(`onnxruntime-node ${version}, CPU execution provider, ${describeConfig(config)}, graph optimisation level all,`);
   w(`static shapes (freeDimensionOverrides ${JSON.stringify(point.dims)}), model exported by ${exporter} at opset ${opset};`);
-  w(`${warmup} warm-up runs, then ${runs} profiled runs (enableProfiling). CPU: ${cpuModel()}, ${os.cpus().length} CPUs;`);
-  w(`other processes used ${fmt(load.busy * 100, 0)}% of them in the second before (load average ${fmt(load.load1)}).`);
+  w(`${warmup} warm-up runs, then ${runs} profiled runs (enableProfiling). CPU: ${cpuName()}, ${os.cpus().length} CPUs;`);
+  w(`other processes used ${fmt(load.share * 100, 0)}% of them in the second before (load average ${fmt(load.load1)}).`);
   w();
   w(`Times are medians over the profiled runs. A run (model_run): median ${fmt(runMs)} ms, min ${fmt(Math.min(...summary.runs) / 1e3)} ms;`);
   w(`the nodes' medians add up to ${fmt(total / 1e3)} ms. GFLOP/s counts 2 per multiply-add (2·N·Ho·Wo·Co·Ci/G·Kh·Kw, from the`);
@@ -213,7 +214,7 @@ async function main(argv) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "onnxpeer-profile-"));
   try {
     const optimised = path.join(tmp, "optimised.onnx");
-    const load = await hostLoad();
+    const load = await machineLoad();
     const session = await ort.InferenceSession.create(path.join(dir, manifest.models[point.model]),
       sessionOptions(config, point.dims, { enableProfiling: true, profileFilePrefix: path.join(tmp, "profile"), optimizedModelFilePath: optimised }));
     const f = feeds(ort, dir, point.inputs);

@@ -210,14 +210,47 @@ def pretty(x):
 
 
 def cpu_model():
+    """The CPU as go test's "cpu:" line names it: what go test prints for a
+    benchmark of a throwaway module (on x86 Go names the CPU by its CPUID
+    brand string, which a virtual machine may set apart from /proc/cpuinfo),
+    or where go cannot run, Go's reading of /proc/cpuinfo: "model name" of
+    its first 512 bytes, with " @ <cpu MHz>MHz" when the name has no
+    frequency (as baselines/peers/node/harness.mjs's cpuName)."""
+    import subprocess
+    import tempfile
+
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
+        with tempfile.TemporaryDirectory(prefix="zbench-peer-cpu-") as d:
+            with open(os.path.join(d, "go.mod"), "w") as f:
+                f.write("module cpuname\n\ngo 1.21\n")
+            with open(os.path.join(d, "cpu_test.go"), "w") as f:
+                f.write('package cpuname\n\nimport "testing"\n\nfunc BenchmarkCPU(b *testing.B) {}\n')
+            r = subprocess.run(["go", "test", "-run", "^$", "-bench", ".", "-benchtime", "1x"], cwd=d,
+                               env={**os.environ, "GOFLAGS": "", "GOWORK": "off"},
+                               capture_output=True, text=True, timeout=300)
+        if r.returncode == 0:
+            for line in r.stdout.split("\n"):
+                if line.startswith("cpu: "):
+                    return line[5:]
+    except (OSError, subprocess.SubprocessError):
         pass
-    return platform.processor() or "unknown"
+    model, mhz = "", ""
+    try:
+        with open("/proc/cpuinfo", encoding="latin-1") as f:
+            head = f.read(512)
+    except OSError:
+        return ""
+    for line in head.split("\n"):
+        key, sep, value = line.partition(": ")
+        if not sep:
+            continue
+        if key.strip() in ("model name", "Model Name"):
+            model = value
+        elif key.strip() in ("cpu MHz", "CPU MHz"):
+            mhz = value
+    if not model or not mhz or "GHz" in model or "MHz" in model:
+        return model
+    return f"{model} @ {mhz}MHz"
 
 
 def mapped_libraries():
