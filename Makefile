@@ -27,14 +27,13 @@ BENCHTIME ?= 1s
 BENCH     ?= .
 BENCHSTAT := $(GO) tool benchstat -table ""
 # $(call ran,FILE,VAR) fails when FILE, the output of go test -bench=$(VAR),
-# holds no benchmark result. go test splits a -bench pattern at each / and
-# matches the parts against the levels of a name, so 'A/x$|B/y$' reads as A,
-# then x$|B, then y$: it matches neither benchmark, and go test runs nothing
-# and still exits 0.
+# holds no benchmark result: go test runs nothing for a pattern that matches
+# no name and still exits 0. go test splits a -bench pattern at its top-level
+# | into alternatives and each at / into one regexp per level of a name.
 # $(call save,FILE) is the end of a pipe into FILE: shown unless QUIET, and
 # appended to with APPEND.
 save = $(if $(QUIET),cat >$(if $(APPEND),>) $(1),tee $(if $(APPEND),-a) $(1))
-ran = grep -q '^Benchmark' $(1) || { echo 'no benchmark result in $(1): -bench='\''$($(2))'\'' matched nothing. go test splits the pattern at each / and matches one level of the name per part, so an alternative cannot span a /: write "A|B" for whole benchmarks, or "A/(x|y)$$" within one.' >&2; exit 1; }
+ran = grep -q '^Benchmark' $(1) || { echo 'no benchmark result in $(1): -bench='\''$($(2))'\'' matched nothing: go test splits the pattern at its top-level | into alternatives and each at / into one regexp per level of the name ("BERT/dev=cpu|LlamaDecode/dev=cpu").' >&2; exit 1; }
 
 export GOTOOLCHAIN := local
 # zbench diff and calibrate build benchmark binaries with the go command.
@@ -143,7 +142,7 @@ peer-run-onnxruntime: onnxruntime
 # it neither writes its GGUF files nor runs.
 peer-run-llamacpp:
 	@mkdir -p $(OUT)
-	@if ! printf '%s\n' BenchmarkLlamaPrefill BenchmarkLlamaDecode BenchmarkLlamaGenerate | grep -qE -- '$(firstword $(subst /, ,$(BENCH)))'; then \
+	@if ! node baselines/peers/llamacpp/bench.mjs --selects --bench '$(BENCH)'; then \
 		echo "== llama.cpp peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),,: > $(OUT)/llamacpp.txt); exit 0; fi; \
 	$(MAKE) --no-print-directory llamacpp gguf-models; \
 	echo "== llama.cpp peer: baselines/peers/llamacpp/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/llamacpp.txt"; \
@@ -255,6 +254,7 @@ peer-test: python-ref onnxruntime llamacpp tokenizer-ref
 	@WITH_REFERENCE_BLAS=1 scripts/install-python-ref.sh
 	@echo "== PyTorch peer: environment guard"; $(PY) baselines/peers/torch_bench_test.py
 	@echo "== ONNX Runtime peer: node --test baselines/peers/onnxpeer/"; node --test baselines/peers/onnxpeer/
+	@echo "== the Node peers' harness: node --test baselines/peers/node/"; node --test baselines/peers/node/
 	@echo "== llama.cpp peer: node --test baselines/peers/llamacpp/"; node --test baselines/peers/llamacpp/
 
 ## golden: regenerate testdata/golden/ with the PyTorch references

@@ -46,6 +46,8 @@ and prints Go benchmark lines under zbench's names.
   --model NAME       the model's name in the benchmark names (default: tinyllama
                      or tiny, told by the file's hyperparameters)
   --check            print the configuration lines and check the setup, run nothing
+  --selects          exit 0 when --bench selects any benchmark this peer can run
+                     (any dtype, model tinyllama or tiny), 1 when none; no file needed
 `;
 
 function positiveInt(flag, v) {
@@ -68,6 +70,7 @@ function parseFlags(args) {
         "no-calibrate": { type: "boolean", default: false },
         model: { type: "string" },
         check: { type: "boolean", default: false },
+        selects: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
     });
@@ -86,9 +89,10 @@ function parseFlags(args) {
     calibrate: !v["no-calibrate"] && v.threads === undefined,
     model: v.model,
     check: v.check,
+    selects: v.selects,
     files: parsed.positionals,
   };
-  if (!flags.help && !flags.check && flags.files.length === 0) throw new UsageError("no GGUF file given");
+  if (!flags.help && !flags.check && !flags.selects && flags.files.length === 0) throw new UsageError("no GGUF file given");
   return flags;
 }
 
@@ -139,12 +143,27 @@ async function chooseThreads(model, m, flags) {
   };
 }
 
+/** workloadsOf are the benchmarks this peer runs on the model m. */
+function workloadsOf(m) {
+  return [prefill(m, 1, 128), decode(m, 1, 128), generate(m, 32, 16)];
+}
+
+/** selectsAny says whether match selects a benchmark of any dtype and model this peer can run. */
+function selectsAny(match) {
+  for (const dtype of DTYPES.values()) {
+    for (const name of ["tinyllama", "tiny"]) {
+      if (workloadsOf({ name, dtype, vocab: 32000 }).some((w) => match(w.name))) return true;
+    }
+  }
+  return false;
+}
+
 /** runFile benchmarks one GGUF file and writes its configuration lines and rows to out. */
 async function runFile(engine, file, flags, out) {
   const model = await engine.loadModel(file);
   try {
     const m = describeModel(file, model, flags.model);
-    const workloads = [prefill(m, 1, 128), decode(m, 1, 128), generate(m, 32, 16)].filter((w) => flags.match(w.name));
+    const workloads = workloadsOf(m).filter((w) => flags.match(w.name));
     if (workloads.length === 0) return;
     const { threads, how } = await chooseThreads(model, m, flags);
     if (threads < flags.minThreads) process.stderr.write(`llamacpp peer: ${path.basename(file)}: ${threads} threads (${how})\n`);
@@ -189,6 +208,10 @@ async function run(args, out) {
   const flags = parseFlags(args);
   if (flags.help) {
     out.write(USAGE);
+    return;
+  }
+  if (flags.selects) {
+    process.exitCode = selectsAny(flags.match) ? 0 : 1;
     return;
   }
   const engine = await loadLlamaCpp(installDir());

@@ -148,6 +148,9 @@ describe("command line and guard", () => {
     { name: "a bad regexp", args: ["--bench", "(", "x.gguf"], env: {}, status: 2, err: /--bench \(/ },
     { name: "no file", args: [], env: {}, status: 2, err: /no GGUF file given/ },
     { name: "a missing file", args: ["--no-calibrate", "/nonexistent/m.gguf"], env: {}, status: 1, err: /\/nonexistent\/m\.gguf: no such GGUF file/ },
+    { name: "--selects: a pattern of none of its benchmarks", args: ["--selects", "--bench", "BERT/dev=cpu"], env: {}, status: 1, err: /^$/ },
+    { name: "--selects: an alternative that names one", args: ["--selects", "--bench", "BERT/dev=cpu|LlamaDecode/dev=cpu/dtype=w4a16"], env: {}, status: 0, err: /^$/ },
+    { name: "--selects: a GPU pattern", args: ["--selects", "--bench", "Llama/dev=cuda"], env: {}, status: 1, err: /^$/ },
   ]) {
     test(tc.name, () => {
       const r = bench(tc.args, tc.env);
