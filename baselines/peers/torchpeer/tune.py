@@ -288,7 +288,7 @@ def launches(blas, try_env):
                 env["OMP_WAIT_POLICY"] = policy
             if d:
                 env["LD_LIBRARY_PATH"] = d
-            label = f"omp-wait-policy={(policy or os.environ.get('OMP_WAIT_POLICY') or 'default')} blas={build}"
+            label = f"omp-wait-policy={policy or os.environ.get('OMP_WAIT_POLICY', '').strip().upper() or 'default'} blas={build}"
             out.append(Launch(label, env))
     for spec in try_env:
         env = dict(out[0].env)
