@@ -435,6 +435,20 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(r.stdout.splitlines()[-1], "PASS")
         self.assertEqual(r.stdout.count("\ngoos: "), 0, "one header")
 
+    def test_check_lists_launches(self):
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas, tune=True)
+        self.assertRuns(r)
+        want = ("auto, not run by --check: launches omp-wait-policy=default blas=pthread, "
+                "omp-wait-policy=PASSIVE blas=pthread, omp-wait-policy=default blas=openmp, "
+                "omp-wait-policy=PASSIVE blas=openmp")
+        self.assertEqual(config(r.stdout).get("peer-tuning"), want, f"{r.stdout}\n{SETUP}")
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas, tune=True,
+                      env={"OMP_WAIT_POLICY": "passive"})
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("peer-tuning"),
+                         "auto, not run by --check: launches omp-wait-policy=PASSIVE blas=pthread, "
+                         "omp-wait-policy=PASSIVE blas=openmp; OMP_WAIT_POLICY=passive kept as given", r.stdout)
+
     def test_tuning_logic(self):
         # tune's choices and output on their own, in this process: the
         # margin that keeps the default unless beaten, the thread counts,

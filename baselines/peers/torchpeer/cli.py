@@ -279,6 +279,10 @@ def main(argv=None):
         emit("peer-tuning: " + args.tuning)
     elif not tuning:
         emit("peer-tuning: off (the environment and the threads as given)")
+    elif args.check:
+        launch_list, notes = tune.launches(blas, args.try_env)
+        emit("peer-tuning: auto, not run by --check: launches " + ", ".join(l.label for l in launch_list) +
+             "".join("; " + n for n in notes))
     emit("peer-usable: " + env.usable())
     if args.check:
         sys.stdout.flush()
