@@ -23,6 +23,9 @@ import torch
 
 from torchpeer.harness import log, mkldnn_state, multiarch, run_n
 
+# The command the child processes run.
+PEER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "torch_bench.py")
+
 # How much faster a later candidate (fewer threads, oneDNN off, a launch
 # other than the environment as given) must be to replace an earlier one:
 # below it, trial noise would decide.
@@ -315,21 +318,36 @@ def config_key(line):
 class Printer:
     """Prints benchmark output, each configuration line only when its value
     changes (a line applies to the rows after it: benchfmt) and each Unit
-    line once; holds back PASS and FAIL, for one verdict at the end."""
+    line once; holds back PASS and FAIL, for one verdict at the end. After
+    start (a new process's output), the keys its header lacks are cleared
+    ("key:", benchfmt's deletion) before its first row."""
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
         self.config, self.units = {}, set()
+        self.header = None  # the keys of the current header, after start
         self.failed = False
+
+    def start(self):
+        self.header = set()
 
     def line(self, s):
         s = s.rstrip("\n")
         key = config_key(s)
         if key is not None:
+            if self.header is not None:
+                self.header.add(key)
             if self.config.get(key) == s:
                 return
             self.config[key] = s
-        elif s.startswith("Unit "):
+            print(s, file=self.out, flush=True)
+            return
+        if self.header is not None:
+            for k in [k for k in self.config if k not in self.header]:
+                del self.config[k]
+                print(k + ":", file=self.out)
+            self.header = None
+        if s.startswith("Unit "):
             if s in self.units:
                 return
             self.units.add(s)
@@ -346,7 +364,7 @@ class Printer:
 def child_args(argv, *extra):
     """A child's command line: this command's arguments and the child's
     own flags."""
-    return [sys.executable, os.path.abspath(sys.argv[0]), *argv, "--launch-child", *extra]
+    return [sys.executable, PEER, *argv, "--launch-child", *extra]
 
 
 def calibrate(argv, launch_list, proxies):
@@ -426,6 +444,7 @@ def run_tuned(argv, bench_names, all_names, launch_list, notes, threads, fixed_t
             p = subprocess.Popen(child_args(argv, "--names", path, "--launch-env", launch.describe(),
                                             "--tuning", tuning),
                                  env=launch.environ(os.environ), stdout=subprocess.PIPE, text=True)
+            printer.start()
             for s in p.stdout:
                 printer.line(s)
             rc = p.wait()
