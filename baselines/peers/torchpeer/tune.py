@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 
@@ -113,7 +114,7 @@ class Knobs:
     oneDNN (None: this torch has no oneDNN)."""
 
     threads: int
-    mkldnn: bool = None
+    mkldnn: Optional[bool] = None
 
     def apply(self, blas):
         torch.set_num_threads(self.threads)
