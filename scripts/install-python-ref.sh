@@ -14,6 +14,12 @@
 # reference BLAS by hand; then, run as root (directly or through sudo), it
 # selects OpenBLAS, and otherwise says how to.
 #
+# It also installs libopenblas0-openmp, OpenBLAS built on OpenMP (libgomp,
+# torch's own thread pool) beside the pthread build: the peer times both
+# and runs each workload on the faster (its libblas.so.3 is put first with
+# LD_LIBRARY_PATH; the alternative, at priority 95, stays on the pthread
+# build). Without it the peer tries the pthread build alone and says so.
+#
 # Every action is one line on stderr, and the last line names the BLAS torch
 # really loads. Idempotent, and quick when everything is there (dpkg-query,
 # update-alternatives --query and one Python start). Packages are installed
@@ -31,6 +37,7 @@ PY=/usr/bin/python3
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REF_PACKAGES=(python3-torch python3-numpy python3-torchvision)
 OPENBLAS_PACKAGE=libopenblas0-pthread
+OPENBLAS_OPENMP_PACKAGE=libopenblas0-openmp
 
 say() {
 	echo "install-python-ref: $*" >&2
@@ -103,16 +110,18 @@ have_dpkg=
 if command -v dpkg-query >/dev/null 2>&1; then
 	have_dpkg=1
 	have_openblas || need+=("$OPENBLAS_PACKAGE")
+	installed "$OPENBLAS_OPENMP_PACKAGE" || need+=("$OPENBLAS_OPENMP_PACKAGE")
 fi
 if [[ -z "$ref_ok" ]]; then
 	say "torch or numpy missing for $PY; installing ${need[*]}"
 	apt_install "${need[@]}" || die "cannot install ${need[*]}"
 	have_ref || die "$PY still cannot import torch and numpy after installing ${need[*]}: $("$PY" -c 'import torch, numpy' 2>&1 | tail -n 1)"
 elif ((${#need[@]})); then
-	say "$OPENBLAS_PACKAGE missing: torch calls the reference BLAS; installing it"
-	# torch works without it (the goldens need no speed): say so and go on,
-	# the peer refusing to run with the reason and the fix.
-	apt_install "${need[@]}" || say "OpenBLAS not installed: torch keeps the reference BLAS and the PyTorch peer (baselines/peers/torch_bench.py) will refuse to run"
+	say "${need[*]} missing: the PyTorch peer needs OpenBLAS's pthread and OpenMP builds; installing them"
+	# torch works without them (the goldens need no speed): say so and go
+	# on, the peer refusing to run on the reference BLAS with the reason and
+	# the fix, or timing the one OpenBLAS build it has.
+	apt_install "${need[@]}" || say "${need[*]} not installed: without OpenBLAS the PyTorch peer (baselines/peers/torch_bench.py) refuses to run; without its OpenMP build the peer times the pthread build alone"
 fi
 
 # 1b. With WITH_REFERENCE_BLAS=1 (make peer-test), the reference BLAS and

@@ -12,7 +12,12 @@ matmuls through torch._scaled_mm) say why they are skipped where torch or
 the device cannot run them (Debian's torch 1.13 has no FP8 dtype), and
 their scales, saturation and both forms of torch._scaled_mm (torch
 2.1-2.3's and 2.4+'s, stood in for on the CPU) give benchFP8MatMul's
-products.
+products. Its best configuration (--tune auto): a planted spinning pool
+is not what it reports, and is clearly slower than what it reports; its
+choices (the margin, the thread counts, the launches, a trial that takes
+fewer threads only when faster) and its merged output, on stand-ins. The
+other tests run with --tune off: the guard and the workloads, without
+calibration runs.
 
 The BLAS torch loads is chosen per run with LD_LIBRARY_PATH: a temporary
 directory whose libblas.so.3 (and liblapack.so.3) link to Debian's reference
@@ -193,6 +198,69 @@ print(json.dumps(res))
 """
 
 
+# Runs in a peer's Python: torchpeer.tune's logic on stand-ins (timings,
+# a BLAS, ops whose speed depends on the thread count); prints what the test
+# checks, as JSON.
+TUNE_SCRIPT = r"""
+import contextlib, io, json, os, sys, time
+import torch
+sys.path.insert(0, sys.argv[1])
+from torchpeer import tune
+from torchpeer.harness import Blas, find_blas
+
+res = {}
+t = {"a": 1.0, "b": 0.98, "c": 0.5}
+res["choose"] = [tune.choose(t, ["a", "b"]), tune.choose({"a": 1.0, "b": 0.975}, ["a", "b"]),
+                 tune.choose({"a": 1.0, "b": 0.96}, ["a", "b"]), tune.choose({"a": None, "b": 2.0}, ["a", "b"]),
+                 tune.choose({}, ["a"]), tune.choose(t, ["a", "b", "c"])]
+res["thread_counts"] = [tune.thread_counts(n) for n in (1, 2, 6, 8)]
+launches, notes = tune.launches(Blas("openblas", "/opt/libopenblas.so"), [])
+res["launches_given"] = [[l.label, l.env] for l in launches]
+os.environ["OMP_WAIT_POLICY"] = "passive"
+launches, notes2 = tune.launches(Blas("mkl", "/opt/libmkl_rt.so"), ["LD_PRELOAD=/x.so"])
+res["launches_kept"] = [[l.label, l.env] for l in launches]
+res["launch_notes"] = notes2
+del os.environ["OMP_WAIT_POLICY"]
+res["debian"] = [[l.label, l.env] for l in tune.launches(find_blas(), [])[0]]
+
+blas = Blas("openblas", "/opt/libopenblas.so")
+def op_faster_at(n):
+    return lambda: time.sleep(0.002 if torch.get_num_threads() == n else 0.01)
+for key, n, fixed in (("one_faster", 1, False), ("two_faster", 2, False)):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        k, _ = tune.tune_knobs("BenchmarkX", op_faster_at(n), lambda: None, blas, 2, fixed, 2)
+    res[key], res[key + "_log"] = k.threads, err.getvalue()
+k, times = tune.tune_knobs("BenchmarkX", op_faster_at(1), lambda: None, blas, 2, True, 2)
+res["fixed"] = [k.threads, len(times)]
+conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
+x = torch.randn(1, 64, 56, 56)
+with torch.no_grad():
+    res["mkldnn"] = [tune.uses_mkldnn(lambda: conv(x)), tune.uses_mkldnn(lambda: x @ x)]
+
+out = io.StringIO()
+p = tune.Printer(out)
+p.start()
+p.lines(["goos: linux", "gomp-spincount: 9", "torch-threads: 2", "Unit ns/op better=lower", "BenchmarkA 1", "PASS"])
+p.start()
+p.lines(["goos: linux", "torch-threads: 2", "Unit ns/op better=lower", "torch-threads: 1", "BenchmarkB 1", "FAIL",
+         "torch-threads: 2", "torch-threads: 2", "BenchmarkC 1"])
+res["printer"], res["printer_failed"] = out.getvalue().splitlines(), p.failed
+print(json.dumps(res))
+"""
+
+
+def rows(stdout):
+    """The benchmark names of the result rows."""
+    return [l.split()[0] for l in stdout.splitlines() if l.startswith("Benchmark")]
+
+
+def ns_per_op(stdout):
+    """The ns/op of the first result row."""
+    row = next(l.split() for l in stdout.splitlines() if l.startswith("Benchmark"))
+    return float(row[row.index("ns/op") - 1])
+
+
 def config(stdout):
     """The key: value configuration lines of a benchmark output."""
     out = {}
@@ -225,12 +293,18 @@ class GuardTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def peer(self, *args, libdir=None, env=None):
+    def peer(self, *args, libdir=None, env=None, tune=False, cpus=None, timeout=300):
+        """Runs the peer; without tune, with --tune off (the environment and
+        threads as given: the guard and the workloads under test, without
+        the tuning's calibration runs); with cpus, on those CPUs alone."""
         e = {k: v for k, v in os.environ.items() if k not in CLEARED}
         if libdir:
             e["LD_LIBRARY_PATH"] = libdir
         e.update(env or {})
-        return subprocess.run([sys.executable, PEER, *args], capture_output=True, text=True, env=e, timeout=300)
+        flags = [] if tune else ["--tune", "off"]
+        pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+        return subprocess.run([sys.executable, PEER, *args, *flags], capture_output=True, text=True, env=e,
+                              timeout=timeout, preexec_fn=pin)
 
     def assertRefused(self, r, *messages):
         self.assertEqual(r.returncode, 3, f"want exit status 3 (refused)\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
@@ -323,6 +397,104 @@ class GuardTest(unittest.TestCase):
         r = self.peer("--check", "--threads", "2", "--min-threads", "2")
         self.assertEqual(r.returncode, 0, f"the installed setup is refused: {SETUP}\n{r.stderr}")
         self.assertEqual(config(r.stdout).get("blas"), "openblas", r.stdout)
+
+    # The best configuration (--tune auto).
+
+    def test_tuned_avoids_spinning_pool(self):
+        # The spinning pool, planted for good: GOMP_SPINCOUNT=infinite
+        # keeps torch's OpenMP workers spinning after every parallel region
+        # whatever the wait policy (libgomp's GOMP_SPINCOUNT overrides
+        # OMP_WAIT_POLICY's spin count), so that on two CPUs torch's two
+        # threads and OpenBLAS's pthread worker, three busy threads, share
+        # two cores at every sgemm: the setup the peer ran in by default.
+        # The peer must not report it (OpenBLAS's pthread build at two
+        # threads) and must beat it clearly.
+        cpus = sorted(os.sched_getaffinity(0))
+        self.assertGreaterEqual(len(cpus), 2, "the spinning pool needs two CPUs")
+        bench = "BERT$/dev=cpu/dtype=f32/batch=1/seq=128"
+        env = {"GOMP_SPINCOUNT": "infinite", "GOMAXPROCS": "2"}
+        slow = self.peer("--short", "--benchtime", "3x", "--bench", bench, libdir=self.openblas, env=env,
+                         cpus=cpus[:2], timeout=900)
+        self.assertRuns(slow)
+        c = config(slow.stdout)
+        self.assertEqual((c.get("blas-build"), c.get("torch-threads"), c.get("peer-tuning")),
+                         ("pthread", "2", "off (the environment and the threads as given)"), slow.stdout)
+        r = self.peer("--short", "--benchtime", "3x", "--bench", bench, libdir=self.openblas, env=env, tune=True,
+                      cpus=cpus[:2], timeout=900)
+        self.assertRuns(r)
+        c = config(r.stdout)
+        for key in ("omp-wait-policy", "blas-build", "torch-threads", "mkldnn", "peer-env", "peer-tuning"):
+            self.assertIn(key, c, r.stdout)
+        self.assertIn(c["blas-build"], ("pthread", "openmp"), r.stdout)
+        self.assertNotEqual((c["blas-build"], c["torch-threads"]), ("pthread", "2"),
+                            f"the spinning pool reported as the peer's result\n{r.stdout}\n{r.stderr}")
+        self.assertIn("omp-wait-policy=default blas=pthread", c["peer-tuning"])
+        self.assertIn("blas=openmp", c["peer-tuning"], "libopenblas0-openmp is tried: " + SETUP)
+        if c["blas-build"] == "openmp":
+            self.assertIn("openblas-openmp", c["peer-env"], r.stdout)
+        if c["torch-threads"] == "1":
+            self.assertIn("torch at 1 thread(s) ran faster", r.stderr)
+        name = "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=128-2"  # zbench's name at GOMAXPROCS 2
+        self.assertEqual(rows(r.stdout), [name], r.stdout)
+        self.assertEqual(rows(slow.stdout), [name], slow.stdout)
+        self.assertLess(ns_per_op(r.stdout), 0.7 * ns_per_op(slow.stdout),
+                        f"tuned\n{r.stdout}\nplanted\n{slow.stdout}")
+        self.assertEqual(r.stdout.splitlines()[-1], "PASS")
+        self.assertEqual(r.stdout.count("\ngoos: "), 0, "one header")
+
+    def test_check_lists_launches(self):
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas, tune=True)
+        self.assertRuns(r)
+        want = ("auto, not run by --check: launches omp-wait-policy=default blas=pthread, "
+                "omp-wait-policy=PASSIVE blas=pthread, omp-wait-policy=default blas=openmp, "
+                "omp-wait-policy=PASSIVE blas=openmp")
+        self.assertEqual(config(r.stdout).get("peer-tuning"), want, f"{r.stdout}\n{SETUP}")
+        r = self.peer("--check", "--threads", "2", "--min-threads", "2", libdir=self.openblas, tune=True,
+                      env={"OMP_WAIT_POLICY": "passive"})
+        self.assertRuns(r)
+        self.assertEqual(config(r.stdout).get("peer-tuning"),
+                         "auto, not run by --check: launches omp-wait-policy=PASSIVE blas=pthread, "
+                         "omp-wait-policy=PASSIVE blas=openmp; OMP_WAIT_POLICY=passive kept as given", r.stdout)
+
+    def test_tuning_logic(self):
+        # tune's choices and output on their own, in this process: the
+        # margin that keeps the default unless beaten, the thread counts,
+        # the launches, a trial that picks 1 thread only when it is faster
+        # (and says so), oneDNN's use found by the profiler, and one
+        # configuration line per change.
+        e = {k: v for k, v in os.environ.items() if k not in CLEARED}
+        e["LD_LIBRARY_PATH"] = self.openblas
+        p = subprocess.run([sys.executable, "-c", TUNE_SCRIPT, HERE], capture_output=True, text=True, env=e,
+                           timeout=300)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        res = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertEqual(res["choose"], ["a", "a", "b", "b", None, "c"])
+        self.assertEqual(res["thread_counts"], [[1], [2, 1], [6, 3, 1], [8, 4, 2, 1]])
+        self.assertEqual(res["launches_given"], [["omp-wait-policy=default blas=openblas", {}],
+                                                 ["omp-wait-policy=PASSIVE blas=openblas",
+                                                  {"OMP_WAIT_POLICY": "PASSIVE"}]])
+        self.assertEqual(res["launches_kept"], [["omp-wait-policy=PASSIVE blas=mkl", {}],
+                                                ["try-env LD_PRELOAD=/x.so", {"LD_PRELOAD": "/x.so"}]])
+        self.assertEqual(res["launch_notes"][0], "OMP_WAIT_POLICY=passive kept as given")
+        self.assertIn("the BLAS kept as found (mkl", res["launch_notes"][1])
+        self.assertEqual(res["debian"][0][0], "omp-wait-policy=default blas=pthread")
+        self.assertIn("omp-wait-policy=PASSIVE blas=openmp", [l for l, _ in res["debian"]],
+                      "libopenblas0-openmp is tried: " + SETUP)
+        # 1 thread 5x faster: chosen and said; 2 threads faster: kept;
+        # --threads 2 fixed: 1 is not tried.
+        self.assertEqual(res["one_faster"], 1)
+        self.assertIn("torch at 1 thread(s) ran faster", res["one_faster_log"])
+        self.assertIn("load average", res["one_faster_log"])
+        self.assertEqual(res["two_faster"], 2)
+        self.assertEqual(res["two_faster_log"], "")
+        self.assertEqual(res["fixed"], [2, 0], "one candidate: no trial")
+        self.assertEqual(res["mkldnn"], [True, False])
+        # A second process's output: its header's unchanged lines and the
+        # Unit lines dropped, a key it lacks cleared before its rows.
+        self.assertEqual(res["printer"], ["goos: linux", "gomp-spincount: 9", "torch-threads: 2",
+                                          "Unit ns/op better=lower", "BenchmarkA 1", "gomp-spincount:",
+                                          "torch-threads: 1", "BenchmarkB 1", "torch-threads: 2", "BenchmarkC 1"])
+        self.assertTrue(res["printer_failed"])
 
     # The Llama benchmarks, on the tiny checkpoint's shape.
 

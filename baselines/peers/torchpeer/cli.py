@@ -4,6 +4,7 @@ The peer's command line: which benchmarks to run, and the run
 (baselines/peers/README.md)."""
 
 import importlib
+import json
 import pkgutil
 
 import torchpeer
@@ -13,6 +14,7 @@ from torchpeer.kernels import *  # noqa: F401,F403
 from torchpeer.encoder import *  # noqa: F401,F403
 from torchpeer.decoder import *  # noqa: F401,F403
 from torchpeer.vision import *  # noqa: F401,F403
+from torchpeer import tune
 
 def split_regexp(s):
     """Splits a -bench pattern at the slashes outside brackets and
@@ -164,6 +166,19 @@ def main(argv=None):
     ap.add_argument("--resnet-memory-format", default="auto", choices=["auto", "contiguous", "channels_last"],
                     help="BenchmarkResNet's memory format (default auto: channels_last on GPUs, contiguous NCHW on CPUs)")
     ap.add_argument("--alloc", action="store_true", help="let every call allocate its output (the everyday API) instead of writing preallocated outputs")
+    ap.add_argument("--tune", default="auto", choices=["auto", "off"],
+                    help="auto (the default, on --device cpu): time the OpenMP wait policy, OpenBLAS's pthread and OpenMP builds, torch's thread count and oneDNN, and run each benchmark in the fastest (README.md, \"Best configuration\"); off: run in the environment and with --threads as given")
+    ap.add_argument("--try-env", action="append", default=[], metavar="'NAME=VALUE ...'",
+                    help="with --tune auto, also time a launch with these variables set (e.g. LD_PRELOAD of another malloc); repeatable")
+    # A child process of --tune auto: its launch is fixed, its knobs tuned
+    # per benchmark; --names: the exact benchmarks to run (a JSON list);
+    # --calibrate: write each one's fastest seconds per op there (JSON)
+    # instead of measuring; --launch-env and --tuning: its config lines.
+    ap.add_argument("--launch-child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--names", help=argparse.SUPPRESS)
+    ap.add_argument("--calibrate", help=argparse.SUPPRESS)
+    ap.add_argument("--launch-env", help=argparse.SUPPRESS)
+    ap.add_argument("--tuning", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
     if args.count < 1:
@@ -189,24 +204,41 @@ def main(argv=None):
     ctx = Ctx(args.device, args.alloc, args.compile, args.llama, args.resnet_memory_format)
     probe_f16(ctx)
     match = make_matcher(args.bench)
+    if args.names:
+        with open(args.names) as f:
+            names = set(json.load(f))
+        match = names.__contains__
     blas = find_blas()
     blas.set_threads(threads)
     env = Env(blas, min_threads, args.device)
     refusals = env.refusals(args.allow_slow_blas)
     if refusals and not args.check:
         return refuse(refusals)
+    # The knobs are tuned per benchmark in a child of --tune auto; the
+    # parent runs no benchmark itself.
+    tuning = args.device == "cpu" and args.tune == "auto"
+    if tuning and not args.check and not args.launch_child:
+        every = [b.name for b in benchmarks(ctx, args.short)]
+        chosen = [n for n in every if match(n)]
+        if chosen:
+            launch_list, notes = tune.launches(blas, args.try_env)
+            return tune.run_tuned(sys.argv[1:] if argv is None else list(argv), chosen, every, launch_list, notes,
+                                  threads, args.threads is not None)
+    # Every line through out: a config line only when its value changes.
+    out = tune.Printer()
+    emit = out.line
 
-    print("goos: " + {"win32": "windows"}.get(sys.platform, sys.platform))
-    print("goarch: " + goarch())
-    print("pkg: " + PKG)
-    print("cpu: " + cpu_model())
-    print(f"impl: torch-{torch.__version__}")
+    emit("goos: " + {"win32": "windows"}.get(sys.platform, sys.platform))
+    emit("goarch: " + goarch())
+    emit("pkg: " + PKG)
+    emit("cpu: " + cpu_model())
+    emit(f"impl: torch-{torch.__version__}")
     for line in env.config_lines():
-        print(line)
+        emit(line)
     if ctx.cuda:
-        print("gpu: " + torch.cuda.get_device_name())
-        print("cuda: " + str(torch.version.cuda))
-        print(f"gpu-l2-bytes: {ctx.l2_bytes}")
+        emit("gpu: " + torch.cuda.get_device_name())
+        emit("cuda: " + str(torch.version.cuda))
+        emit(f"gpu-l2-bytes: {ctx.l2_bytes}")
     # Thread settings from the environment change results (with Debian's
     # torch, OpenMP threads spin-waiting after a parallel region compete
     # with OpenBLAS's own threads; OMP_WAIT_POLICY=PASSIVE avoids that, and
@@ -217,31 +249,41 @@ def main(argv=None):
     for var in ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                 "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"):
         if os.environ.get(var):
-            print(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
-    print("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
-    print("resnet-memory-format: " + ctx.resnet_format)
+            emit(f"{var.lower().replace('_', '-')}: {os.environ[var]}")
+    emit("attention: " + ("sdpa" if ctx.has_sdpa else "eager"))
+    emit("resnet-memory-format: " + ctx.resnet_format)
     for line in int8_config_lines(ctx) + fp8_config_lines(ctx):
-        print(line)
+        emit(line)
     if ctx.cuda:
-        print("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
+        emit("cudnn-benchmark: " + str(torch.backends.cudnn.benchmark).lower())
     if args.llama == "hf":
-        print(f"llama-impl: transformers-{transformers.__version__}")
+        emit(f"llama-impl: transformers-{transformers.__version__}")
         try:
             import peft
-            print(f"lora-impl: peft-{peft.__version__}")
+            emit(f"lora-impl: peft-{peft.__version__}")
         except ImportError:
-            print("lora-impl: none (peft is not installed: BenchmarkLlamaLoRA is skipped)")
+            emit("lora-impl: none (peft is not installed: BenchmarkLlamaLoRA is skipped)")
     else:
-        print("llama-impl: reference")
-    print("outputs: " + ("allocated" if args.alloc or args.compile else "preallocated"))
+        emit("llama-impl: reference")
+    emit("outputs: " + ("allocated" if args.alloc or args.compile else "preallocated"))
     if args.compile:
-        print("compile: torch.compile")
-    if ctx.upcast:
+        emit("compile: torch.compile")
+    if ctx.upcast and not args.calibrate:
         ops = ",".join(o for o in ["matmul"] + KERNEL_OPS if o in ctx.upcast)
-        print("f16-upcast: " + ops)
+        emit("f16-upcast: " + ops)
         log(f"torch {torch.__version__} has no float16 kernels on {args.device} for {ops}: "
             "their dtype=f16 benchmarks compute in float32, casting inputs and output inside the timer")
-    print("peer-usable: " + env.usable())
+    if args.launch_env:
+        emit("peer-env: " + args.launch_env)
+    if args.tuning:
+        emit("peer-tuning: " + args.tuning)
+    elif not tuning:
+        emit("peer-tuning: off (the environment and the threads as given)")
+    elif args.check:
+        launch_list, notes = tune.launches(blas, args.try_env)
+        emit("peer-tuning: auto, not run by --check: launches " + ", ".join(l.label for l in launch_list) +
+             "".join("; " + n for n in notes))
+    emit("peer-usable: " + env.usable())
     if args.check:
         sys.stdout.flush()
         if refusals:
@@ -255,11 +297,12 @@ def main(argv=None):
     if env.blas_problems:
         log("torch_bench: running anyway (--allow-slow-blas): every result is marked peer-usable: " + env.usable())
     for u in UNITS:
-        print(u)
+        emit(u)
     sys.stdout.flush()
 
     suffix = f"-{threads}" if threads != 1 else ""
     failed, matched = False, 0
+    calibrated = {}  # --calibrate: the fastest seconds per op of each benchmark
     for bench in benchmarks(ctx, args.short):
         name, tol = bench.name, bench.tol
         if not match(name):
@@ -274,6 +317,20 @@ def main(argv=None):
         except (NotImplementedError, RuntimeError) as e:
             log(f"--- SKIP: {name}: {e}")
             continue
+        if tuning:
+            work.op()  # warm-up, outside the trial
+            ctx.sync()
+            knobs, times = tune.tune_knobs(name, work.op, ctx.sync, blas, threads, args.threads is not None,
+                                           min_threads)
+            if args.calibrate:
+                if not times:
+                    times = tune.trial(work.op, ctx.sync, [knobs], lambda k: k.apply(blas))
+                calibrated[name] = min(times.values())
+                del work
+                free_device_memory(ctx)
+                continue
+            for line in knobs.config_lines(blas):
+                emit(line)
         err = None
         for _ in range(args.count):
             work.op()  # warm-up, outside the timer
@@ -301,10 +358,13 @@ def main(argv=None):
             if work.peak and ctx.cuda:
                 fields.append(f"{pretty(torch.cuda.max_memory_allocated())} peak-B")
             fields.append(f"{pretty(err)} rel-err")
-            print("\t".join(fields), flush=True)
+            emit("\t".join(fields))
         del work
         ctx.set_tf32(False)
         free_device_memory(ctx)
+    if args.calibrate:
+        with open(args.calibrate, "w") as f:
+            json.dump(calibrated, f)
     if not matched:
         log(no_match_warning(args.bench))
     if failed:

@@ -396,6 +396,15 @@ class Blas:
             fn(ctypes.c_int(n))
             return
 
+    @property
+    def build(self):
+        """How the BLAS runs its threads: OpenBLAS's openblas_get_parallel
+        (serial, pthread, openmp), else None."""
+        if self.name != "openblas" or self.handle is None:
+            return None
+        n = c_call(self.handle, "openblas_get_parallel", ctypes.c_int)
+        return None if n is None else {0: "serial", 1: "pthread", 2: "openmp"}.get(n, f"unknown ({n})")
+
     def describe(self):
         """The blas-lib: value: the library's file, and what torch opened."""
         if self.via and self.via != self.path:
@@ -478,6 +487,16 @@ def omp_wait_policy(libs):
         return f"default ({runtime}: spin {spin} iterations, then sleep)"
     spin = os.environ.get("KMP_BLOCKTIME", "").strip() or "200"
     return f"default ({runtime}: spin {spin} ms, then sleep)"
+
+
+def mkldnn_state(on=None):
+    """The mkldnn: value: whether torch's convolutions may use oneDNN
+    (torch.backends.mkldnn.enabled, or on where given)."""
+    if not torch.backends.mkldnn.is_available():
+        return "none (torch is built without oneDNN)"
+    if on is None:
+        on = torch.backends.mkldnn.enabled
+    return "on" if on else "off"
 
 
 def multiarch():
@@ -580,7 +599,10 @@ class Env:
             lines.append(f"blas-threads: {self.blas_threads}")
         if self.blas.config:
             lines.append(f"blas-config: {self.blas.config}")
+        if self.blas.build:
+            lines.append(f"blas-build: {self.blas.build}")
         lines.append(f"omp-wait-policy: {omp_wait_policy(self.libs)}")
+        lines.append("mkldnn: " + mkldnn_state())
         return lines
 
 
