@@ -341,19 +341,25 @@ class GuardTest(unittest.TestCase):
         self.assertLess(lines.index("peer-usable: no (reference BLAS)"), results[0], "the mark comes before the results")
         self.assertIn("--allow-slow-blas", r.stderr)
 
-    def test_warns_when_nothing_matches(self):
-        # go test -bench splits a pattern at its slashes: an alternation of
-        # two paths matches neither, and the peer says so.
-        r = self.peer("--short", "--benchtime", "1x", "--bench", "MatMul/dev=cpu/dtype=f32/m=256$|ReLU/dev=cpu$",
+    def test_bench_pattern_as_go_test(self):
+        # go test -bench splits a pattern at its top-level | into
+        # alternatives and each at / into one regexp per level: an
+        # alternation of two paths selects both; a pattern of no benchmark
+        # runs nothing, and the peer says so.
+        r = self.peer("--short", "--benchtime", "1x", "--tune", "off",
+                      "--bench", "MatMul/dev=cpu/dtype=f32/m=256$|Kernels/op=relu/dev=cpu/dtype=f32/",
                       libdir=self.openblas)
         self.assertRuns(r)
-        self.assertNotIn("\nBenchmark", r.stdout)
-        self.assertIn("matched no benchmark", r.stderr)
-        self.assertIn("split at its slashes", r.stderr)
-        r = self.peer("--short", "--benchtime", "1x", "--bench", "NoSuchWorkload", libdir=self.openblas)
-        self.assertRuns(r)
-        self.assertIn("matched no benchmark", r.stderr)
-        self.assertNotIn("split at its slashes", r.stderr)
+        names = rows(r.stdout)
+        self.assertTrue(names and all(n.startswith(("BenchmarkMatMul/dev=cpu/dtype=f32/m=256/",
+                                                    "BenchmarkKernels/op=relu/dev=cpu/dtype=f32/")) for n in names),
+                        r.stdout)
+        self.assertEqual({n.split("/")[0] for n in names}, {"BenchmarkMatMul", "BenchmarkKernels"}, r.stdout)
+        for pattern in ("NoSuchWorkload", "MatMul/dev=nosuch|BERT/dev=cpu/dtype=nosuch"):
+            r = self.peer("--short", "--benchtime", "1x", "--bench", pattern, libdir=self.openblas)
+            self.assertRuns(r)
+            self.assertNotIn("\nBenchmark", r.stdout)
+            self.assertIn("matched no benchmark", r.stderr)
 
     def test_refuses_few_threads(self):
         r = self.peer("--check", "--threads", "1", "--min-threads", "2", libdir=self.openblas)

@@ -16,48 +16,53 @@ from torchpeer.decoder import *  # noqa: F401,F403
 from torchpeer.vision import *  # noqa: F401,F403
 from torchpeer import tune
 
-def split_regexp(s):
-    """Splits a -bench pattern at the slashes outside brackets and
-    parentheses, as the testing package does."""
-    parts, depth, start, i = [], 0, 0, 0
+def split_pattern(s):
+    """Splits a -bench pattern as the testing package does: at its top-level
+    | into alternatives, and each alternative at its top-level / into one
+    regexp per level of a name (brackets and parentheses kept whole)."""
+    alts, levels, brackets, parens, start, i = [], [], 0, 0, 0, 0
     while i < len(s):
         c = s[i]
         if c == "\\":
             i += 2
             continue
-        if c in "[(":
-            depth += 1
-        elif c in "])" and depth > 0:
-            depth -= 1
-        elif c == "/" and depth == 0:
-            parts.append(s[start:i])
+        if c == "[":
+            brackets += 1
+        elif c == "]":
+            brackets = max(0, brackets - 1)
+        elif c == "(" and brackets == 0:
+            parens += 1
+        elif c == ")" and brackets == 0:
+            parens -= 1
+        elif c in "/|" and brackets == 0 and parens == 0:
+            levels.append(s[start:i])
             start = i + 1
+            if c == "|":
+                alts.append(levels)
+                levels = []
         i += 1
-    parts.append(s[start:])
-    return parts
+    levels.append(s[start:])
+    alts.append(levels)
+    return alts
 
 
 def make_matcher(pattern):
-    """Go's -bench matching: each slash-separated element of the pattern is
-    an unanchored regexp matched against the same level of the name."""
-    regs = [re.compile(p) for p in split_regexp(pattern)]
+    """Go's -bench matching: a name matches when, for one alternative of
+    split_pattern, each level's unanchored regexp matches the same level of
+    the name, and the name has at least as many levels."""
+    alts = [[re.compile(p) for p in levels] for levels in split_pattern(pattern)]
 
     def match(name):
         elems = name.split("/")
-        return all(r.search(e) for r, e in zip(regs, elems))
+        return any(len(regs) <= len(elems) and all(r.search(e) for r, e in zip(regs, elems)) for regs in alts)
 
     return match
 
 
 def no_match_warning(pattern):
-    """What the peer says when --bench matched none of its benchmarks: as
-    go test -bench, it splits the pattern at its slashes, so that an
-    alternation of paths (A/x$|B/y$) matches neither path."""
-    msg = f"torch_bench: warning: --bench {pattern!r} matched no benchmark"
-    if len(split_regexp(pattern)) > 1:
-        msg += (" (the pattern is split at its slashes and each part matched against one level of the name, "
-                "as go test -bench does: 'A/x$|B/y$' matches neither; run one pattern per benchmark)")
-    return msg
+    """What the peer says when --bench matched none of its benchmarks."""
+    return (f"torch_bench: warning: --bench {pattern!r} matched no benchmark (as go test -bench, the pattern is "
+            "split at its top-level | into alternatives and each at / into one regexp per level of the name)")
 
 
 def workload_modules():
