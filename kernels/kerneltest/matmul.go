@@ -86,11 +86,11 @@ func matmulCases() []mmCase {
 		mmCase{m: 5, n: 33, k: 65, tB: true, beta: -1},
 	)
 	// The row-dot-product path's edges: 1 to 4 rows against weights whose
-	// rows are not a multiple of its blocks of four and whose depths end
-	// either side of its steps of 16 and 32 values; and products of more
-	// rows against a transposed weight, which 16-bit weights run a block
-	// of rows widened at a time (more rows than one block).
-	for _, d := range [][3]int{{1, 1, 1}, {1, 7, 31}, {2, 6, 33}, {3, 5, 17}, {4, 131, 48}, {1, 258, 1025}} {
+	// depths end either side of its steps of 16 and 64 values; and
+	// products of more rows against a transposed weight, which 16-bit
+	// weights run a block of rows widened at a time (more rows than one
+	// block).
+	for _, d := range [][3]int{{1, 1, 1}, {1, 7, 31}, {2, 6, 65}, {3, 5, 17}, {4, 131, 80}, {1, 258, 1025}} {
 		cs = append(cs, mmCase{m: d[0], n: d[1], k: d[2], tB: true})
 	}
 	cs = append(cs,
