@@ -102,3 +102,37 @@ func BenchmarkGemvDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrefillProduct times MatMul's prefill product, 128 rows times
+// TinyLlama's MLP up-projection weight [5632, 2048] transposed, with the
+// operands in each float dtype: GFLOP/s.
+func BenchmarkPrefillProduct(b *testing.B) {
+	const m, n, k = 128, 5632, 2048
+	be := New()
+	rng := rand.New(rand.NewPCG(25, 26))
+	wv := make([]float32, n*k)
+	for i := range wv {
+		wv[i] = float32(2*rng.Float64() - 1)
+	}
+	for _, dt := range kernels.FloatTypes {
+		b.Run(fmt.Sprintf("dtype=%v", dt), func(b *testing.B) {
+			w, err := be.Alloc(dt, n, k)
+			require.NoError(b, err)
+			require.NoError(b, kernels.UploadFloat32(w, wv))
+			x, err := be.Alloc(dt, m, k)
+			require.NoError(b, err)
+			require.NoError(b, kernels.UploadFloat32(x, wv[:m*k]))
+			out, err := be.Alloc(dt, m, n)
+			require.NoError(b, err)
+			for b.Loop() {
+				if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			for _, t := range []*kernels.Tensor{w, x, out} {
+				require.NoError(b, be.Free(t))
+			}
+		})
+	}
+}
