@@ -64,7 +64,7 @@ func TestRowDotsPathsAgree(t *testing.T) {
 // BenchmarkGemvDecode times MatMul's decode product, one row times
 // TinyLlama's MLP up-projection weight [5632, 2048] transposed, with the
 // weight in each float dtype: GB/s of the weight read, cycling over
-// enough copies of it (300 MB of float32) that every call reads it from
+// enough copies of it (277 MB in float32) that every call reads it from
 // memory, as a model's decode step does.
 func BenchmarkGemvDecode(b *testing.B) {
 	const n, k, copies = 5632, 2048, 6

@@ -24,8 +24,10 @@
 	VADDPS        X1, X0, X0
 
 // DOT1 is the body of the Dot1 kernels over WIDEN and WIDENZ, for
-// weights of WB bytes per 16 values: one row of w from R8 against x from
-// SI, k values in CX; 64 values a step over four accumulators (Z16–Z19),
+// weights of WB bytes per 16 values (WB2, WB3: twice and three times WB):
+// one row of w from R8 against x from
+// SI, k values in CX; 64 values a step over four accumulators
+// (Z16–Z19),
 // then 16, then the rest under a mask.
 #define DOT1 \
 	MOVQ   x+0(FP), SI; \
