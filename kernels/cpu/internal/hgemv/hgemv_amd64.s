@@ -25,10 +25,9 @@
 
 // DOT1 is the body of the Dot1 kernels over WIDEN and WIDENZ, for
 // weights of WB bytes per 16 values (WB2, WB3: twice and three times WB):
-// one row of w from R8 against x from
-// SI, k values in CX; 64 values a step over four accumulators
-// (Z16–Z19),
-// then 16, then the rest under a mask.
+// one row of w from R8 against x from SI, k values in CX; 64 values a
+// step over four accumulators (Z16–Z19), then 16, then the rest under a
+// mask.
 #define DOT1 \
 	MOVQ   x+0(FP), SI; \
 	MOVQ   w+8(FP), R8; \
