@@ -698,7 +698,7 @@ func llamaShapes(dev kernels.Backend, gpu, cpu [][2]int) [][2]int {
 // shapes, not in -short mode; its rel-err is against the same reference:
 // the accuracy int8 costs.
 func BenchmarkLlamaPrefill(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32}, int8Full, false, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8Full, false, func(l *llamaBench) {
 		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{1, 512}, {8, 512}, {32, 512}}, [][2]int{{1, 128}}) {
 			batch, seq := s[0], s[1]
@@ -733,7 +733,7 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // activations) on the devices with kernels.WeightQuant, not in -short
 // mode.
 func BenchmarkLlamaDecode(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev
 		gpu := [][2]int{{1, 128}, {1, 512}, {1, 2048}, {8, 128}, {8, 512}, {8, 2048}, {32, 128}, {32, 512}, {32, 2048}}
 		for _, s := range llamaShapes(dev, gpu, [][2]int{{1, 128}}) {

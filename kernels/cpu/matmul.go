@@ -19,8 +19,10 @@ const smallGemm = 1 << 21
 // a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
 // dimensions or none (shared by every batch), out is [batch…, M, N] and bias
 // [N]. BF16 runs in the engine's bfloat16 GEMM where it has one (float32
-// accumulation); otherwise F16 and BF16 are multiplied in float32. Both
-// are rounded on store.
+// accumulation); otherwise F16 and BF16 are multiplied in float32: a
+// linear layer's transposed weight a block of rows at a time
+// (blockedGemmT), other operands widened whole. Both are rounded on
+// store.
 func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) error {
 	g, err := check.MatMul("cpu: matmul", b, out, a, bt, p)
 	if err != nil {
@@ -53,8 +55,11 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	// else float32 in the engine's SGEMM.
 	bg := b.bf16
 	bf := a.DType() == kernels.BF16 && bg != nil && !gemv
+	// blocked: a 16-bit weight that the engine cannot multiply as stored,
+	// in one product.
+	blocked := !gemv && !bf && bt.DType().Size() == 2 && p.TransB && !p.TransA && (batch == 1 || shared)
 	var a32, b32 []float32
-	if !bf && !gemv {
+	if !bf && !gemv && !blocked {
 		a32, b32 = in32(a), in32(bt)
 	}
 	prod := func(m, aOff, bOff, cOff, lo, hi int) {
@@ -69,8 +74,11 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 
 	switch {
 	case gemv:
-		// gemvT widens b a row at a time.
+		// gemvT widens b as it reads it.
 		gemvT(cv, in32(a), bt, rows, n, k, alpha, p.Beta)
+	case blocked:
+		dt, w := bt.DType(), u16(bt)
+		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) })
 	case batch == 1 || (shared && !p.TransA):
 		// One product: a single batch, or a batch of untransposed a against
 		// a shared b, which is one [batch·M, K]·[K, N] product.

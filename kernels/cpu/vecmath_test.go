@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	xcpu "golang.org/x/sys/cpu"
 
-	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/vecmath"
 	"github.com/zbench/zbench/kernels/kerneltest"
 )
@@ -561,27 +559,6 @@ func TestVecmathReLULengths(t *testing.T) {
 			}
 		}
 	})
-}
-
-// TestDotBF16PathsAgree checks the AVX-512 bfloat16 dot product against
-// the Go loop at every tail length: the same terms, summed in another
-// order, within float32 rounding of the sum of their magnitudes.
-func TestDotBF16PathsAgree(t *testing.T) {
-	if !vecmath.DotBF16Available {
-		t.Skip("no AVX-512 on this CPU (or -tags purego): the Go loop is the only path")
-	}
-	rng := rand.New(rand.NewPCG(13, 14))
-	for _, n := range []int{0, 1, 7, 15, 16, 17, 63, 64, 65, 130, 2048, 5632} {
-		a, w := make([]float32, n), make([]uint16, n)
-		var mag float64
-		for i := range a {
-			a[i] = float32(rng.NormFloat64())
-			w[i] = kernels.BF16FromFloat32(float32(rng.NormFloat64()))
-			mag += math.Abs(float64(a[i]) * float64(kernels.BF16ToFloat32(w[i])))
-		}
-		got, want := vecmath.DotBF16(a, w), dotBF16(a, w)
-		require.InDelta(t, want, got, float64(n)*mag*1.2e-7+1e-30, "n=%d", n)
-	}
 }
 
 // TestVecmathMaxOf checks MaxOf against Go's max bit for bit (any NaN for a

@@ -87,14 +87,14 @@ func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 			permuteQ4(xs[m*g.K : (m+1)*g.K])
 		}
 	}
-	blockedGemmT(y, xs, g.M, g.N, g.K, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) })
+	blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) })
 }
 
-// blockedGemmT sets y [m, n] = x [m, k] · Wᵀ for a weight W [n, k] that
-// row(dst, r) widens a row at a time: each worker widens wblock rows into
-// a buffer that stays in cache and multiplies them with the serial SGEMM,
-// so that the float32 weight never exists whole.
-func blockedGemmT(y, xs []float32, m, n, k int, row func(dst []float32, r int)) {
+// blockedGemmT sets y [m, n] = alpha·x [m, k] · Wᵀ + beta·y for a weight
+// W [n, k] that row(dst, r) widens a row at a time: each worker widens
+// wblock rows into a buffer that stays in cache and multiplies them with
+// the serial SGEMM, so that the float32 weight never exists whole.
+func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(dst []float32, r int)) {
 	blocks := (n + wblock - 1) / wblock
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
 		buf := make([]float32, wblock*k)
@@ -104,7 +104,7 @@ func blockedGemmT(y, xs []float32, m, n, k int, row func(dst []float32, r int)) 
 			for r := range rows {
 				row(buf[r*k:(r+1)*k], n0+r)
 			}
-			serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, 1, xs, k, buf[:rows*k], k, 0, y[n0:], n)
+			serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, alpha, xs, k, buf[:rows*k], k, beta, y[n0:], n)
 		}
 	})
 }

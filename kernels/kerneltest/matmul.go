@@ -85,6 +85,20 @@ func matmulCases() []mmCase {
 		mmCase{batch: []int{2}, m: 2, n: 33, k: 65, shared: true, tB: true, alpha: 0.5},
 		mmCase{m: 5, n: 33, k: 65, tB: true, beta: -1},
 	)
+	// The row-dot-product path's edges: 1 to 4 rows against weights whose
+	// depths end either side of its steps of 16 and 64 values; and
+	// products of more rows against a transposed weight, which 16-bit
+	// weights run a block of rows widened at a time (more rows than one
+	// block).
+	for _, d := range [][3]int{{1, 1, 1}, {1, 7, 31}, {2, 6, 65}, {3, 5, 17}, {4, 131, 80}, {1, 258, 1025}} {
+		cs = append(cs, mmCase{m: d[0], n: d[1], k: d[2], tB: true})
+	}
+	cs = append(cs,
+		mmCase{m: 4, n: 67, k: 95, tB: true, alpha: 2, beta: 0.5, bias: true, act: kernels.ActSiLU},
+		mmCase{m: 37, n: 150, k: 65, tB: true},
+		mmCase{m: 9, n: 70, k: 33, tB: true, alpha: -0.5, beta: 1, bias: true},
+		mmCase{batch: []int{3}, m: 7, n: 66, k: 31, shared: true, tB: true, beta: 0.25},
+	)
 	// BERT's pooler: dense + tanh on the first token of each sequence.
 	cs = append(cs, mmCase{m: 3, n: 96, k: 96, tB: true, bias: true, act: kernels.ActTanh})
 	return cs

@@ -1,0 +1,138 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/hgemv"
+)
+
+// TestRowDotsPathsAgree checks the hgemv kernels against the Go rowDot
+// and both against float64 sums of the widened weights, on rows of a
+// weight at every tail length either side of the kernels' steps of 16 and
+// 64 values, for float32, float16 and bfloat16 weights. The sums differ
+// only in their order, so each must be within float32 rounding of the sum
+// of the terms' magnitudes.
+func TestRowDotsPathsAgree(t *testing.T) {
+	if !hgemv.Available {
+		t.Skip("no AVX-512 on this CPU (or -tags purego): the Go rowDot is the only path")
+	}
+	be := New()
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows = 3
+	for _, dt := range kernels.FloatTypes {
+		for _, k := range []int{1, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 79, 80, 81, 130, 2048, 5632} {
+			t.Run(fmt.Sprintf("%v/k=%d", dt, k), func(t *testing.T) {
+				wv := make([]float32, rows*k)
+				for i := range wv {
+					wv[i] = float32(rng.NormFloat64())
+				}
+				w, err := be.Alloc(dt, rows, k)
+				require.NoError(t, err)
+				defer func() { require.NoError(t, be.Free(w)) }()
+				require.NoError(t, kernels.UploadFloat32(w, wv))
+				stored, err := kernels.ToFloat32(w)
+				require.NoError(t, err)
+				x := make([]float32, k)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				asm := rowDots(w, k)
+				useHgemv = false
+				ref := rowDots(w, k)
+				useHgemv = true
+				for j := range rows {
+					var want, mag float64
+					for p, v := range stored[j*k : (j+1)*k] {
+						want += float64(x[p]) * float64(v)
+						mag += math.Abs(float64(x[p]) * float64(v))
+					}
+					bound := float64(k)*mag*1.2e-7 + 1e-30
+					require.InDelta(t, want, asm(x, j), bound, "row %d: assembly", j)
+					require.InDelta(t, want, ref(x, j), bound, "row %d: Go", j)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkGemvDecode times MatMul's decode product, one row times
+// TinyLlama's MLP up-projection weight [5632, 2048] transposed, with the
+// weight in each float dtype: GB/s of the weight read, cycling over
+// enough copies of it (277 MB in float32) that every call reads it from
+// memory, as a model's decode step does.
+func BenchmarkGemvDecode(b *testing.B) {
+	const n, k, copies = 5632, 2048, 6
+	be := New()
+	rng := rand.New(rand.NewPCG(23, 24))
+	wv := make([]float32, n*k)
+	for i := range wv {
+		wv[i] = float32(2*rng.Float64() - 1)
+	}
+	for _, dt := range kernels.FloatTypes {
+		b.Run(fmt.Sprintf("dtype=%v", dt), func(b *testing.B) {
+			var ws []*kernels.Tensor
+			for range copies {
+				w, err := be.Alloc(dt, n, k)
+				require.NoError(b, err)
+				require.NoError(b, kernels.UploadFloat32(w, wv))
+				ws = append(ws, w)
+			}
+			x, err := be.Alloc(dt, 1, k)
+			require.NoError(b, err)
+			require.NoError(b, kernels.UploadFloat32(x, wv[:k]))
+			out, err := be.Alloc(dt, 1, n)
+			require.NoError(b, err)
+			i := 0
+			for b.Loop() {
+				if err := be.MatMul(out, x, ws[i%copies], kernels.MatMulParams{TransB: true}); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			for _, w := range append(ws, x, out) {
+				require.NoError(b, be.Free(w))
+			}
+		})
+	}
+}
+
+// BenchmarkPrefillProduct times MatMul's prefill product, 128 rows times
+// TinyLlama's MLP up-projection weight [5632, 2048] transposed, with the
+// operands in each float dtype: GFLOP/s.
+func BenchmarkPrefillProduct(b *testing.B) {
+	const m, n, k = 128, 5632, 2048
+	be := New()
+	rng := rand.New(rand.NewPCG(25, 26))
+	wv := make([]float32, n*k)
+	for i := range wv {
+		wv[i] = float32(2*rng.Float64() - 1)
+	}
+	for _, dt := range kernels.FloatTypes {
+		b.Run(fmt.Sprintf("dtype=%v", dt), func(b *testing.B) {
+			w, err := be.Alloc(dt, n, k)
+			require.NoError(b, err)
+			require.NoError(b, kernels.UploadFloat32(w, wv))
+			x, err := be.Alloc(dt, m, k)
+			require.NoError(b, err)
+			require.NoError(b, kernels.UploadFloat32(x, wv[:m*k]))
+			out, err := be.Alloc(dt, m, n)
+			require.NoError(b, err)
+			for b.Loop() {
+				if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			for _, t := range []*kernels.Tensor{w, x, out} {
+				require.NoError(b, be.Free(t))
+			}
+		})
+	}
+}

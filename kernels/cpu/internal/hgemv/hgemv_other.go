@@ -1,0 +1,24 @@
+//go:build !amd64 || purego
+
+// Package hgemv holds the dot products of package cpu's decode products
+// in assembly, absent on this architecture or build.
+package hgemv
+
+// Available reports whether the kernels run on this CPU: never without
+// the assembly.
+var Available = false
+
+// Dot1F32 is the assembly kernel, absent here; it panics.
+func Dot1F32(x *float32, w *float32, k int) float32 {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot1F16 is the assembly kernel, absent here; it panics.
+func Dot1F16(x *float32, w *uint16, k int) float32 {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot1BF16 is the assembly kernel, absent here; it panics.
+func Dot1BF16(x *float32, w *uint16, k int) float32 {
+	panic("hgemv: no assembly kernel on this architecture")
+}
