@@ -17,6 +17,11 @@ var matmul4096 = Workload{FLOPs: 2 * 4096 * 4096 * 4096, Bytes: 3 * 4096 * 4096 
 var cpuPeak64 = Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: 400e9}, Bandwidth: 60e9,
 	CacheBytes: 64 << 20, Source: "test"}
 
+// cpuCopyPeak is a CPU whose 60 GB/s was measured by a copy, results held
+// to twice it.
+var cpuCopyPeak = Peak{Device: "CPU", FLOPS: map[kernels.DType]float64{kernels.F32: 400e9}, Bandwidth: 60e9,
+	BandwidthLimit: 120e9, CacheBytes: 64e6, Source: "test"}
+
 func TestPeakCheck(t *testing.T) {
 	h100, ok := GPU("NVIDIA H100 80GB HBM3")
 	require.True(t, ok)
@@ -40,6 +45,10 @@ func TestPeakCheck(t *testing.T) {
 		{"working set a little over the cache", cpuPeak64, Workload{Bytes: 75.5e6}, time.Millisecond, ""},
 		{"working set far over the cache", cpuPeak64, Workload{Bytes: 640e6}, time.Millisecond, "for the 573 MB of a 640 MB working set"},
 		{"zero time", h100, matmul4096, 0, "measured nothing"},
+		// A read-only stream above a copy-measured bandwidth, within the
+		// limit; and past the limit.
+		{"read stream above a measured copy rate", cpuCopyPeak, Workload{Bytes: 64e6 + 45e6}, time.Millisecond, ""},
+		{"read stream past the limit", cpuCopyPeak, Workload{Bytes: 64e6 + 121e6}, time.Millisecond, "memory bandwidth limit of 120 GB/s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.peak.Check(tc.w, tc.perOp)
