@@ -285,7 +285,28 @@ export function goarch(arch = process.arch) {
 
 /** headerLines are the configuration lines go test prints before the rows, the same in every peer. */
 export function headerLines() {
-  return [`goos: ${process.platform === "win32" ? "windows" : process.platform}`, `goarch: ${goarch()}`, `pkg: ${PKG}`, `cpu: ${cpuName()}`];
+  const lines = [`goos: ${process.platform === "win32" ? "windows" : process.platform}`, `goarch: ${goarch()}`, `pkg: ${PKG}`, `cpu: ${cpuName()}`];
+  const model = osCPUModel();
+  if (model) lines.push(`cpu-model: ${model}`);
+  return lines;
+}
+
+/**
+ * osCPUModel is the OS's name of the processor, /proc/cpuinfo's first
+ * "model name", as zbench's cpu-model: line gives it (scripts/machine-id.sh
+ * names a baseline folder from it), or "" where there is none.
+ * @returns {string}
+ */
+export function osCPUModel() {
+  try {
+    for (const line of fs.readFileSync("/proc/cpuinfo", "latin1").split("\n")) {
+      const i = line.indexOf(":");
+      if (i > 0 && line.slice(0, i).trim() === "model name") return line.slice(i + 1).trim();
+    }
+  } catch {
+    // no /proc/cpuinfo: no line
+  }
+  return "";
 }
 
 /**

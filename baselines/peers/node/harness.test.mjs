@@ -132,11 +132,13 @@ describe("format", () => {
   });
 
   test("headerLines are go test's", () => {
-    const [goos, goarch, pkg, cpu] = headerLines();
+    const [goos, goarch, pkg, cpu, model] = headerLines();
     assert.equal(goos, `goos: ${process.platform}`);
     assert.match(goarch, /^goarch: (amd64|arm64)$/);
     assert.equal(pkg, "pkg: github.com/zbench/zbench/bench_test");
     assert.equal(cpu, `cpu: ${cpuName()}`);
+    const want = fs.readFileSync("/proc/cpuinfo", "latin1").match(/^model name\s*:\s*(.*?)\s*$/m);
+    assert.equal(model, want ? `cpu-model: ${want[1]}` : undefined, "the OS's model name, as zbench's cpu-model: line");
   });
 
   test("cpuName is what go test prints", { timeout: 300_000 }, () => {

@@ -209,6 +209,21 @@ def pretty(x):
 # ---------------------------------------------------------------- environment
 
 
+def os_cpu_model():
+    """The OS's name of the processor, /proc/cpuinfo's first "model name",
+    as zbench's cpu-model: line gives it (scripts/machine-id.sh names a
+    baseline folder from it), or "" where there is none."""
+    try:
+        with open("/proc/cpuinfo", encoding="latin-1") as f:
+            for line in f:
+                k, sep, v = line.partition(":")
+                if sep and k.strip() == "model name":
+                    return v.strip()
+    except OSError:
+        pass
+    return ""
+
+
 def cpu_model():
     """The CPU as go test's "cpu:" line names it: what go test prints for a
     benchmark of a throwaway module (on x86 Go names the CPU by its CPUID
