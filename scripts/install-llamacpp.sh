@@ -34,30 +34,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="${ZBENCH_LLAMACPP:-$ROOT/.cache/llamacpp}"
 SRC="$ROOT/baselines/peers/llamacpp"
 
-say() { echo "install-llamacpp: $*" >&2; }
-die() {
-	say "$*"
-	exit 1
-}
+# say, die, apt_install, need_node
+. "$ROOT/scripts/install-lib.sh"
 
-is_root() { [[ "$(id -u)" -eq 0 ]]; }
-
-apt_install() {
-	local sudo=()
-	if ! is_root; then
-		command -v sudo >/dev/null || die "need root or sudo to install $*"
-		sudo=(sudo)
-	fi
-	say "installing $* with apt-get"
-	if ! "${sudo[@]}" apt-get install -y -qq "$@" >/dev/null 2>&1; then
-		"${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
-		"${sudo[@]}" apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
-	fi
-}
-
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	apt_install nodejs npm
-fi
+need_node
 major="$(node -p 'process.versions.node.split(".")[0]')"
 ((major >= 20)) || die "node-llama-cpp needs Node.js 20 or later, this is $(node --version)"
 

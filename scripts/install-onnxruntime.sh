@@ -27,35 +27,15 @@ PEER="$ROOT/baselines/peers/onnxpeer"
 DIR="${ZBENCH_ONNXRUNTIME:-$ROOT/.cache/onnxruntime}"
 PY=/usr/bin/python3
 
-say() { echo "install-onnxruntime: $*" >&2; }
-die() {
-	say "$*"
-	exit 1
-}
-
-is_root() { [[ "$(id -u)" -eq 0 ]]; }
-
-apt_install() {
-	local sudo=()
-	if ! is_root; then
-		command -v sudo >/dev/null || die "need root or sudo to install $*"
-		sudo=(sudo)
-	fi
-	say "installing $* with apt-get"
-	if ! "${sudo[@]}" apt-get install -y -qq "$@" >/dev/null 2>&1; then
-		"${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
-		"${sudo[@]}" apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
-	fi
-}
+# say, die, apt_install, need_node
+. "$ROOT/scripts/install-lib.sh"
 
 case "${1:-}" in
 "") ;;
 *) die "usage: $0 (no arguments; ZBENCH_ONNXRUNTIME moves the install from .cache/onnxruntime)" ;;
 esac
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	apt_install nodejs npm
-fi
+need_node
 
 # node_modules/ is current when its stamp matches the lock file and node.
 mkdir -p "$DIR"

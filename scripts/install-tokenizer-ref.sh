@@ -37,26 +37,8 @@ PACKAGES=(
 	"llama-tokenizer-js 1.2.2 sha512-Wmth393dc3odWU3IzARJ3r2oIfWgw9GdJ5Gm+hGhfECNO18UHLRqEFSf511jn4E9KcQGzuuKw4Wl08pHAemLAw=="
 )
 
-say() { echo "install-tokenizer-ref: $*" >&2; }
-die() {
-	say "$*"
-	exit 1
-}
-
-is_root() { [[ "$(id -u)" -eq 0 ]]; }
-
-apt_install() {
-	local sudo=()
-	if ! is_root; then
-		command -v sudo >/dev/null || die "need root or sudo to install $*"
-		sudo=(sudo)
-	fi
-	say "installing $* with apt-get"
-	if ! "${sudo[@]}" apt-get install -y -qq "$@" >/dev/null 2>&1; then
-		"${sudo[@]}" apt-get update -qq >/dev/null 2>&1 || true
-		"${sudo[@]}" apt-get install -y -qq "$@" >/dev/null || die "apt-get install $* failed"
-	fi
-}
+# say, die, apt_install, need_node
+. "$ROOT/scripts/install-lib.sh"
 
 golden=
 case "${1:-}" in
@@ -65,9 +47,7 @@ case "${1:-}" in
 *) die "usage: $0 [--golden]" ;;
 esac
 
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-	apt_install nodejs npm
-fi
+need_node
 if [[ -n "$golden" ]] && ! /usr/bin/python3 -c 'import sentencepiece' >/dev/null 2>&1; then
 	apt_install python3-sentencepiece
 fi

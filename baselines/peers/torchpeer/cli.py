@@ -237,8 +237,9 @@ def main(argv=None):
     emit("goarch: " + goarch())
     emit("pkg: " + PKG)
     emit("cpu: " + cpu_model())
-    if os_cpu_model():
-        emit("cpu-model: " + os_cpu_model())
+    model = os_cpu_model()
+    if model:
+        emit("cpu-model: " + model)
     emit(f"impl: torch-{torch.__version__}")
     for line in env.config_lines():
         emit(line)
