@@ -164,10 +164,7 @@ const attnRowBlock = 8
 // computes: a tile of attnGemmRows×Sk scores per goroutine.
 const attnGemmRows = 64
 
-// Attention computes softmax(scale·q·kᵀ + mask)·v a tile of query rows at
-// a time with two GEMMs (scores = q·kᵀ over the keys any row of the tile
-// sees, then out = P·v), in parallel over batch entries, heads and tiles,
-// each tile's on one goroutine (serialSgemm).
+// Attention computes softmax(scale·q·kᵀ + mask)·v with attend.
 func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionParams) error {
 	const op = "cpu: Attention"
 	dims, err := check.Attention(op, b, out, q, k, v, p)
@@ -178,16 +175,37 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	if err != nil {
 		return err
 	}
+	attend(out, q, k, v, attnRun{AttentionDims: g.AttentionDims, scale: g.scale, visible: g.visible})
+	return nil
+}
 
-	d, sk, group := g.D, g.Sk, g.Hq/g.Hkv
-	tiles := (g.Sq + attnGemmRows - 1) / attnGemmRows
+// attnRun is one attention computation for attend: q [B, Hq, Sq, D] over
+// k and v [B, Hkv, Sk, D], and how many leading keys row s of batch entry
+// bi sees (the masks only ever hide a suffix, which shrinks as s grows).
+type attnRun struct {
+	kernels.AttentionDims
+	scale   float32
+	visible func(s, bi int) int
+}
+
+// attend computes out = softmax(scale·q·kᵀ)·v over the keys each row sees,
+// a tile of query rows at a time with two GEMMs (scores = q·kᵀ over the
+// keys any row of the tile sees, then out = P·v), each tile's on one
+// goroutine (serialSgemm). A tile holds up to attnGemmRows of the rows
+// that share a KV head (the Sq rows of each of its Hq/Hkv query heads,
+// consecutive in q), so that a KV head's keys and values are read once
+// for all of them.
+func attend(out, q, k, v *kernels.Tensor, a attnRun) {
+	d, sk, group := a.D, a.Sk, a.Hq/a.Hkv
+	rows := group * a.Sq
+	tiles := (rows + attnGemmRows - 1) / attnGemmRows
 	// bfloat16 runs both GEMMs on bfloat16 operands (the probabilities
 	// rounded to bfloat16, as a bfloat16 softmax leaves them) where the
 	// processor has AVX-512 BF16; other 16-bit types are widened a tile
-	// and a head at a time.
+	// and a KV head at a time.
 	bf := q.DType() == kernels.BF16 && sgemmasm.AvailableBF16
 	wide := q.DType() != kernels.F32 && !bf
-	parallelFor(g.B*g.Hq*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
+	parallelFor(a.B*a.Hkv*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		scores := make([]float32, attnGemmRows*sk)
 		var qb, kb, vb, ob []float32
 		var pb []uint16
@@ -196,7 +214,6 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 		}
 		if wide {
 			qb = make([]float32, attnGemmRows*d)
-			kb, vb = make([]float32, sk*d), make([]float32, sk*d)
 		}
 		if bf {
 			pb = make([]uint16, attnGemmRows*sk)
@@ -204,49 +221,54 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 		var kt, vt []float32
 		lastKV := -1
 		for it := lo; it < hi; it++ {
-			bh, tile := it/tiles, it%tiles
-			bi, h := bh/g.Hq, bh%g.Hq
-			kv := (bi*g.Hkv + h/group) * sk * d
-			i0, i1 := tile*attnGemmRows, min(g.Sq, (tile+1)*attnGemmRows)
-			rows, first := i1-i0, (bh*g.Sq+i0)*d
-			dst := destRange(out, first, first+rows*d, ob)
-			// The masks hide a suffix of keys that shrinks down the
-			// tile, so the last row sees the most.
-			n := g.visible(i1-1, bi)
+			bk, tile := it/tiles, it%tiles
+			bi, kv := bk/a.Hkv, bk*sk*d
+			r0, r1 := tile*attnGemmRows, min(rows, (tile+1)*attnGemmRows)
+			nr, first := r1-r0, (bk*rows+r0)*d
+			dst := destRange(out, first, first+nr*d, ob)
+			n := 0
+			for r := r0; r < r1; r++ {
+				n = max(n, a.visible(r%a.Sq, bi))
+			}
 			if n == 0 {
 				clear(dst)
 				flushRange(out, first, dst)
 				continue
 			}
-			sc := scores[:rows*n]
-			if bf {
-				kh, vh := u16(k)[kv:kv+sk*d], u16(v)[kv:kv+sk*d]
-				bf16SerialWith(asmBF16Kernel, false, true, rows, n, d, g.scale, u16(q)[first:first+rows*d], d, kh, d, 0, sc, n)
-				for r := range rows {
+			sc := scores[:nr*n]
+			softmax := func() {
+				for r := range nr {
 					row := sc[r*n : (r+1)*n]
-					softmaxRow(row, row, g.visible(i0+r, bi), 1)
+					softmaxRow(row, row, a.visible((r0+r)%a.Sq, bi), 1)
 				}
-				p := pb[:rows*n]
+			}
+			if bf {
+				kh, vh := u16(k)[kv:kv+n*d], u16(v)[kv:kv+n*d]
+				bf16SerialWith(asmBF16Kernel, false, true, nr, n, d, a.scale, u16(q)[first:first+nr*d], d, kh, d, 0, sc, n)
+				softmax()
+				p := pb[:nr*n]
 				narrow16(kernels.BF16, p, sc)
-				bf16SerialWith(asmBF16Kernel, false, false, rows, d, n, 1, p, n, vh, d, 0, dst, d)
+				bf16SerialWith(asmBF16Kernel, false, false, nr, d, n, 1, p, n, vh, d, 0, dst, d)
 				flushRange(out, first, dst)
 				continue
 			}
-			if kv != lastKV { // a goroutine's tiles run through a head in order
-				kt, vt = loadRange(k, kv, kv+sk*d, kb), loadRange(v, kv, kv+sk*d, vb)
+			if kv != lastKV { // a goroutine's tiles run through a KV head in order
+				// The keys the rows of bi's last position see: the most any
+				// tile of this KV head needs.
+				keys := a.visible(a.Sq-1, bi)
+				if wide && len(kb) < keys*d {
+					kb, vb = make([]float32, sk*d), make([]float32, sk*d)
+				}
+				kt, vt = loadRange(k, kv, kv+keys*d, kb), loadRange(v, kv, kv+keys*d, vb)
 				lastKV = kv
 			}
-			qt := loadRange(q, first, first+rows*d, qb)
-			serialSgemm(blas.NoTrans, blas.Trans, rows, n, d, g.scale, qt, d, kt, d, 0, sc, n)
-			for r := range rows {
-				row := sc[r*n : (r+1)*n]
-				softmaxRow(row, row, g.visible(i0+r, bi), 1)
-			}
-			serialSgemm(blas.NoTrans, blas.NoTrans, rows, d, n, 1, sc, n, vt, d, 0, dst, d)
+			qt := loadRange(q, first, first+nr*d, qb)
+			serialSgemm(blas.NoTrans, blas.Trans, nr, n, d, a.scale, qt, d, kt, d, 0, sc, n)
+			softmax()
+			serialSgemm(blas.NoTrans, blas.NoTrans, nr, d, n, 1, sc, n, vt, d, 0, dst, d)
 			flushRange(out, first, dst)
 		}
 	})
-	return nil
 }
 
 // attnProbs sets pr[j] to the softmax over j < len(pr) of scale·qi·k_j, the

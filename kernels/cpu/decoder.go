@@ -104,7 +104,7 @@ func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
 }
 
 // CachedAttention runs every query against its sequence's cached keys up
-// to its own position, with an online softmax in float32.
+// to its own position (attend).
 func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale float32) error {
 	const op = "cpu: CachedAttention"
 	g, err := check.CachedAttention(op, b, out, q, k, v, lens, scale)
@@ -118,56 +118,10 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 				"lens[%d] = %d, want it in [%d, %d]: at least the %d queries, at most the cache's capacity", i, n, g.Sq, g.T, g.Sq).Err()
 		}
 	}
-	group := g.Hq / g.Hkv
-	qv := in32(q)
-	o, flush := out32(out, false)
-	D := g.D
-	// One (sequence, query head) at a time: its queries share the keys.
-	parallelFor(g.B*g.Hq, g.Sq*int(max(ls[0], 1))*D*2, func(lo, hi int) {
-		kb, vb := make([]float32, D), make([]float32, D)
-		acc := make([]float32, D)
-		for bh := lo; bh < hi; bh++ {
-			bi, h := bh/g.Hq, bh%g.Hq
-			kvBase := (bi*g.Hkv + h/group) * g.T * D
-			n := int(ls[bi])
-			for s := range g.Sq {
-				qr := qv[(bh*g.Sq+s)*D:][:D]
-				visible := n - g.Sq + s + 1
-				m, l := float32(math.Inf(-1)), float32(0)
-				clear(acc)
-				for j := range visible {
-					kr := loadRange(k, kvBase+j*D, kvBase+(j+1)*D, kb)
-					var dot float32
-					for d, x := range qr {
-						dot += x * kr[d]
-					}
-					sc := dot * g.Scale
-					if sc > m {
-						corr := float32(0) // nothing accumulated yet when m is −∞
-						if j > 0 {
-							corr = expf(m - sc)
-						}
-						l *= corr
-						for d := range acc {
-							acc[d] *= corr
-						}
-						m = sc
-					}
-					p := expf(sc - m)
-					l += p
-					vr := loadRange(v, kvBase+j*D, kvBase+(j+1)*D, vb)
-					for d, x := range vr {
-						acc[d] += p * x
-					}
-				}
-				dst := o[(bh*g.Sq+s)*D:][:D]
-				for d := range dst {
-					dst[d] = acc[d] / l
-				}
-			}
-		}
-	})
-	flush()
+	dims := kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.Hkv, Sq: g.Sq, Sk: g.T, D: g.D}
+	attend(out, q, k, v, attnRun{AttentionDims: dims, scale: g.Scale, visible: func(s, bi int) int {
+		return int(ls[bi]) - g.Sq + s + 1
+	}})
 	return nil
 }
 
