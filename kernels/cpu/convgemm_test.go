@@ -84,3 +84,54 @@ func seq(n int, step float64) []float32 {
 	}
 	return v
 }
+
+// TestPackedLinearSameBits checks that MatMul reads a packed linear weight
+// (PackLinearWeight) on our own SGEMM and gives the bits it gives
+// unpacked, with a bias and GELU, and that a transposed a, a weight read
+// untransposed or alpha ≠ 1 still gives the unpacked product; on an
+// engine other than our SGEMM, that nothing is packed.
+func TestPackedLinearSameBits(t *testing.T) {
+	be := New()
+	a, err := kernels.FromFloat32(be, kernels.F32, seq(37*300, 0.37), 37, 300)
+	require.NoError(t, err)
+	w, err := kernels.FromFloat32(be, kernels.F32, seq(300*300, 0.11), 300, 300)
+	require.NoError(t, err)
+	bias, err := kernels.FromFloat32(be, kernels.F32, seq(300, 0.5), 300)
+	require.NoError(t, err)
+	out, err := be.Alloc(kernels.F32, 37, 300)
+	require.NoError(t, err)
+	sq, err := be.Alloc(kernels.F32, 300, 300)
+	require.NoError(t, err)
+	cases := []struct {
+		out, a *kernels.Tensor
+		p      kernels.MatMulParams
+	}{
+		{out, a, kernels.MatMulParams{TransB: true, Bias: bias, Act: kernels.ActGELU}},
+		{out, a, kernels.MatMulParams{TransB: true, Alpha: 0.5}},
+		{out, a, kernels.MatMulParams{}},
+		{sq, w, kernels.MatMulParams{TransA: true, TransB: true}},
+	}
+	run := func() [][]float32 {
+		var got [][]float32
+		for _, c := range cases {
+			require.NoError(t, be.MatMul(c.out, c.a, w, c.p))
+			got = append(got, slices.Clone(f32(c.out)))
+		}
+		return got
+	}
+	want := run()
+	require.NoError(t, be.PackLinearWeight(w))
+	if !ownSGEMM() {
+		require.Nil(t, w.Storage().(*storage).filters, "packed for an engine that does not read them")
+		require.Equal(t, want, run())
+		return
+	}
+	require.NotNil(t, w.Storage().(*storage).filters)
+	got := run()
+	require.Equal(t, want, got)
+	// The packed form is what MatMul reads: packed panels of other values
+	// change the product.
+	clear(w.Storage().(*storage).filters.panels)
+	require.NoError(t, be.MatMul(out, a, w, cases[0].p))
+	require.NotEqual(t, want[0], f32(out))
+}
