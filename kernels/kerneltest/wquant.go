@@ -63,7 +63,7 @@ func weightQuantTests() []test {
 	var ts []test
 	cases := map[kernels.WeightFormat][]wmmCase{
 		kernels.WInt8: {{1, 5, 7, 0, false}, {1, 67, 300, 0, true}, {3, 33, 64, 0, false}, {9, 20, 129, 0, true}},
-		kernels.WInt4: {{1, 5, 128, 128, false}, {1, 67, 512, 128, true}, {3, 17, 256, 32, false}, {9, 40, 384, 128, true}},
+		kernels.WInt4: {{1, 5, 128, 128, false}, {1, 67, 512, 128, true}, {3, 17, 256, 32, false}, {9, 40, 384, 128, true}, {1, 33, 2048, 32, false}, {2, 7, 160, 32, true}},
 		kernels.WNF4:  {{1, 5, 64, 64, false}, {1, 67, 256, 64, true}, {2, 9, 96, 32, false}, {9, 40, 320, 64, true}},
 	}
 	for _, f := range []kernels.WeightFormat{kernels.WInt8, kernels.WInt4, kernels.WNF4} {
