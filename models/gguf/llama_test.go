@@ -255,8 +255,10 @@ func TestWInt4Repack(t *testing.T) {
 	defer func() { require.NoError(t, packed.Close()) }()
 	n, err := packed.SetWeightOnly(kernels.WInt4, 32, l.WInt4)
 	require.NoError(t, err)
-	// Every module but ffn_down (172 inputs, stored F16) in both layers.
-	assert.Equal(t, 2*6, n)
+	// Every module but ffn_down (172 inputs, stored F16) in both layers,
+	// and lm_head (output.weight, Q4_0 like them).
+	assert.Equal(t, 2*6+1, n)
+	assert.Less(t, packed.DecodeWork(1, 8).Bytes, float.DecodeWork(1, 8).Bytes/4, "4-bit layers and lm_head")
 	require.True(t, packed.Quantized())
 
 	ids := []int32{1, 17, 300, 42, 511, 3, 99, 250}

@@ -49,15 +49,18 @@ func (l *layer) modules() []module {
 
 // weights are the model's parameters by role.
 type weights struct {
-	embed, norm, head *kernels.Tensor
-	layers            []layer
+	embed, norm *kernels.Tensor
+	// head is lm_head: the embedding when tied, else its own weight,
+	// float or weight-only quantized (SetWeightOnly from a GGUF file).
+	head   linear
+	layers []layer
 }
 
 // wire assigns tensors to roles by parameter name.
 func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
-	w := weights{embed: get(embedTokens), norm: get(finalNorm), head: get(lmHead)}
+	w := weights{embed: get(embedTokens), norm: get(finalNorm), head: linear{W: get(lmHead)}}
 	if cfg.TieWordEmbeddings {
-		w.head = w.embed
+		w.head.W = w.embed
 	}
 	for i := range cfg.NumHiddenLayers {
 		l := func(rest string) *kernels.Tensor { return get(layerParam(i, rest)) }
@@ -91,6 +94,9 @@ type Model struct {
 	// weightBits is the width of a quantized module's weight codes: 8
 	// (Quantize, or QuantizeWeights in int8) or 4; 0 while none is.
 	weightBits int
+	// headBits is the width of lm_head's codes where SetWeightOnly
+	// quantized it; 0 while it is float.
+	headBits int
 }
 
 // Load uploads the weights of cfg from src to be in precision prec (F32,

@@ -134,11 +134,12 @@ func (m *Model) quantizeWeightOnly(lin *linear, name string, f kernels.WeightFor
 	return r, nil
 }
 
-// SetWeightOnly gives the decoder layers' linear modules weights already
-// quantized in weight-only format f (group values per scale for the 4-bit
-// formats): packed returns a module's codes and scales in kernels.QWeight's
-// layout, by the module's weight's name and shape [out, in], or nil codes
-// to leave it in floating point. The float weights it replaces are
+// SetWeightOnly gives the decoder layers' linear modules, and lm_head where
+// it is not tied to the embedding, weights already quantized in
+// weight-only format f (group values per scale for the 4-bit formats), as
+// a GGUF file holds them: packed returns a module's codes and scales in
+// kernels.QWeight's layout, by the module's weight's name and shape
+// [out, in], or nil codes to leave it in floating point. The float weights it replaces are
 // released. It returns the number of modules set; the model is quantized
 // once one is (Quantize and QuantizeWeights then refuse it).
 func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(name string, out, in int) ([]byte, []float32, error)) (int, error) {
@@ -168,7 +169,20 @@ func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(nam
 			n++
 		}
 	}
-	return n, nil
+	if m.Config.TieWordEmbeddings {
+		return n, nil // the embedding's lookups need it in floating point
+	}
+	shape := m.w.head.W.Shape()
+	codes, scales, err := packed(lmHead, shape[0], shape[1])
+	if err != nil || codes == nil {
+		return n, err
+	}
+	if err := m.w.head.SetWeightOnly(m.params, "lm_head", f, group, codes, scales); err != nil {
+		return n, fmt.Errorf("llama: %w", err)
+	}
+	m.quantized++
+	m.headBits = f.Bits()
+	return n + 1, nil
 }
 
 // newScratch allocates the scratch of a step's quantized modules over n

@@ -335,7 +335,6 @@ func (s *Session) launch(st *step, full bool) error {
 func (s *Session) forward(st *step, full bool) error {
 	m, be, dec := s.m, s.m.be, s.m.dec
 	eps := float32(m.Config.RMSNormEps)
-	lin := kernels.MatMulParams{TransB: true}
 	if err := be.Embedding(st.x, m.w.embed, st.flatIDs); err != nil {
 		return fmt.Errorf("llama: embed_tokens: %w", err)
 	}
@@ -369,7 +368,7 @@ func (s *Session) forward(st *step, full bool) error {
 		if err := be.RMSNorm(st.h, st.x, m.w.norm, eps); err != nil {
 			return fmt.Errorf("llama: norm: %w", err)
 		}
-		if err := be.MatMul(st.full, st.h, m.w.head, lin); err != nil {
+		if err := m.w.head.Project(be, nil, st.full, layers.Input{X: st.h}, kernels.ActNone, nil); err != nil {
 			return fmt.Errorf("llama: lm_head: %w", err)
 		}
 		return nil
@@ -381,7 +380,7 @@ func (s *Session) forward(st *step, full bool) error {
 	if err := be.RMSNorm(st.hLast, st.xLast, m.w.norm, eps); err != nil {
 		return fmt.Errorf("llama: norm: %w", err)
 	}
-	if err := be.MatMul(s.logits, st.hLast, m.w.head, lin); err != nil {
+	if err := m.w.head.Project(be, nil, s.logits, layers.Input{X: st.hLast}, kernels.ActNone, nil); err != nil {
 		return fmt.Errorf("llama: lm_head: %w", err)
 	}
 	return nil

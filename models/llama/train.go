@@ -528,7 +528,7 @@ func (t *Trainer) forward() error {
 	}
 	err := nn.RunSteps(
 		func() error { return be.RMSNorm(t.hF, t.xs[len(t.xs)-1], m.w.norm, float32(m.Config.RMSNormEps)) },
-		func() error { return be.MatMul(t.logits, t.hF, m.w.head, kernels.MatMulParams{TransB: true}) },
+		func() error { return be.MatMul(t.logits, t.hF, m.w.head.W, kernels.MatMulParams{TransB: true}) },
 		func() error { return be.CrossEntropy(t.loss, t.logits, t.tgt) },
 	)
 	if err != nil {
@@ -544,7 +544,7 @@ func (t *Trainer) backward(scale float32) error {
 	eps := float32(m.Config.RMSNormEps)
 	err := nn.RunSteps(
 		func() error { return be.CrossEntropyBackward(t.dlogits, t.logits, t.tgt, scale) },
-		func() error { return be.MatMul(t.dh, t.dlogits, m.w.head, kernels.MatMulParams{}) },
+		func() error { return be.MatMul(t.dh, t.dlogits, m.w.head.W, kernels.MatMulParams{}) },
 		func() error { return t.tb.RMSNormBackward(t.dx, nil, t.dh, t.xs[len(t.xs)-1], m.w.norm, eps) },
 	)
 	if err != nil {

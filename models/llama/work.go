@@ -24,66 +24,70 @@ func (c Config) layerChannels() float64 {
 // layer's projections, MLP and norms, the final norm and lm_head (one row
 // of the embedding table per token is counted separately), in a dtype of
 // dtSize bytes, or with the projections and MLP quantized to codes of
-// bits bits (8, or 4 for the weight-only 4-bit formats; 0 for none) and
-// a float32 scale per output channel (the 4-bit formats' group scales,
-// one per 32 values or more, are not counted: the figure stays a lower
-// bound).
-func (c Config) linearBytes(dtSize, bits int) float64 {
-	H, dt := float64(c.HiddenSize), float64(dtSize)
+// bits bits (8, or 4 for the weight-only 4-bit formats; 0 for none), and
+// lm_head to codes of headBits bits, each with a float32 scale per output
+// channel (the 4-bit formats' group scales, one per 32 values or more,
+// are not counted: the figure stays a lower bound).
+func (c Config) linearBytes(dtSize, bits, headBits int) float64 {
+	H, V, dt := float64(c.HiddenSize), float64(c.VocabSize), float64(dtSize)
 	linears := dt * c.layerMACs()
 	if bits > 0 {
 		linears = c.layerMACs()*float64(bits)/8 + 4*c.layerChannels()
 	}
+	head := dt * V * H
+	if headBits > 0 {
+		head = V*H*float64(headBits)/8 + 4*V
+	}
 	perLayer := linears + dt*2*H
-	return float64(c.NumHiddenLayers)*perLayer + dt*(H+float64(c.VocabSize)*H)
+	return float64(c.NumHiddenLayers)*perLayer + dt*H + head
 }
 
 // PrefillWork is a prefill of batch prompts of seq tokens into an empty
 // cache, with the logits of each prompt's last token, in a dtype of
 // dtSize bytes.
 func (c Config) PrefillWork(batch, seq, dtSize int) Work {
-	return c.prefillWork(batch, seq, dtSize, 0)
+	return c.prefillWork(batch, seq, dtSize, 0, 0)
 }
 
 // PrefillWork is Config.PrefillWork for the model: in its dtype, with the
 // linear modules' weights as quantized once it is (int8, or 4 bits).
 func (m *Model) PrefillWork(batch, seq int) Work {
-	return m.Config.prefillWork(batch, seq, m.Precision.DType().Size(), m.weightBits)
+	return m.Config.prefillWork(batch, seq, m.Precision.DType().Size(), m.weightBits, m.headBits)
 }
 
-// prefillWork is PrefillWork with the decoder layers' linear weights in
-// quantized to codes of bits bits, or not (0).
-func (c Config) prefillWork(batch, seq, dtSize, bits int) Work {
+// prefillWork is PrefillWork with the decoder layers' linear weights
+// quantized to codes of bits bits and lm_head to headBits, or not (0).
+func (c Config) prefillWork(batch, seq, dtSize, bits, headBits int) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, S := float64(batch), float64(seq)
 	// q·kᵀ and p·v over the causal triangle: S(S+1)/2 pairs per head.
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * S * (S + 1) / 2
 	flops := L*(B*S*2*c.layerMACs()+B*attn) + B*2*H*V
 	cache := 2 * L * B * S * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits) + B*S*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits, headBits) + B*S*H*float64(dtSize) + cache}
 }
 
 // DecodeWork is one decode step of batch sequences whose caches hold ctx
 // tokens: the new token attends to ctx+1 keys.
 func (c Config) DecodeWork(batch, ctx, dtSize int) Work {
-	return c.decodeWork(batch, ctx, dtSize, 0)
+	return c.decodeWork(batch, ctx, dtSize, 0, 0)
 }
 
 // DecodeWork is Config.DecodeWork for the model: in its dtype, with the
 // linear modules' weights as quantized once it is (int8, or 4 bits).
 func (m *Model) DecodeWork(batch, ctx int) Work {
-	return m.Config.decodeWork(batch, ctx, m.Precision.DType().Size(), m.weightBits)
+	return m.Config.decodeWork(batch, ctx, m.Precision.DType().Size(), m.weightBits, m.headBits)
 }
 
-// decodeWork is DecodeWork with the decoder layers' linear weights in
-// quantized to codes of bits bits, or not (0).
-func (c Config) decodeWork(batch, ctx, dtSize, bits int) Work {
+// decodeWork is DecodeWork with the decoder layers' linear weights
+// quantized to codes of bits bits and lm_head to headBits, or not (0).
+func (c Config) decodeWork(batch, ctx, dtSize, bits, headBits int) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, K := float64(batch), float64(ctx+1)
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * K
 	flops := L*B*(2*c.layerMACs()+attn) + B*2*H*V
 	cache := 2 * L * B * K * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits) + B*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits, headBits) + B*H*float64(dtSize) + cache}
 }
 
 // LoRAStepWork is one LoRA training step over batch sequences of seq
@@ -108,5 +112,5 @@ func (c Config) LoRAStepWork(batch, seq, dtSize, rank int, targets []string, che
 	if checkpoint {
 		flops += layers
 	}
-	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize, 0)}
+	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize, 0, 0)}
 }
