@@ -90,9 +90,10 @@ type QWeight struct {
 	// formats, two codes per byte, element 2j in the low nibble and 2j+1
 	// in the high one.
 	Data *Tensor
-	// Scales is F32: [N] for WInt8, [N, K/Group] for the 4-bit formats.
+	// Scales is F32: [N, K/Group], or [N] for WInt8 per channel.
 	Scales *Tensor
-	// Group is the number of values along K sharing a scale in the 4-bit
-	// formats: a positive multiple of 32 dividing K. WInt8 ignores it.
+	// Group is the number of values along K sharing a scale: a positive
+	// multiple of 32 dividing K. WInt8 takes 0 for one scale per row
+	// (per channel) or groups (GGUF's Q8_0: 32).
 	Group int
 }

@@ -27,7 +27,13 @@ func WMatMul(op string, be kernels.Backend, out, x *kernels.Tensor, w kernels.QW
 	g := WMatMulDims{M: xs.Rows(), K: xs.Last(), N: ds[0]}
 	if w.Format == kernels.WInt8 {
 		c.That(ds[1] == g.K, kernels.ErrShape, "w.Data has shape %v, want [N %d] (x's K) for %v", ds, g.K, w.Format).
-			Shape("w.Scales", w.Scales, g.N)
+			That(w.Group == 0 || (w.Group > 0 && w.Group%32 == 0 && g.K%w.Group == 0), kernels.ErrShape,
+				"group %d for K = %d: want 0 (one scale per row) or a positive multiple of 32 that divides K", w.Group, g.K)
+		if c.Err() == nil && w.Group == 0 {
+			c.Shape("w.Scales", w.Scales, g.N)
+		} else if c.Err() == nil {
+			c.Shape("w.Scales", w.Scales, g.N, g.K/w.Group)
+		}
 	} else {
 		c.That(w.Group > 0 && w.Group%32 == 0 && g.K%w.Group == 0, kernels.ErrShape,
 			"group %d for K = %d: want a positive multiple of 32 that divides K", w.Group, g.K).

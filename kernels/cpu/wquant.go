@@ -66,9 +66,13 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 		for n := lo; n < hi; n++ {
 			for m := range g.M {
 				x := xs[m*g.K : (m+1)*g.K]
-				if w.Format == kernels.WInt8 {
+				switch {
+				case w.Format == kernels.WInt8 && w.Group == 0:
 					y[m*g.N+n] = dotQ8(x, data[n*g.K:(n+1)*g.K]) * scales[n]
-				} else {
+				case w.Format == kernels.WInt8:
+					ng := g.K / w.Group
+					y[m*g.N+n] = dotQ8G(x, data[n*g.K:(n+1)*g.K], scales[n*ng:(n+1)*ng], w.Group)
+				default:
 					ng := g.K / w.Group
 					y[m*g.N+n] = dotQ4(x, data[n*g.K/2:(n+1)*g.K/2], scales[n*ng:(n+1)*ng], w.Group, &levels)
 				}
@@ -113,6 +117,20 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 // formats in DotQ4's order (see wgemm).
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	data, scales := i8(w.Data), f32(w.Scales)
+	if w.Format == kernels.WInt8 && w.Group > 0 {
+		ng, row := k/w.Group, data[n*k:(n+1)*k]
+		for gi, s := range scales[n*ng : (n+1)*ng] {
+			lo := gi * w.Group
+			if qgemm.Available {
+				qgemm.DequantQ8(&dst[lo], &row[lo], w.Group, s)
+				continue
+			}
+			for i := lo; i < lo+w.Group; i++ {
+				dst[i] = float32(row[i]) * s
+			}
+		}
+		return
+	}
 	if w.Format == kernels.WInt8 {
 		s, row := scales[n], data[n*k:(n+1)*k]
 		k16 := 0
@@ -170,6 +188,24 @@ func dotQ8(x []float32, w []int8) float32 {
 		s += x[p] * float32(w[p])
 	}
 	return s
+}
+
+// dotQ8G is Σ over groups of scale·Σ x[p]·w[p] for int8 codes in groups
+// of group values (a multiple of 32).
+func dotQ8G(x []float32, w []int8, scales []float32, group int) float32 {
+	if qgemm.Available {
+		_, _ = w[len(x)-1], scales[len(x)/group-1]
+		return qgemm.DotQ8G(&x[0], &w[0], len(x), &scales[0], group)
+	}
+	var total float32
+	for g := range len(x) / group {
+		var part float32
+		for p := g * group; p < (g+1)*group; p++ {
+			part += x[p] * float32(w[p])
+		}
+		total += part * scales[g]
+	}
+	return total
 }
 
 // dotQ4 is Σ over groups of scale·Σ x'·levels[code] for 4-bit codes, x

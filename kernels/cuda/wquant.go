@@ -92,6 +92,10 @@ func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kerne
 	if err != nil {
 		return err
 	}
+	if w.Format == kernels.WInt8 && w.Group > 0 {
+		return fmt.Errorf("cuda: WMatMul: int8 weights in groups of %d (GGUF's Q8_0 blocks): the CUDA kernels take one scale per row: %w",
+			w.Group, kernels.ErrUnsupported)
+	}
 	if d.M > wmmMaxDim || d.N > wmmMaxDim || d.K > wmmMaxDim {
 		return fmt.Errorf("cuda: WMatMul: x [%d %d] times w [%d %d] is over the 2³¹ the kernels index: %w",
 			d.M, d.K, d.N, d.K, kernels.ErrUnsupported)

@@ -106,6 +106,9 @@ func (l *Linear) QuantizeWeightOnly(params *nn.TensorSet, name string, f kernels
 	for i, c := range data {
 		codes[i] = byte(c)
 	}
+	if f == kernels.WInt8 {
+		group = 0 // QuantizeWeightOnly's int8 is per channel
+	}
 	if err := l.SetWeightOnly(params, name, f, group, codes, scales); err != nil {
 		return r, err
 	}
@@ -116,7 +119,7 @@ func (l *Linear) QuantizeWeightOnly(params *nn.TensorSet, name string, f kernels
 }
 
 // SetWeightOnly makes codes and scales, already in kernels.QWeight's
-// layout for format f (and group, for the 4-bit formats), l's weight in
+// layout for format f and group (0 for int8 per channel), l's weight in
 // place of its float weight [out, in]: it uploads them into params under
 // name and releases the float weight. The layer must have no bias.
 func (l *Linear) SetWeightOnly(params *nn.TensorSet, name string, f kernels.WeightFormat, group int, codes []byte, scales []float32) error {
@@ -129,11 +132,14 @@ func (l *Linear) SetWeightOnly(params *nn.TensorSet, name string, f kernels.Weig
 	shape := l.W.Shape()
 	out, in := shape[0], shape[1]
 	perRow, scaleShape := in, []int{out}
-	if f != kernels.WInt8 {
+	if f != kernels.WInt8 || group != 0 {
 		if group <= 0 || in%group != 0 {
 			return fmt.Errorf("%s: %d inputs are not whole groups of %d: %w", name, in, group, kernels.ErrShape)
 		}
-		perRow, scaleShape = in/2, []int{out, in / group}
+		scaleShape = []int{out, in / group}
+		if f != kernels.WInt8 {
+			perRow = in / 2
+		}
 	}
 	if len(codes) != out*perRow || len(scales) != kernels.Shape(scaleShape).Len() {
 		return fmt.Errorf("%s: %d code bytes and %d scales for a %s weight [%d, %d], want %d and %d: %w",

@@ -51,6 +51,12 @@ func Quantize(dst *int8, src *float32, n int, s float32)
 //go:noescape
 func DotQ8(x *float32, w *int8, k int) float32
 
+// DotQ8G returns Σ_g scales[g]·Σ_{p in group g} x[p]·w[p] over k values
+// (a multiple of group, itself a multiple of 32) of int8 codes.
+//
+//go:noescape
+func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
+
 // DotQ4 returns Σ_g scales[g]·Σ_{p in group g} x'[p]·levels[code(p)] over
 // k values (a multiple of group, itself a multiple of 32) of 4-bit codes
 // packed two per byte of w (low nibble first). x is permuted per chunk of

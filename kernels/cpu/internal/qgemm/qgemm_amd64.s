@@ -308,6 +308,85 @@ d8done:
 	VZEROUPPER
 	RET
 
+// D8G32 adds to acc one group of 32 int8 codes at byte offset wo from DI,
+// against x at byte offset xo from SI, scaled by the float32 at byte
+// offset so from R8 (Z1–Z6 clobbered).
+#define D8G32(wo, xo, so, acc) \
+	VPMOVSXBD    wo(DI), Z1; \
+	VPMOVSXBD    wo+16(DI), Z2; \
+	VCVTDQ2PS    Z1, Z1; \
+	VCVTDQ2PS    Z2, Z2; \
+	VMULPS       xo(SI), Z1, Z4; \
+	VFMADD231PS  xo+64(SI), Z2, Z4; \
+	VBROADCASTSS so(R8), Z6; \
+	VFMADD231PS  Z6, Z4, acc
+
+// func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
+TEXT ·DotQ8G(SB), NOSPLIT, $0-44
+	MOVQ   x+0(FP), SI
+	MOVQ   w+8(FP), DI
+	MOVQ   k+16(FP), CX
+	MOVQ   scales+24(FP), R8
+	MOVQ   group+32(FP), R9
+	VPXORD Z7, Z7, Z7
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	CMPQ   R9, $32
+	JNE    d8ggroup
+
+	// Groups of 32 (GGUF's Q8_0 blocks): four groups a step, each into an
+	// accumulator of its own.
+d8g32:
+	CMPQ CX, $128
+	JLT  d8g32tail
+	D8G32(0, 0, 0, Z7)
+	D8G32(32, 128, 4, Z9)
+	D8G32(64, 256, 8, Z10)
+	D8G32(96, 384, 12, Z11)
+	ADDQ $128, DI
+	ADDQ $512, SI
+	ADDQ $16, R8
+	SUBQ $128, CX
+	JMP  d8g32
+
+d8g32tail:
+	VADDPS Z9, Z7, Z7
+	VADDPS Z11, Z10, Z10
+	VADDPS Z10, Z7, Z7
+
+	// Any group: its 32-value chunks into Z0, then scaled into Z7.
+d8ggroup:
+	TESTQ  CX, CX
+	JZ     d8gdone
+	VPXORD Z0, Z0, Z0
+	MOVQ   R9, DX
+
+d8gchunk:
+	VPMOVSXBD   (DI), Z1
+	VPMOVSXBD   16(DI), Z2
+	VCVTDQ2PS   Z1, Z1
+	VCVTDQ2PS   Z2, Z2
+	VFMADD231PS (SI), Z1, Z0
+	VFMADD231PS 64(SI), Z2, Z0
+	ADDQ        $32, DI
+	ADDQ        $128, SI
+	SUBQ        $32, DX
+	SUBQ        $32, CX
+	TESTQ       DX, DX
+	JNZ         d8gchunk
+	VBROADCASTSS (R8), Z6
+	VFMADD231PS  Z6, Z0, Z7
+	ADDQ         $4, R8
+	JMP          d8ggroup
+
+d8gdone:
+	VMOVAPS Z7, Z0
+	HSUMPS
+	MOVSS   X0, ret+40(FP)
+	VZEROUPPER
+	RET
+
 // D4G32 adds to acc one group of 32 codes at byte offset wo from DI,
 // against x at byte offset xo from SI, scaled by the float32 at byte
 // offset so from R8 (Z30 the levels, Z31 the nibble mask; Z1–Z6
