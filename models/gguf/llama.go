@@ -243,6 +243,34 @@ func (l *Llama) WInt4(param string, out, in int) ([]byte, []float32, error) {
 	return codes, scales, nil
 }
 
+// WInt8 returns the named weight [out, in] as kernels.WInt8 codes in
+// groups of 32 and their scales, the QWeight layout, when it is stored as
+// Q8_0, and nil otherwise. The weight is the same, exactly: a Q8_0 block
+// is a group, its d the group's scale and its 32 int8 values the codes.
+// q_proj and k_proj rows are unpermuted as Values does.
+func (l *Llama) WInt8(param string, out, in int) ([]byte, []float32, error) {
+	t, ok := l.byHF[param]
+	if !ok || t.Type != Q8_0 {
+		return nil, nil, nil
+	}
+	if !slices.Equal(t.Shape(), []int{out, in}) {
+		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
+	}
+	src := l.File.Data(t)
+	blocks := out * in / qk
+	codes, scales := make([]byte, out*in), make([]float32, blocks)
+	for b := range blocks {
+		blk := src[b*(2+qk) : (b+1)*(2+qk)]
+		scales[b] = f16(blk)
+		copy(codes[b*qk:(b+1)*qk], blk[2:])
+	}
+	if heads := l.rotaryHeads(param); heads > 0 {
+		codes = unpermute(codes, heads, in)
+		scales = unpermute(scales, heads, in/qk)
+	}
+	return codes, scales, nil
+}
+
 // Tensor returns the GGUF tensor holding a Hugging Face parameter.
 func (l *Llama) Tensor(param string) (Tensor, bool) {
 	t, ok := l.byHF[param]

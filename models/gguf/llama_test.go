@@ -239,36 +239,49 @@ func TestWriteLlamaMatchesReference(t *testing.T) {
 	}
 }
 
-// TestWInt4Repack loads the Q4_0 file with its Q4_0 weights repacked for
-// the weight-only int4 kernels: the same weights, so the logits are the
-// dequantized model's up to float32 summation order.
-func TestWInt4Repack(t *testing.T) {
-	l, err := gguf.OpenLlama(filepath.Join(ggufDir, "model-q4_0.gguf"))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, l.Close()) }()
-	be := cpu.New()
-	float, err := llama.Load(be, l.Config, l, nn.F32)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, float.Close()) }()
-	packed, err := llama.Load(be, l.Config, l, nn.F32)
-	require.NoError(t, err)
-	defer func() { require.NoError(t, packed.Close()) }()
-	n, err := packed.SetWeightOnly(kernels.WInt4, 32, l.WInt4)
-	require.NoError(t, err)
-	// Every module but ffn_down (172 inputs, stored F16) in both layers,
-	// and lm_head (output.weight, Q4_0 like them).
-	assert.Equal(t, 2*6+1, n)
-	assert.Less(t, packed.DecodeWork(1, 8).Bytes, float.DecodeWork(1, 8).Bytes/4, "4-bit layers and lm_head")
-	require.True(t, packed.Quantized())
+// TestWeightOnlyRepack loads the Q4_0 and Q8_0 files with their blocks
+// repacked for the weight-only int4 and int8 kernels (groups of 32): the
+// same weights, so the logits are the dequantized model's up to float32
+// summation order, and the step reads the codes' bytes.
+func TestWeightOnlyRepack(t *testing.T) {
+	for _, c := range []struct {
+		file   string
+		format kernels.WeightFormat
+		packed func(l *gguf.Llama) func(string, int, int) ([]byte, []float32, error)
+		bytes  float64 // of the float model's decode step, at most
+	}{
+		{"model-q4_0.gguf", kernels.WInt4, func(l *gguf.Llama) func(string, int, int) ([]byte, []float32, error) { return l.WInt4 }, 1.0 / 4},
+		{"model-q8_0.gguf", kernels.WInt8, func(l *gguf.Llama) func(string, int, int) ([]byte, []float32, error) { return l.WInt8 }, 1.0 / 2},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			l, err := gguf.OpenLlama(filepath.Join(ggufDir, c.file))
+			require.NoError(t, err)
+			defer func() { require.NoError(t, l.Close()) }()
+			be := cpu.New()
+			float, err := llama.Load(be, l.Config, l, nn.F32)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, float.Close()) }()
+			packed, err := llama.Load(be, l.Config, l, nn.F32)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, packed.Close()) }()
+			n, err := packed.SetWeightOnly(c.format, 32, c.packed(l))
+			require.NoError(t, err)
+			// Every module but ffn_down (172 inputs, stored F16) in both
+			// layers, and lm_head (output.weight, in the file's type).
+			assert.Equal(t, 2*6+1, n)
+			require.True(t, packed.Quantized())
+			assert.Less(t, packed.DecodeWork(1, 8).Bytes, float.DecodeWork(1, 8).Bytes*c.bytes)
 
-	ids := []int32{1, 17, 300, 42, 511, 3, 99, 250}
-	want, err := float.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
-	require.NoError(t, err)
-	got, err := packed.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
-	require.NoError(t, err)
-	rel, _ := kernels.RelErr(widen(got), widen(want))
-	t.Logf("rel-err %.3g", rel)
-	assert.LessOrEqual(t, rel, 1e-5)
-	_, err = packed.SetWeightOnly(kernels.WInt4, 32, l.WInt4)
-	assert.ErrorIs(t, err, llama.ErrInput)
+			ids := []int32{1, 17, 300, 42, 511, 3, 99, 250}
+			want, err := float.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+			require.NoError(t, err)
+			got, err := packed.Forward(llama.Inputs{IDs: ids}, 1, len(ids))
+			require.NoError(t, err)
+			rel, _ := kernels.RelErr(widen(got), widen(want))
+			t.Logf("rel-err %.3g", rel)
+			assert.LessOrEqual(t, rel, 1e-5)
+			_, err = packed.SetWeightOnly(c.format, 32, c.packed(l))
+			assert.ErrorIs(t, err, llama.ErrInput)
+		})
+	}
 }
