@@ -530,16 +530,22 @@ def logits64(model, ids, mask):
 
 
 def gguf_rounded(w, typ):
-    """w (float32) as a GGUF file of type typ stores it: 2-D tensors
-    rounded through gguf.py's quantizer and back (typ "Q4_0"; None leaves
-    w as it is), 1-D ones (the norms, F32 in the file) as they are. Blocks
-    run along rows, so llama.cpp's q/k row permutation does not change
-    the values."""
-    if typ is None or w.dim() == 1:
+    """w (float32) as a GGUF file of type typ (None: w as it is; else
+    Q4_0) stores it, in gguf.py's storage_type: 2-D tensors rounded
+    through its Q4_0 quantizer and back, or through F16 where their rows
+    are not whole blocks; 1-D ones (the norms, F32 in the file) as they
+    are. Blocks run along rows, so llama.cpp's q/k row permutation does
+    not change the values."""
+    if typ is None:
         return w
     if typ != "Q4_0":
         raise ValueError(f"gguf_rounded: type {typ} (Q4_0 only)")
-    from gguf import dequantize_q4_0, quantize_q4_0
+    from gguf import dequantize_q4_0, quantize_q4_0, storage_type
+    st = storage_type(list(reversed(w.shape)), typ)
+    if st == "F32":
+        return w
+    if st == "F16":
+        return w.half().float()
     return torch.from_numpy(dequantize_q4_0(quantize_q4_0(w.numpy()))).view(w.shape)
 
 

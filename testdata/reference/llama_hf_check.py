@@ -5,11 +5,11 @@ installable here).
 Every case of testdata/golden/llama.safetensors (llama.py's float64 logits)
 is run through transformers' model loaded with the same weights (the tiny
 checkpoint's file, or the case's seeded synthetic weights built by llama.py,
-rounded through its gguf_type where it has one)
-with position_ids from the attention mask as generate computes them, in
-float64 and float32, eager attention and SDPA; the logits of the real
-positions must agree within 1e-5 (float64: HF rounds RMSNorm and the
-softmax to float32) and 1e-4 (float32). Then transformers' greedy generate
+rounded through its gguf_type where it has one) with position_ids from the
+attention mask as generate computes them, in float64 and float32, eager
+attention and SDPA; the logits of the real positions must agree within
+1e-5 (float64: HF rounds RMSNorm and the softmax to float32) and 1e-4
+(float32). Then transformers' greedy generate
 on the tiny checkpoint, each prompt of testdata/golden/llama-generate
 .safetensors alone and the three batched with left padding, must give the
 golden's ids exactly.
