@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/gguf"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/quant"
@@ -39,6 +41,10 @@ type llamaCase struct {
 	Weights string          `json:"weights"`
 	Seed    uint64          `json:"seed"`
 	Padding string          `json:"padding"`
+	// GGUFType, when set, is the GGUF type every weight is rounded
+	// through as a file of that type holds it (gguf.Rounded): the case is
+	// that model's.
+	GGUFType string `json:"gguf_type"`
 
 	Batch, Seq int
 	In         llama.Inputs
@@ -82,18 +88,47 @@ func loadLlamaCases() ([]*llamaCase, error) {
 	return cases, nil
 }
 
-// source returns the case's config and weights.
+// source returns the case's config and weights (rounded through its
+// GGUF type, where it has one).
 func (c *llamaCase) source() (llama.Config, nn.Source, error) {
 	cfg, err := llama.ParseConfig(c.Name+" config", c.Config)
 	if err != nil {
 		return cfg, nil, err
 	}
+	var src nn.Source
 	if c.Weights == "synthetic" {
-		return cfg, llama.Synthetic(c.Seed), nil
+		src = llama.Synthetic(c.Seed)
+	} else if src, err = llama.OpenCheckpoint(filepath.Join("..", c.Weights, "model.safetensors")); err != nil {
+		return cfg, nil, err
 	}
-	src, err := llama.OpenCheckpoint(filepath.Join("..", c.Weights, "model.safetensors"))
-	return cfg, src, err
+	if c.GGUFType == "" {
+		return cfg, src, nil
+	}
+	t, err := gguf.ParseType(c.GGUFType)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%s: case %s: gguf_type: %w", llamaGolden, c.Name, err)
+	}
+	r, err := gguf.NewRounded(src, t)
+	return cfg, r, err
 }
+
+// load loads the case's model on dev in precision p: with a GGUF type,
+// as gguf.LoadLlama loads that file (Q4_0 weights on the weight-only int4
+// kernels where dev has them).
+func (c *llamaCase) load(dev kernels.Backend, p nn.Precision) (*llama.Model, error) {
+	cfg, src, err := c.source()
+	if err != nil {
+		return nil, err
+	}
+	if r, ok := src.(*gguf.Rounded); ok {
+		return gguf.LoadLlama(dev, cfg, r, p)
+	}
+	return llama.Load(dev, cfg, src, p)
+}
+
+// deep reports whether the case is TinyLlama-1.1B's shape (tinyllama, and
+// tinyllama_q4_0 of the same weights rounded through GGUF Q4_0).
+func (c *llamaCase) deep() bool { return strings.HasPrefix(c.Name, "tinyllama") }
 
 // relErr compares the logits of the real (mask 1) positions.
 func (c *llamaCase) relErr(got []float32, vocab int) float64 {
@@ -121,13 +156,21 @@ var llamaPrecisions = []struct {
 // (deepModels says why), the bound its benchmarks report.
 var deepBF16Tolerance = benchTolerance("BenchmarkLlamaDecode/model=tinyllama", "bf16")
 
+// deepQ4_0Tolerance is the bound of TinyLlama-1.1B's GGUF Q4_0 model in
+// float32 against the golden of the same rounded weights (deepModels says
+// why), the bound its w4a16 benchmarks report.
+var deepQ4_0Tolerance = benchTolerance("BenchmarkLlamaDecode/model=tinyllama", "w4a16")
+
 // decoders are the devices that run decoder-only models.
 func decoders() []kernels.Backend { return devicesWith[kernels.Decoder]() }
 
 // TestLlamaGolden runs every logits case — the tiny checkpoint with and
 // without padding, GQA with llama3 rope scaling, linear scaling, and
-// TinyLlama-1.1B's shape with synthetic weights — on every device in
-// every precision (TinyLlama not in -short mode, and on the CPU in f32 only).
+// TinyLlama-1.1B's shape with synthetic weights, as they are and as the
+// GGUF Q4_0 model (its decoder weights on the weight-only int4 kernels
+// against the golden of the same rounded weights) — on every device in
+// every precision (TinyLlama not in -short mode, and on the CPU in f32
+// only).
 func TestLlamaGolden(t *testing.T) {
 	cases, err := loadLlamaCases()
 	require.NoError(t, err)
@@ -135,25 +178,26 @@ func TestLlamaGolden(t *testing.T) {
 	require.NotEmpty(t, devs, "no device implements the decoder ops")
 	for _, dev := range devs {
 		for _, c := range cases {
-			cfg, src, err := c.source()
-			require.NoError(t, err)
 			for _, pr := range llamaPrecisions {
 				// TinyLlama's 1.1 B weights: f32 only on the CPU (bf16
 				// there is the benchmarks' check), never in -short mode.
-				if c.Name == "tinyllama" && (testing.Short() || (pr.p != nn.F32 && dev.Name() == "cpu")) {
+				if c.deep() && (testing.Short() || (pr.p != nn.F32 && dev.Name() == "cpu")) {
 					continue
 				}
 				tol := pr.tol
-				if c.Name == "tinyllama" && pr.p == nn.BF16 {
+				switch {
+				case c.deep() && pr.p == nn.BF16:
 					tol = deepBF16Tolerance
+				case c.GGUFType == "Q4_0" && pr.p == nn.F32:
+					tol = deepQ4_0Tolerance
 				}
 				t.Run(fmt.Sprintf("dev=%s/%s/%v", dev.Name(), c.Name, pr.p), func(t *testing.T) {
-					m, err := llama.Load(dev, cfg, src, pr.p)
+					m, err := c.load(dev, pr.p)
 					require.NoError(t, err)
 					defer func() { require.NoError(t, m.Close()) }()
 					logits, err := m.Forward(c.In, c.Batch, c.Seq)
 					require.NoError(t, err)
-					rel := c.relErr(logits, cfg.VocabSize)
+					rel := c.relErr(logits, m.Config.VocabSize)
 					t.Logf("rel-err logits %.3g", rel)
 					assert.LessOrEqual(t, rel, tol)
 				})
@@ -230,7 +274,8 @@ func TestLlamaInt8Golden(t *testing.T) {
 		models := map[string]*llama.Model{} // one quantized model per config and weights
 		parent := t
 		for _, c := range cases {
-			if c.Name == "tinyllama" && testing.Short() {
+			// The GGUF cases' models are quantized already.
+			if c.deep() && testing.Short() || c.GGUFType != "" {
 				continue
 			}
 			cfg, src, err := c.source()
@@ -459,30 +504,38 @@ func TestLlamaInt8Generate(t *testing.T) {
 
 // llamaBenchModel is a benchmark's model: TinyLlama-1.1B's shape with
 // synthetic weights, or in -short mode the tiny checkpoint of the
-// goldens, loaded from its files.
+// goldens, read from its files.
 type llamaBenchModel struct {
 	name   string
 	golden string // the logits case Verify compares with
-	load   func(dev kernels.Backend, p nn.Precision) (*llama.Model, error)
+	// q4Golden is the logits case of the model's GGUF Q4_0 form, "" if
+	// the golden has none.
+	q4Golden string
+	open     func() (llama.Config, nn.Source, error)
 }
 
 func llamaBenchModels() llamaBenchModel {
 	if testing.Short() {
-		return llamaBenchModel{name: "tiny", golden: "tiny", load: func(dev kernels.Backend, p nn.Precision) (*llama.Model, error) {
+		return llamaBenchModel{name: "tiny", golden: "tiny", open: func() (llama.Config, nn.Source, error) {
 			cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
 			if err != nil {
-				return nil, err
+				return cfg, nil, err
 			}
 			src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
-			if err != nil {
-				return nil, err
-			}
-			return llama.Load(dev, cfg, src, p)
+			return cfg, src, err
 		}}
 	}
-	return llamaBenchModel{name: "tinyllama", golden: "tinyllama", load: func(dev kernels.Backend, p nn.Precision) (*llama.Model, error) {
-		return llama.Load(dev, llama.TinyLlama(), llama.Synthetic(llamaSeed), p)
+	return llamaBenchModel{name: "tinyllama", golden: "tinyllama", q4Golden: "tinyllama_q4_0", open: func() (llama.Config, nn.Source, error) {
+		return llama.TinyLlama(), llama.Synthetic(llamaSeed), nil
 	}}
+}
+
+// goldenCase is the logits case of the model in variant v.
+func (lm llamaBenchModel) goldenCase(v llamaVariant) string {
+	if v.q4_0 {
+		return lm.q4Golden
+	}
+	return lm.golden
 }
 
 // llamaDTypes are the precisions a Llama benchmark runs in on dev.
@@ -517,18 +570,27 @@ type llamaVariant struct {
 	// fp8 is the FP8 model (Model.QuantizeFP8: E4M3 weights per channel,
 	// inputs per token) with p around the products.
 	fp8 bool
+	// q4_0 is the GGUF Q4_0 model, as `zbench quantize --format gguf
+	// --type Q4_0` writes it and zbench generate loads it: every 2-D
+	// tensor rounded through Q4_0 (gguf.Rounded), the decoder layers'
+	// weights on the weight-only int4 kernels in groups of 32
+	// (gguf.LoadLlama), embed_tokens and lm_head dequantized to p, with p
+	// around the products.
+	q4_0 bool
 }
 
 // llamaVariants are the models a Llama benchmark runs on dev: the float
 // precisions of llamaDTypes, then int8 where points says so, then with
-// weightOnly the weight-only int8 model (w8a16: f32 around the products;
-// not in -short mode) on devices with kernels.WeightQuant, and where
-// points says int8, the FP8 model (dtype=fp8, not in -short mode) on GPUs
-// with kernels.FP8. The 4-bit
-// formats are not run on TinyLlama: on its uniform synthetic weights
-// their error compounds over 22 layers to 0.64 (int4, groups of 128) and
-// 0.80 (NF4) of the logits' norm, past any meaningful bound (2 layers:
-// 0.13 and 0.16); their GEMV is BenchmarkMatMul's.
+// weightOnly the weight-only int8 model (w8a16) and the GGUF Q4_0 model
+// (w4a16), both with f32 around the products, not in -short mode, on
+// devices with kernels.WeightQuant, and where points says int8, the FP8
+// model (dtype=fp8, not in -short mode) on GPUs with kernels.FP8. The
+// Q4_0 model is checked against the golden of the same rounded weights:
+// against the float model's, 4-bit weights' error compounds over
+// TinyLlama's 22 layers to 0.64 (int4, groups of 128) and 0.80 (NF4) of
+// the logits' norm on its uniform synthetic weights, past any meaningful
+// bound (2 layers: 0.13 and 0.16). The other 4-bit formats' GEMV is
+// BenchmarkMatMul's.
 func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool, cpu ...nn.Precision) []llamaVariant {
 	var out []llamaVariant
 	for _, p := range llamaDTypes(dev, cpu...) {
@@ -538,7 +600,7 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 		out = append(out, llamaVariant{p: llamaInt8Precision(dev), int8: true})
 	}
 	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil && weightOnly && !testing.Short() {
-		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8})
+		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8}, llamaVariant{p: nn.F32, q4_0: true})
 	}
 	// FP8 on GPUs only: the CPU's FP8 is an emulation (codes widened to
 	// float32), for its goldens, not its speed.
@@ -549,7 +611,7 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 }
 
 // llamaBench is one model of a Llama benchmark on one device, loaded
-// (and quantized, for int8 and w8a16) by the first of its sub-benchmarks
+// (and quantized, for int8, w8a16, w4a16 and fp8) by the first of its sub-benchmarks
 // that runs, so that a -bench pattern selecting others loads nothing.
 type llamaBench struct {
 	dev    kernels.Backend
@@ -574,6 +636,8 @@ func (l *llamaBench) dtypeName() string {
 	switch {
 	case l.v.wo != 0:
 		return weightDType(l.v.wo)
+	case l.v.q4_0:
+		return weightDType(kernels.WInt4)
 	case l.v.fp8:
 		return "fp8"
 	}
@@ -584,7 +648,19 @@ func (l *llamaBench) dtypeName() string {
 func (l *llamaBench) model(b *testing.B) *llama.Model {
 	b.Helper()
 	if l.m == nil {
-		m, err := l.lm.load(l.dev, l.v.p)
+		cfg, src, err := l.lm.open()
+		if err != nil {
+			b.Fatal(err)
+		}
+		var m *llama.Model
+		if l.v.q4_0 {
+			var r *gguf.Rounded
+			if r, err = gguf.NewRounded(src, gguf.Q4_0); err == nil {
+				m, err = gguf.LoadLlama(l.dev, cfg, r, l.v.p)
+			}
+		} else {
+			m, err = llama.Load(l.dev, cfg, src, l.v.p)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -620,8 +696,8 @@ func (l *llamaBench) verify() (float64, error) {
 // tolerance is the rel-err the model's logits must reach.
 func (l *llamaBench) tolerance() float64 {
 	switch {
-	case l.v.wo != 0 || l.v.fp8:
-		return benchTolerance("model="+l.lm.golden, l.dtypeName())
+	case l.v.wo != 0 || l.v.fp8 || l.v.q4_0:
+		return benchTolerance("model="+l.lm.name, l.dtypeName())
 	case l.v.int8:
 		return llamaInt8Tol(l.lm.golden)
 	case l.v.p == nn.BF16 && l.lm.golden == "tinyllama":
@@ -643,18 +719,17 @@ func forEachLlama(b *testing.B, cpu []nn.Precision, int8 llamaInt8Points, weight
 	if err != nil {
 		b.Fatal(err)
 	}
-	var golden *llamaCase
+	golden := map[string]*llamaCase{}
 	for _, c := range cases {
-		if c.Name == lm.golden {
-			golden = c
-		}
-	}
-	if golden == nil {
-		b.Fatalf("%s: no case %q", llamaGolden, lm.golden)
+		golden[c.Name] = c
 	}
 	for _, dev := range decoders() {
 		for _, v := range llamaVariants(dev, int8, weightOnly, cpu...) {
-			l := &llamaBench{dev: dev, lm: lm, v: v, golden: golden}
+			name := lm.goldenCase(v)
+			if golden[name] == nil {
+				b.Fatalf("%s: no case %q", llamaGolden, name)
+			}
+			l := &llamaBench{dev: dev, lm: lm, v: v, golden: golden[name]}
 			body(l)
 			if l.m != nil {
 				if err := l.m.Close(); err != nil {
@@ -696,9 +771,10 @@ func llamaShapes(dev kernels.Backend, gpu, cpu [][2]int) [][2]int {
 // dtype=int8 is the model of int8Llama (W8A8 with dynamic per-token
 // activation scales) on the devices with kernels.Quant, at the same
 // shapes, not in -short mode; its rel-err is against the same reference:
-// the accuracy int8 costs.
+// the accuracy int8 costs. dtype=w8a16 and w4a16 are the weight-only int8
+// and GGUF Q4_0 models as in BenchmarkLlamaDecode.
 func BenchmarkLlamaPrefill(b *testing.B) {
-	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8Full, false, func(l *llamaBench) {
+	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8Full, true, func(l *llamaBench) {
 		dev := l.dev
 		for _, s := range llamaShapes(dev, [][2]int{{1, 512}, {8, 512}, {32, 512}}, [][2]int{{1, 128}}) {
 			batch, seq := s[0], s[1]
@@ -730,8 +806,10 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // devices with kernels.Quant, at the same shapes (the one point of -short
 // mode included), its bytes the int8 weights with their scales;
 // dtype=w8a16 the weight-only int8 model (Model.QuantizeWeights, f32
-// activations) on the devices with kernels.WeightQuant, not in -short
-// mode.
+// activations) and dtype=w4a16 the GGUF Q4_0 model (llamaVariant.q4_0,
+// f32 activations; its rel-err against the golden of the same Q4_0
+// weights, its bytes with lm_head in float32) on the devices with
+// kernels.WeightQuant, not in -short mode.
 func BenchmarkLlamaDecode(b *testing.B) {
 	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev

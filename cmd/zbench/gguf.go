@@ -35,15 +35,15 @@ func loadLlamaGGUF(dev kernels.Backend, path, dtype string, quantized bool) (m *
 		return nil, nil, nil, err
 	}
 	tok, tokErr = l.File.Tokenizer()
-	if m, err = llama.Load(dev, l.Config, l, prec); err != nil {
-		return nil, nil, nil, fmt.Errorf("loading %s: %w", path, err)
+	if quantized {
+		// Q4_0 weights run as they are on the weight-only int4 kernels,
+		// where the device has them.
+		m, err = gguf.LoadLlama(dev, l.Config, l, prec)
+	} else {
+		m, err = llama.Load(dev, l.Config, l, prec)
 	}
-	// Q4_0 weights run as they are on the weight-only int4 kernels, where
-	// the device has them.
-	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil && quantized {
-		if _, err := m.SetWeightOnly(kernels.WInt4, gguf.Q4_0.BlockSize(), l.WInt4); err != nil {
-			return nil, nil, nil, errors.Join(fmt.Errorf("loading %s: %w", path, err), m.Close())
-		}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("loading %s: %w", path, err)
 	}
 	return m, tok, tokErr, nil
 }

@@ -221,9 +221,20 @@ func (l *Llama) WInt4(param string, out, in int) ([]byte, []float32, error) {
 	if !slices.Equal(t.Shape(), []int{out, in}) {
 		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
 	}
-	src := l.File.Data(t)
-	blocks := out * in / qk
-	codes, scales := make([]byte, out*in/2), make([]float32, blocks)
+	codes, scales := wint4FromQ4_0(l.File.Data(t), out*in/qk)
+	if heads := l.rotaryHeads(param); heads > 0 {
+		codes = unpermute(codes, heads, in/2)
+		scales = unpermute(scales, heads, in/qk)
+	}
+	return codes, scales, nil
+}
+
+// wint4FromQ4_0 repacks the first blocks Q4_0 blocks of src as
+// kernels.WInt4 codes and their scales: each block's d the group's scale,
+// its codes as they are, elements j and j+16 of a byte moved to 2j and
+// 2j+1.
+func wint4FromQ4_0(src []byte, blocks int) ([]byte, []float32) {
+	codes, scales := make([]byte, blocks*qk/2), make([]float32, blocks)
 	var q [qk]byte
 	for b := range blocks {
 		blk := src[b*18 : b*18+18]
@@ -236,11 +247,7 @@ func (l *Llama) WInt4(param string, out, in int) ([]byte, []float32, error) {
 			dst[j] = q[2*j] | q[2*j+1]<<4
 		}
 	}
-	if heads := l.rotaryHeads(param); heads > 0 {
-		codes = unpermute(codes, heads, in/2)
-		scales = unpermute(scales, heads, in/qk)
-	}
-	return codes, scales, nil
+	return codes, scales
 }
 
 // WInt8 returns the named weight [out, in] as kernels.WInt8 codes in

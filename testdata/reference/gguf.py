@@ -85,7 +85,8 @@ Quantizers (ggml's reference ones, in float32 as C computes them):
   Q4_0  blocks of 32: f16 d, u8 qs[16]; m = the first element of largest
         |x|, d = m/−8, q = min(15, trunc(x·(1/d) + 8.5)); qs[j] holds
         element j in its low nibble and j+16 in its high one;
-        value = d·(q − 8)
+        value = d·(q − 8) (dequantize_q4_0, which llama.py's
+        tinyllama_q4_0 golden case rounds its weights through)
   F16   IEEE half, round to nearest even; BF16 the top 16 bits of the
         float32, rounded to nearest even (ggml's fp32→bf16)
 
@@ -171,6 +172,16 @@ def quantize_q4_0(x):
     out[:, :2] = d.astype("<f2").view(np.uint8).reshape(-1, 2)
     out[:, 2:] = q[:, :16] | (q[:, 16:] << 4)
     return out.tobytes()
+
+
+def dequantize_q4_0(data):
+    """The float32 values of Q4_0 blocks' bytes: d·(q − 8), element j of a
+    block in byte j's low nibble and element j+16 in its high one (exact
+    in float32: an f16 d times a 4-bit integer)."""
+    b = np.frombuffer(data, dtype=np.uint8).reshape(-1, 18)
+    d = b[:, :2].copy().view("<f2").astype(np.float32)
+    q = np.concatenate([b[:, 2:] & 0xF, b[:, 2:] >> 4], axis=1).astype(np.float32) - np.float32(8)
+    return (d * q).reshape(-1)
 
 
 def to_bf16(x):

@@ -73,7 +73,9 @@ Files written (under testdata/golden):
                                  {"config": an HF config dict, "weights":
                                  "testdata/golden/llama-tiny" or
                                  "synthetic", "seed", "padding": "none",
-                                 "right" or "left"}, plus "reference",
+                                 "right" or "left", "gguf_type": the
+                                 GGUF type the weights are rounded
+                                 through, where they are}, plus "reference",
                                  "script", "format"
   llama-generate.safetensors     greedy generation in float64 on
                                  llama-tiny, 24 new tokens, EOS ignored
@@ -109,6 +111,15 @@ Cases of llama.safetensors (input_ids random in [3, V), 0 where padded):
                config.json), synthetic seed 20261125; [1, 8], logits of all
                8 positions [1, 8, 32000]: computed one layer at a time from
                generated weights, never the whole model in memory
+  tinyllama_q4_0
+               the same model and input_ids as a GGUF Q4_0 file holds it:
+               every 2-D tensor (the linear weights, embed_tokens and
+               lm_head) rounded through gguf.py's Q4_0 quantizer and back
+               (quantize_q4_0, dequantize_q4_0: blocks of 32 along the
+               input dimension, d = the block's value of largest
+               magnitude / −8, codes trunc(x/d + 8.5) clamped to 15, d
+               stored as f16), the norms as they are; metadata as
+               tinyllama's plus "gguf_type": "Q4_0"
 
 Padded positions' logits are stored too, but mean nothing: the Go tests
 compare only the positions where attention_mask is 1.
@@ -119,8 +130,9 @@ Llama benchmarks run it with a 128-token prompt plus new tokens.
 Expected outputs are computed in float64 from the stored float32 weights
 (the angles of the rotary embedding in float32, as HF computes them).
 Deterministic: fixed seeds, one thread. Requires torch (1.13 tested, CPU)
-and numpy. The run takes about 45 s on two cores, most of it generating
-TinyLlama's 1.1 billion weights (about 35 s; peak memory about 1.4 GB).
+and numpy. The run takes about two minutes of CPU, most of it generating
+TinyLlama's 1.1 billion weights, twice (about 35 s each; peak memory about
+1.7 GB).
 Run from anywhere:
 
   /usr/bin/python3 testdata/reference/llama.py            # write the goldens
@@ -517,13 +529,47 @@ def logits64(model, ids, mask):
     return model.double()(ids, mask)
 
 
+def gguf_rounded(w, typ):
+    """w (float32) as a GGUF file of type typ (None: w as it is; else
+    Q4_0) stores it, in gguf.py's storage_type: 2-D tensors rounded
+    through its Q4_0 quantizer and back, or through F16 where their rows
+    are not whole blocks; 1-D ones (the norms, F32 in the file) as they
+    are. Blocks run along rows, so llama.cpp's q/k row permutation does
+    not change the values."""
+    if typ is None:
+        return w
+    if typ != "Q4_0":
+        raise ValueError(f"gguf_rounded: type {typ} (Q4_0 only)")
+    from gguf import dequantize_q4_0, quantize_q4_0, storage_type
+    st = storage_type(list(reversed(w.shape)), typ)
+    if st == "F32":
+        return w
+    if st == "F16":
+        return w.half().float()
+    return torch.from_numpy(dequantize_q4_0(quantize_q4_0(w.numpy()))).view(w.shape)
+
+
 @torch.no_grad()
-def tinyllama_logits(ids):
-    """TinyLlama-1.1B's logits in float64, one layer's weights at a time."""
+def gguf_round_(module, typ):
+    """Rounds every parameter of module as gguf_rounded does. Returns
+    module."""
+    for p in module.parameters():
+        p.copy_(gguf_rounded(p.detach().float(), typ))
+    return module
+
+
+@torch.no_grad()
+def tinyllama_logits(ids, gguf_type=None):
+    """TinyLlama-1.1B's logits in float64, one layer's weights at a time,
+    its tensors as gguf_rounded leaves them in gguf_type."""
     cfg = LlamaConfig.from_dict(TINYLLAMA_CONFIG)
     B, S = ids.shape
+
+    def weight(name, shape):
+        return gguf_rounded(synthetic_tensor(name, TINYLLAMA_SEED, shape), gguf_type)
+
     mask = torch.ones(B, S, dtype=torch.int64)
-    emb = synthetic_tensor("model.embed_tokens.weight", TINYLLAMA_SEED, [cfg.vocab_size, cfg.hidden_size])
+    emb = weight("model.embed_tokens.weight", [cfg.vocab_size, cfg.hidden_size])
     x = emb[ids].double()
     del emb
     cos, sin = rotary(cfg, positions(mask, 0), torch.float64)
@@ -531,12 +577,12 @@ def tinyllama_logits(ids):
     for i in range(cfg.num_hidden_layers):
         layer = LlamaDecoderLayer(cfg)
         for name, p in layer.named_parameters():
-            p.data = synthetic_tensor(f"model.layers.{i}.{name}", TINYLLAMA_SEED, list(p.shape))
+            p.data = weight(f"model.layers.{i}.{name}", list(p.shape))
         x = layer.double()(x, cos, sin, am)
     norm = LlamaRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-    norm.weight.data = synthetic_tensor("model.norm.weight", TINYLLAMA_SEED, [cfg.hidden_size])
+    norm.weight.data = weight("model.norm.weight", [cfg.hidden_size])
     h = norm.double()(x)
-    head = synthetic_tensor("lm_head.weight", TINYLLAMA_SEED, [cfg.vocab_size, cfg.hidden_size])
+    head = weight("lm_head.weight", [cfg.vocab_size, cfg.hidden_size])
     return h @ head.double().t()
 
 
@@ -550,13 +596,15 @@ def build_cases(files, model):
     t = Tensors({"reference": f"torch {torch.__version__}", "script": SCRIPT, "format": FORMAT})
     V = TINY_CONFIG["vocab_size"]
 
-    def put(name, cfg_dict, weights, seed, padding, ids, mask, logits):
+    def put(name, cfg_dict, weights, seed, padding, ids, mask, logits, gguf_type=None):
         t.put(f"{name}/input_ids", ids.to(torch.int32))
         t.put(f"{name}/attention_mask", mask.to(torch.int32))
         t.put(f"{name}/logits", logits)
         meta = {"config": cfg_dict, "weights": weights, "padding": padding}
         if seed is not None:
             meta["seed"] = seed
+        if gguf_type is not None:
+            meta["gguf_type"] = gguf_type
         t.meta[name] = compact(meta)
 
     m64 = LlamaForCausalLM(LlamaConfig.from_dict(TINY_CONFIG))
@@ -580,6 +628,8 @@ def build_cases(files, model):
 
     ids, mask = make_inputs(case_generator("tinyllama"), TINYLLAMA_CONFIG["vocab_size"], (8,), 8, "none")
     put("tinyllama", TINYLLAMA_CONFIG, "synthetic", TINYLLAMA_SEED, "none", ids, mask, tinyllama_logits(ids))
+    put("tinyllama_q4_0", TINYLLAMA_CONFIG, "synthetic", TINYLLAMA_SEED, "none", ids, mask,
+        tinyllama_logits(ids, "Q4_0"), gguf_type="Q4_0")
     files["testdata/golden/llama.safetensors"] = t.serialize()
 
 
