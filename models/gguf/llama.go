@@ -263,19 +263,25 @@ func (l *Llama) WInt8(param string, out, in int) ([]byte, []float32, error) {
 	if !slices.Equal(t.Shape(), []int{out, in}) {
 		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
 	}
-	src := l.File.Data(t)
-	blocks := out * in / qk
-	codes, scales := make([]byte, out*in), make([]float32, blocks)
-	for b := range blocks {
-		blk := src[b*(2+qk) : (b+1)*(2+qk)]
-		scales[b] = f16(blk)
-		copy(codes[b*qk:(b+1)*qk], blk[2:])
-	}
+	codes, scales := wint8FromQ8_0(l.File.Data(t), out*in/qk)
 	if heads := l.rotaryHeads(param); heads > 0 {
 		codes = unpermute(codes, heads, in)
 		scales = unpermute(scales, heads, in/qk)
 	}
 	return codes, scales, nil
+}
+
+// wint8FromQ8_0 repacks the first blocks Q8_0 blocks of src as
+// kernels.WInt8 codes in groups of 32 and their scales: each block's d
+// the group's scale, its 32 values the codes.
+func wint8FromQ8_0(src []byte, blocks int) ([]byte, []float32) {
+	codes, scales := make([]byte, blocks*qk), make([]float32, blocks)
+	for b := range blocks {
+		blk := src[b*(2+qk) : (b+1)*(2+qk)]
+		scales[b] = f16(blk)
+		copy(codes[b*qk:(b+1)*qk], blk[2:])
+	}
+	return codes, scales
 }
 
 // Tensor returns the GGUF tensor holding a Hugging Face parameter.

@@ -47,15 +47,28 @@ func (r *Rounded) Values(p nn.Param) ([]float32, error) {
 // in] as kernels.WInt4 codes in groups of 32 and their scales when it is
 // stored as Q4_0, and nil otherwise.
 func (r *Rounded) WInt4(param string, out, in int) ([]byte, []float32, error) {
+	return r.repack(param, out, in, Q4_0, wint4FromQ4_0)
+}
+
+// WInt8 is Llama.WInt8 for the rounded weights: the named weight [out,
+// in] as kernels.WInt8 codes in groups of 32 and their scales when it is
+// stored as Q8_0, and nil otherwise.
+func (r *Rounded) WInt8(param string, out, in int) ([]byte, []float32, error) {
+	return r.repack(param, out, in, Q8_0, wint8FromQ8_0)
+}
+
+// repack returns the named weight [out, in] in type t repacked by
+// convert, when it is stored in t, and nil otherwise.
+func (r *Rounded) repack(param string, out, in int, t Type, convert func([]byte, int) ([]byte, []float32)) ([]byte, []float32, error) {
 	p := nn.Param{Name: param, Shape: []int{out, in}}
-	if StorageType(p.Shape, r.typ) != Q4_0 {
+	if StorageType(p.Shape, r.typ) != t {
 		return nil, nil, nil
 	}
-	data, _, err := r.quantize(p, Q4_0)
+	data, _, err := r.quantize(p, t)
 	if err != nil {
 		return nil, nil, err
 	}
-	codes, scales := wint4FromQ4_0(data, out*in/qk)
+	codes, scales := convert(data, out*in/qk)
 	return codes, scales, nil
 }
 
@@ -73,18 +86,22 @@ func (r *Rounded) quantize(p nn.Param, t Type) ([]byte, []float32, error) {
 	return data, v, nil
 }
 
-// WInt4Source is a Llama model's weights whose Q4_0 tensors WInt4 gives as
-// weight-only int4 codes: a Llama file or a Rounded source.
-type WInt4Source interface {
+// BlockSource is a Llama model's weights whose Q4_0 and Q8_0 tensors
+// WInt4 and WInt8 give as weight-only codes: a Llama file or a Rounded
+// source.
+type BlockSource interface {
 	nn.Source
 	WInt4(param string, out, in int) ([]byte, []float32, error)
+	WInt8(param string, out, in int) ([]byte, []float32, error)
 }
 
-// LoadLlama loads cfg's model from src on dev in precision p, the decoder
-// layers' Q4_0 weights on the weight-only int4 kernels (group 32, the
-// codes and scales as they are) where dev has them, everything else
-// dequantized to p.
-func LoadLlama(dev kernels.Backend, cfg llama.Config, src WInt4Source, p nn.Precision) (*llama.Model, error) {
+// LoadLlama loads cfg's model from src on dev in precision p, the Q4_0
+// weights of the decoder layers and lm_head on the weight-only int4
+// kernels (group 32, the codes and scales as they are) where dev has
+// them, or else, on the CPU, their Q8_0 weights on the int8 kernels in
+// groups of 32 (the CUDA kernels take one int8 scale per row);
+// everything else is dequantized to p.
+func LoadLlama(dev kernels.Backend, cfg llama.Config, src BlockSource, p nn.Precision) (*llama.Model, error) {
 	m, err := llama.Load(dev, cfg, src, p)
 	if err != nil {
 		return nil, err
@@ -92,7 +109,11 @@ func LoadLlama(dev kernels.Backend, cfg llama.Config, src WInt4Source, p nn.Prec
 	if _, err := kernels.Group[kernels.WeightQuant](dev); err != nil {
 		return m, nil
 	}
-	if _, err := m.SetWeightOnly(kernels.WInt4, Q4_0.BlockSize(), src.WInt4); err != nil {
+	n, err := m.SetWeightOnly(kernels.WInt4, Q4_0.BlockSize(), src.WInt4)
+	if err == nil && n == 0 && dev.Info().Kind == kernels.CPU {
+		_, err = m.SetWeightOnly(kernels.WInt8, Q8_0.BlockSize(), src.WInt8)
+	}
+	if err != nil {
 		return nil, errors.Join(err, m.Close())
 	}
 	return m, nil

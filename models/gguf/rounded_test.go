@@ -72,7 +72,7 @@ func TestLoadLlamaRounded(t *testing.T) {
 	be := cpu.New()
 	ids := []int32{1, 17, 300, 42, 511, 3, 99, 250}
 	var logits [][]float32
-	for _, src := range []gguf.WInt4Source{l, r} {
+	for _, src := range []gguf.BlockSource{l, r} {
 		m, err := gguf.LoadLlama(be, cfg, src, nn.F32)
 		require.NoError(t, err)
 		assert.True(t, m.Quantized())
