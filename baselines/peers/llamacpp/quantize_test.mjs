@@ -29,7 +29,8 @@ import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { installDir, loadLlamaCpp } from "./lib/engine.mjs";
-import { GENERATE_GOLDEN, againstReference, relativeError } from "./lib/reference.mjs";
+import { relErr } from "../node/harness.mjs";
+import { GENERATE_GOLDEN, againstReference } from "./lib/reference.mjs";
 import { readSafetensors } from "./lib/safetensors.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -143,7 +144,7 @@ describe("llama.cpp runs zbench quantize --format gguf's files", () => {
   for (const type of ["Q8_0", "Q4_0"]) {
     test(`${type}: logits against the PyTorch reference and the reference writer's file`, async (t) => {
       const r = await againstReference(engine, files.get(type), type, golden);
-      const diff = relativeError(r.logits, referenceLogits.get(type));
+      const diff = relErr(r.logits, referenceLogits.get(type));
       t.diagnostic(`${type}: prompt 0 logits rel-err ${r.relErr.toExponential(2)}, teacher-forced ${r.forced} of ${r.all}; tensors ${r.model.tensorTypes}; against the reference writer's file ${diff}`);
       assert.deepEqual(r.failures, []);
       assert.ok(diff <= SAME_WEIGHTS, `logits differ from llama.cpp's on ${REFERENCE_FILES.get(type)} by ${diff}, over ${SAME_WEIGHTS}`);
@@ -157,7 +158,7 @@ describe("llama.cpp runs zbench quantize --format gguf's files", () => {
       const bad = path.join(dir, `hf-order-${type}.gguf`);
       withHFOrder(src, bad, info);
       const r = await againstReference(engine, bad, type, golden);
-      const diff = relativeError(r.logits, referenceLogits.get(type));
+      const diff = relErr(r.logits, referenceLogits.get(type));
       t.diagnostic(`${type} in HF order: prompt 0 logits rel-err ${r.relErr.toExponential(2)}, teacher-forced ${r.forced} of ${r.all}; against the reference writer's file ${diff.toExponential(2)}`);
       assert.ok(diff > 1000 * SAME_WEIGHTS, `logits differ from llama.cpp's on ${REFERENCE_FILES.get(type)} by only ${diff}`);
     });

@@ -8,6 +8,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+export { relErr } from "../node/harness.mjs";
+
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const REPO = path.resolve(HERE, "..", "..", "..");
 // The manifest format export.py writes.
@@ -108,21 +110,6 @@ export function sessionOptions(c, dims, extra = {}) {
     extra: { session: { intra_op: { allow_spinning: c.spin ? "1" : "0" } } },
     ...extra,
   };
-}
-
-/** |got - want|_2 / |want|_2 in float64 (kernels.RelErr). */
-export function relErr(got, want) {
-  if (got.length !== want.length) {
-    throw new Error(`rel-err: ${got.length} values against ${want.length} in the reference`);
-  }
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < want.length; i++) {
-    const d = Number(got[i]) - want[i];
-    num += d * d;
-    den += want[i] * want[i];
-  }
-  return den ? Math.sqrt(num) / Math.sqrt(den) : Math.sqrt(num);
 }
 
 /** The check's outputs of a run, the rows taken (all when null), flattened in order. */

@@ -5,6 +5,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { relErr } from "../../node/harness.mjs";
 import { describeModel } from "./engine.mjs";
 import { greedy } from "./workloads.mjs";
 
@@ -89,11 +90,11 @@ export async function againstReference(engine, file, wantType, golden) {
           if (i === 0) for (const [tok, v] of logits) logits0[j * m.vocab + tok] = v;
         }
       }
-      const relErr = relativeError(logits0, golden.tensors.get("prompt0/logits").data.subarray(0, logits0.length));
+      const err = relErr(logits0, golden.tensors.get("prompt0/logits").data.subarray(0, logits0.length));
       // NaN logits fail here too.
-      if (!(relErr <= bounds.maxRelErr)) failures.push(`prompt 0: logits rel-err ${relErr} over ${bounds.maxRelErr}`);
+      if (!(err <= bounds.maxRelErr)) failures.push(`prompt 0: logits rel-err ${err} over ${bounds.maxRelErr}`);
       if (forced < bounds.forced * all) failures.push(`teacher-forced: ${forced} of ${all} next tokens the reference's, want ${bounds.forced * all}`);
-      return { model: m, relErr, forced, all, logits: logits0, failures };
+      return { model: m, relErr: err, forced, all, logits: logits0, failures };
     } finally {
       await ctx.dispose();
     }
@@ -102,18 +103,3 @@ export async function againstReference(engine, file, wantType, golden) {
   }
 }
 
-/**
- * relativeError is ‖got − want‖/‖want‖ over two arrays of one length.
- * @param {ArrayLike<number>} got
- * @param {ArrayLike<number>} want
- */
-export function relativeError(got, want) {
-  if (got.length !== want.length) throw new Error(`relativeError: ${got.length} values against ${want.length}`);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < got.length; i++) {
-    num += (got[i] - want[i]) ** 2;
-    den += want[i] ** 2;
-  }
-  return Math.sqrt(num / den);
-}
