@@ -44,6 +44,13 @@ const DTYPES = {
   f16: { onnx: "float16", size: 2 },
 };
 
+/** F16_NOTE is how ONNX Runtime's CPU execution provider runs the float16 graphs (the peer's test checks it). */
+export const F16_NOTE =
+  "float16 graphs: the CPU execution provider runs LayerNormalization and Attention in float16 and inserts casts to float32 around MatMul, Relu, Gelu and Softmax, which have no float16 kernels";
+
+/** BF16_NOTE is why the peer has no bf16 rows (the peer's test checks it). */
+export const BF16_NOTE = "none: the CPU execution provider has no bfloat16 kernels for these ops";
+
 const f32buf = new Float32Array(1);
 const u32buf = new Uint32Array(f32buf.buffer);
 
@@ -215,11 +222,12 @@ const REFERENCES = {
  * key its session configuration is calibrated under (model), whether
  * -short runs it, its work (bench_test's Workload: FLOPs and minimum
  * bytes), the tolerance of its rel-err, its ONNX model (source: a file or
- * its bytes) with the free dimensions to fix (overrides), and prepare,
+ * its bytes) with the free dimensions to fix (overrides), a single-op
+ * point's graph (singleOpModel's argument), and prepare,
  * which makes the timed feeds, the preallocated outputs (fetches, or
  * undefined) and the check of one run (a promise of its rel-err).
  * @typedef {{name: string, model: string, short: boolean, flops: number, bytes: number, tol: number, items?: number, unit?: string,
- *   source: () => string | Uint8Array, overrides?: Record<string, number>,
+ *   source: () => string | Uint8Array, overrides?: Record<string, number>, graph?: object,
  *   prepare: (ort: object) => {feeds: object, fetches?: object, check: (session: object) => Promise<number>}}} Point
  */
 
@@ -253,22 +261,28 @@ function point({ name, model, short, flops, bytes, dt, op, opType, inputs, outSh
     tol: TOLERANCE[dt],
     op,
     dtype: dt,
+    graph,
     source: () => singleOpModel(graph),
     overrides: undefined,
     prepare: (ort) => prepare(ort, { op, dt, sizes, transB, ...operands() }),
   };
 }
 
-/** kernelsPoints are BenchmarkKernels' CPU points of the ops ONNX has, -short's set or the full one. */
-function kernelsPoints(short) {
+/** KERNEL_OPS are BenchmarkKernels' ops that one ONNX op computes, in its order. */
+export const KERNEL_OPS = ["relu", "gelu", "layernorm", "softmax", "attention"];
+
+/**
+ * kernelsPoints are BenchmarkKernels' points of ops in each of dts at each
+ * (batch, seq) of shapes, marked short or not.
+ */
+export function kernelsPoints(ops, dts, shapes, short) {
   const out = [];
-  const ops = ["relu", "gelu", "layernorm", "softmax", "attention"];
   for (const op of ops) {
-    for (const dt of short ? ["f32"] : ["f32", "f16"]) {
+    for (const dt of dts) {
       const size = DTYPES[dt].size;
-      for (const [batch, seq] of kernelShapes(short)) {
+      for (const [batch, seq] of shapes) {
         const name = `BenchmarkKernels/op=${op}/dev=cpu/dtype=${dt}/batch=${batch}/seq=${seq}`;
-        const common = { name, model: `${op}/${dt}`, short, dt, op };
+        const common = { name, model: `${op}-${dt}`, short, dt, op };
         if (op === "relu" || op === "gelu") {
           const shape = [batch * seq, FFN];
           const n = batch * seq * FFN;
@@ -285,12 +299,14 @@ function kernelsPoints(short) {
           const n = batch * HEADS * seq * seq;
           out.push(point({ ...common, opType: "Softmax", attrs: { axis: { int: -1 } }, inputs: { x: { shape, seed: 14 } },
             outShape: shape, sizes: shape, flops: 5 * n, bytes: 2 * n * size }));
-        } else {
+        } else if (op === "attention") {
           const shape = [batch, HEADS, seq, HEAD_D];
           const n = batch * HEADS * seq * HEAD_D;
           out.push(point({ ...common, opType: "Attention", attrs: {},
             inputs: { q: { shape, seed: 15 }, k: { shape, seed: 16 }, v: { shape, seed: 17 } }, outShape: shape, sizes: shape,
             flops: 4 * batch * HEADS * seq * seq * HEAD_D, bytes: 4 * n * size }));
+        } else {
+          throw new Error(`op=${op}: not one of ${KERNEL_OPS.join(", ")}`);
         }
       }
     }
@@ -308,28 +324,33 @@ function kernelsPoints(short) {
  * semantics.
  */
 function matmulPoints(short) {
-  const out = [];
   const cases = short ? [["f32", 256], ["f32", 1024]] : [["f32", 256], ["f32", 512], ["f32", 1024], ["f32", 2048], ["f32", 4096], ["f16", 1024]];
-  for (const [dt, n] of cases) {
-    out.push(point({
-      name: `BenchmarkMatMul/dev=cpu/dtype=${dt}/m=${n}/n=${n}/k=${n}/transfer=resident`, model: `matmul/${dt}/${n}`, short, dt, op: "matmul",
-      opType: "MatMul", attrs: {}, inputs: { a: { shape: [n, n], seed: 1 }, b: { shape: [n, n], seed: 2 } }, outShape: [n, n], sizes: [n, n, n],
-      flops: 2 * n * n * n, bytes: 3 * n * n * DTYPES[dt].size,
-    }));
-  }
-  if (!short) {
-    out.push(point({
-      name: `BenchmarkMatMul/dev=cpu/dtype=f32/m=1/n=${DECODE_N}/k=${DECODE_K}/transfer=resident`, model: "matmul/f32/decode", short, dt: "f32", op: "matmul",
-      opType: "Gemm", attrs: { transB: { int: 1 } }, inputs: { a: { shape: [1, DECODE_K], seed: 6 }, b: { shape: [DECODE_N, DECODE_K], seed: 5 } },
-      outShape: [1, DECODE_N], sizes: [1, DECODE_N, DECODE_K], transB: true, flops: 2 * DECODE_N * DECODE_K, bytes: 4 * DECODE_N * DECODE_K,
-    }));
-  }
+  const out = cases.map(([dt, n]) => squareMatMul(dt, n, short));
+  if (!short) out.push(decodeMatMul(DECODE_N, DECODE_K));
   return out;
+}
+
+/** decodeMatMul is BenchmarkMatMul's decode point out [1, n] = x [1, k] · Wᵀ with W [n, k], in f32 (Gemm, transB). */
+export function decodeMatMul(n, k) {
+  return point({
+    name: `BenchmarkMatMul/dev=cpu/dtype=f32/m=1/n=${n}/k=${k}/transfer=resident`, model: "matmul-f32-decode", short: false, dt: "f32", op: "matmul",
+    opType: "Gemm", attrs: { transB: { int: 1 } }, inputs: { a: { shape: [1, k], seed: 6 }, b: { shape: [n, k], seed: 5 } },
+    outShape: [1, n], sizes: [1, n, k], transB: true, flops: 2 * n * k, bytes: 4 * n * k,
+  });
+}
+
+/** squareMatMul is BenchmarkMatMul's point out [n, n] = a [n, n] · b [n, n] in dt, resident. */
+export function squareMatMul(dt, n, short) {
+  return point({
+    name: `BenchmarkMatMul/dev=cpu/dtype=${dt}/m=${n}/n=${n}/k=${n}/transfer=resident`, model: `matmul-${dt}-${n}`, short, dt, op: "matmul",
+    opType: "MatMul", attrs: {}, inputs: { a: { shape: [n, n], seed: 1 }, b: { shape: [n, n], seed: 2 } }, outShape: [n, n], sizes: [n, n, n],
+    flops: 2 * n * n * n, bytes: 3 * n * n * DTYPES[dt].size,
+  });
 }
 
 /** kernelPoints are the peer's BenchmarkKernels and BenchmarkMatMul points, -short's set or the full one. */
 export function kernelPoints(short) {
-  return [...matmulPoints(short), ...kernelsPoints(short)];
+  return [...matmulPoints(short), ...kernelsPoints(KERNEL_OPS, short ? ["f32"] : ["f32", "f16"], kernelShapes(short), short)];
 }
 
 /**

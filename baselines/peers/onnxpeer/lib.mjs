@@ -8,12 +8,27 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-export { relErr } from "../node/harness.mjs";
+import { relErr } from "../node/harness.mjs";
+
+export { relErr };
 
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const REPO = path.resolve(HERE, "..", "..", "..");
 // The manifest format export.py writes.
 export const MANIFEST_FORMAT = "zbench-onnxpeer/1";
+
+/**
+ * MODEL_BENCHMARKS are the names of export.py's points (the PyTorch peer's
+ * CPU f32 BERT and ResNet cases), which --selects knows without the
+ * exported models; the peer's test holds them to the manifest's.
+ */
+export const MODEL_BENCHMARKS = [
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=128",
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=8/seq=128",
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=384",
+  "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1",
+  "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=8",
+];
 
 // Unit metadata as golang.org/x/perf/benchfmt parses it, as zbench.Units.
 export const UNITS = [
@@ -109,6 +124,26 @@ export function sessionOptions(c, dims, extra = {}) {
     freeDimensionOverrides: dims,
     extra: { session: { intra_op: { allow_spinning: c.spin ? "1" : "0" } } },
     ...extra,
+  };
+}
+
+/**
+ * modelPoint is a point of export.py's manifest (BERT, ResNet) as a Point
+ * of kernels.mjs: its model file, whose free dimensions the point's dims
+ * fix, the timed inputs and the check on the check's inputs against the
+ * reference the manifest names.
+ * @returns {import("./kernels.mjs").Point}
+ */
+export function modelPoint(dir, manifest, p) {
+  return {
+    ...p,
+    source: () => path.join(dir, manifest.models[p.model]),
+    overrides: p.dims,
+    prepare: (ort) => ({
+      feeds: feeds(ort, dir, p.inputs),
+      fetches: undefined,
+      check: async (session) => relErr(checkedValues(await session.run(feeds(ort, dir, p.check.inputs)), p.check), readRaw(dir, p.check.want)),
+    }),
   };
 }
 
