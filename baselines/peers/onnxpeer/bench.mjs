@@ -7,6 +7,8 @@
 // units, so that one benchstat call compares zbench with ONNX Runtime.
 // baselines/peers/README.md says how it runs.
 
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
@@ -28,7 +30,7 @@ import {
   zbenchProcs,
 } from "../node/harness.mjs";
 import { BF16_NOTE, F16_NOTE, OPSET, kernelPoints } from "./kernels.mjs";
-import { MODEL_BENCHMARKS, UNITS, describeConfig, installDir, loadManifest, loadOrt, log, modelPoint, sessionOptions } from "./lib.mjs";
+import { MODEL_BENCHMARKS, UNITS, describeConfig, installDir, loadManifest, loadOrt, log, modelPoint, modelRuns, readProfile, sessionOptions } from "./lib.mjs";
 
 /** selectsAny says whether match selects any benchmark this peer runs, in the full set or -short's. */
 function selectsAny(match) {
@@ -160,6 +162,40 @@ async function calibrate(ort, args, point) {
   }
 }
 
+/** measureWall times op as Go's testing does, after a warm-up run: n runs in ns nanoseconds of wall time. */
+async function measureWall(op, benchtime) {
+  await op(); // warm-up, outside the timer
+  return measure(op, benchtime);
+}
+
+/**
+ * measureEngine runs a single-op point p as measureWall does, on a session
+ * of configuration c with ONNX Runtime's profiler on, and returns ONNX
+ * Runtime's own time of the timed runs (their model_run events) as ns:
+ * onnxruntime-node copies every output into a new JavaScript buffer after
+ * the run, which costs more than the op itself for outputs of tens of MB
+ * (a 38 MB relu: 4 ms in ONNX Runtime, 180 ms to the caller), and which a
+ * caller of the C API or of Python's IO binding does not pay.
+ */
+async function measureEngine(ort, p, c, feeds, fetches, benchtime) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "onnxpeer-engine-"));
+  try {
+    const session = await ort.InferenceSession.create(p.source(), sessionOptions(c, p.overrides, { enableProfiling: true, profileFilePrefix: path.join(dir, "profile") }));
+    let timed;
+    try {
+      timed = await measureWall(() => session.run(feeds, fetches), benchtime);
+    } finally {
+      session.endProfiling();
+      await session.release();
+    }
+    const runs = modelRuns(readProfile(dir)).slice(-timed.n);
+    if (runs.length !== timed.n) throw new Error(`${p.name}: the profile has ${runs.length} model_run events, want ${timed.n}`);
+    return { n: timed.n, ns: runs.reduce((a, r) => a + r.dur, 0) * 1e3 };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /** A config value per model: one value when all agree, else "v (model), ...". */
 function perModel(chosen, fn) {
   const vals = [...chosen.entries()].map(([m, c]) => [m, fn(c)]);
@@ -255,6 +291,7 @@ async function run(argv) {
   }
   if (kernels.length) {
     out("kernel-operands: graph inputs, none constant (nothing prepacked), the output preallocated (fetches); seeded uniform [-1, 1) inputs, bench_test's distribution");
+    out("kernel-timing: ONNX Runtime's own time of each timed run (its profiler's model_run events), without onnxruntime-node's copy of the output into a new buffer after the run");
     if (kernels.some((p) => p.dtype === "f16")) out(`dtype-f16: ${F16_NOTE}`);
     if (!args.short) out(`dtype-bf16: ${BF16_NOTE}`);
   }
@@ -285,8 +322,7 @@ async function run(argv) {
         continue;
       }
       for (let i = 0; i < args.count; i++) {
-        await op(); // warm-up, outside the timer
-        const { n, ns } = await measure(op, args.benchtime);
+        const { n, ns } = p.engineTime ? await measureEngine(ort, p, c, feeds, fetches, args.benchtime) : await measureWall(op, args.benchtime);
         const perOp = ns / n / 1e9;
         // The name carries the cores the peer was given, as Go's carry
         // GOMAXPROCS: zbench's names also where the calibration took fewer threads.

@@ -223,11 +223,12 @@ const REFERENCES = {
  * -short runs it, its work (bench_test's Workload: FLOPs and minimum
  * bytes), the tolerance of its rel-err, its ONNX model (source: a file or
  * its bytes) with the free dimensions to fix (overrides), a single-op
- * point's graph (singleOpModel's argument), and prepare,
+ * point's graph (singleOpModel's argument), whether its ns/op is ONNX
+ * Runtime's own time (engineTime) rather than the caller's, and prepare,
  * which makes the timed feeds, the preallocated outputs (fetches, or
  * undefined) and the check of one run (a promise of its rel-err).
  * @typedef {{name: string, model: string, short: boolean, flops: number, bytes: number, tol: number, items?: number, unit?: string,
- *   source: () => string | Uint8Array, overrides?: Record<string, number>, graph?: object,
+ *   source: () => string | Uint8Array, overrides?: Record<string, number>, graph?: object, engineTime?: boolean,
  *   prepare: (ort: object) => {feeds: object, fetches?: object, check: (session: object) => Promise<number>}}} Point
  */
 
@@ -264,6 +265,7 @@ function point({ name, model, short, flops, bytes, dt, op, opType, inputs, outSh
     graph,
     source: () => singleOpModel(graph),
     overrides: undefined,
+    engineTime: true,
     prepare: (ort) => prepare(ort, { op, dt, sizes, transB, ...operands() }),
   };
 }

@@ -173,6 +173,18 @@ export function checkedValues(results, check) {
   return out;
 }
 
+/** readProfile is the events of the profile ONNX Runtime wrote into dir (profileFilePrefix there). */
+export function readProfile(dir) {
+  const file = fs.readdirSync(dir).find((n) => n.startsWith("profile") && n.endsWith(".json"));
+  if (!file) throw new Error(`ONNX Runtime wrote no profile into ${dir}`);
+  return JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+}
+
+/** modelRuns are the model_run events of a profile (session.run inside ONNX Runtime), in time order. */
+export function modelRuns(events) {
+  return events.filter((e) => e.cat === "Session" && e.name === "model_run").sort((a, b) => a.ts - b.ts);
+}
+
 /** log writes msg to stderr. */
 export function log(msg) {
   process.stderr.write(msg + "\n");

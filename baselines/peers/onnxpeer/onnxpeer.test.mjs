@@ -154,6 +154,7 @@ describe("the peer", () => {
     assert.equal(config.get("graph-optimization-level"), "all");
     assert.match(config.get("exporter"), /^torch-/);
     assert.ok(config.has("calibration-bert-base") && config.has("calibration-resnet50"), "calibration lines");
+    assert.match(config.get("kernel-timing"), /^ONNX Runtime's own time/);
     const manifest = loadManifest(MODELS);
     const points = [...manifest.points, ...kernelPoints(true)];
     const rows = lines.filter((l) => l.startsWith("Benchmark"));
