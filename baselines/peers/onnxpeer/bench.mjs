@@ -134,24 +134,29 @@ function candidates(args) {
 async function calibrate(ort, args, point) {
   const sessions = new Map();
   const { feeds, fetches } = point.prepare(ort);
-  const source = point.source();
   try {
     const cands = candidates(args);
-    for (const c of cands) {
-      const s = await ort.InferenceSession.create(source, sessionOptions(c, point.overrides));
-      sessions.set(c, s);
-      await s.run(feeds, fetches); // warm-up
-    }
-    const { best, results } = await calibrateThreads(cands, {
-      rounds: 3,
-      full: args.threads,
-      threads: (c) => c.intra,
-      trial: async (c) => {
+    let trial;
+    if (point.engineTime) {
+      // ONNX Runtime's own time, as the rows take it.
+      trial = async (c) => {
+        const { n, ns } = await measureEngine(ort, point, c, feeds, fetches, { ns: args.calibrateTime });
+        return ns / n / 1e9;
+      };
+    } else {
+      const source = point.source();
+      for (const c of cands) {
+        const s = await ort.InferenceSession.create(source, sessionOptions(c, point.overrides));
+        sessions.set(c, s);
+        await s.run(feeds, fetches); // warm-up
+      }
+      trial = async (c) => {
         const op = () => sessions.get(c).run(feeds, fetches);
         const k = Math.max(1, Math.round(args.calibrateTime / (await timeN(op, 1))));
         return (await timeN(op, k)) / k / 1e9;
-      },
-    });
+      };
+    }
+    const { best, results } = await calibrateThreads(cands, { rounds: 3, full: args.threads, threads: (c) => c.intra, trial });
     const summary = results.map((t) => `${describeConfig(t.c)} ${(t.median * 1e3).toFixed(1)}ms`).join(", ");
     const at = point.name.replace(/^Benchmark\w+\/(op=\w+\/)?dev=cpu\//, "");
     return { config: best, summary: `${summary} on ${at}: ${describeConfig(best)}` };
