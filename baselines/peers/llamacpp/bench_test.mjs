@@ -13,34 +13,24 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { describeModel, installDir, loadLlamaCpp } from "./lib/engine.mjs";
+import { installDir, loadLlamaCpp } from "./lib/engine.mjs";
 import { zbenchProcs } from "../node/harness.mjs";
 import { PCG, llamaPrompts, uniform } from "./lib/prompts.mjs";
+import { GENERATE_GOLDEN, againstReference } from "./lib/reference.mjs";
 import { readSafetensors } from "./lib/safetensors.mjs";
-import { greedy } from "./lib/workloads.mjs";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const ROOT = path.resolve(HERE, "../../..");
 const BENCH = path.join(HERE, "bench.mjs");
 const GGUF_DIR = path.join(ROOT, "testdata/golden/llama-tiny-gguf");
-const GENERATE_GOLDEN = path.join(ROOT, "testdata/golden/llama-generate.safetensors");
 
 // The GGUF goldens of testdata/reference/gguf.py (llama-tiny), their
-// dtypes in zbench's names, and how close llama.cpp must come to the
-// PyTorch reference's float64 generation (llama-generate: 3 prompts, 24
-// new tokens each): the relative error of prompt 0's logits over its 24
-// steps (teacher-forced), the share of next tokens chosen as the
-// reference chose them from its own contexts, and whether free-running
-// greedy generation must reproduce every token. The logits bounds are
-// bench_test's dtype tolerances (dtypeTolerance), f32's that of f16:
-// llama.cpp keeps its KV cache in f16. Measured: rel-err 4.9e-4 (F32),
-// 7.5e-4 (F16), 1.0e-2 (Q8_0), 0.136 (Q4_0); teacher-forced 72, 72, 67
-// and 47 of 72; free-running 72 of 72 in F32 and F16.
+// types and dtypes in zbench's names.
 const GOLDENS = [
-  { file: "model-f32.gguf", type: "F32", dtype: "f32", maxRelErr: 2e-3, forced: 1, exact: true },
-  { file: "model-f16.gguf", type: "F16", dtype: "f16", maxRelErr: 2e-3, forced: 1, exact: true },
-  { file: "model-q8_0.gguf", type: "Q8_0", dtype: "w8a16", maxRelErr: 0.1, forced: 0.9, exact: false },
-  { file: "model-q4_0.gguf", type: "Q4_0", dtype: "w4a16", maxRelErr: 0.15, forced: 0.5, exact: false },
+  { file: "model-f32.gguf", type: "F32", dtype: "f32" },
+  { file: "model-f16.gguf", type: "F16", dtype: "f16" },
+  { file: "model-q8_0.gguf", type: "Q8_0", dtype: "w8a16" },
+  { file: "model-q4_0.gguf", type: "Q4_0", dtype: "w4a16" },
 ];
 
 /** node runs bench.mjs with args and env added, returning its status and output. */
@@ -185,56 +175,11 @@ describe("llama.cpp runs zbench's model", () => {
   });
 
   for (const g of GOLDENS) {
-    test(`${g.file}: greedy tokens and logits against the PyTorch reference`, async () => {
-      const file = path.join(GGUF_DIR, g.file);
-      const model = await engine.loadModel(file);
-      try {
-        const m = describeModel(file, model);
-        assert.deepEqual({ ...m, tensorTypes: undefined }, { name: "tiny", ggufType: g.type, dtype: g.dtype, vocab: 512, tensorTypes: undefined });
-        assert.match(m.tensorTypes, new RegExp(`^\\d+ ${g.type}(, \\d+ \\w+)*$`));
-        const ctx = await model.createContext({ contextSize: 64, threads: 1 });
-        const seq = ctx.getSequence();
-        let forced = 0;
-        let all = 0;
-        for (let i = 0; golden.tensors.has(`prompt${i}/prompt_ids`); i++) {
-          const prompt = [...golden.tensors.get(`prompt${i}/prompt_ids`).data];
-          const want = [...golden.tensors.get(`prompt${i}/ids`).data];
-          const got = await greedy(seq, prompt, want.length);
-          if (g.exact) assert.deepEqual(got, want, `prompt ${i}: free-running greedy tokens`);
-
-          // Teacher forcing: the next token after each prefix of the
-          // reference's sequence, in one evaluation.
-          await seq.clearHistory();
-          const input = [...prompt, ...want.slice(0, -1)].map((tok, j) => (j >= prompt.length - 1 ? [tok, { generateNext: { logits: true } }] : tok));
-          const res = await seq.controlledEvaluate(input);
-          let num = 0;
-          let den = 0;
-          for (let j = 0; j < want.length; j++) {
-            const logits = res[prompt.length - 1 + j].next.logits;
-            assert.equal(logits.size, m.vocab);
-            let best = -1;
-            for (const [tok, v] of logits) if (best < 0 || v > logits.get(best)) best = tok;
-            forced += best === want[j] ? 1 : 0;
-            all++;
-            if (i === 0) {
-              const ref = golden.tensors.get("prompt0/logits").data.subarray(j * m.vocab, (j + 1) * m.vocab);
-              for (const [tok, v] of logits) {
-                num += (v - ref[tok]) ** 2;
-                den += ref[tok] ** 2;
-              }
-            }
-          }
-          if (i === 0) {
-            const rel = Math.sqrt(num / den);
-            test.diagnostic?.(`${g.file}: prompt 0 logits rel-err ${rel.toExponential(2)}`);
-            assert.ok(rel <= g.maxRelErr, `prompt 0: logits rel-err ${rel} over ${g.maxRelErr}`);
-          }
-        }
-        assert.ok(forced >= g.forced * all, `teacher-forced: ${forced} of ${all} next tokens the reference's, want ${g.forced * all}`);
-        await ctx.dispose();
-      } finally {
-        await model.dispose();
-      }
+    test(`${g.file}: greedy tokens and logits against the PyTorch reference`, async (t) => {
+      const r = await againstReference(engine, path.join(GGUF_DIR, g.file), g.type, golden);
+      t.diagnostic(`${g.file}: prompt 0 logits rel-err ${r.relErr.toExponential(2)}, teacher-forced ${r.forced} of ${r.all}`);
+      assert.deepEqual(r.failures, []);
+      assert.equal(r.model.dtype, g.dtype);
     });
   }
 });

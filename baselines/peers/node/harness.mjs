@@ -433,3 +433,18 @@ export async function calibrateThreads(candidates, { rounds, full, threads, tria
   const fewer = results.filter((t) => threads(t.c) < full && t.median < bar).sort((a, b) => a.median - b.median);
   return { best: (fewer[0] ?? fullOnes[0]).c, results };
 }
+
+/** relErr is |got - want|_2 / |want|_2 in float64 (kernels.RelErr), |got - want|_2 where want is all zeros. */
+export function relErr(got, want) {
+  if (got.length !== want.length) {
+    throw new Error(`rel-err: ${got.length} values against ${want.length} in the reference`);
+  }
+  let num = 0;
+  let den = 0;
+  for (let i = 0; i < want.length; i++) {
+    const d = Number(got[i]) - want[i];
+    num += d * d;
+    den += want[i] * want[i];
+  }
+  return den ? Math.sqrt(num) / Math.sqrt(den) : Math.sqrt(num);
+}

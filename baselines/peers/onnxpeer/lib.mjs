@@ -8,10 +8,27 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { relErr } from "../node/harness.mjs";
+
+export { relErr };
+
 export const HERE = path.dirname(fileURLToPath(import.meta.url));
 export const REPO = path.resolve(HERE, "..", "..", "..");
 // The manifest format export.py writes.
 export const MANIFEST_FORMAT = "zbench-onnxpeer/1";
+
+/**
+ * MODEL_BENCHMARKS are the names of export.py's points (the PyTorch peer's
+ * CPU f32 BERT and ResNet cases), which --selects knows without the
+ * exported models; the peer's test holds them to the manifest's.
+ */
+export const MODEL_BENCHMARKS = [
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=128",
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=8/seq=128",
+  "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=384",
+  "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=1",
+  "BenchmarkResNet/dev=cpu/model=resnet50/dtype=f32/batch=8",
+];
 
 // Unit metadata as golang.org/x/perf/benchfmt parses it, as zbench.Units.
 export const UNITS = [
@@ -110,19 +127,24 @@ export function sessionOptions(c, dims, extra = {}) {
   };
 }
 
-/** |got - want|_2 / |want|_2 in float64 (kernels.RelErr). */
-export function relErr(got, want) {
-  if (got.length !== want.length) {
-    throw new Error(`rel-err: ${got.length} values against ${want.length} in the reference`);
-  }
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < want.length; i++) {
-    const d = Number(got[i]) - want[i];
-    num += d * d;
-    den += want[i] * want[i];
-  }
-  return den ? Math.sqrt(num) / Math.sqrt(den) : Math.sqrt(num);
+/**
+ * modelPoint is a point of export.py's manifest (BERT, ResNet) as a Point
+ * of kernels.mjs: its model file, whose free dimensions the point's dims
+ * fix, the timed inputs and the check on the check's inputs against the
+ * reference the manifest names.
+ * @returns {import("./kernels.mjs").Point}
+ */
+export function modelPoint(dir, manifest, p) {
+  return {
+    ...p,
+    source: () => path.join(dir, manifest.models[p.model]),
+    overrides: p.dims,
+    prepare: (ort) => ({
+      feeds: feeds(ort, dir, p.inputs),
+      fetches: undefined,
+      check: async (session) => relErr(checkedValues(await session.run(feeds(ort, dir, p.check.inputs)), p.check), readRaw(dir, p.check.want)),
+    }),
+  };
 }
 
 /** The check's outputs of a run, the rows taken (all when null), flattened in order. */
@@ -149,6 +171,18 @@ export function checkedValues(results, check) {
     o += p.length;
   }
   return out;
+}
+
+/** readProfile is the events of the profile ONNX Runtime wrote into dir (profileFilePrefix there). */
+export function readProfile(dir) {
+  const file = fs.readdirSync(dir).find((n) => n.startsWith("profile") && n.endsWith(".json"));
+  if (!file) throw new Error(`ONNX Runtime wrote no profile into ${dir}`);
+  return JSON.parse(fs.readFileSync(path.join(dir, file), "utf8"));
+}
+
+/** modelRuns are the model_run events of a profile (session.run inside ONNX Runtime), in time order. */
+export function modelRuns(events) {
+  return events.filter((e) => e.cat === "Session" && e.name === "model_run").sort((a, b) => a.ts - b.ts);
 }
 
 /** log writes msg to stderr. */

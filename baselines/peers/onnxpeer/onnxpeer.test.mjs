@@ -11,12 +11,14 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { describe, test } from "node:test";
 
 import { EXIT_REFUSED, EXIT_USAGE } from "../node/harness.mjs";
-import { HERE, REPO, checkedValues, installDir, loadManifest, relErr } from "./lib.mjs";
-import { graphNodes } from "./onnxgraph.mjs";
+import { BF16_NOTE, F16_NOTE, KERNEL_OPS, decodeMatMul, erf, fromHalf, gelu, kernelPoints, kernelsPoints, squareMatMul, toHalf, uniform } from "./kernels.mjs";
+import { HERE, MODEL_BENCHMARKS, REPO, checkedValues, installDir, loadManifest, loadOrt, relErr, sessionOptions } from "./lib.mjs";
+import { graphNodes, singleOpModel } from "./onnxgraph.mjs";
 import { nodeFLOPs, summarise } from "./profile.mjs";
 
 const MODELS = path.join(installDir(), "models");
@@ -131,6 +133,7 @@ describe("the peer", () => {
     const want = zbenchNames();
     assert.ok(want.size >= 5, `${ZBENCH_BASELINE}: ${want.size} CPU f32 BERT and ResNet names`);
     assert.deepEqual(new Set(manifest.points.map((p) => p.name)), want);
+    assert.deepEqual(new Set(MODEL_BENCHMARKS), want, "lib.mjs's MODEL_BENCHMARKS");
     const short = manifest.points.filter((p) => p.short).map((p) => p.name);
     assert.deepEqual(short.sort(), [
       "BenchmarkBERT/dev=cpu/dtype=f32/batch=1/seq=128",
@@ -151,19 +154,21 @@ describe("the peer", () => {
     assert.equal(config.get("graph-optimization-level"), "all");
     assert.match(config.get("exporter"), /^torch-/);
     assert.ok(config.has("calibration-bert-base") && config.has("calibration-resnet50"), "calibration lines");
+    assert.match(config.get("kernel-timing"), /^ONNX Runtime's own time/);
     const manifest = loadManifest(MODELS);
+    const points = [...manifest.points, ...kernelPoints(true)];
     const rows = lines.filter((l) => l.startsWith("Benchmark"));
-    assert.equal(rows.length, 2, r.stdout);
+    assert.equal(rows.length, 2 + kernelPoints(true).length, r.stdout);
     for (const row of rows) {
       const f = row.split("\t").map((s) => s.trim());
       const m = /^(.*?)(?:-(\d+))?$/.exec(f[0]);
-      const p = manifest.points.find((q) => q.name === m[1]);
+      const p = points.find((q) => q.name === m[1]);
       assert.ok(p && p.short, `${f[0]}: not a short point`);
       assert.equal(m[2], "2", `${f[0]}: the suffix is the cores given (GOMAXPROCS=2), as zbench's`);
       assert.ok(Number(threadsOf(config.get("intra-op-threads"), p.model)) <= 2, `${p.model}: intra-op threads`);
       assert.equal(f[1], "1");
       const metrics = new Map(f.slice(2).map((s) => s.split(/\s+/)).map(([v, u]) => [u, Number(v)]));
-      assert.deepEqual([...metrics.keys()], ["ns/op", "GFLOP/s", "GB/s", p.unit, "rel-err"]);
+      assert.deepEqual([...metrics.keys()], ["ns/op", "GFLOP/s", "GB/s", ...(p.unit ? [p.unit] : []), "rel-err"]);
       assert.ok(metrics.get("ns/op") > 0);
       assert.ok(metrics.get("rel-err") <= p.tol, `${p.name}: rel-err ${metrics.get("rel-err")} over ${p.tol}`);
     }
@@ -191,4 +196,165 @@ describe("the peer", () => {
     }
     assert.match(r.stdout, /\| 3→64 7×7 \/2 224×224→112×112 \| 1 \|/);
   });
+});
+
+describe("single-op graphs (Kernels, MatMul)", () => {
+  test("toHalf rounds to nearest even, fromHalf inverts it", () => {
+    for (const [x, h] of [
+      [1, 0x3c00], [-2, 0xc000], [65504, 0x7bff], [65520, 0x7c00], [-Infinity, 0xfc00], [0, 0], [2 ** -24, 1],
+      [2 ** -25, 0], [3 * 2 ** -26, 1], [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [2 ** -14, 0x0400], [0.1, 0x2e66],
+    ]) {
+      assert.equal(toHalf(x), h, `toHalf(${x})`);
+    }
+    assert.equal(toHalf(NaN) & 0x7e00, 0x7e00);
+    for (let h = 0; h < 0x10000; h++) {
+      if ((h & 0x7c00) === 0x7c00 && h & 0x3ff) continue; // NaN
+      assert.equal(toHalf(fromHalf(h)), h, `half 0x${h.toString(16)}`);
+    }
+  });
+
+  test("erf and gelu against known values", () => {
+    for (const [x, want] of [[0, 0], [0.5, 0.5204998778130465], [1, 0.8427007929497149], [-2, -0.9953222650189527], [3, 0.9999779095030014], [5, 0.9999999999984626]]) {
+      assert.ok(Math.abs(erf(x) - want) < 1e-15, `erf(${x}) = ${erf(x)}, want ${want}`);
+    }
+    assert.ok(Math.abs(gelu(1) - 0.8413447460685429) < 1e-15);
+    assert.ok(Math.abs(gelu(-1) + 0.15865525393145707) < 1e-15);
+  });
+
+  test("uniform is seeded, in [-1, 1), and rounded to f16 for f16", () => {
+    const u = uniform(10, "f32", 10000);
+    assert.deepEqual(uniform(10, "f32", 10000), u);
+    assert.notDeepEqual(uniform(11, "f32", 10000), u);
+    assert.ok(u.every((x) => x >= -1 && x < 1));
+    const mean = u.reduce((a, b) => a + b, 0) / u.length;
+    assert.ok(Math.abs(mean) < 0.05, `mean ${mean}`);
+    assert.ok(uniform(10, "f16", 1000).every((x) => fromHalf(toHalf(x)) === x));
+  });
+
+  test("singleOpModel writes one node that graphNodes reads back", () => {
+    const m = singleOpModel({ opType: "Gelu", opset: 23, inputs: { x: { type: "float32", shape: [2, 3] } }, outputs: { y: { type: "float32", shape: [2, 3] } },
+      attrs: { approximate: "none", axis: { int: -1 }, epsilon: { float: 1e-12 } } });
+    assert.deepEqual(graphNodes(Buffer.from(m)), [{ name: "gelu", opType: "Gelu", domain: "", attrs: { approximate: "none" } }]);
+    assert.throws(() => singleOpModel({ opType: "Relu", opset: 23, inputs: { x: { type: "int4", shape: [1] } }, outputs: {} }), /x: element type int4/);
+    assert.throws(() => singleOpModel({ opType: "Relu", opset: 23, inputs: {}, outputs: {}, attrs: { a: 1 } }), /attribute a: 1 is not/);
+  });
+
+  // Small points of every op (batch 1, seq 3; 5×5 and 7×9 products) in
+  // ONNX Runtime against the float64 references.
+  const { ort } = loadOrt();
+  const small = [
+    ...kernelsPoints(KERNEL_OPS, ["f32", "f16"], [[1, 3]], true),
+    squareMatMul("f32", 5, true),
+    squareMatMul("f16", 5, true),
+    decodeMatMul(7, 9),
+  ];
+  const runCheck = async (p) => {
+    const { check } = p.prepare(ort);
+    const session = await ort.InferenceSession.create(p.source(), sessionOptions({ intra: 1, mode: "sequential", spin: false }, p.overrides));
+    try {
+      return await check(session);
+    } finally {
+      await session.release();
+    }
+  };
+  for (const p of small) {
+    test(`${p.name}: ONNX Runtime's output is the direct computation's`, async () => {
+      const err = await runCheck(p);
+      assert.ok(err <= p.tol, `rel-err ${err} over ${p.tol}`);
+      assert.ok(err < 1e-3, `rel-err ${err}`);
+    });
+  }
+
+  // The checks see a graph that computes something else.
+  const byName = (op, dt = "f32") => small.find((p) => p.name.includes(`op=${op}/`) && p.name.includes(`dtype=${dt}/`));
+  for (const [what, p, graph] of [
+    ["GELU's tanh approximation", byName("gelu"), (g) => ({ ...g, attrs: { approximate: "tanh" } })],
+    ["softmax over the wrong axis", byName("softmax"), (g) => ({ ...g, attrs: { axis: { int: 2 } } })],
+    ["layernorm with eps 0.1", byName("layernorm"), (g) => ({ ...g, attrs: { axis: { int: -1 }, epsilon: { float: 0.1 } } })],
+    ["causal attention", byName("attention"), (g) => ({ ...g, attrs: { is_causal: { int: 1 } } })],
+    ["a·bᵀ for a·b", squareMatMul("f32", 5, true), (g) => ({ ...g, opType: "Gemm", attrs: { transB: { int: 1 } } })],
+    ["relu as identity", byName("relu"), (g) => ({ ...g, opType: "Identity" })],
+  ]) {
+    test(`the check fails ${what}`, async () => {
+      const err = await runCheck({ ...p, source: () => singleOpModel(graph(p.graph)) });
+      assert.ok(err > 5 * p.tol, `rel-err ${err}, within five times the tolerance ${p.tol}`);
+    });
+  }
+
+  test("the f16 and bf16 configuration lines say what ONNX Runtime does", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "onnxpeer-"));
+    try {
+      const casts = new Map();
+      for (const p of small.filter((q) => q.dtype === "f16" && !q.name.includes("m=5/"))) {
+        const file = path.join(dir, "opt.onnx");
+        const s = await ort.InferenceSession.create(p.source(), { ...sessionOptions({ intra: 1, mode: "sequential", spin: false }), optimizedModelFilePath: file, logSeverityLevel: 3 });
+        await s.release();
+        casts.set(p.graph.opType, graphNodes(fs.readFileSync(file)).some((n) => n.opType === "Cast"));
+      }
+      const s = await ort.InferenceSession.create(squareMatMul("f16", 5, true).source(), { ...sessionOptions({ intra: 1, mode: "sequential", spin: false }), optimizedModelFilePath: path.join(dir, "mm.onnx"), logSeverityLevel: 3 });
+      await s.release();
+      casts.set("MatMul", graphNodes(fs.readFileSync(path.join(dir, "mm.onnx"))).some((n) => n.opType === "Cast"));
+      const [native, cast] = /runs (.*) in float16 and inserts casts to float32 around (.*), which/.exec(F16_NOTE).slice(1).map((l) => l.split(/, | and /).sort());
+      assert.deepEqual([...casts].filter(([, c]) => !c).map(([op]) => op).sort(), native);
+      assert.deepEqual([...casts].filter(([, c]) => c).map(([op]) => op).sort(), cast);
+    } finally {
+      fs.rmSync(dir, { recursive: true });
+    }
+    assert.match(BF16_NOTE, /no bfloat16 kernels/);
+    for (const p of small.filter((q) => q.dtype === "f32")) {
+      const g = JSON.parse(JSON.stringify(p.graph));
+      for (const t of [...Object.values(g.inputs), ...Object.values(g.outputs)]) t.type = "bfloat16";
+      await assert.rejects(ort.InferenceSession.create(singleOpModel(g), { logSeverityLevel: 4 }), /implementation|Unsupported data type/, p.name);
+    }
+  });
+
+  /** The work of zbench's rows of a run: FLOPs and bytes per op, from ns/op, GFLOP/s and GB/s. */
+  const work = (text) => {
+    const out = new Map();
+    for (const line of text.split("\n")) {
+      const m = /^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+([\d.e+-]+) ns\/op((?:\s+[\d.e+-]+ \S+)+)/.exec(line);
+      if (!m) continue;
+      const metrics = new Map([...m[3].matchAll(/([\d.e+-]+) (\S+)/g)].map((x) => [x[2], Number(x[1])]));
+      out.set(m[1], { flops: metrics.get("GFLOP/s") * Number(m[2]), bytes: metrics.get("GB/s") * Number(m[2]) });
+    }
+    return out;
+  };
+  const sameWork = (points, zbench, where) => {
+    for (const p of points) {
+      const z = zbench.get(p.name);
+      assert.ok(z, `${p.name}: not among ${where}'s rows`);
+      assert.ok(Math.abs(z.flops / p.flops - 1) < 5e-3, `${p.name}: ${p.flops} FLOPs, zbench ${z.flops}`);
+      assert.ok(Math.abs(z.bytes / p.bytes - 1) < 5e-3, `${p.name}: ${p.bytes} bytes, zbench ${z.bytes}`);
+    }
+  };
+
+  test("the points are zbench's, with its FLOPs and bytes (the committed baseline)", () => {
+    const points = kernelPoints(false);
+    assert.equal(points.length, 7 + KERNEL_OPS.length * 2 * 2);
+    sameWork(points, work(fs.readFileSync(ZBENCH_BASELINE, "utf8")), ZBENCH_BASELINE);
+  });
+
+  test("the -short points are zbench's, with its FLOPs and bytes (go test -short)", { timeout: 600_000 }, () => {
+    const r = spawnSync("go", ["test", "./bench_test", "-short", "-run", "^$", "-bench", `^Benchmark(Kernels|MatMul)$/(op=(${KERNEL_OPS.join("|")})|dev=cpu)$`, "-benchtime", "1x"],
+      { cwd: REPO, encoding: "utf8", env: { GOTOOLCHAIN: "local", ...process.env }, maxBuffer: 1 << 24 });
+    assert.equal(r.status, 0, r.stderr + r.stdout);
+    sameWork(kernelPoints(true), work(r.stdout), "go test -short");
+  });
+
+  for (const tc of [
+    { pattern: "Kernels/op=gelu", want: 0 },
+    { pattern: "MatMul/dev=cpu/dtype=f16", want: 0 },
+    { pattern: "MatMul/dev=cpu/dtype=int8", want: 1 },
+    { pattern: "Kernels/op=conv2d", want: 1 },
+    { pattern: "Llama|Kernels/op=softmax/dev=cpu/dtype=f32/batch=1/", want: 0 },
+    { pattern: "Kernels/op=softmax/dev=cpu/dtype=bf16", want: 1 },
+    { pattern: "BERT/dev=cpu", want: 0 },
+    { pattern: "Kernels/op=relu/dev=cuda", want: 1 },
+  ]) {
+    test(`--selects --bench ${tc.pattern}: exit ${tc.want}`, () => {
+      const r = runPeer(["--selects", "--bench", tc.pattern]);
+      assert.equal(r.status, tc.want, r.stderr);
+      assert.equal(r.stdout, "");
+    });
+  }
 });

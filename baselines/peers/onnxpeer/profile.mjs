@@ -11,7 +11,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 
 import { cpuName, machineLoad, zbenchProcs } from "../node/harness.mjs";
-import { describeConfig, feeds, installDir, loadManifest, loadOrt, log, sessionOptions } from "./lib.mjs";
+import { describeConfig, feeds, installDir, loadManifest, loadOrt, log, modelRuns, readProfile, sessionOptions } from "./lib.mjs";
 import { graphNodes } from "./onnxgraph.mjs";
 
 const USAGE = `usage: node baselines/peers/onnxpeer/profile.mjs [flags]
@@ -55,7 +55,7 @@ function median(xs) {
  * the order of the first profiled run, and the runs' durations in µs.
  */
 export function summarise(events, skip) {
-  const runs = events.filter((e) => e.cat === "Session" && e.name === "model_run").sort((a, b) => a.ts - b.ts).slice(skip);
+  const runs = modelRuns(events).slice(skip);
   if (!runs.length) throw new Error(`the profile has no model_run after the first ${skip}`);
   const nodes = new Map();
   for (const e of events) {
@@ -221,9 +221,7 @@ async function main(argv) {
     for (let i = 0; i < warmup + runs; i++) await session.run(f);
     session.endProfiling();
     await session.release();
-    const file = fs.readdirSync(tmp).find((n) => n.startsWith("profile") && n.endsWith(".json"));
-    if (!file) throw new Error(`ONNX Runtime wrote no profile into ${tmp}`);
-    const summary = summarise(JSON.parse(fs.readFileSync(path.join(tmp, file), "utf8")), warmup);
+    const summary = summarise(readProfile(tmp), warmup);
     const graph = graphNodes(fs.readFileSync(optimised), optimised);
     const md = report({ point, config, version, exporter: manifest.exporter, opset: manifest.opset, runs, warmup, load, summary, graph });
     if (values.out) fs.writeFileSync(values.out, md);
