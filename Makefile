@@ -133,9 +133,14 @@ peer-run-torch: python-ref
 	@echo "== PyTorch peer: baselines/peers/torch_bench.py --count $(COUNT) >$(if $(APPEND),>) $(OUT)/torch.txt"
 	$(PY) baselines/peers/torch_bench.py --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' | $(call save,$(OUT)/torch.txt)
 
-peer-run-onnxruntime: onnxruntime
+# ONNX Runtime runs BERT, ResNet and the single-op Kernels and MatMul
+# points: with a BENCH that selects none, it neither installs nor runs.
+peer-run-onnxruntime:
 	@mkdir -p $(OUT)
-	@echo "== ONNX Runtime peer: baselines/peers/onnxpeer/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/onnxruntime.txt"
+	@if ! node baselines/peers/onnxpeer/bench.mjs --selects --bench '$(BENCH)'; then \
+		echo "== ONNX Runtime peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),,: > $(OUT)/onnxruntime.txt); exit 0; fi; \
+	$(MAKE) --no-print-directory onnxruntime; \
+	echo "== ONNX Runtime peer: baselines/peers/onnxpeer/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/onnxruntime.txt"; \
 	node baselines/peers/onnxpeer/bench.mjs --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' | $(call save,$(OUT)/onnxruntime.txt)
 
 # llama.cpp runs only the Llama benchmarks: with a BENCH that selects none,
