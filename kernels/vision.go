@@ -59,21 +59,6 @@ type ConvPacker interface {
 	PackConvFilters(w *Tensor, groups int) error
 }
 
-// LinearPacker is an optional op group of backends whose MatMul multiplies
-// a linear layer's weight (b read transposed, TransB) in a layout of their
-// own: the weights of an inference model's linear layers are packed into
-// it once, when the model loads, instead of on every call. Callers get it
-// with Group; a backend without it packs on every call.
-type LinearPacker interface {
-	// PackLinearWeight keeps w [N, K] also in the layout that MatMul with
-	// TransB multiplies, so that MatMul reads the packed form instead of
-	// packing w again. w's values stay as they are, and MatMul computes
-	// what it computes with w unpacked. They must not change afterwards
-	// except through Upload, which drops the packed form; Free releases
-	// both. A weight that training updates is not packed.
-	PackLinearWeight(w *Tensor) error
-}
-
 // ConvParams qualifies Conv2D. Pairs are (height, width).
 type ConvParams struct {
 	Stride   [2]int // 0 means 1

@@ -9,10 +9,7 @@ import (
 	"github.com/zbench/zbench/kernels/check"
 )
 
-var (
-	_ kernels.ConvPacker   = (*Backend)(nil)
-	_ kernels.LinearPacker = (*Backend)(nil)
-)
+var _ kernels.ConvPacker = (*Backend)(nil)
 
 // convRowFloats bounds the output block, in float32 values (1 MiB, a
 // core's L2 on this repository's AVX-512 machine), that a task of convGEMM
@@ -158,54 +155,28 @@ func (f *convFilters) block(gr, K, pc, kc, col int) []float32 {
 // engines and the narrow groups that Conv2D takes as dot products keep
 // packing on every call: there the packed form would go unread.
 func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
-	const op = "cpu: PackConvFilters"
-	if err := check.Op(op).Tensor("w", w, b).Err(); err != nil {
+	op := check.Op("cpu: PackConvFilters").Tensor("w", w, b)
+	if err := op.Err(); err != nil {
 		return err
 	}
 	s := w.Shape()
 	if len(s) != 4 || groups < 1 || s[0]%groups != 0 {
-		return fmt.Errorf("%s: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
-			op, w, groups, kernels.ErrShape)
+		return fmt.Errorf("cpu: PackConvFilters: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
+			w, groups, kernels.ErrShape)
 	}
-	if s[0]/groups <= narrowGroup {
-		b.dropFilters(w.Storage().(*storage))
-		return nil
-	}
-	return b.packFilters(op, w, groups, s[0], s[1]*s[2]*s[3])
-}
-
-// PackLinearWeight packs w, an F32 linear weight [N, K], for MatMul with
-// TransB on our own SGEMM (see kernels.LinearPacker): the filters of a 1×1
-// convolution of N output channels, which MatMul then runs as one
-// (convGEMM). Other dtypes and engines keep packing on every call.
-func (b *Backend) PackLinearWeight(w *kernels.Tensor) error {
-	const op = "cpu: PackLinearWeight"
-	if err := check.Op(op).Tensor("w", w, b).Err(); err != nil {
-		return err
-	}
-	s := w.Shape()
-	if len(s) != 2 {
-		return fmt.Errorf("%s: w %v: want a linear weight [N, K]: %w", op, w, kernels.ErrShape)
-	}
-	return b.packFilters(op, w, 1, s[0], s[1])
-}
-
-// packFilters packs w, co output channels in groups over k inputs each,
-// into convFilters where it is F32 and the engine is our own SGEMM, and
-// drops any earlier packed form.
-func (b *Backend) packFilters(op string, w *kernels.Tensor, groups, co, k int) error {
 	st := w.Storage().(*storage)
 	b.dropFilters(st)
-	if w.DType() != kernels.F32 || !ownSGEMM() {
+	co, k := s[0], s[1]*s[2]*s[3]
+	cog := co / groups
+	if w.DType() != kernels.F32 || !ownSGEMM() || cog <= narrowGroup {
 		return nil
 	}
-	cog := co / groups
 	nr := sgemmMicro.nr
 	cogP := (cog + nr - 1) / nr * nr
 	n := groups * k * cogP
 	mem, class, err := b.pool.Get(int64(n) * 4)
 	if err != nil {
-		return fmt.Errorf("%s: w %v: %w", op, w, err)
+		return fmt.Errorf("cpu: PackConvFilters: w %v: %w", w, err)
 	}
 	f := &convFilters{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
@@ -235,19 +206,4 @@ func packedFilters(w *kernels.Tensor, g kernels.ConvDims) *convFilters {
 		return nil
 	}
 	return f
-}
-
-// linearGEMM is MatMul's product of rows of a by a linear weight w [n, k]
-// read transposed, with bias and act, where w has a packed form
-// (PackLinearWeight): the 1×1 convolution it is, run by convGEMM. It
-// reports false, doing nothing, where w has none.
-func linearGEMM(c, a []float32, w *kernels.Tensor, rows, n, k int, beta float32, bias []float32, act kernels.Activation) bool {
-	g := kernels.ConvDims{N: 1, H: rows, W: 1, Ho: rows, Wo: 1, Ci: k, Co: n, Kh: 1, Kw: 1, Groups: 1,
-		Stride: [2]int{1, 1}, Dilation: [2]int{1, 1}}
-	f := packedFilters(w, g)
-	if f == nil {
-		return false
-	}
-	convGEMM(c, a, f32(w), f, bias, g, beta, act)
-	return true
 }

@@ -26,7 +26,7 @@ var useHgemv = hgemv.Available
 // contiguous ranges, so that w is read from memory once, in order, at its
 // own size.
 func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) {
-	parallelStream(n, m*k, func(lo, hi int) {
+	parallelFor(n, m*k, func(lo, hi int) {
 		dot := rowDots(w, k)
 		for j := lo; j < hi; j++ {
 			for i := range m {

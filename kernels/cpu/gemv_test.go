@@ -137,43 +137,6 @@ func BenchmarkPrefillProduct(b *testing.B) {
 	}
 }
 
-// BenchmarkLinear times MatMul's product of BERT-base's 128 rows by its
-// linear layers' weights read transposed (768×768 and 3072×768, f32), with
-// the weight packed at load (PackLinearWeight) and as stored: GFLOP/s.
-func BenchmarkLinear(b *testing.B) {
-	be := New()
-	rng := rand.New(rand.NewPCG(27, 28))
-	for _, s := range [][3]int{{128, 768, 768}, {128, 3072, 768}, {128, 768, 3072}} {
-		m, n, k := s[0], s[1], s[2]
-		for _, packed := range []bool{false, true} {
-			b.Run(fmt.Sprintf("m=%d/n=%d/k=%d/packed=%v", m, n, k, packed), func(b *testing.B) {
-				wv := make([]float32, n*k)
-				for i := range wv {
-					wv[i] = float32(2*rng.Float64() - 1)
-				}
-				w, err := kernels.FromFloat32(be, kernels.F32, wv, n, k)
-				require.NoError(b, err)
-				x, err := kernels.FromFloat32(be, kernels.F32, wv[:m*k], m, k)
-				require.NoError(b, err)
-				out, err := be.Alloc(kernels.F32, m, n)
-				require.NoError(b, err)
-				if packed {
-					require.NoError(b, be.PackLinearWeight(w))
-				}
-				for b.Loop() {
-					if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-				for _, t := range []*kernels.Tensor{w, x, out} {
-					require.NoError(b, be.Free(t))
-				}
-			})
-		}
-	}
-}
-
 // BenchmarkWGemvDecode times WMatMul's decode product, one row times a
 // weight-only quantized [5632, 2048] weight (TinyLlama's MLP
 // up-projection) in int8 and in int4 with groups of 32 (GGUF's Q4_0

@@ -72,18 +72,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		}
 	}
 
-	// A linear layer's packed f32 weight (PackLinearWeight) in one
-	// product: convGEMM, with the epilogue on each block while in cache.
-	linear := !gemv && alpha == 1 && p.TransB && !p.TransA && (batch == 1 || shared) &&
-		a.DType() == kernels.F32 && bt.DType() == kernels.F32
-	var bias []float32
-	if p.Bias != nil {
-		bias = in32(p.Bias)[:n]
-	}
 	switch {
-	case linear && linearGEMM(cv, a32, bt, rows, n, k, p.Beta, bias, p.Act):
-		done()
-		return nil
 	case gemv:
 		// gemvT widens b as it reads it.
 		gemvT(cv, in32(a), bt, rows, n, k, alpha, p.Beta)
@@ -111,6 +100,10 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	}
 
 	if p.Bias != nil || p.Act != kernels.ActNone {
+		var bias []float32
+		if p.Bias != nil {
+			bias = in32(p.Bias)[:n]
+		}
 		parallelFor(batch*m, n*actCost(p.Act), func(lo, hi int) { biasAct(cv[lo*n:hi*n], n, bias, p.Act) })
 	}
 	done()

@@ -20,43 +20,18 @@ const grain = 1 << 14
 // nested call, or another goroutine's) runs its chunks on goroutines of
 // their own.
 func parallelFor(n, cost int, f func(lo, hi int)) {
-	workers := loopWorkers(n, cost)
-	if workers <= 1 {
-		f(0, n)
-		return
-	}
-	runChunks(n, (n+workers-1)/workers, f)
-}
-
-// parallelStream is parallelFor for loops that stream data from memory
-// once (decode's weight reads): [0, n) is split into chunksPerWorker times
-// as many chunks as workers, which the team's participants claim in turn
-// as each finishes its last, so that a processor the machine holds up
-// leaves the rest of its share to the others instead of being waited for.
-func parallelStream(n, cost int, f func(lo, hi int)) {
-	const chunksPerWorker = 4
-	workers := loopWorkers(n, cost)
-	if workers <= 1 {
-		f(0, n)
-		return
-	}
-	parts := min(n, workers*chunksPerWorker)
-	runChunks(n, (n+parts-1)/parts, f)
-}
-
-// loopWorkers is how many goroutines a loop of n indices of cost elements
-// each is worth: at most GOMAXPROCS, and one per grain of work.
-func loopWorkers(n, cost int) int {
 	workers := runtime.GOMAXPROCS(0)
 	if max := n * cost / grain; max < workers {
 		workers = max
 	}
-	return min(workers, n)
-}
-
-// runChunks calls f over [0, n) in chunks of chunk indices, on the team
-// where it is free, else on goroutines of their own.
-func runChunks(n, chunk int, f func(lo, hi int)) {
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 {
+		f(0, n)
+		return
+	}
+	chunk := (n + workers - 1) / workers
 	parts := (n + chunk - 1) / chunk
 	part := func(p int) { f(p*chunk, min((p+1)*chunk, n)) }
 	if t := theTeam(); t != nil && t.mu.TryLock() {
@@ -132,7 +107,7 @@ func theTeam() *team {
 	return teamOf
 }
 
-// run runs part(p) for p < parts on the team and returns
+// run runs part(p) for p < parts (at most t.size) on the team and returns
 // when all have returned.
 func (t *team) run(parts int, part func(p int)) {
 	j := &teamJob{part: part, claimed: make([]atomic.Bool, parts), done: make(chan struct{})}

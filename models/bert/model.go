@@ -67,16 +67,6 @@ func wire(cfg Config, get func(name string) *kernels.Tensor) weights {
 	return w
 }
 
-// linears are the encoder's and the pooler's linear layers.
-func (w *weights) linears() []*linear {
-	ls := []*linear{&w.pooler}
-	for i := range w.layers {
-		l := &w.layers[i]
-		ls = append(ls, &l.q, &l.k, &l.v, &l.o, &l.ffnIn, &l.ffnOut)
-	}
-	return ls
-}
-
 // Model is BertModel (embeddings, encoder, pooler) on a device.
 type Model struct {
 	Config    Config
@@ -111,11 +101,7 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 	if err := nn.LoadParams(s, src, cfg.Params(true, false), prec.DType()); err != nil {
 		return nil, errors.Join(err, s.Free())
 	}
-	w := wire(cfg, s.Get)
-	if err := layers.PackWeights(be, w.linears()...); err != nil {
-		return nil, errors.Join(fmt.Errorf("bert: %w", err), s.Free())
-	}
-	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: w}, nil
+	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: wire(cfg, s.Get)}, nil
 }
 
 // Backend is the device the model lives on.

@@ -182,22 +182,3 @@ func ops[G any](be kernels.Backend) (G, error) {
 	}
 	return kernels.Group[G](be)
 }
-
-// PackWeights packs the float weight of each of ls into the layout be's
-// MatMul multiplies (kernels.LinearPacker), where be has one: for models
-// that only run inference, whose weights never change after loading.
-func PackWeights(be kernels.Backend, ls ...*Linear) error {
-	p, err := kernels.Group[kernels.LinearPacker](be)
-	if err != nil {
-		return nil
-	}
-	for _, l := range ls {
-		if l.W == nil {
-			continue
-		}
-		if err := p.PackLinearWeight(l.W); err != nil {
-			return err
-		}
-	}
-	return nil
-}
