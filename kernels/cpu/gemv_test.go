@@ -139,8 +139,8 @@ func BenchmarkPrefillProduct(b *testing.B) {
 
 // BenchmarkWGemvDecode times WMatMul's decode product, one row times a
 // weight-only quantized [5632, 2048] weight (TinyLlama's MLP
-// up-projection) in int8 and in int4 with groups of 32 (GGUF's Q4_0
-// blocks) and 128: GB/s of codes and scales read, cycling over enough
+// up-projection) in int8 per channel and in groups of 32 (GGUF's Q8_0
+// blocks), and in int4 with groups of 32 (GGUF's Q4_0 blocks) and 128: GB/s of codes and scales read, cycling over enough
 // copies that every call reads them from memory.
 func BenchmarkWGemvDecode(b *testing.B) {
 	const n, k, copies = 5632, 2048, 12
@@ -149,11 +149,14 @@ func BenchmarkWGemvDecode(b *testing.B) {
 	for _, c := range []struct {
 		f     kernels.WeightFormat
 		group int
-	}{{kernels.WInt8, 0}, {kernels.WInt4, 32}, {kernels.WInt4, 128}} {
+	}{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}} {
 		b.Run(fmt.Sprintf("format=%v/group=%d", c.f, c.group), func(b *testing.B) {
 			codes, nscales := n*k, n
+			if c.group > 0 {
+				nscales = n * k / c.group
+			}
 			if c.f != kernels.WInt8 {
-				codes, nscales = n*k/2, n*k/c.group
+				codes = n * k / 2
 			}
 			var ws []kernels.QWeight
 			for range copies {
@@ -170,7 +173,7 @@ func BenchmarkWGemvDecode(b *testing.B) {
 				w.Data, err = kernels.FromFloat32(be, kernels.I8, data, n, codes/n)
 				require.NoError(b, err)
 				sshape := []int{n, nscales / n}
-				if c.f == kernels.WInt8 {
+				if c.group == 0 {
 					sshape = sshape[:1]
 				}
 				w.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
