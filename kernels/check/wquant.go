@@ -29,10 +29,12 @@ func WMatMul(op string, be kernels.Backend, out, x *kernels.Tensor, w kernels.QW
 		c.That(ds[1] == g.K, kernels.ErrShape, "w.Data has shape %v, want [N %d] (x's K) for %v", ds, g.K, w.Format).
 			That(w.Group == 0 || (w.Group > 0 && w.Group%32 == 0 && g.K%w.Group == 0), kernels.ErrShape,
 				"group %d for K = %d: want 0 (one scale per row) or a positive multiple of 32 that divides K", w.Group, g.K)
-		if c.Err() == nil && w.Group == 0 {
-			c.Shape("w.Scales", w.Scales, g.N)
-		} else if c.Err() == nil {
-			c.Shape("w.Scales", w.Scales, g.N, g.K/w.Group)
+		if c.Err() == nil {
+			scales := []int{g.N}
+			if w.Group > 0 {
+				scales = append(scales, g.K/w.Group)
+			}
+			c.Shape("w.Scales", w.Scales, scales...)
 		}
 	} else {
 		c.That(w.Group > 0 && w.Group%32 == 0 && g.K%w.Group == 0, kernels.ErrShape,

@@ -117,30 +117,24 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 // formats in DotQ4's order (see wgemm).
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	data, scales := i8(w.Data), f32(w.Scales)
-	if w.Format == kernels.WInt8 && w.Group > 0 {
-		ng, row := k/w.Group, data[n*k:(n+1)*k]
-		for gi, s := range scales[n*ng : (n+1)*ng] {
-			lo := gi * w.Group
+	if w.Format == kernels.WInt8 {
+		// One scale per row is one group of k.
+		group, rs := k, scales[n:n+1]
+		if w.Group > 0 {
+			group, rs = w.Group, scales[n*k/w.Group:(n+1)*k/w.Group]
+		}
+		row := data[n*k : (n+1)*k]
+		for gi, s := range rs {
+			lo, hi := gi*group, (gi+1)*group
+			k16 := lo
 			if qgemm.Available {
-				qgemm.DequantQ8(&dst[lo], &row[lo], w.Group, s)
-				continue
+				if k16 = lo + group&^15; k16 > lo {
+					qgemm.DequantQ8(&dst[lo], &row[lo], k16-lo, s)
+				}
 			}
-			for i := lo; i < lo+w.Group; i++ {
+			for i := k16; i < hi; i++ {
 				dst[i] = float32(row[i]) * s
 			}
-		}
-		return
-	}
-	if w.Format == kernels.WInt8 {
-		s, row := scales[n], data[n*k:(n+1)*k]
-		k16 := 0
-		if qgemm.Available {
-			if k16 = k &^ 15; k16 > 0 {
-				qgemm.DequantQ8(&dst[0], &row[0], k16, s)
-			}
-		}
-		for i := k16; i < k; i++ {
-			dst[i] = float32(row[i]) * s
 		}
 		return
 	}

@@ -24,12 +24,12 @@ func RefDequantWeight(f kernels.WeightFormat, data []int8, scales []float64, n, 
 	levels := f.Levels()
 	for r := range n {
 		for c := range k {
-			if f == kernels.WInt8 && group == 0 {
-				w[r*k+c] = float64(data[r*k+c]) * scales[r]
-				continue
-			}
 			if f == kernels.WInt8 {
-				w[r*k+c] = float64(data[r*k+c]) * scales[r*(k/group)+c/group]
+				g := group
+				if g == 0 { // one scale per row
+					g = k
+				}
+				w[r*k+c] = float64(data[r*k+c]) * scales[r*(k/g)+c/g]
 				continue
 			}
 			b := uint8(data[r*k/2+c/2])
@@ -87,14 +87,14 @@ func (e *env) qweight(f kernels.WeightFormat, n, k, group int) (kernels.QWeight,
 	var data []int8
 	var sv []float64
 	switch {
-	case f == kernels.WInt8 && group == 0:
-		data = e.randInt8(n*k, -127, 127)
-		w.Data = e.int8s("w.Data", data, n, k)
-		w.Scales, sv = e.scales("w.Scales", n)
 	case f == kernels.WInt8:
 		data = e.randInt8(n*k, -127, 127)
 		w.Data = e.int8s("w.Data", data, n, k)
-		w.Scales, sv = e.Uniform("w.Scales", kernels.F32, 0.005, 0.02, n, k/group)
+		if group == 0 {
+			w.Scales, sv = e.scales("w.Scales", n)
+		} else {
+			w.Scales, sv = e.Uniform("w.Scales", kernels.F32, 0.005, 0.02, n, k/group)
+		}
 	default:
 		data = e.randInt8(n*k/2, -128, 127)
 		w.Data = e.int8s("w.Data", data, n, k/2)

@@ -214,19 +214,7 @@ func (l *Llama) Values(p nn.Param) ([]float32, error) {
 // elements j and j+16 to WInt4's 2j and 2j+1. q_proj and k_proj rows are
 // unpermuted as Values does.
 func (l *Llama) WInt4(param string, out, in int) ([]byte, []float32, error) {
-	t, ok := l.byHF[param]
-	if !ok || t.Type != Q4_0 {
-		return nil, nil, nil
-	}
-	if !slices.Equal(t.Shape(), []int{out, in}) {
-		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
-	}
-	codes, scales := wint4FromQ4_0(l.File.Data(t), out*in/qk)
-	if heads := l.rotaryHeads(param); heads > 0 {
-		codes = unpermute(codes, heads, in/2)
-		scales = unpermute(scales, heads, in/qk)
-	}
-	return codes, scales, nil
+	return l.repack(param, out, in, Q4_0, wint4FromQ4_0)
 }
 
 // wint4FromQ4_0 repacks the first blocks Q4_0 blocks of src as
@@ -256,16 +244,23 @@ func wint4FromQ4_0(src []byte, blocks int) ([]byte, []float32) {
 // is a group, its d the group's scale and its 32 int8 values the codes.
 // q_proj and k_proj rows are unpermuted as Values does.
 func (l *Llama) WInt8(param string, out, in int) ([]byte, []float32, error) {
+	return l.repack(param, out, in, Q8_0, wint8FromQ8_0)
+}
+
+// repack returns the named weight [out, in] repacked by convert when it
+// is stored in type typ, and nil otherwise, q_proj and k_proj rows
+// unpermuted as Values does.
+func (l *Llama) repack(param string, out, in int, typ Type, convert func([]byte, int) ([]byte, []float32)) ([]byte, []float32, error) {
 	t, ok := l.byHF[param]
-	if !ok || t.Type != Q8_0 {
+	if !ok || t.Type != typ {
 		return nil, nil, nil
 	}
 	if !slices.Equal(t.Shape(), []int{out, in}) {
 		return nil, nil, fmt.Errorf("gguf: %s: tensor %q has shape %v, want [%d %d]: %w", l.File.name, t.Name, t.Shape(), out, in, nn.ErrWeights)
 	}
-	codes, scales := wint8FromQ8_0(l.File.Data(t), out*in/qk)
+	codes, scales := convert(l.File.Data(t), out*in/qk)
 	if heads := l.rotaryHeads(param); heads > 0 {
-		codes = unpermute(codes, heads, in)
+		codes = unpermute(codes, heads, len(codes)/out)
 		scales = unpermute(scales, heads, in/qk)
 	}
 	return codes, scales, nil

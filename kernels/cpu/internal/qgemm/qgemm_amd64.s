@@ -308,101 +308,113 @@ d8done:
 	VZEROUPPER
 	RET
 
-// D8G32 adds to acc one group of 32 int8 codes at byte offset wo from DI,
+// WIDEN_Q8 and WIDEN_Q4 set Z2 and Z3 to 32 codes at byte offset off from
+// DI as float32, in the order of x: int8 codes as they are; 4-bit codes
+// (16 bytes) the levels in Z30 of the low nibbles, then of the high ones,
+// the nibble mask in Z31 (Z1 clobbered).
+#define WIDEN_Q8(off) \
+	VPMOVSXBD off(DI), Z2; \
+	VPMOVSXBD off+16(DI), Z3; \
+	VCVTDQ2PS Z2, Z2; \
+	VCVTDQ2PS Z3, Z3
+#define WIDEN_Q4(off) \
+	VPMOVZXBD off(DI), Z1; \
+	VPANDD    Z31, Z1, Z2; \
+	VPSRLD    $4, Z1, Z3; \
+	VPERMPS   Z30, Z2, Z2; \
+	VPERMPS   Z30, Z3, Z3
+
+// G32 adds to acc one group of 32 codes at byte offset wo from DI (WIDEN),
 // against x at byte offset xo from SI, scaled by the float32 at byte
 // offset so from R8 (Z1–Z6 clobbered).
-#define D8G32(wo, xo, so, acc) \
-	VPMOVSXBD    wo(DI), Z1; \
-	VPMOVSXBD    wo+16(DI), Z2; \
-	VCVTDQ2PS    Z1, Z1; \
-	VCVTDQ2PS    Z2, Z2; \
-	VMULPS       xo(SI), Z1, Z4; \
-	VFMADD231PS  xo+64(SI), Z2, Z4; \
-	VBROADCASTSS so(R8), Z6; \
-	VFMADD231PS  Z6, Z4, acc
-
-// func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
-TEXT ·DotQ8G(SB), NOSPLIT, $0-44
-	MOVQ   x+0(FP), SI
-	MOVQ   w+8(FP), DI
-	MOVQ   k+16(FP), CX
-	MOVQ   scales+24(FP), R8
-	MOVQ   group+32(FP), R9
-	VPXORD Z7, Z7, Z7
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	CMPQ   R9, $32
-	JNE    d8ggroup
-
-	// Groups of 32 (GGUF's Q8_0 blocks): four groups a step, each into an
-	// accumulator of its own.
-d8g32:
-	CMPQ CX, $128
-	JLT  d8g32tail
-	D8G32(0, 0, 0, Z7)
-	D8G32(32, 128, 4, Z9)
-	D8G32(64, 256, 8, Z10)
-	D8G32(96, 384, 12, Z11)
-	ADDQ $128, DI
-	ADDQ $512, SI
-	ADDQ $16, R8
-	SUBQ $128, CX
-	JMP  d8g32
-
-d8g32tail:
-	VADDPS Z9, Z7, Z7
-	VADDPS Z11, Z10, Z10
-	VADDPS Z10, Z7, Z7
-
-	// Any group: its 32-value chunks into Z0, then scaled into Z7.
-d8ggroup:
-	TESTQ  CX, CX
-	JZ     d8gdone
-	VPXORD Z0, Z0, Z0
-	MOVQ   R9, DX
-
-d8gchunk:
-	VPMOVSXBD   (DI), Z1
-	VPMOVSXBD   16(DI), Z2
-	VCVTDQ2PS   Z1, Z1
-	VCVTDQ2PS   Z2, Z2
-	VFMADD231PS (SI), Z1, Z0
-	VFMADD231PS 64(SI), Z2, Z0
-	ADDQ        $32, DI
-	ADDQ        $128, SI
-	SUBQ        $32, DX
-	SUBQ        $32, CX
-	TESTQ       DX, DX
-	JNZ         d8gchunk
-	VBROADCASTSS (R8), Z6
-	VFMADD231PS  Z6, Z0, Z7
-	ADDQ         $4, R8
-	JMP          d8ggroup
-
-d8gdone:
-	VMOVAPS Z7, Z0
-	HSUMPS
-	MOVSS   X0, ret+40(FP)
-	VZEROUPPER
-	RET
-
-// D4G32 adds to acc one group of 32 codes at byte offset wo from DI,
-// against x at byte offset xo from SI, scaled by the float32 at byte
-// offset so from R8 (Z30 the levels, Z31 the nibble mask; Z1–Z6
-// clobbered).
-#define D4G32(wo, xo, so, acc) \
-	VPMOVZXBD    wo(DI), Z1; \
-	VPANDD       Z31, Z1, Z2; \
-	VPSRLD       $4, Z1, Z3; \
-	VPERMPS      Z30, Z2, Z2; \
-	VPERMPS      Z30, Z3, Z3; \
+#define G32(wo, xo, so, acc) \
+	WIDEN(wo); \
 	VMULPS       xo(SI), Z2, Z4; \
 	VFMADD231PS  xo+64(SI), Z3, Z4; \
 	VBROADCASTSS so(R8), Z6; \
 	VFMADD231PS  Z6, Z4, acc
 
+// GDOT is the body of the grouped dot products over WIDEN, for codes of
+// CB bytes per 32 (CB2, CB3: twice and three times CB): Σ_g scales[g]·
+// Σ_{p in group g} x[p]·code(p) for x from SI, codes from DI, k values in
+// CX, scales from R8 and the group in R9, left in X0's first lane. Groups
+// of 32 (GGUF's blocks) go four a step, each into an accumulator of its
+// own (Z7, Z9, Z10, Z11), so that no group waits for the previous one's
+// scaled sum; other groups one at a time, their 32-value chunks into Z0
+// and Z8.
+#define GDOT \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	CMPQ   R9, $32; \
+	JNE    group; \
+g32: \
+	CMPQ   CX, $128; \
+	JLT    g32tail; \
+	G32(0, 0, 0, Z7); \
+	G32(CB, 128, 4, Z9); \
+	G32(CB2, 256, 8, Z10); \
+	G32(CB3, 384, 12, Z11); \
+	ADDQ   $(4*CB), DI; \
+	ADDQ   $512, SI; \
+	ADDQ   $16, R8; \
+	SUBQ   $128, CX; \
+	JMP    g32; \
+g32tail: \
+	VADDPS Z9, Z7, Z7; \
+	VADDPS Z11, Z10, Z10; \
+	VADDPS Z10, Z7, Z7; \
+group: \
+	TESTQ  CX, CX; \
+	JZ     done; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z8, Z8, Z8; \
+	MOVQ   R9, DX; \
+chunk: \
+	WIDEN(0); \
+	VFMADD231PS (SI), Z2, Z0; \
+	VFMADD231PS 64(SI), Z3, Z8; \
+	ADDQ        $CB, DI; \
+	ADDQ        $128, SI; \
+	SUBQ        $32, DX; \
+	SUBQ        $32, CX; \
+	TESTQ       DX, DX; \
+	JNZ         chunk; \
+	VADDPS       Z8, Z0, Z0; \
+	VBROADCASTSS (R8), Z6; \
+	VFMADD231PS  Z6, Z0, Z7; \
+	ADDQ         $4, R8; \
+	JMP          group; \
+done: \
+	VMOVAPS Z7, Z0; \
+	HSUMPS
+
+// func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
+#define WIDEN WIDEN_Q8
+#define CB 32
+#define CB2 64
+#define CB3 96
+TEXT ·DotQ8G(SB), NOSPLIT, $0-44
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  k+16(FP), CX
+	MOVQ  scales+24(FP), R8
+	MOVQ  group+32(FP), R9
+	GDOT
+	MOVSS X0, ret+40(FP)
+	VZEROUPPER
+	RET
+#undef WIDEN
+#undef CB
+#undef CB2
+#undef CB3
+
 // func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32
+#define WIDEN WIDEN_Q4
+#define CB 16
+#define CB2 32
+#define CB3 48
 TEXT ·DotQ4(SB), NOSPLIT, $0-52
 	MOVQ         x+0(FP), SI
 	MOVQ         w+8(FP), DI
@@ -413,67 +425,14 @@ TEXT ·DotQ4(SB), NOSPLIT, $0-52
 	VMOVUPS      (R10), Z30
 	MOVL         $15, AX
 	VPBROADCASTD AX, Z31
-	VPXORD       Z7, Z7, Z7
-	VPXORD       Z9, Z9, Z9
-	VPXORD       Z10, Z10, Z10
-	VPXORD       Z11, Z11, Z11
-	CMPQ         R9, $32
-	JNE          d4group
-
-	// Groups of 32 (GGUF's Q4_0 blocks): four groups a step, each into an
-	// accumulator of its own (Z7, Z9, Z10, Z11), so that no group waits
-	// for the previous one's scaled sum.
-d4g32:
-	CMPQ         CX, $128
-	JLT          d4g32tail
-	D4G32(0, 0, 0, Z7)
-	D4G32(16, 128, 4, Z9)
-	D4G32(32, 256, 8, Z10)
-	D4G32(48, 384, 12, Z11)
-	ADDQ         $64, DI
-	ADDQ         $512, SI
-	ADDQ         $16, R8
-	SUBQ         $128, CX
-	JMP          d4g32
-
-d4g32tail:
-	VADDPS Z9, Z7, Z7
-	VADDPS Z11, Z10, Z10
-	VADDPS Z10, Z7, Z7
-
-d4group:
-	TESTQ  CX, CX
-	JZ     d4done
-	VPXORD Z0, Z0, Z0
-	VPXORD Z8, Z8, Z8
-	MOVQ   R9, DX
-
-d4chunk:
-	VPMOVZXBD   (DI), Z1
-	VPANDD      Z31, Z1, Z2
-	VPSRLD      $4, Z1, Z3
-	VPERMPS     Z30, Z2, Z2
-	VPERMPS     Z30, Z3, Z3
-	VFMADD231PS (SI), Z2, Z0
-	VFMADD231PS 64(SI), Z3, Z8
-	ADDQ        $16, DI
-	ADDQ        $128, SI
-	SUBQ        $32, DX
-	SUBQ        $32, CX
-	TESTQ       DX, DX
-	JNZ         d4chunk
-	VADDPS       Z8, Z0, Z0
-	VBROADCASTSS (R8), Z6
-	VFMADD231PS  Z6, Z0, Z7
-	ADDQ         $4, R8
-	JMP          d4group
-
-d4done:
-	VMOVAPS Z7, Z0
-	HSUMPS
-	MOVSS   X0, ret+48(FP)
+	GDOT
+	MOVSS        X0, ret+48(FP)
 	VZEROUPPER
 	RET
+#undef WIDEN
+#undef CB
+#undef CB2
+#undef CB3
 
 // func Dot1x4S(a *int8, b *int8, ldb int, k int, out *int32)
 TEXT ·Dot1x4S(SB), NOSPLIT, $0-40
