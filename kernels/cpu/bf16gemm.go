@@ -118,7 +118,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 			}
 			return dst
 		},
-		kern.fn)
+		kern.fn, nil)
 }
 
 // packPairsAlong packs a rows×kc block of src (row stride ld) whose k runs

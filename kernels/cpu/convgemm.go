@@ -110,7 +110,7 @@ func convGEMM(ov, xv, wv []float32, packed *convFilters, bias []float32, g kerne
 					return dst
 				}
 				c := ov[r0*Co+col:]
-				gemmBlocked(buf, mr, nr, 1, m, n, K, 1, beta, c, Co, packRows, packFilters, kern.fn)
+				gemmBlocked(buf, mr, nr, 1, m, n, K, 1, beta, c, Co, packRows, packFilters, kern.fn, kern.edge)
 				if bias != nil || act != kernels.ActNone {
 					var b []float32
 					if bias != nil {

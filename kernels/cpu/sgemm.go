@@ -34,11 +34,27 @@ const (
 
 // sgemmKernel is a micro-kernel: c[i*ldc+j] = alpha·Σp a[p*mr+i]·b[p*nr+j]
 // + beta·c[i*ldc+j] over an mr×nr tile, for packed panels a (k·mr) and b
-// (k·nr); beta 0 overwrites c without reading it.
+// (k·nr); beta 0 overwrites c without reading it. edge, where the kernel
+// has one, is fn over only the first rows (a count it takes) of a's panel,
+// for the last, partial panel of a product.
 type sgemmKernel struct {
 	mr, nr int
 	name   string
 	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32)
+	edge   edgeKernel[float32]
+}
+
+// edgeKernel is a micro-kernel over the first rows of an mr-row panel of
+// a, rows being one of the counts edgeRows gives, into a rows×nr tile of c.
+type edgeKernel[E float32 | uint32] func(rows, k int, a, b []E, c []float32, ldc int, alpha, beta float32)
+
+// edgeRows is the row count of the edge kernel for the first of the
+// rows left of a partial panel: 8 for more than 4 of them, else 4.
+func edgeRows(left int) int {
+	if left > 4 {
+		return 8
+	}
+	return 4
 }
 
 // goKernel is the portable micro-kernel, the reference for the assembly.
@@ -190,7 +206,7 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 			packB(dst, b, ldb, tB, pc, kc, jc, nc, nr)
 			return dst
 		},
-		kern.fn)
+		kern.fn, kern.edge)
 }
 
 // gemmBlocked is the blocked product c = alpha·op(a)·op(b) + beta·c on the
@@ -200,10 +216,12 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 // one panel of each into an mr×nr tile of c. packB returns the panels to
 // read: dst once it has packed them there, or panels packed ahead of time. A packed element holds
 // kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
-// ⌈kc/kstep⌉ elements deep. Edge tiles go through buf.tile.
+// ⌈kc/kstep⌉ elements deep. The last panel of a, where m is not a multiple
+// of mr, runs on edge where there is one; edge tiles that c cannot hold
+// whole go through buf.tile.
 func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
 	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int) []E,
-	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32)) {
+	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32), edge edgeKernel[E]) {
 	kk0 := (min(k, sgemmKC) + kstep - 1) / kstep
 	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
 	mc0 := min((m+mr-1)/mr*mr, sgemmMC)
@@ -234,6 +252,22 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 						ci := (ic+ir)*ldc + jc + jr
 						if mm == mr && nn == nr {
 							kern(kk, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt)
+							continue
+						}
+						if edge != nil && mm < mr {
+							for i0 := 0; i0 < mm; {
+								rows := edgeRows(mm - i0)
+								r, cr := min(rows, mm-i0), ci+i0*ldc
+								if r == rows && nn == nr {
+									edge(rows, kk, ap[i0:], bp, c[cr:cr+(rows-1)*ldc+nr], ldc, alpha, bt)
+								} else {
+									edge(rows, kk, ap[i0:], bp, tile, nr, 1, 0)
+									for i := range r {
+										scaleInto(c[cr+i*ldc:cr+i*ldc+nn], tile[i*nr:i*nr+nn], alpha, bt)
+									}
+								}
+								i0 += rows
+							}
 							continue
 						}
 						kern(kk, ap, bp, tile, nr, 1, 0)

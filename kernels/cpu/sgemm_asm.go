@@ -11,7 +11,7 @@ func init() {
 		asmKernels = append(asmKernels, sgemmKernel{mr: 6, nr: 16, name: "avx2", fn: kernelAsm6x16})
 	}
 	if sgemmasm.Available512 {
-		asmKernels = append(asmKernels, sgemmKernel{mr: 12, nr: 32, name: "avx512", fn: kernelAsm12x32})
+		asmKernels = append(asmKernels, sgemmKernel{mr: 12, nr: 32, name: "avx512", fn: kernelAsm12x32, edge: kernelAsmEdge32})
 	}
 	if len(asmKernels) > 0 {
 		sgemmMicro = asmKernels[len(asmKernels)-1]
@@ -32,4 +32,17 @@ func kernelAsm12x32(k int, a, b, c []float32, ldc int, alpha, beta float32) {
 	_ = b[k*32-1]
 	_ = c[11*ldc+31]
 	sgemmasm.Kernel12x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta)
+}
+
+// kernelAsmEdge32 is sgemmasm.KernelEdge8x32 (rows 8) or KernelEdge4x32
+// (rows 4) on slices (see sgemmKernel).
+func kernelAsmEdge32(rows, k int, a, b, c []float32, ldc int, alpha, beta float32) {
+	_ = a[(k-1)*12+rows-1]
+	_ = b[k*32-1]
+	_ = c[(rows-1)*ldc+31]
+	if rows == 8 {
+		sgemmasm.KernelEdge8x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta)
+		return
+	}
+	sgemmasm.KernelEdge4x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta)
 }

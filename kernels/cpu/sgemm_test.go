@@ -134,6 +134,16 @@ func TestSgemmShapes(t *testing.T) {
 				checkSgemm(t, kern, sgemmCase{m: 13, n: 35, k: 270, alpha: alpha, nanC: true}, rng)
 				checkSgemm(t, kern, sgemmCase{m: 12, n: 32, k: 5, alpha: alpha, nanC: true}, rng)
 			}
+			// Every count of rows a last, partial panel can have, through
+			// the edge kernels, on whole and partial column panels.
+			for m := 1; m <= 2*kern.mr; m++ {
+				for _, n := range []int{kern.nr, kern.nr + 13} {
+					for _, k := range []int{1, 2, 3, 17} {
+						checkSgemm(t, kern, sgemmCase{tB: m%2 == 0, m: m, n: n, k: k, alpha: -0.5, beta: 0.5}, rng)
+						checkSgemm(t, kern, sgemmCase{tA: k == 3, m: m, n: n, k: k, alpha: 2, nanC: true}, rng)
+					}
+				}
+			}
 			// Randomised shapes, transposes, strides and scalars.
 			for range 60 {
 				tc := sgemmCase{
@@ -237,5 +247,29 @@ func BenchmarkSgemm(b *testing.B) {
 				b.ReportMetric(2*float64(n*n*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// BenchmarkSgemmEdge times our SGEMM on products whose rows leave a last,
+// partial panel of the micro-kernel (mr 12 in AVX-512) against a product
+// of whole panels just below: ResNet-50's last 3×3 convolutions as a
+// product (49 output pixels by 512 filters of 4608) and BERT-base's rows at
+// batch 1 and sequence 128 against its FFN weight.
+func BenchmarkSgemmEdge(b *testing.B) {
+	for _, s := range [][3]int{{48, 512, 4608}, {49, 512, 4608}, {56, 512, 4608}, {120, 3072, 768}, {128, 3072, 768}} {
+		m, n, k := s[0], s[1], s[2]
+		x, y, z := make([]float32, m*k), make([]float32, n*k), make([]float32, m*n)
+		for i := range x {
+			x[i] = float32(i%7) - 3
+		}
+		for i := range y {
+			y[i] = float32(i%5) - 2
+		}
+		b.Run(fmt.Sprintf("m=%d/n=%d/k=%d", m, n, k), func(b *testing.B) {
+			for b.Loop() {
+				goBLASImpl{}.Sgemm(blas.NoTrans, blas.Trans, m, n, k, 1, x, k, y, k, 0, z, n)
+			}
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
 }

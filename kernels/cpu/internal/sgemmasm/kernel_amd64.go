@@ -26,6 +26,19 @@ func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32)
 //go:noescape
 func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
 
+// KernelEdge8x32 is Kernel12x32 over the first 8 rows of its panel a
+// (k·12 floats, a[p*12+i] for i < 8): the 8×32 tile at c. It and
+// KernelEdge4x32 (the first 4 rows) multiply the last, partial panel of a
+// product whose rows are not a multiple of 12.
+//
+//go:noescape
+func KernelEdge8x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+// KernelEdge4x32 is KernelEdge8x32 over the first 4 rows of a.
+//
+//go:noescape
+func KernelEdge4x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
 // AvailableBF16 reports whether KernelBF16x12x32 runs on this CPU
 // (AVX-512F and AVX-512 BF16).
 var AvailableBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16

@@ -22,6 +22,16 @@ func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
 
+// KernelEdge8x32 is an AVX-512 edge kernel, absent here; it panics.
+func KernelEdge8x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemmasm: no assembly kernel on this architecture")
+}
+
+// KernelEdge4x32 is an AVX-512 edge kernel, absent here; it panics.
+func KernelEdge4x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+	panic("sgemmasm: no assembly kernel on this architecture")
+}
+
 // AvailableBF16 reports whether KernelBF16x12x32 runs on this CPU: never
 // without the assembly.
 var AvailableBF16 = false
