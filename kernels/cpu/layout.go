@@ -1,6 +1,8 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
 )
@@ -8,7 +10,9 @@ import (
 // SwapAxes sets out[a, c, b, d] = x[a, b, c, d] for x [A, B, C, D], in
 // parallel over the A·B blocks [C, D] of x: each block is read in order and
 // its C rows of D elements are copied to their places, B rows apart, in out.
-// Elements are moved as bytes, so every dtype is copied exactly.
+// Elements are moved as bytes, so every dtype is copied exactly. Rows of one
+// element (D = 1, an image's pixels between NCHW and NHWC) are gathered
+// into out's rows instead (gatherAxes).
 func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 	g, err := check.SwapAxes("cpu: SwapAxes", b, out, x)
 	if err != nil {
@@ -16,6 +20,14 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 	}
 	row := g.D * x.DType().Size() // bytes of one innermost row
 	src, dst := bytesOf(x), bytesOf(out)
+	switch {
+	case g.D == 1 && row == 4:
+		gatherAxes(as[uint32](dst), as[uint32](src), g.A, g.B, g.C)
+		return nil
+	case g.D == 1 && row == 2:
+		gatherAxes(as[uint16](dst), as[uint16](src), g.A, g.B, g.C)
+		return nil
+	}
 	parallelFor(g.A*g.B, g.C*g.D, func(lo, hi int) {
 		for ab := lo; ab < hi; ab++ {
 			a, bi := ab/g.B, ab%g.B
@@ -28,4 +40,26 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 		}
 	})
 	return nil
+}
+
+// gatherAxes is SwapAxes of x [A, B, C, 1] into out [A, C, B, 1]: each row
+// out[a, c, :] gathered from x at a stride of C, in parallel over the A·C
+// rows.
+func gatherAxes[T uint16 | uint32](out, x []T, A, B, C int) {
+	parallelFor(A*C, B, func(lo, hi int) {
+		for ac := lo; ac < hi; ac++ {
+			a, c := ac/C, ac%C
+			row, src := out[ac*B:(ac+1)*B], x[a*B*C+c:]
+			_ = src[(B-1)*C]
+			for b := range row {
+				row[b] = src[b*C]
+			}
+		}
+	})
+}
+
+// as views b as elements of T.
+func as[T uint16 | uint32](b []byte) []T {
+	var t T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(t)))
 }

@@ -11,11 +11,12 @@ func init() { suites = append(suites, layoutTests()) }
 
 // swapShapes are the shapes of x [A, B, C, D] in the SwapAxes tests:
 // degenerate axes, an innermost axis of one element, odd sizes, the head
-// split and merge of attention ([batch, seq, heads, hdim] and back), and
-// one large enough to be split across goroutines.
+// split and merge of attention ([batch, seq, heads, hdim] and back), one
+// large enough to be split across goroutines, and images between NCHW and
+// NHWC (rows of one element) large enough to be split too.
 var swapShapes = [][]int{
 	{1, 1, 1, 1}, {2, 3, 4, 5}, {3, 7, 5, 1}, {1, 4097, 3, 2}, {5, 1, 9, 3},
-	{2, 31, 12, 64}, {2, 12, 31, 64}, {4, 128, 12, 64},
+	{2, 31, 12, 64}, {2, 12, 31, 64}, {4, 128, 12, 64}, {2, 3, 9001, 1}, {2, 9001, 3, 1},
 }
 
 // swapTypes are the dtypes SwapAxes takes.

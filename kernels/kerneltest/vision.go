@@ -167,6 +167,12 @@ func convCases() []convCase {
 		// ResNet stage): K = 648 runs over several kc-deep blocks that
 		// start inside a window position, and the work splits by filters.
 		{n: 1, h: 5, w: 5, ci: 72, co: 80, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		// Wide rows: whole panels of output pixels inside one row and the
+		// image's columns, whose window rows a backend may read as strided
+		// matrices of x (the stem's, with padding rows above and below; a
+		// 3×3 whose K = 432 splits into kc-deep blocks inside a window row).
+		{n: 1, h: 11, w: 64, ci: 3, co: 40, kh: 7, kw: 7, stride: [2]int{2, 2}, pad: [2]int{3, 3}, bias: true, act: relu},
+		{n: 2, h: 6, w: 40, ci: 48, co: 40, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true},
 		// Many pixels by many filters: the output is multiplied in several
 		// row blocks per share of the pixels.
 		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
