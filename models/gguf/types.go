@@ -129,7 +129,9 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 	if len(dst)%i.block != 0 || len(src) != len(dst)/i.block*i.bytes {
 		return fmt.Errorf("gguf: %d values of %s need %d bytes, got %d: %w", len(dst), t, len(dst)/i.block*i.bytes, len(src), ErrInvalid)
 	}
-	fn(dst, src)
+	inBlocks(len(dst)/i.block, func(lo, hi int) {
+		fn(dst[lo*i.block:hi*i.block], src[lo*i.bytes:hi*i.bytes])
+	})
 	return nil
 }
 
