@@ -13,7 +13,11 @@
 // the same definition in numpy.
 package synth
 
-import "hash/fnv"
+import (
+	"hash/fnv"
+	"runtime"
+	"sync"
+)
 
 // golden is splitmix64's increment, the 64-bit golden ratio.
 const golden = 0x9e3779b97f4a7c15
@@ -38,16 +42,34 @@ func Unit(k uint64, i int) float64 {
 	return float64(mix(k+uint64(i+1)*golden)>>40) / (1 << 24)
 }
 
+// fillMin is the fewest values worth a goroutine of their own in Fill.
+const fillMin = 1 << 16
+
 // Fill writes the first len(dst) values of the named tensor's stream,
 // uniform in [center−half, center+half) before the rounding to float32,
-// which may reach center+half itself.
+// which may reach center+half itself. Each value depends only on its
+// index, so a large dst is filled in ranges, one per processor, in
+// parallel.
 func Fill(dst []float32, seed uint64, name string, center, half float64) {
 	k := Key(seed, name)
-	for i := range dst {
-		// The conversion rounds the product on its own, so that no
-		// platform fuses it with the sum (the reference rounds twice).
-		dst[i] = float32(center + float64(half*(2*Unit(k, i)-1)))
+	fill := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			// The conversion rounds the product on its own, so that no
+			// platform fuses it with the sum (the reference rounds twice).
+			dst[i] = float32(center + float64(half*(2*Unit(k, i)-1)))
+		}
 	}
+	n := len(dst)
+	parts := min(runtime.GOMAXPROCS(0), n/fillMin)
+	if parts <= 1 {
+		fill(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() { fill(n*p/parts, n*(p+1)/parts) })
+	}
+	wg.Wait()
 }
 
 // Uniform returns n values of the named tensor's stream (see Fill).

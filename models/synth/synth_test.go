@@ -148,6 +148,7 @@ func TestFillEqualsUniform(t *testing.T) {
 		{1, "a", 1, 0, 1},
 		{7, "encoder.layer.0.output.LayerNorm.weight", 37, 1, 0.1},
 		{20261121, "embeddings.word_embeddings.weight", 10_000, 0, 0.05},
+		{3, "model.layers.0.mlp.up_proj.weight", 300_001, 0, 0.02}, // filled in parallel ranges
 	} {
 		want := synth.Uniform(tc.seed, tc.name, tc.n, tc.center, tc.half)
 		got := make([]float32, tc.n)
@@ -159,11 +160,14 @@ func TestFillEqualsUniform(t *testing.T) {
 			synth.Fill(short, tc.seed, tc.name, tc.center, tc.half)
 			assert.Equal(t, want[:3], short)
 		}
-		// Elements come from Unit with the tensor's key.
+		// Elements come from Unit with the tensor's key, every one in
+		// order whatever ranges Fill splits dst into.
 		k := synth.Key(tc.seed, tc.name)
-		for i := range min(tc.n, 16) {
-			assert.Equal(t, float32(tc.center+tc.half*(2*synth.Unit(k, i)-1)), want[i])
+		serial := make([]float32, tc.n)
+		for i := range serial {
+			serial[i] = float32(tc.center + float64(tc.half*(2*synth.Unit(k, i)-1)))
 		}
+		assert.Equal(t, serial, want)
 	}
 }
 
