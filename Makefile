@@ -138,7 +138,7 @@ peer-run-torch: python-ref
 peer-run-onnxruntime:
 	@mkdir -p $(OUT)
 	@if ! node baselines/peers/onnxpeer/bench.mjs --selects --bench '$(BENCH)'; then \
-		echo "== ONNX Runtime peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),,: > $(OUT)/onnxruntime.txt); exit 0; fi; \
+		echo "== ONNX Runtime peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),:,: > $(OUT)/onnxruntime.txt); exit 0; fi; \
 	$(MAKE) --no-print-directory onnxruntime; \
 	echo "== ONNX Runtime peer: baselines/peers/onnxpeer/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/onnxruntime.txt"; \
 	node baselines/peers/onnxpeer/bench.mjs --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' | $(call save,$(OUT)/onnxruntime.txt)
@@ -148,7 +148,7 @@ peer-run-onnxruntime:
 peer-run-llamacpp:
 	@mkdir -p $(OUT)
 	@if ! node baselines/peers/llamacpp/bench.mjs --selects --bench '$(BENCH)'; then \
-		echo "== llama.cpp peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),,: > $(OUT)/llamacpp.txt); exit 0; fi; \
+		echo "== llama.cpp peer: -bench='$(BENCH)' selects none of its benchmarks"; $(if $(APPEND),:,: > $(OUT)/llamacpp.txt); exit 0; fi; \
 	$(MAKE) --no-print-directory llamacpp gguf-models; \
 	echo "== llama.cpp peer: baselines/peers/llamacpp/bench.mjs --count $(COUNT) >$(if $(APPEND),>) $(OUT)/llamacpp.txt"; \
 	node baselines/peers/llamacpp/bench.mjs --count $(COUNT) --benchtime $(BENCHTIME) --bench '$(BENCH)' \
