@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // FromFloat32 allocates a tensor of dtype dt on b and fills it with data,
@@ -27,12 +28,20 @@ func UploadFloat32(t *Tensor, data []float32) error {
 	if t.Len() != len(data) {
 		return fmt.Errorf("kernels: %d values into %v: %w", len(data), t, ErrShape)
 	}
+	if t.DType() == F32 && littleEndian && len(data) > 0 {
+		// The values' own bytes are the encoding.
+		return t.Backend().Upload(t, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(data))), 4*len(data)))
+	}
 	buf := make([]byte, t.Bytes())
 	if err := EncodeFloat32(t.DType(), buf, data); err != nil {
 		return err
 	}
 	return t.Backend().Upload(t, buf)
 }
+
+// littleEndian reports whether this machine stores values as tensors'
+// bytes hold them, least significant byte first.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // FromInt32 allocates an I32 tensor on b holding data.
 func FromInt32(b Backend, data []int32, shape ...int) (*Tensor, error) {

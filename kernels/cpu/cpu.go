@@ -114,8 +114,15 @@ func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
 		return err
 	}
 	b.dropFilters(t.Storage().(*storage))
-	copy(bytesOf(t), src)
+	parallelCopy(bytesOf(t), src)
 	return nil
+}
+
+// parallelCopy copies src into dst, of the same length, in ranges over the
+// cores: a model's weights are megabytes a tensor, and their first copy
+// into fresh memory is as much the system's page faults as the copy.
+func parallelCopy(dst, src []byte) {
+	parallelFor(len(src), 1, func(lo, hi int) { copy(dst[lo:hi], src[lo:hi]) })
 }
 
 // Download copies t into dst.
@@ -124,7 +131,7 @@ func (b *Backend) Download(dst []byte, t *kernels.Tensor) error {
 		That(int64(len(dst)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(dst), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
-	copy(dst, bytesOf(t))
+	parallelCopy(dst, bytesOf(t))
 	return nil
 }
 
