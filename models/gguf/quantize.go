@@ -4,9 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
+	"github.com/zbench/zbench/internal/ranges"
 	"github.com/zbench/zbench/kernels"
 )
 
@@ -33,31 +32,17 @@ func Quantize(t Type, src []float32) ([]byte, error) {
 		return nil, fmt.Errorf("gguf: %d values are not a whole number of %s blocks of %d: %w", len(src), t, i.block, ErrInvalid)
 	}
 	dst := make([]byte, len(src)/i.block*i.bytes)
-	inBlocks(len(src)/i.block, func(lo, hi int) {
+	ranges.Parallel(len(src)/i.block, parallelBlocks, func(lo, hi int) {
 		fn(dst[lo*i.bytes:hi*i.bytes], src[lo*i.block:hi*i.block])
 	})
 	return dst, nil
 }
 
-// inBlocksMin is the fewest blocks worth a goroutine of their own in
-// inBlocks.
-const inBlocksMin = 1 << 14
-
-// inBlocks calls f over [0, n) blocks: in contiguous ranges of at least
-// inBlocksMin, one per processor, in parallel (a model's tensors are
-// converted whole, the largest of millions of values), else at once.
-func inBlocks(n int, f func(lo, hi int)) {
-	parts := min(runtime.GOMAXPROCS(0), n/inBlocksMin)
-	if parts <= 1 {
-		f(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() { f(n*p/parts, n*(p+1)/parts) })
-	}
-	wg.Wait()
-}
+// parallelBlocks is the fewest blocks worth a goroutine of their own when
+// Quantize and Dequantize convert a tensor in ranges over the processors
+// (a model's tensors are converted whole, the largest of millions of
+// values).
+const parallelBlocks = 1 << 14
 
 func encodeF32(dst []byte, src []float32) {
 	for i, v := range src {

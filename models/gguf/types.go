@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/zbench/zbench/internal/ranges"
 	"github.com/zbench/zbench/kernels"
 )
 
@@ -129,7 +130,7 @@ func Dequantize(t Type, dst []float32, src []byte) error {
 	if len(dst)%i.block != 0 || len(src) != len(dst)/i.block*i.bytes {
 		return fmt.Errorf("gguf: %d values of %s need %d bytes, got %d: %w", len(dst), t, len(dst)/i.block*i.bytes, len(src), ErrInvalid)
 	}
-	inBlocks(len(dst)/i.block, func(lo, hi int) {
+	ranges.Parallel(len(dst)/i.block, parallelBlocks, func(lo, hi int) {
 		fn(dst[lo*i.block:hi*i.block], src[lo*i.bytes:hi*i.bytes])
 	})
 	return nil

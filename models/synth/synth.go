@@ -15,8 +15,8 @@ package synth
 
 import (
 	"hash/fnv"
-	"runtime"
-	"sync"
+
+	"github.com/zbench/zbench/internal/ranges"
 )
 
 // golden is splitmix64's increment, the 64-bit golden ratio.
@@ -59,17 +59,7 @@ func Fill(dst []float32, seed uint64, name string, center, half float64) {
 			dst[i] = float32(center + float64(half*(2*Unit(k, i)-1)))
 		}
 	}
-	n := len(dst)
-	parts := min(runtime.GOMAXPROCS(0), n/fillMin)
-	if parts <= 1 {
-		fill(0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() { fill(n*p/parts, n*(p+1)/parts) })
-	}
-	wg.Wait()
+	ranges.Parallel(len(dst), fillMin, fill)
 }
 
 // Uniform returns n values of the named tensor's stream (see Fill).
