@@ -173,13 +173,13 @@ func f32(t *kernels.Tensor) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/4)
 }
 
-// i32 views an I32 tensor's storage.
+// i32 views an I32 tensor's storage (or any 4-byte dtype's, as bits).
 func i32(t *kernels.Tensor) []int32 {
 	buf := bytesOf(t)
 	return unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/4)
 }
 
-// u16 views an F16 or BF16 tensor's storage.
+// u16 views an F16 or BF16 tensor's storage (or any 2-byte dtype's, as bits).
 func u16(t *kernels.Tensor) []uint16 {
 	buf := bytesOf(t)
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)/2)

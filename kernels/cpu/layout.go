@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"unsafe"
-
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
 )
@@ -22,10 +20,10 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 	src, dst := bytesOf(x), bytesOf(out)
 	switch {
 	case g.D == 1 && row == 4:
-		gatherAxes(as[uint32](dst), as[uint32](src), g.A, g.B, g.C)
+		gatherAxes(i32(out), i32(x), g.A, g.B, g.C)
 		return nil
 	case g.D == 1 && row == 2:
-		gatherAxes(as[uint16](dst), as[uint16](src), g.A, g.B, g.C)
+		gatherAxes(u16(out), u16(x), g.A, g.B, g.C)
 		return nil
 	}
 	parallelFor(g.A*g.B, g.C*g.D, func(lo, hi int) {
@@ -45,7 +43,7 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 // gatherAxes is SwapAxes of x [A, B, C, 1] into out [A, C, B, 1]: each row
 // out[a, c, :] gathered from x at a stride of C, in parallel over the A·C
 // rows.
-func gatherAxes[T uint16 | uint32](out, x []T, A, B, C int) {
+func gatherAxes[T uint16 | int32](out, x []T, A, B, C int) {
 	parallelFor(A*C, B, func(lo, hi int) {
 		for ac := lo; ac < hi; ac++ {
 			a, c := ac/C, ac%C
@@ -56,10 +54,4 @@ func gatherAxes[T uint16 | uint32](out, x []T, A, B, C int) {
 			}
 		}
 	})
-}
-
-// as views b as elements of T.
-func as[T uint16 | uint32](b []byte) []T {
-	var t T
-	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(t)))
 }
