@@ -1,6 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
+#include "tile12x32_amd64.h"
 
 // The edge kernels multiply the first 8 or 4 rows of a 12-row panel of a
 // (k·12 floats, a[p*12+i]) by a 32-column panel of b into rows of 32 in
@@ -65,22 +66,7 @@
 	MOVQ   c+24(FP), DX; \
 	MOVQ   ldc+32(FP), R8; \
 	SHLQ   $2, R8; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
-	VPXORD Z20, Z20, Z20; \
-	VPXORD Z21, Z21, Z21; \
-	VPXORD Z22, Z22, Z22; \
-	VPXORD Z23, Z23, Z23; \
+	ZEROZ8Z23; \
 	MOVQ   CX, BX; \
 	SHRQ   $1, BX; \
 	ANDQ   $1, CX
@@ -88,14 +74,6 @@
 // ALPHA broadcasts alpha into Z0.
 #define ALPHA \
 	VBROADCASTSS alpha+40(FP), Z0
-
-// BETA jumps to accum where beta is not 0 (NaN included).
-#define BETA(accum) \
-	MOVSS        beta+44(FP), X1; \
-	XORPS        X2, X2; \
-	UCOMISS      X2, X1; \
-	JNE          accum; \
-	JPS          accum
 
 // func KernelEdge8x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
 TEXT ·KernelEdge8x32(SB), NOSPLIT, $0-48
@@ -123,7 +101,7 @@ store8:
 	SCALE(Z18, Z19)
 	SCALE(Z20, Z21)
 	SCALE(Z22, Z23)
-	BETA(accum8)
+	BETANONZERO(accum8)
 	PUT(Z8, Z9)
 	PUT(Z10, Z11)
 	PUT(Z12, Z13)
@@ -169,7 +147,7 @@ store4:
 	SCALE(Z10, Z11)
 	SCALE(Z12, Z13)
 	SCALE(Z14, Z15)
-	BETA(accum4)
+	BETANONZERO(accum4)
 	PUT(Z8, Z9)
 	PUT(Z10, Z11)
 	PUT(Z12, Z13)

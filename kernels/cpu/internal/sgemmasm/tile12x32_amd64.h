@@ -1,7 +1,6 @@
-// ENTER12X32 zeroes the accumulators Z8…Z31 of a 12×32 micro-kernel and
-// splits its depth CX into BX steps of four and CX single steps, jumping to
-// tail512 where there is no step of four.
-#define ENTER12X32 \
+// ZEROZ8Z23 zeroes the accumulators Z8…Z23 (a 12×32 kernel's first 16;
+// the 8-row edge kernel's all).
+#define ZEROZ8Z23 \
 	VPXORD Z8, Z8, Z8; \
 	VPXORD Z9, Z9, Z9; \
 	VPXORD Z10, Z10, Z10; \
@@ -17,7 +16,22 @@
 	VPXORD Z20, Z20, Z20; \
 	VPXORD Z21, Z21, Z21; \
 	VPXORD Z22, Z22, Z22; \
-	VPXORD Z23, Z23, Z23; \
+	VPXORD Z23, Z23, Z23
+
+// BETANONZERO jumps to accum where the argument beta is not 0 (NaN
+// included), X1 and X2 clobbered.
+#define BETANONZERO(accum) \
+	MOVSS   beta+44(FP), X1; \
+	XORPS   X2, X2; \
+	UCOMISS X2, X1; \
+	JNE     accum; \
+	JPS     accum
+
+// ENTER12X32 zeroes the accumulators Z8…Z31 of a 12×32 micro-kernel and
+// splits its depth CX into BX steps of four and CX single steps, jumping to
+// tail512 where there is no step of four.
+#define ENTER12X32 \
+	ZEROZ8Z23; \
 	VPXORD Z24, Z24, Z24; \
 	VPXORD Z25, Z25, Z25; \
 	VPXORD Z26, Z26, Z26; \
@@ -63,11 +77,7 @@ store512: \
 	VMULPS Z0, Z29, Z29; \
 	VMULPS Z0, Z30, Z30; \
 	VMULPS Z0, Z31, Z31; \
-	MOVSS beta+44(FP), X1; \
-	XORPS X2, X2; \
-	UCOMISS X2, X1; \
-	JNE accum512; \
-	JPS accum512; \
+	BETANONZERO(accum512); \
 	VMOVUPS Z8, (DX); \
 	VMOVUPS Z9, 64(DX); \
 	ADDQ R8, DX; \
