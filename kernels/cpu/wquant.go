@@ -57,12 +57,22 @@ func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kerne
 func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 	data, scales := i8(w.Data), f32(w.Scales)
 	levels := w.Format.Levels()
+	// The 4-bit formats' whole chunks of 128 go through DotQ4L where the
+	// groups allow it, the rest through DotQ4.
+	var walk qgemm.ScaleWalk
+	lanes, k128 := false, 0
 	if w.Format != kernels.WInt8 {
+		if walk, lanes = qgemm.NewScaleWalk(scales, w.Group); lanes && qgemm.Available {
+			k128 = g.K &^ (qgemm.Chunk4 - 1)
+		}
 		for m := range g.M {
-			permuteQ4(xs[m*g.K : (m+1)*g.K])
+			x := xs[m*g.K : (m+1)*g.K]
+			qgemm.LaneOrder4(x[:k128])
+			permuteQ4(x[k128:])
 		}
 	}
 	parallelFor(g.N, g.M*g.K/4, func(lo, hi int) {
+		walk := walk
 		for n := lo; n < hi; n++ {
 			for m := range g.M {
 				x := xs[m*g.K : (m+1)*g.K]
@@ -74,7 +84,16 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 					y[m*g.N+n] = dotQ8G(x, data[n*g.K:(n+1)*g.K], scales[n*ng:(n+1)*ng], w.Group)
 				default:
 					ng := g.K / w.Group
-					y[m*g.N+n] = dotQ4(x, data[n*g.K/2:(n+1)*g.K/2], scales[n*ng:(n+1)*ng], w.Group, &levels)
+					row, rs := data[n*g.K/2:(n+1)*g.K/2], scales[n*ng:(n+1)*ng]
+					var s float32
+					if k128 > 0 {
+						walk.P = &rs[0]
+						s = qgemm.DotQ4L(&x[0], &row[0], k128, &walk, &levels)
+					}
+					if k128 < g.K {
+						s += dotQ4(x[k128:], row[k128/2:], rs[k128/w.Group:], w.Group, &levels)
+					}
+					y[m*g.N+n] = s
 				}
 			}
 		}

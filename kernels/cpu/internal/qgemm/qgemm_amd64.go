@@ -93,3 +93,10 @@ func DequantQ8(dst *float32, w *int8, k int, s float32)
 //
 //go:noescape
 func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels *[16]float32)
+
+// DotQ4L returns Σ_p x[p]·levels[code(p)]·scale(p) over k values (a
+// positive multiple of Chunk4) of 4-bit codes packed two per byte of w (low nibble
+// first), x in LaneOrder4's order and the scales met through s.
+//
+//go:noescape
+func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32

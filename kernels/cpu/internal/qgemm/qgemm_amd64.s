@@ -622,3 +622,92 @@ q4chunk:
 q4done:
 	VZEROUPPER
 	RET
+
+// LWALK sets up a ScaleWalk from DX: P in R8, the scales' lane indices in
+// Z30, N in BX, 4·N in R11, Per in R10 and R12 (the steps left before P
+// moves on).
+#define LWALK \
+	MOVQ      0(DX), R8; \
+	MOVQ      8(DX), BX; \
+	MOVQ      16(DX), R10; \
+	VMOVDQU32 24(DX), Z30; \
+	LEAQ      (BX*4), R11; \
+	MOVQ      R10, R12
+
+// LD1, LD2 and LD4 load a step's 1, 2 or 4 scales from R8 into Z10,
+// repeated across it.
+#define LD1 VBROADCASTSS (R8), Z10
+#define LD2 VBROADCASTSD (R8), Z10
+#define LD4 VBROADCASTF32X4 (R8), Z10
+
+// L4STEP is one step of DotQ4L: 128 codes from DI against x from SI, the
+// scales loaded by LOAD (exactly the step's N of them, repeated across
+// Z10) and spread to the lanes; then the walk moves on and the loop goes
+// back to top, or to done when CX is spent.
+#define L4STEP(LOAD, top, done) \
+	VMOVDQU32   (DI), Z4; \
+	VPERMPS     Z31, Z4, Z12; \
+	VPSRLD      $4, Z4, Z13; \
+	VPSRLD      $8, Z4, Z14; \
+	VPSRLD      $12, Z4, Z15; \
+	VPSRLD      $16, Z4, Z16; \
+	VPSRLD      $20, Z4, Z17; \
+	VPSRLD      $24, Z4, Z18; \
+	VPSRLD      $28, Z4, Z19; \
+	VPERMPS     Z31, Z13, Z13; \
+	VPERMPS     Z31, Z14, Z14; \
+	VPERMPS     Z31, Z15, Z15; \
+	VPERMPS     Z31, Z16, Z16; \
+	VPERMPS     Z31, Z17, Z17; \
+	VPERMPS     Z31, Z18, Z18; \
+	VPERMPS     Z31, Z19, Z19; \
+	VMULPS      (SI), Z12, Z8; \
+	VMULPS      64(SI), Z13, Z9; \
+	VFMADD231PS 128(SI), Z14, Z8; \
+	VFMADD231PS 192(SI), Z15, Z9; \
+	VFMADD231PS 256(SI), Z16, Z8; \
+	VFMADD231PS 320(SI), Z17, Z9; \
+	VFMADD231PS 384(SI), Z18, Z8; \
+	VFMADD231PS 448(SI), Z19, Z9; \
+	VADDPS      Z9, Z8, Z8; \
+	LOAD; \
+	VPERMPS     Z10, Z30, Z10; \
+	VFMADD231PS Z10, Z8, Z0; \
+	ADDQ        $64, DI; \
+	ADDQ        $512, SI; \
+	DECQ        R12; \
+	JNZ         3(PC); \
+	ADDQ        R11, R8; \
+	MOVQ        R10, R12; \
+	SUBQ        $128, CX; \
+	JNZ         top; \
+	JMP         done
+
+// func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32
+TEXT ·DotQ4L(SB), NOSPLIT, $0-44
+	MOVQ    s+24(FP), DX
+	LWALK
+	MOVQ    levels+32(FP), AX
+	VMOVUPS (AX), Z31
+	MOVQ    x+0(FP), SI
+	MOVQ    w+8(FP), DI
+	MOVQ    k+16(FP), CX
+	VPXORD  Z0, Z0, Z0
+	CMPQ    BX, $2
+	JEQ     l4two
+	JGT     l4four
+
+l4one:
+	L4STEP(LD1, l4one, l4done)
+
+l4two:
+	L4STEP(LD2, l4two, l4done)
+
+l4four:
+	L4STEP(LD4, l4four, l4done)
+
+l4done:
+	HSUMPS
+	MOVSS  X0, ret+40(FP)
+	VZEROUPPER
+	RET

@@ -58,3 +58,8 @@ func DequantQ8(dst *float32, w *int8, k int, s float32) {
 func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) {
 	panic("qgemm: no assembly kernel on this architecture")
 }
+
+// DotQ4L is the assembly kernel, absent here; it panics.
+func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32 {
+	panic("qgemm: no assembly kernel on this architecture")
+}
