@@ -34,6 +34,21 @@ func (a Activation) String() string {
 	return "activation(?)"
 }
 
+// LinearPacker is an optional op group of backends whose MatMul multiplies
+// a linear layer's weight in a layout of their own: the weights of a
+// model that serves inference are packed into it once, when the model
+// loads, instead of on every product. Callers get it with Group; a
+// backend without it packs on every call.
+type LinearPacker interface {
+	// PackLinear keeps w [N, K] (torch.nn.Linear's layout) also in the
+	// layout that MatMul multiplies as b with TransB, so that MatMul reads
+	// the packed form instead of packing w again. w's values stay as they
+	// are, and every MatMul computes what it computes with w unpacked.
+	// They must not change afterwards except through Upload, which drops
+	// the packed form; Free releases both.
+	PackLinear(w *Tensor) error
+}
+
 // MatMulParams qualifies MatMul:
 //
 //	out = act(alpha·op(a)·op(b) + beta·out + bias)

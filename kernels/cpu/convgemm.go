@@ -10,7 +10,10 @@ import (
 	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 )
 
-var _ kernels.ConvPacker = (*Backend)(nil)
+var (
+	_ kernels.ConvPacker   = (*Backend)(nil)
+	_ kernels.LinearPacker = (*Backend)(nil)
+)
 
 // convRowFloats bounds the output block, in float32 values (1 MiB, a
 // core's L2 on this repository's AVX-512 machine), that a task of convGEMM
@@ -71,7 +74,7 @@ func splitUnits(total, unit, n, i int) (lo, hi int) {
 //
 // packed, when not nil, holds the filters as packB lays them out
 // (PackConvFilters), read in place of packing wv.
-func convGEMM(ov, xv, wv []float32, packed *convFilters, bias []float32, g kernels.ConvDims, beta float32, act kernels.Activation) {
+func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.ConvDims, beta float32, act kernels.Activation) {
 	kern := sgemmMicro
 	mr, nr := kern.mr, kern.nr
 	M, K, Co := g.M(), g.K(), g.Co
@@ -169,20 +172,22 @@ func ownSGEMM() bool {
 	return ok
 }
 
-// convFilters is a filter tensor packed for convGEMM: for each group, its
-// wᵀ [K, cog] in kc-deep blocks of nr-column panels as packB lays them
-// out over the group's whole width (padded to cogP columns), block after
-// block, in memory from the backend's pool.
-type convFilters struct {
+// packedB is a weight packed as our SGEMM's op(b) for products against
+// its transpose (kernels.ConvPacker, kernels.LinearPacker): for each of
+// its groups of rows, their transpose [K, cog] in kc-deep blocks of
+// nr-column panels as packB lays them out over the group's whole width
+// (padded to cogP columns), block after block, in memory from the
+// backend's pool.
+type packedB struct {
 	groups, nr, cogP int
 	panels           []float32
 	mem              *hostBuf
 	class            int64
 }
 
-// block returns the panels of group gr's kc-deep block at row pc of wᵀ
-// (K rows) from column col (a multiple of nr) on.
-func (f *convFilters) block(gr, K, pc, kc, col int) []float32 {
+// block returns the panels of group gr's kc-deep block at row pc of its
+// transpose (K rows) from column col (a multiple of nr) on.
+func (f *packedB) block(gr, K, pc, kc, col int) []float32 {
 	base := (gr*K + pc) * f.cogP
 	return f.panels[base+col*kc : base+f.cogP*kc]
 }
@@ -192,30 +197,52 @@ func (f *convFilters) block(gr, K, pc, kc, col int) []float32 {
 // engines and the narrow groups that Conv2D takes as dot products keep
 // packing on every call: there the packed form would go unread.
 func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
-	op := check.Op("cpu: PackConvFilters").Tensor("w", w, b)
-	if err := op.Err(); err != nil {
+	const name = "cpu: PackConvFilters"
+	if err := check.Op(name).Tensor("w", w, b).Err(); err != nil {
 		return err
 	}
 	s := w.Shape()
 	if len(s) != 4 || groups < 1 || s[0]%groups != 0 {
-		return fmt.Errorf("cpu: PackConvFilters: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
-			w, groups, kernels.ErrShape)
+		return fmt.Errorf("%s: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
+			name, w, groups, kernels.ErrShape)
 	}
+	return b.packB(name, w, groups, s[1]*s[2]*s[3], s[0]/groups > narrowGroup)
+}
+
+// PackLinear packs w, an F32 linear layer's weight [N, K], for MatMul's
+// products against its transpose on our own SGEMM (see
+// kernels.LinearPacker). Other dtypes and other engines keep their own
+// paths: there the packed form would go unread.
+func (b *Backend) PackLinear(w *kernels.Tensor) error {
+	const name = "cpu: PackLinear"
+	if err := check.Op(name).Tensor("w", w, b).Err(); err != nil {
+		return err
+	}
+	s := w.Shape()
+	if len(s) != 2 {
+		return fmt.Errorf("%s: w %v: want a linear layer's weight [N, K]: %w", name, w, kernels.ErrShape)
+	}
+	return b.packB(name, w, 1, s[1], true)
+}
+
+// packB keeps w, groups of rows of k values, also packed (packedB) where
+// it is F32, the engine our SGEMM and read is set; it drops any packed
+// form w had.
+func (b *Backend) packB(name string, w *kernels.Tensor, groups, k int, read bool) error {
 	st := w.Storage().(*storage)
-	b.dropFilters(st)
-	co, k := s[0], s[1]*s[2]*s[3]
-	cog := co / groups
-	if w.DType() != kernels.F32 || !ownSGEMM() || cog <= narrowGroup {
+	b.dropPacked(st)
+	if w.DType() != kernels.F32 || !ownSGEMM() || !read {
 		return nil
 	}
+	cog := w.Shape()[0] / groups
 	nr := sgemmMicro.nr
 	cogP := (cog + nr - 1) / nr * nr
 	n := groups * k * cogP
 	mem, class, err := b.pool.Get(int64(n) * 4)
 	if err != nil {
-		return fmt.Errorf("cpu: PackConvFilters: w %v: %w", w, err)
+		return fmt.Errorf("%s: w %v: %w", name, w, err)
 	}
-	f := &convFilters{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
+	f := &packedB{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
 	wv := f32(w)
 	for gr := range groups {
@@ -223,23 +250,23 @@ func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
 			packB(f.panels[(gr*k+pc)*cogP:], wv[gr*cog*k:], k, true, pc, min(sgemmKC, k-pc), 0, cog, nr)
 		}
 	}
-	st.filters = f
+	st.packed = f
 	return nil
 }
 
-// dropFilters returns st's packed filters, if any, to the pool.
-func (b *Backend) dropFilters(st *storage) {
-	if f := st.filters; f != nil {
-		st.filters = nil
+// dropPacked returns st's packed form, if any, to the pool.
+func (b *Backend) dropPacked(st *storage) {
+	if f := st.packed; f != nil {
+		st.packed = nil
 		b.pool.Put(f.mem, f.class)
 	}
 }
 
-// packedFilters returns w's packed form for a convolution of g on our own
-// SGEMM, or nil where there is none for its groups.
-func packedFilters(w *kernels.Tensor, g kernels.ConvDims) *convFilters {
-	f := w.Storage().(*storage).filters
-	if f == nil || f.groups != g.Groups || f.nr != sgemmMicro.nr {
+// packedOf returns w's packed form for products of its groups of rows on
+// our own SGEMM, or nil where there is none for them.
+func packedOf(w *kernels.Tensor, groups int) *packedB {
+	f := w.Storage().(*storage).packed
+	if f == nil || f.groups != groups || f.nr != sgemmMicro.nr {
 		return nil
 	}
 	return f

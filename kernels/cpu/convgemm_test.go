@@ -58,22 +58,58 @@ func TestPackedFiltersSameBits(t *testing.T) {
 	want := conv()
 	require.NoError(t, be.PackConvFilters(w, 1))
 	if !ownSGEMM() {
-		require.Nil(t, w.Storage().(*storage).filters, "packed for an engine that does not read them")
+		require.Nil(t, w.Storage().(*storage).packed, "packed for an engine that does not read them")
 		require.Equal(t, want, conv())
 		return
 	}
-	require.NotNil(t, w.Storage().(*storage).filters)
+	require.NotNil(t, w.Storage().(*storage).packed)
 	require.Equal(t, want, conv())
 	require.NoError(t, kernels.UploadFloat32(w, seq(w.Len(), 0.11)))
-	require.Nil(t, w.Storage().(*storage).filters, "Upload drops the packed filters")
+	require.Nil(t, w.Storage().(*storage).packed, "Upload drops the packed filters")
 	before := be.MemStats().CurrentBytes
 	require.NoError(t, be.PackConvFilters(w, 1))
 	packed := be.MemStats().CurrentBytes - before
 	assert.GreaterOrEqual(t, packed, w.Bytes(), "the packed filters are pool memory (96 filters of 360: as many as w)")
 	st, wb := w.Storage().(*storage), w.Bytes()
 	require.NoError(t, be.Free(w))
-	require.Nil(t, st.filters, "Free drops the packed filters")
+	require.Nil(t, st.packed, "Free drops the packed filters")
 	assert.Equal(t, before-wb, be.MemStats().CurrentBytes, "Free returns w and its packed form")
+}
+
+// TestPackedLinearSameBits checks that MatMul reads a weight packed by
+// PackLinear (the same products in the same order: the same bits as
+// unpacked), for rows split across workers and for columns split, and
+// that Upload drops the packed form; on an engine other than our SGEMM,
+// that PackLinear packs nothing.
+func TestPackedLinearSameBits(t *testing.T) {
+	be := New()
+	for _, d := range [][3]int{{128, 768, 768}, {24, 3072, 300}} {
+		m, n, k := d[0], d[1], d[2]
+		x, err := kernels.FromFloat32(be, kernels.F32, seq(m*k, 0.37), m, k)
+		require.NoError(t, err)
+		w, err := kernels.FromFloat32(be, kernels.F32, seq(n*k, 0.11), n, k)
+		require.NoError(t, err)
+		out, err := be.Alloc(kernels.F32, m, n)
+		require.NoError(t, err)
+		mm := func() []float32 {
+			require.NoError(t, be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}))
+			return slices.Clone(f32(out))
+		}
+		want := mm()
+		require.NoError(t, be.PackLinear(w))
+		if !ownSGEMM() {
+			require.Nil(t, w.Storage().(*storage).packed, "packed for an engine that does not read them")
+			require.Equal(t, want, mm())
+			return
+		}
+		require.NotNil(t, w.Storage().(*storage).packed)
+		require.Equal(t, want, mm(), "%v", d)
+		require.NoError(t, kernels.UploadFloat32(w, seq(w.Len(), 0.11)))
+		require.Nil(t, w.Storage().(*storage).packed, "Upload drops the packed weight")
+		for _, tt := range []*kernels.Tensor{x, w, out} {
+			require.NoError(t, be.Free(tt))
+		}
+	}
 }
 
 // seq is n values cycling through [-1, 1) in steps of step.

@@ -51,9 +51,9 @@ type storage struct {
 	buf   []byte
 	mem   *hostBuf
 	class int64
-	// filters is the packed form of a filter tensor (PackConvFilters), or
-	// nil.
-	filters *convFilters
+	// packed is the packed form of a weight (PackConvFilters,
+	// PackLinear), or nil.
+	packed *packedB
 }
 
 // New returns a CPU backend using GOMAXPROCS threads, choosing the
@@ -101,7 +101,7 @@ func (b *Backend) Free(t *kernels.Tensor) error {
 		return err
 	}
 	st := t.Storage().(*storage)
-	b.dropFilters(st)
+	b.dropPacked(st)
 	b.pool.Put(st.mem, st.class)
 	t.MarkFreed()
 	return nil
@@ -113,7 +113,7 @@ func (b *Backend) Upload(t *kernels.Tensor, src []byte) error {
 		That(int64(len(src)) == t.Bytes(), kernels.ErrShape, "%d bytes for %v (%d bytes)", len(src), t, t.Bytes()).Err(); err != nil {
 		return err
 	}
-	b.dropFilters(t.Storage().(*storage))
+	b.dropPacked(t.Storage().(*storage))
 	parallelCopy(bytesOf(t), src)
 	return nil
 }

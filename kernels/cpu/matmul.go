@@ -81,7 +81,12 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) })
 	case batch == 1 || (shared && !p.TransA):
 		// One product: a single batch, or a batch of untransposed a against
-		// a shared b, which is one [batch·M, K]·[K, N] product.
+		// a shared b, which is one [batch·M, K]·[K, N] product; against a
+		// linear layer's weight packed by PackLinear, on its panels.
+		if pb := packedOf(bt, 1); pb != nil && p.TransB && !p.TransA && !bf {
+			sgemmPackedB(sgemmMicro, batch*m, n, k, alpha, a32, ac, pb, p.Beta, cv, n)
+			break
+		}
 		prod(batch*m, 0, 0, 0, 0, 1)
 	default:
 		aStep, bStep, cStep := ar*ac, br*bc, m*n

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/blas"
 
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 )
 
@@ -214,6 +215,39 @@ func BenchmarkSgemmTrans(b *testing.B) {
 			}
 			b.ReportMetric(2*float64(s.m*s.n*s.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkPackedLinear times MatMul of BERT-base's 128 rows (batch 1,
+// sequence 128) against its linear layers' weights [N, K] transposed,
+// packed on every call and packed once by PackLinear: GFLOP/s.
+func BenchmarkPackedLinear(b *testing.B) {
+	be := New()
+	const m = 128
+	for _, d := range [][2]int{{768, 768}, {3072, 768}, {768, 3072}} {
+		n, k := d[0], d[1]
+		x, err := kernels.FromFloat32(be, kernels.F32, seq(m*k, 0.37), m, k)
+		require.NoError(b, err)
+		out, err := be.Alloc(kernels.F32, m, n)
+		require.NoError(b, err)
+		for _, packed := range []bool{false, true} {
+			w, err := kernels.FromFloat32(be, kernels.F32, seq(n*k, 0.11), n, k)
+			require.NoError(b, err)
+			if packed {
+				require.NoError(b, be.PackLinear(w))
+			}
+			b.Run(fmt.Sprintf("n=%d/k=%d/packed=%v", n, k, packed), func(b *testing.B) {
+				for b.Loop() {
+					if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			require.NoError(b, be.Free(w))
+		}
+		require.NoError(b, be.Free(x))
+		require.NoError(b, be.Free(out))
 	}
 }
 

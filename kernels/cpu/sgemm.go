@@ -209,6 +209,23 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 		kern.fn, kern.edge)
 }
 
+// sgemmPackedB is c = alpha·a·wᵀ + beta·c for a [m, k] (row stride lda)
+// and a weight w [n, k] packed by PackLinear (f, one group), split over
+// goroutines by gemmParts: the SGEMM reads w's panels as they were packed
+// instead of packing them.
+func sgemmPackedB(kern sgemmKernel, m, n, k int, alpha float32, a []float32, lda int, f *packedB, beta float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
+	gemmParts(false, true, m, n, k, mr, nr, lda, k, ldc, func(m, n, ao, bo, co int) {
+		col := bo / k // the part's first column, a multiple of nr
+		buf := sgemmBufs.Get().(*gemmBuf[float32])
+		defer sgemmBufs.Put(buf)
+		gemmBlocked(buf, mr, nr, 1, m, n, k, alpha, beta, c[co:], ldc,
+			func(dst []float32, ic, mc, pc, kc int) { packA(dst, a[ao:], lda, false, ic, mc, pc, kc, mr) },
+			func(_ []float32, pc, kc, jc, _ int) []float32 { return f.block(0, k, pc, kc, col+jc) },
+			kern.fn, kern.edge)
+	})
+}
+
 // gemmBlocked is the blocked product c = alpha·op(a)·op(b) + beta·c on the
 // calling goroutine, with buf's buffers: a kc-deep slice of op(b), sgemmNC
 // columns wide, packed into nr-column panels (packB), and an mc×kc block

@@ -90,7 +90,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			epilogue(lo, hi)
 		})
 	case ownSGEMM():
-		convGEMM(ov, xv, wv, packedFilters(w, g), bias, g, beta, p.Act)
+		convGEMM(ov, xv, wv, packedOf(w, g.Groups), bias, g, beta, p.Act)
 	default:
 		slab := max(16, min(512, convPackFloats/K))
 		slabs := (M + slab - 1) / slab

@@ -20,6 +20,8 @@ type mmCase struct {
 	beta    float32
 	bias    bool
 	act     kernels.Activation
+	// packed packs b (a 2-D transposed weight) with LinearPacker first.
+	packed bool
 }
 
 func (c mmCase) String() string {
@@ -45,6 +47,9 @@ func (c mmCase) String() string {
 	}
 	if c.act != kernels.ActNone {
 		s += "/act=" + c.act.String()
+	}
+	if c.packed {
+		s += "/packed"
 	}
 	return s
 }
@@ -101,6 +106,16 @@ func matmulCases() []mmCase {
 	)
 	// BERT's pooler: dense + tanh on the first token of each sequence.
 	cs = append(cs, mmCase{m: 3, n: 96, k: 96, tB: true, bias: true, act: kernels.ActTanh})
+	// Weights packed once (LinearPacker): rows split across workers (a
+	// partial last column panel, K over two kc-deep blocks), columns split
+	// (wider than tall), a batch sharing the weight with an epilogue, and
+	// the row-dot-product path, which reads the weight as stored.
+	cs = append(cs,
+		mmCase{m: 130, n: 70, k: 300, tB: true, packed: true},
+		mmCase{m: 13, n: 300, k: 257, tB: true, alpha: 0.5, beta: 1, packed: true},
+		mmCase{batch: []int{2}, m: 65, n: 33, k: 64, shared: true, tB: true, beta: 0.5, bias: true, act: kernels.ActGELU, packed: true},
+		mmCase{m: 3, n: 40, k: 70, tB: true, packed: true},
+	)
 	return cs
 }
 
@@ -111,7 +126,7 @@ func matmulTests() []test {
 			ts = append(ts, test{name("matmul", "dt", dt, "case", c), func(e *env) { e.matmul(dt, c) }})
 		}
 	}
-	ts = append(ts, test{"matmul/errors", matmulErrors})
+	ts = append(ts, test{"matmul/errors", matmulErrors}, test{"matmul/packed-upload", matmulPackedUpload}, test{"PackLinear/errors", packLinearErrors})
 	return ts
 }
 
@@ -136,6 +151,9 @@ func (e *env) matmul(dt kernels.DType, c mmCase) {
 
 	a, av := e.Input("a", dt, aShape...)
 	b, bv := e.Input("b", dt, bShape...)
+	if c.packed {
+		require.NoError(e, optionalGroup[kernels.LinearPacker](e).PackLinear(b))
+	}
 	var out *kernels.Tensor
 	var c0 []float64
 	if c.beta != 0 {
@@ -264,4 +282,40 @@ func matmulErrors(e *env) {
 	// The same tensors in a correct call work.
 	require.NoError(e, e.b.MatMul(out, a, b, kernels.MatMulParams{Bias: bias}))
 	require.NoError(e, e.b.MatMul(out3, a3, b, none), "shared 2-D b")
+}
+
+// matmulPackedUpload packs a weight, uploads new values over it and checks
+// that MatMul multiplies the new ones.
+func matmulPackedUpload(e *env) {
+	const m, n, k = 40, 50, 60
+	a, av := e.Input("a", kernels.F32, m, k)
+	w, _ := e.mutable(kernels.F32, n, k)
+	require.NoError(e, optionalGroup[kernels.LinearPacker](e).PackLinear(w))
+	w32 := make([]float32, w.Len())
+	for i := range w32 {
+		w32[i] = float32(e.rng.Float64() - 0.5)
+	}
+	require.NoError(e, kernels.UploadFloat32(w, w32))
+	out := e.Output(kernels.F32, m, n)
+	require.NoError(e, e.b.MatMul(out, a, w, kernels.MatMulParams{TransB: true}))
+	want := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			for l := range k {
+				want[i*n+j] += av[i*k+l] * float64(w32[j*k+l])
+			}
+		}
+	}
+	e.Check("out", out, want, 0)
+}
+
+// packLinearErrors checks that PackLinear names the shape it rejects.
+func packLinearErrors(e *env) {
+	lp := optionalGroup[kernels.LinearPacker](e)
+	for _, shape := range [][]int{{6}, {2, 3, 4}} {
+		w, _ := e.Input("w", kernels.F32, shape...)
+		err := lp.PackLinear(w)
+		require.ErrorIs(e, err, kernels.ErrShape, "%v", shape)
+		require.ErrorContains(e, err, "PackLinear")
+	}
 }

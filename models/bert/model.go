@@ -76,7 +76,9 @@ type Model struct {
 	w         weights
 }
 
-// Load uploads the weights of cfg from src to be in precision prec.
+// Load uploads the weights of cfg from src to be in precision prec, the
+// float linears' packed for the backend's products where it packs them
+// (layers.Pack).
 func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
@@ -101,7 +103,16 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 	if err := nn.LoadParams(s, src, cfg.Params(true, false), prec.DType()); err != nil {
 		return nil, errors.Join(err, s.Free())
 	}
-	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: wire(cfg, s.Get)}, nil
+	w := wire(cfg, s.Get)
+	lins := []*linear{&w.pooler}
+	for i := range w.layers {
+		l := w.layers[i].linears()
+		lins = append(lins, l[:]...)
+	}
+	if err := layers.Pack(be, lins...); err != nil {
+		return nil, errors.Join(fmt.Errorf("bert: %w", err), s.Free())
+	}
+	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: w}, nil
 }
 
 // Backend is the device the model lives on.

@@ -182,3 +182,23 @@ func ops[G any](be kernels.Backend) (G, error) {
 	}
 	return kernels.Group[G](be)
 }
+
+// Pack packs the float weights of lins into the layout the backend's
+// products read (kernels.LinearPacker), once, for a model that serves
+// inference; nothing on a backend without the group. The weights must not
+// change afterwards except through Upload.
+func Pack(be kernels.Backend, lins ...*Linear) error {
+	p, err := kernels.Group[kernels.LinearPacker](be)
+	if err != nil {
+		return nil
+	}
+	for _, l := range lins {
+		if l.W == nil {
+			continue
+		}
+		if err := p.PackLinear(l.W); err != nil {
+			return err
+		}
+	}
+	return nil
+}
