@@ -245,11 +245,13 @@ func (b *Backend) packB(name string, w *kernels.Tensor, groups, k int, read bool
 	f := &packedB{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
 	wv := f32(w)
-	for gr := range groups {
-		for pc := 0; pc < k; pc += sgemmKC {
+	blocks := (k + sgemmKC - 1) / sgemmKC
+	parallelFor(groups*blocks, sgemmKC*cogP, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			gr, pc := i/blocks, i%blocks*sgemmKC
 			packB(f.panels[(gr*k+pc)*cogP:], wv[gr*cog*k:], k, true, pc, min(sgemmKC, k-pc), 0, cog, nr)
 		}
-	}
+	})
 	st.packed = f
 	return nil
 }
