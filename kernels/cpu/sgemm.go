@@ -197,16 +197,10 @@ func grow[E float32 | uint32](s []E, n int) []E {
 // sgemmSerialWith is the blocked SGEMM on the calling goroutine.
 func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
-	buf := sgemmBufs.Get().(*gemmBuf[float32])
-	defer sgemmBufs.Put(buf)
-	mr, nr := kern.mr, kern.nr
-	gemmBlocked(buf, mr, nr, 1, m, n, k, alpha, beta, c, ldc,
-		func(dst []float32, ic, mc, pc, kc int) { packA(dst, a, lda, tA, ic, mc, pc, kc, mr) },
-		func(dst []float32, pc, kc, jc, nc int) []float32 {
-			packB(dst, b, ldb, tB, pc, kc, jc, nc, nr)
-			return dst
-		},
-		kern.fn, kern.edge)
+	sgemmPanels(kern, tA, m, n, k, alpha, a, lda, beta, c, ldc, func(dst []float32, pc, kc, jc, nc int) []float32 {
+		packB(dst, b, ldb, tB, pc, kc, jc, nc, kern.nr)
+		return dst
+	})
 }
 
 // sgemmPackedB is c = alpha·a·wᵀ + beta·c for a [m, k] (row stride lda)
@@ -214,16 +208,25 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 // goroutines by gemmParts: the SGEMM reads w's panels as they were packed
 // instead of packing them.
 func sgemmPackedB(kern sgemmKernel, m, n, k int, alpha float32, a []float32, lda int, f *packedB, beta float32, c []float32, ldc int) {
-	mr, nr := kern.mr, kern.nr
-	gemmParts(false, true, m, n, k, mr, nr, lda, k, ldc, func(m, n, ao, bo, co int) {
+	gemmParts(false, true, m, n, k, kern.mr, kern.nr, lda, k, ldc, func(m, n, ao, bo, co int) {
 		col := bo / k // the part's first column, a multiple of nr
-		buf := sgemmBufs.Get().(*gemmBuf[float32])
-		defer sgemmBufs.Put(buf)
-		gemmBlocked(buf, mr, nr, 1, m, n, k, alpha, beta, c[co:], ldc,
-			func(dst []float32, ic, mc, pc, kc int) { packA(dst, a[ao:], lda, false, ic, mc, pc, kc, mr) },
-			func(_ []float32, pc, kc, jc, _ int) []float32 { return f.block(0, k, pc, kc, col+jc) },
-			kern.fn, kern.edge)
+		sgemmPanels(kern, false, m, n, k, alpha, a[ao:], lda, beta, c[co:], ldc, func(_ []float32, pc, kc, jc, _ int) []float32 {
+			return f.block(0, k, pc, kc, col+jc)
+		})
 	})
+}
+
+// sgemmPanels is the blocked SGEMM on the calling goroutine over a pooled
+// gemmBuf, op(a) packed from a and op(b)'s panels from panelsB
+// (gemmBlocked's packB).
+func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int,
+	panelsB func(dst []float32, pc, kc, jc, nc int) []float32) {
+	buf := sgemmBufs.Get().(*gemmBuf[float32])
+	defer sgemmBufs.Put(buf)
+	mr := kern.mr
+	gemmBlocked(buf, mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc,
+		func(dst []float32, ic, mc, pc, kc int) { packA(dst, a, lda, tA, ic, mc, pc, kc, mr) },
+		panelsB, kern.fn, kern.edge)
 }
 
 // gemmBlocked is the blocked product c = alpha·op(a)·op(b) + beta·c on the

@@ -60,9 +60,10 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 	// The 4-bit formats' whole chunks of 128 go through DotQ4L where the
 	// groups allow it, the rest through DotQ4.
 	var walk qgemm.ScaleWalk
-	lanes, k128 := false, 0
+	k128 := 0
 	if w.Format != kernels.WInt8 {
-		if walk, lanes = qgemm.NewScaleWalk(scales, w.Group); lanes && qgemm.Available {
+		var ok bool
+		if walk, ok = qgemm.NewScaleWalk(scales, w.Group); ok && qgemm.Available {
 			k128 = g.K &^ (qgemm.Chunk4 - 1)
 		}
 		for m := range g.M {
