@@ -174,13 +174,14 @@ func ownSGEMM() bool {
 
 // packedB is a weight packed as our SGEMM's op(b) for products against
 // its transpose (kernels.ConvPacker, kernels.LinearPacker): for each of
-// its groups of rows, their transpose [K, cog] in kc-deep blocks of
+// its groups of rows, their transpose [K, cog] in depth-deep blocks of
 // nr-column panels as packB lays them out over the group's whole width
 // (padded to cogP columns), block after block, in memory from the
-// backend's pool.
+// backend's pool. The blocks are sgemmKC deep for gemmBlocked, K deep (one
+// block) for convRows.
 type packedB struct {
-	groups, nr, cogP int
-	panels           []float32
+	groups, nr, cogP, depth int
+	panels                  []float32
 	mem              *hostBuf
 	class            int64
 }
@@ -206,7 +207,12 @@ func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
 		return fmt.Errorf("%s: w %v for %d groups: want [Co, Kh, Kw, Ci/groups] with groups ≥ 1 dividing Co: %w",
 			name, w, groups, kernels.ErrShape)
 	}
-	return b.packB(name, w, groups, s[1]*s[2]*s[3], s[0]/groups > narrowGroup)
+	k := s[1] * s[2] * s[3]
+	depth := sgemmKC
+	if groups == 1 && sgemmasm.Available512 {
+		depth = k // convRows reads the filters
+	}
+	return b.packB(name, w, groups, k, depth, s[0]/groups > narrowGroup)
 }
 
 // PackLinear packs w, an F32 linear layer's weight [N, K], for MatMul's
@@ -222,13 +228,13 @@ func (b *Backend) PackLinear(w *kernels.Tensor) error {
 	if len(s) != 2 {
 		return fmt.Errorf("%s: w %v: want a linear layer's weight [N, K]: %w", name, w, kernels.ErrShape)
 	}
-	return b.packB(name, w, 1, s[1], true)
+	return b.packB(name, w, 1, s[1], sgemmKC, true)
 }
 
-// packB keeps w, groups of rows of k values, also packed (packedB) where
-// it is F32, the engine our SGEMM and read is set; it drops any packed
-// form w had.
-func (b *Backend) packB(name string, w *kernels.Tensor, groups, k int, read bool) error {
+// packB keeps w, groups of rows of k values, also packed (packedB, in
+// blocks depth deep) where it is F32, the engine our SGEMM and read is
+// set; it drops any packed form w had.
+func (b *Backend) packB(name string, w *kernels.Tensor, groups, k, depth int, read bool) error {
 	st := w.Storage().(*storage)
 	b.dropPacked(st)
 	if w.DType() != kernels.F32 || !ownSGEMM() || !read {
@@ -242,14 +248,15 @@ func (b *Backend) packB(name string, w *kernels.Tensor, groups, k int, read bool
 	if err != nil {
 		return fmt.Errorf("%s: w %v: %w", name, w, err)
 	}
-	f := &packedB{groups: groups, nr: nr, cogP: cogP, mem: mem, class: class,
+	f := &packedB{groups: groups, nr: nr, cogP: cogP, depth: depth, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
 	wv := f32(w)
-	blocks := (k + sgemmKC - 1) / sgemmKC
-	parallelFor(groups*blocks, sgemmKC*cogP, func(lo, hi int) {
+	blocks, panels := (k+depth-1)/depth, cogP/nr
+	parallelFor(groups*blocks*panels, min(depth, k)*nr, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			gr, pc := i/blocks, i%blocks*sgemmKC
-			packB(f.panels[(gr*k+pc)*cogP:], wv[gr*cog*k:], k, true, pc, min(sgemmKC, k-pc), 0, cog, nr)
+			gr, pc, jc := i/(blocks*panels), i/panels%blocks*depth, i%panels*nr
+			kc := min(depth, k-pc)
+			packB(f.panels[(gr*k+pc)*cogP+jc*kc:], wv[gr*cog*k:], k, true, pc, kc, jc, min(nr, cog-jc), nr)
 		}
 	})
 	st.packed = f
@@ -265,10 +272,10 @@ func (b *Backend) dropPacked(st *storage) {
 }
 
 // packedOf returns w's packed form for products of its groups of rows on
-// our own SGEMM, or nil where there is none for them.
-func packedOf(w *kernels.Tensor, groups int) *packedB {
+// our own SGEMM in blocks depth deep, or nil where there is none for them.
+func packedOf(w *kernels.Tensor, groups, depth int) *packedB {
 	f := w.Storage().(*storage).packed
-	if f == nil || f.groups != groups || f.nr != sgemmMicro.nr {
+	if f == nil || f.groups != groups || f.nr != sgemmMicro.nr || f.depth != depth {
 		return nil
 	}
 	return f

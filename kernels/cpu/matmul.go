@@ -83,7 +83,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		// One product: a single batch, or a batch of untransposed a against
 		// a shared b, which is one [batch·M, K]·[K, N] product; against a
 		// linear layer's weight packed by PackLinear, on its panels.
-		if pb := packedOf(bt, 1); pb != nil && p.TransB && !p.TransA && !bf {
+		if pb := packedOf(bt, 1, sgemmKC); pb != nil && p.TransB && !p.TransA && !bf {
 			sgemmPackedB(sgemmMicro, batch*m, n, k, alpha, a32, ac, pb, p.Beta, cv, n)
 			break
 		}

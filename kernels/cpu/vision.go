@@ -49,6 +49,22 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	wv := in32(w)[:w.Len()]
 	ov, done := out32(out, inPlace)
 	ov = ov[:out.Len()]
+	var bias []float32
+	if p.Bias != nil {
+		bias = in32(p.Bias)[:Co]
+	}
+	cog := Co / g.Groups
+	if cog > narrowGroup && rowsConv(g) {
+		var res []float32
+		if p.Residual != nil {
+			res = in32(p.Residual)[:len(ov)]
+		}
+		panels := b.rowsPanels(w, wv, Co, K)
+		convRows(ov, xv, panels.s, res, bias, g, p.Act)
+		panels.put()
+		done()
+		return nil
+	}
 	beta := float32(0)
 	if p.Residual != nil {
 		beta = 1
@@ -57,13 +73,8 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			parallelFor(len(ov), 1, func(lo, hi int) { copy(ov[lo:hi], rv[lo:hi]) })
 		}
 	}
-	var bias []float32
-	if p.Bias != nil {
-		bias = in32(p.Bias)[:Co]
-	}
 	epilogue := func(lo, hi int) { biasAct(ov[lo*Co:hi*Co], Co, bias, p.Act) }
 
-	cog := Co / g.Groups
 	switch {
 	case cog <= narrowGroup:
 		// Depthwise and narrow groups: per pixel and group, a packed
@@ -90,7 +101,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			epilogue(lo, hi)
 		})
 	case ownSGEMM():
-		convGEMM(ov, xv, wv, packedOf(w, g.Groups), bias, g, beta, p.Act)
+		convGEMM(ov, xv, wv, packedOf(w, g.Groups, sgemmKC), bias, g, beta, p.Act)
 	default:
 		slab := max(16, min(512, convPackFloats/K))
 		slabs := (M + slab - 1) / slab

@@ -173,6 +173,12 @@ func convCases() []convCase {
 		// 3×3 whose K = 432 splits into kc-deep blocks inside a window row).
 		{n: 1, h: 11, w: 64, ci: 3, co: 40, kh: 7, kw: 7, stride: [2]int{2, 2}, pad: [2]int{3, 3}, bias: true, act: relu},
 		{n: 2, h: 6, w: 40, ci: 48, co: 40, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true},
+		// Wide rows with the residual out itself or its own tensor, a last
+		// panel of filters narrower than the kernel's 32 columns, an
+		// activation a backend may not fuse, and a strided 1×1.
+		{n: 1, h: 3, w: 26, ci: 16, co: 40, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, inPlace: true, act: kernels.ActGELU},
+		{n: 1, h: 4, w: 30, ci: 16, co: 48, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
+		{n: 1, h: 6, w: 30, ci: 16, co: 64, kh: 1, kw: 1, stride: [2]int{2, 2}, bias: true, residual: true},
 		// Many pixels by many filters: the output is multiplied in several
 		// row blocks per share of the pixels.
 		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},

@@ -3,7 +3,7 @@
 // gen_rows writes rows_amd64.s, KernelRows12x32: the 12×32 AVX-512
 // micro-kernel that broadcasts a's values from 12 rows in place (row
 // stride lda) instead of a packed panel, over segments of k, with its
-// epilogue in the store. Run by go generate.
+// epilogue (a residual, bias and ReLU) in the store. Run by go generate.
 package main
 
 import (
@@ -48,8 +48,8 @@ func main() {
 	p("")
 	p(`#include "textflag.h"`)
 	p("")
-	p("// func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, beta, floor float32, bias *float32)")
-	p("TEXT ·KernelRows12x32(SB), NOSPLIT, $0-80")
+	p("// func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)")
+	p("TEXT ·KernelRows12x32(SB), NOSPLIT, $0-88")
 	for _, l := range []string{"MOVQ a+8(FP), SI", "MOVQ lda+16(FP), R9", "SHLQ $2, R9",
 		"LEAQ (R9)(R9*2), AX", "LEAQ (SI)(AX*1), R10", "LEAQ (R10)(AX*1), R11", "LEAQ (R11)(AX*1), R12",
 		"MOVQ k+0(FP), AX", "MOVQ segStride+32(FP), R13", "SUBQ AX, R13", "SHLQ $2, R13",
@@ -85,21 +85,22 @@ func main() {
 	advance("R13")
 	p("\tDECQ BX")
 	p("\tJNZ seg")
-	for _, l := range []string{"MOVQ c+48(FP), DX", "MOVQ ldc+56(FP), R8", "SHLQ $2, R8", "MOVQ bias+72(FP), CX",
-		"VMOVUPS (CX), Z0", "VMOVUPS 64(CX), Z1", "VBROADCASTSS floor+68(FP), Z3",
-		"MOVSS beta+64(FP), X4", "XORPS X5, X5", "UCOMISS X5, X4", "JNE accum", "JPS accum"} {
+	for _, l := range []string{"MOVQ c+48(FP), DX", "MOVQ ldc+56(FP), R8", "SHLQ $2, R8", "MOVQ bias+80(FP), CX",
+		"VMOVUPS (CX), Z0", "VMOVUPS 64(CX), Z1", "VBROADCASTSS floor+76(FP), Z3",
+		"MOVSS beta+72(FP), X4", "XORPS X5, X5", "UCOMISS X5, X4", "JNE accum", "JPS accum"} {
 		p("\t%s", l)
 	}
 	for _, accum := range []bool{false, true} {
 		if accum {
 			p("accum:")
-			p("\tVBROADCASTSS beta+64(FP), Z2")
+			p("\tVBROADCASTSS beta+72(FP), Z2")
+			p("\tMOVQ r+64(FP), AX")
 		}
 		for r := range 12 {
 			z := 8 + 2*r
 			if accum {
-				p("\tVFMADD231PS (DX), Z2, Z%d", z)
-				p("\tVFMADD231PS 64(DX), Z2, Z%d", z+1)
+				p("\tVFMADD231PS (AX), Z2, Z%d", z)
+				p("\tVFMADD231PS 64(AX), Z2, Z%d", z+1)
 			}
 			p("\tVADDPS Z0, Z%d, Z%d", z, z)
 			p("\tVADDPS Z1, Z%d, Z%d", z+1, z+1)
@@ -109,6 +110,9 @@ func main() {
 			p("\tVMOVUPS Z%d, 64(DX)", z+1)
 			if r < 11 {
 				p("\tADDQ R8, DX")
+				if accum {
+					p("\tADDQ R8, AX")
+				}
 			}
 		}
 		p("\tVZEROUPPER")

@@ -60,10 +60,11 @@ func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta flo
 // row i of the tile reads a[i*lda:], segs segments of k values each, the
 // segments segStride apart along a's rows, against b packed as
 // Kernel12x32's (segs·k rows of 32, contiguous). It sets the tile at c (row
-// stride ldc) to max(floor, Σ + beta·c + bias[j]), reading c only where
-// beta is not 0; bias points at 32 values, and a floor of 0 is a ReLU,
-// of -Inf none. k, segs ≥ 1, and the caller vouches for the bounds.
+// stride ldc) to max(floor, Σ + beta·r + bias[j]) for the tile at r (the
+// same stride; c itself, or a residual), reading r only where beta is not
+// 0; bias points at 32 values, and a floor of 0 is a ReLU, of -Inf none.
+// k, segs ≥ 1, and the caller vouches for the bounds.
 //
 //go:generate go run gen_rows.go
 //go:noescape
-func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, beta, floor float32, bias *float32)
+func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)

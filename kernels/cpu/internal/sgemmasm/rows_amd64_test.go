@@ -14,7 +14,7 @@ import (
 
 // TestKernelRows12x32 checks the in-place kernel against a float64 sum
 // over the rows, segments, beta, bias and floor it is given, and that it
-// writes only its tile and reads c only where beta is not 0.
+// writes only its tile and reads the residual only where beta is not 0.
 func TestKernelRows12x32(t *testing.T) {
 	if !Available512 {
 		t.Skip("no AVX-512F on this CPU")
@@ -23,13 +23,14 @@ func TestKernelRows12x32(t *testing.T) {
 	for _, c := range []struct {
 		k, lda, segs, segStride int
 		beta, floor             float32
-		bias                    bool
+		bias, ownResidual       bool
 	}{
 		{k: 1, lda: 1, segs: 1, segStride: 1, floor: inf},
 		{k: 3, lda: 3, segs: 1, segStride: 3, floor: inf, bias: true},
 		{k: 64, lda: 64, segs: 1, segStride: 64, beta: 1, floor: 0, bias: true},
 		{k: 192, lda: 64, segs: 3, segStride: 58 * 64, floor: 0, bias: true},
-		{k: 21, lda: 6, segs: 7, segStride: 224 * 3, beta: 0.5, floor: inf},
+		{k: 21, lda: 6, segs: 7, segStride: 224 * 3, beta: 0.5, floor: inf, ownResidual: true},
+		{k: 9, lda: 9, segs: 1, segStride: 9, beta: 1, floor: 0, bias: true, ownResidual: true},
 		{k: 7, lda: 10, segs: 2, segStride: 100, beta: -2, floor: 0},
 		{k: 5, lda: 300, segs: 1, segStride: 5, floor: 0, bias: true},
 	} {
@@ -59,12 +60,23 @@ func TestKernelRows12x32(t *testing.T) {
 				}
 			}
 			out := append([]float32(nil), old...)
-			KernelRows12x32(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, c.beta, c.floor, &bias[0])
+			res := &out[0] // the residual is c itself, or a tile of its own
+			if c.ownResidual {
+				res = &old[0]
+				for i := range out {
+					out[i] = float32(math.NaN())
+				}
+			}
+			KernelRows12x32(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, res, c.beta, c.floor, &bias[0])
 			for i := range 12 {
 				for j := range ldc {
 					got := out[i*ldc+j]
 					if j >= 32 {
-						assert.True(t, math.IsNaN(float64(got)) && math.IsNaN(float64(old[i*ldc+j])) || got == old[i*ldc+j],
+						want := old[i*ldc+j]
+						if c.ownResidual {
+							want = float32(math.NaN())
+						}
+						assert.True(t, math.IsNaN(float64(got)) && math.IsNaN(float64(want)) || got == want,
 							"c[%d][%d] outside the tile was written", i, j)
 						continue
 					}
@@ -112,7 +124,7 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 	b.Run("kernel=rows", func(b *testing.B) {
 		for b.Loop() {
 			for j := range 2 {
-				KernelRows12x32(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, 0, 0, &bias[0])
+				KernelRows12x32(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, &c[j*32], 0, 0, &bias[0])
 			}
 		}
 		flops(b)

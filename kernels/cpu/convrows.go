@@ -1,0 +1,247 @@
+package cpu
+
+import (
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
+)
+
+// convRowsL2Floats bounds the filter panels, in float32 values (512 KiB,
+// half a core's L2 on this repository's AVX-512 machine), that convRows
+// multiplies every tile of its pixels by before it moves to the next.
+const convRowsL2Floats = 1 << 17
+
+// rowsConv reports whether Conv2D of geometry g runs as convRows: one
+// group, on our own SGEMM, where the AVX-512 in-place kernel runs.
+func rowsConv(g kernels.ConvDims) bool {
+	return g.Groups == 1 && sgemmasm.Available512 && ownSGEMM()
+}
+
+// convRows is Conv2D of one group on KernelRows12x32: out [M, Co] =
+// im2col(x) [M, K] · wᵀ [K, Co] + residual, then bias and act, without
+// packing x. Twelve output pixels of one output row whose windows stay
+// inside the image's columns are a tile whose window rows are 12 runs of
+// Kw·Ci values of x, Stride·Ci apart, which the kernel reads where they
+// lie, one segment per window row inside the image (any twelve pixels in
+// a row, for a 1×1 stride-1 convolution without padding); the residual,
+// bias and a ReLU are applied in its store. The other pixels (at the
+// image's edges, and every pixel under dilation) are packed as im2col rows
+// and multiplied twelve at a time through a tile. panels holds the filters
+// packed in full depth: nr-column panels of K rows (packB over all of K).
+// res, when not nil, is the residual (out itself, or its own tensor).
+func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kernels.Activation) {
+	const mr, nr = 12, 32
+	M, K, Co := g.M(), g.K(), g.Co
+	coP := (Co + nr - 1) / nr * nr
+	biasP := make([]float32, coP)
+	if bias != nil {
+		copy(biasP, bias)
+	}
+	floor, fused := float32(math.Inf(-1)), act == kernels.ActNone || act == kernels.ActReLU
+	if act == kernels.ActReLU {
+		floor = 0
+	}
+	beta := float32(0)
+	if res != nil {
+		beta = 1
+	}
+	chunk := max(nr, convRowsL2Floats/K/nr*nr) // columns per pass over the pixels
+	tasks := convTasks(1, M, Co, mr, nr, runtime.GOMAXPROCS(0))
+	parallelFor(len(tasks), max(1, M/len(tasks)*Co*K), func(lo, hi int) {
+		bufs := convRowsBufs.Get().(*convRowsBuf)
+		defer convRowsBufs.Put(bufs)
+		for _, t := range tasks[lo:hi] {
+			runs, left := bufs.split(g, t.r0, t.r1)
+			patches := bufs.patches(len(left), K)
+			for i, r := range left {
+				packPatch(patches[i*K:(i+1)*K], xv, g, r, 0, 0, K)
+			}
+			for c0 := t.c0; c0 < t.c1; c0 += chunk {
+				c1 := min(t.c1, c0+chunk)
+				for _, r := range runs {
+					a, lda, segs, k0 := tileRows(g, r)
+					last := a + (mr-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
+					if segs == 0 || g.PointwiseGEMM() {
+						last = a + (mr-1)*lda + K - 1
+					}
+					_ = xv[last]
+					for col := c0; col < c1; col += nr {
+						p := panels[col*K+k0*nr:]
+						_ = p[(K-k0)*nr-1]
+						if col+nr <= Co {
+							c := ov[r*Co+col:]
+							_ = c[(mr-1)*Co+nr-1]
+							rp := &c[0]
+							if res != nil {
+								rp = &res[r*Co+col]
+							}
+							sgemmasm.KernelRows12x32(segLen(g, segs), &xv[a], lda, max(segs, 1), g.W*g.Ci,
+								&p[0], &c[0], Co, rp, beta, floor, &biasP[col])
+							if !fused {
+								for i := range mr {
+									applyAct(c[i*Co:i*Co+nr], c[i*Co:i*Co+nr], act)
+								}
+							}
+							continue
+						}
+						sgemmasm.KernelRows12x32(segLen(g, segs), &xv[a], lda, max(segs, 1), g.W*g.Ci,
+							&p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
+						for i := range mr {
+							finishRow(ov, res, biasP, bufs.tile[i*nr:(i+1)*nr], r+i, col, Co, act)
+						}
+					}
+				}
+				for i0 := 0; i0 < len(left); i0 += mr {
+					a := patches[i0*K:]
+					for col := c0; col < c1; col += nr {
+						p := panels[col*K:]
+						_ = p[K*nr-1]
+						sgemmasm.KernelRows12x32(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr,
+							&bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
+						for i := range min(mr, len(left)-i0) {
+							finishRow(ov, res, biasP, bufs.tile[i*nr:(i+1)*nr], left[i0+i], col, Co, act)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// zeros32 is a bias of 32 zeros, for kernel calls without one.
+var zeros32 [32]float32
+
+// tileRows is where the tile of twelve output pixels from r reads x: the
+// offset of its first pixel's first window row inside the image, the
+// stride between its pixels, the window rows inside the image (segs, 0
+// for a 1×1 stride-1 convolution without padding, whose K values are one
+// run), and the first of them as a row of im2col (k0, its first column).
+func tileRows(g kernels.ConvDims, r int) (a, lda, segs, k0 int) {
+	if g.PointwiseGEMM() {
+		return r * g.Ci, g.Ci, 0, 0
+	}
+	j, i, n := r%g.Wo, (r/g.Wo)%g.Ho, r/(g.Wo*g.Ho)
+	y0, x0 := i*g.Stride[0]-g.Pad[0], j*g.Stride[1]-g.Pad[1]
+	kh0, kh1 := max(0, -y0), min(g.Kh, g.H-y0)
+	return ((n*g.H+y0+kh0)*g.W + x0) * g.Ci, g.Stride[1] * g.Ci, kh1 - kh0, kh0 * g.Kw * g.Ci
+}
+
+// segLen is the values of k in each of a tile's segments: a window row,
+// or all of K for a 1×1 stride-1 convolution without padding (segs 0).
+func segLen(g kernels.ConvDims, segs int) int {
+	if segs == 0 {
+		return g.K()
+	}
+	return g.Kw * g.Ci
+}
+
+// finishRow stores the nr products in acc as output pixel r's channels
+// col… (as many as Co leaves), with the residual, bias and act added as
+// the kernel's store adds them.
+func finishRow(ov, res, bias, acc []float32, r, col, Co int, act kernels.Activation) {
+	n := min(len(acc), Co-col)
+	dst := ov[r*Co+col : r*Co+col+n]
+	for j := range dst {
+		v := acc[j]
+		if res != nil {
+			v += res[r*Co+col+j]
+		}
+		dst[j] = v + bias[col+j]
+	}
+	if act != kernels.ActNone {
+		applyAct(dst, dst, act)
+	}
+}
+
+// convRowsBuf is one goroutine's buffers for convRows: the tile starts and
+// edge pixels of its task, their im2col rows, and a tile.
+type convRowsBuf struct {
+	runs, left []int
+	rows       []float32
+	tile       [12 * 32]float32
+}
+
+var convRowsBufs = sync.Pool{New: func() any { return new(convRowsBuf) }}
+
+// split sorts output pixels r0:r1 into tiles of twelve that the kernel
+// reads in place (their first pixels) and the pixels left over.
+func (b *convRowsBuf) split(g kernels.ConvDims, r0, r1 int) (runs, left []int) {
+	const mr = 12
+	runs, left = b.runs[:0], b.left[:0]
+	pointwise := g.PointwiseGEMM()
+	for r := r0; r < r1; {
+		if pointwise && r+mr <= r1 || inPlaceTile(g, r, r1) {
+			runs = append(runs, r)
+			r += mr
+			continue
+		}
+		left = append(left, r)
+		r++
+	}
+	b.runs, b.left = runs, left
+	return runs, left
+}
+
+// inPlaceTile reports whether the twelve output pixels from r (all before
+// end) lie in one output row, their windows inside the image's columns
+// and at least one window row inside its rows, without dilation.
+func inPlaceTile(g kernels.ConvDims, r, end int) bool {
+	const mr = 12
+	j, i := r%g.Wo, (r/g.Wo)%g.Ho
+	x0, y0 := j*g.Stride[1]-g.Pad[1], i*g.Stride[0]-g.Pad[0]
+	return g.Dilation == [2]int{1, 1} && r+mr <= end && j+mr <= g.Wo && x0 >= 0 &&
+		(j+mr-1)*g.Stride[1]-g.Pad[1]+g.Kw <= g.W && y0+g.Kh > 0 && y0 < g.H
+}
+
+// patches returns room for the im2col rows of n pixels, rounded up to
+// whole tiles with the rows past n zero.
+func (b *convRowsBuf) patches(n, K int) []float32 {
+	rows := (n + 11) / 12 * 12
+	b.rows = grow(b.rows, rows*K)
+	clear(b.rows[n*K : rows*K])
+	return b.rows
+}
+
+// packRowsFull packs w, filters [Co, K], into panels as convRows reads
+// them: nr-column panels of all K rows, the columns past Co zero.
+func packRowsFull(dst, w []float32, Co, K int) {
+	const nr = 32
+	coP := (Co + nr - 1) / nr * nr
+	parallelFor(coP/nr, K*nr, func(lo, hi int) {
+		for jp := lo; jp < hi; jp++ {
+			packB(dst[jp*K*nr:], w, K, true, 0, K, jp*nr, min(nr, Co-jp*nr), nr)
+		}
+	})
+}
+
+// rowsFilters is the filters' panels for convRows: the packed form w
+// keeps (PackConvFilters), or one packed for this call from wv into a
+// pooled buffer that put returns.
+type rowsFilters struct {
+	s    []float32
+	pool *[]float32
+}
+
+var rowsFilterBufs = sync.Pool{New: func() any { return new([]float32) }}
+
+// rowsPanels returns w's filters (Co of K values, in wv) as convRows
+// reads them.
+func (b *Backend) rowsPanels(w *kernels.Tensor, wv []float32, Co, K int) rowsFilters {
+	if f := packedOf(w, 1, K); f != nil {
+		return rowsFilters{s: f.panels}
+	}
+	buf := rowsFilterBufs.Get().(*[]float32)
+	*buf = grow(*buf, (Co+31)/32*32*K)
+	packRowsFull(*buf, wv, Co, K)
+	return rowsFilters{s: *buf, pool: buf}
+}
+
+// put returns a buffer packed for one call to the pool.
+func (f rowsFilters) put() {
+	if f.pool != nil {
+		rowsFilterBufs.Put(f.pool)
+	}
+}
