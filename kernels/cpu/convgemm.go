@@ -182,8 +182,8 @@ func ownSGEMM() bool {
 type packedB struct {
 	groups, nr, cogP, depth int
 	panels                  []float32
-	mem              *hostBuf
-	class            int64
+	mem                     *hostBuf
+	class                   int64
 }
 
 // block returns the panels of group gr's kc-deep block at row pc of its
