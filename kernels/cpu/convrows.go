@@ -96,12 +96,13 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 				}
 				for i0 := 0; i0 < len(left); i0 += mr {
 					a := patches[i0*K:]
+					rows := min(mr, len(left)-i0)
+					kern := rowsKernel(rows)
 					for col := c0; col < c1; col += nr {
 						p := panels[col*K:]
 						_ = p[K*nr-1]
-						sgemmasm.KernelRows12x32(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr,
-							&bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
-						for i := range min(mr, len(left)-i0) {
+						kern(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
+						for i := range rows {
 							finishRow(ov, res, biasP, bufs.tile[i*nr:(i+1)*nr], left[i0+i], col, Co, act)
 						}
 					}
@@ -109,6 +110,18 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 			}
 		}
 	})
+}
+
+// rowsKernel is the in-place kernel of fewest rows (12, 8 or 4) that
+// covers rows.
+func rowsKernel(rows int) func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32) {
+	switch {
+	case rows > 8:
+		return sgemmasm.KernelRows12x32
+	case rows > 4:
+		return sgemmasm.KernelRows8x32
+	}
+	return sgemmasm.KernelRows4x32
 }
 
 // zeros32 is a bias of 32 zeros, for kernel calls without one.

@@ -68,3 +68,15 @@ func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta flo
 //go:generate go run gen_rows.go
 //go:noescape
 func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+
+// KernelRows8x32 is KernelRows12x32 over the first 8 rows: an 8×32 tile.
+// It and KernelRows4x32 (the first 4) multiply the last few rows of a
+// product.
+//
+//go:noescape
+func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+
+// KernelRows4x32 is KernelRows12x32 over the first 4 rows: a 4×32 tile.
+//
+//go:noescape
+func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)

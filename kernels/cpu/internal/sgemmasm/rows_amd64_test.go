@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestKernelRows12x32 checks the in-place kernel against a float64 sum
+// TestKernelRows12x32 checks the in-place kernels (12, 8 and 4 rows)
+// against a float64 sum
 // over the rows, segments, beta, bias and floor it is given, and that it
 // writes only its tile and reads the residual only where beta is not 0.
 func TestKernelRows12x32(t *testing.T) {
@@ -34,66 +35,71 @@ func TestKernelRows12x32(t *testing.T) {
 		{k: 7, lda: 10, segs: 2, segStride: 100, beta: -2, floor: 0},
 		{k: 5, lda: 300, segs: 1, segStride: 5, floor: 0, bias: true},
 	} {
-		t.Run(fmt.Sprintf("k=%d/lda=%d/segs=%d/beta=%g/floor=%g/bias=%t", c.k, c.lda, c.segs, c.beta, c.floor, c.bias), func(t *testing.T) {
-			r := rand.New(rand.NewPCG(uint64(c.k), uint64(c.lda)))
-			an := 11*c.lda + (c.segs-1)*c.segStride + c.k
-			a := make([]float32, an)
-			for i := range a {
-				a[i] = r.Float32()*2 - 1
-			}
-			b := make([]float32, c.segs*c.k*32)
-			for i := range b {
-				b[i] = r.Float32()*2 - 1
-			}
-			bias := make([]float32, 32)
-			if c.bias {
-				for i := range bias {
-					bias[i] = r.Float32()*2 - 1
+		for _, kern := range []struct {
+			rows int
+			fn   func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+		}{{12, KernelRows12x32}, {8, KernelRows8x32}, {4, KernelRows4x32}} {
+			t.Run(fmt.Sprintf("rows=%d/k=%d/lda=%d/segs=%d/beta=%g/floor=%g/bias=%t", kern.rows, c.k, c.lda, c.segs, c.beta, c.floor, c.bias), func(t *testing.T) {
+				r := rand.New(rand.NewPCG(uint64(c.k), uint64(c.lda)))
+				an := 11*c.lda + (c.segs-1)*c.segStride + c.k
+				a := make([]float32, an)
+				for i := range a {
+					a[i] = r.Float32()*2 - 1
 				}
-			}
-			const ldc = 40
-			old := make([]float32, 12*ldc)
-			for i := range old {
-				old[i] = r.Float32()*2 - 1
-				if c.beta == 0 {
-					old[i] = float32(math.NaN())
+				b := make([]float32, c.segs*c.k*32)
+				for i := range b {
+					b[i] = r.Float32()*2 - 1
 				}
-			}
-			out := append([]float32(nil), old...)
-			res := &out[0] // the residual is c itself, or a tile of its own
-			if c.ownResidual {
-				res = &old[0]
-				for i := range out {
-					out[i] = float32(math.NaN())
+				bias := make([]float32, 32)
+				if c.bias {
+					for i := range bias {
+						bias[i] = r.Float32()*2 - 1
+					}
 				}
-			}
-			KernelRows12x32(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, res, c.beta, c.floor, &bias[0])
-			for i := range 12 {
-				for j := range ldc {
-					got := out[i*ldc+j]
-					if j >= 32 {
-						want := old[i*ldc+j]
-						if c.ownResidual {
-							want = float32(math.NaN())
+				const ldc = 40
+				old := make([]float32, 12*ldc)
+				for i := range old {
+					old[i] = r.Float32()*2 - 1
+					if c.beta == 0 {
+						old[i] = float32(math.NaN())
+					}
+				}
+				out := append([]float32(nil), old...)
+				res := &out[0] // the residual is c itself, or a tile of its own
+				if c.ownResidual {
+					res = &old[0]
+					for i := range out {
+						out[i] = float32(math.NaN())
+					}
+				}
+				kern.fn(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, res, c.beta, c.floor, &bias[0])
+				for i := range 12 {
+					for j := range ldc {
+						got := out[i*ldc+j]
+						if j >= 32 || i >= kern.rows {
+							want := old[i*ldc+j]
+							if c.ownResidual {
+								want = float32(math.NaN())
+							}
+							assert.True(t, math.IsNaN(float64(got)) && math.IsNaN(float64(want)) || got == want,
+								"c[%d][%d] outside the %d-row tile was written", i, j, kern.rows)
+							continue
 						}
-						assert.True(t, math.IsNaN(float64(got)) && math.IsNaN(float64(want)) || got == want,
-							"c[%d][%d] outside the tile was written", i, j)
-						continue
-					}
-					var sum float64
-					for s := range c.segs {
-						for p := range c.k {
-							sum += float64(a[i*c.lda+s*c.segStride+p]) * float64(b[(s*c.k+p)*32+j])
+						var sum float64
+						for s := range c.segs {
+							for p := range c.k {
+								sum += float64(a[i*c.lda+s*c.segStride+p]) * float64(b[(s*c.k+p)*32+j])
+							}
 						}
+						if c.beta != 0 {
+							sum += float64(c.beta) * float64(old[i*ldc+j])
+						}
+						sum = max(sum+float64(bias[j]), float64(c.floor))
+						require.InDelta(t, sum, float64(got), 1e-5*float64(c.segs*c.k+2), "c[%d][%d]", i, j)
 					}
-					if c.beta != 0 {
-						sum += float64(c.beta) * float64(old[i*ldc+j])
-					}
-					sum = max(sum+float64(bias[j]), float64(c.floor))
-					require.InDelta(t, sum, float64(got), 1e-5*float64(c.segs*c.k+2), "c[%d][%d]", i, j)
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
