@@ -179,6 +179,11 @@ func convCases() []convCase {
 		{n: 1, h: 3, w: 26, ci: 16, co: 40, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, inPlace: true, act: kernels.ActGELU},
 		{n: 1, h: 4, w: 30, ci: 16, co: 48, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
 		{n: 1, h: 6, w: 30, ci: 16, co: 64, kh: 1, kw: 1, stride: [2]int{2, 2}, bias: true, residual: true},
+		// 1×1 convolutions of many channels, whose reduction a backend may
+		// split into blocks that accumulate in out (out the residual, or
+		// not), with pixels left over a whole tile.
+		{n: 1, h: 8, w: 16, ci: 1100, co: 40, kh: 1, kw: 1, bias: true, inPlace: true, act: relu},
+		{n: 1, h: 5, w: 26, ci: 1300, co: 72, kh: 1, kw: 1, bias: true, residual: true, act: kernels.ActGELU},
 		// Many pixels by many filters: the output is multiplied in several
 		// row blocks per share of the pixels.
 		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
