@@ -100,9 +100,6 @@ func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.C
 					a := rows[:mr*kc]
 					for ir := 0; ir < mc; ir += mr {
 						mm := min(mr, mc-ir)
-						if mm == 12 && packRowRuns(dst[ir*kc:(ir+mr)*kc], xv, g, r0+ic+ir, pc, pc+kc) {
-							continue
-						}
 						for i := range mm {
 							packPatch(a[i*kc:(i+1)*kc], xv, g, r0+ic+ir+i, t.gr, pc, pc+kc)
 						}
@@ -130,39 +127,6 @@ func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.C
 			}
 		}
 	})
-}
-
-// packRowRuns packs columns k0:k1 of im2col(x)'s rows r:r+12 into a
-// panel of the AVX-512 kernel (dst[p*12+i]) straight from x, as PackA12
-// packs a matrix: where the 12 output pixels lie in one output row and
-// their windows inside the image's columns (one group, no dilation), a
-// window row of each is one run of Kw·Ci values in x, the runs Stride·Ci
-// apart, so each window row's columns are a 12-row matrix of x. It
-// reports false, packing nothing, where that does not hold.
-func packRowRuns(dst, x []float32, g kernels.ConvDims, r, k0, k1 int) bool {
-	const mr = 12
-	j := r % g.Wo
-	x0 := j*g.Stride[1] - g.Pad[1]
-	if !sgemmasm.Available512 || g.Groups != 1 || g.Dilation != [2]int{1, 1} ||
-		j+mr > g.Wo || x0 < 0 || (j+mr-1)*g.Stride[1]-g.Pad[1]+g.Kw > g.W {
-		return false
-	}
-	i, n := (r/g.Wo)%g.Ho, r/(g.Wo*g.Ho)
-	y0, lda, rowLen := i*g.Stride[0]-g.Pad[0], g.Stride[1]*g.Ci, g.Kw*g.Ci
-	for k := k0; k < k1; {
-		kh, rest := k/rowLen, k%rowLen
-		end := min(k1, (kh+1)*rowLen)
-		d := dst[(k-k0)*mr : (end-k0)*mr]
-		if y := y0 + kh; y < 0 || y >= g.H {
-			clear(d)
-		} else {
-			at := ((n*g.H+y)*g.W+x0)*g.Ci + rest
-			_ = x[at+(mr-1)*lda+end-k-1]
-			sgemmasm.PackA12(&d[0], &x[at], lda, end-k)
-		}
-		k = end
-	}
-	return true
 }
 
 // ownSGEMM reports whether the process's engine is our SGEMM, whose
