@@ -1,0 +1,112 @@
+package cpu
+
+import (
+	"errors"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/kernels/check"
+)
+
+var _ kernels.PagedKV = (*Backend)(nil)
+
+// pagedBlocks checks that the blocks table row b names for positions
+// [0, n) lie in [0, N), and that n is within the row's M·P positions.
+func pagedBlocks(op string, g check.PagedDims, table []int32, b, n int, what string) error {
+	if n > g.M*g.P {
+		return check.Op(op).That(false, kernels.ErrValue,
+			"%s of sequence %d reach position %d, past the %d of a table row (%d blocks of %d)", what, b, n, g.M*g.P, g.M, g.P).Err()
+	}
+	for j := range (n + g.P - 1) / g.P {
+		if blk := table[b*g.M+j]; blk < 0 || int(blk) >= g.N {
+			return check.Op(op).That(false, kernels.ErrValue,
+				"table[%d, %d] = %d, want a block in [0, %d)", b, j, blk, g.N).Err()
+		}
+	}
+	return nil
+}
+
+// PagedCacheWrite copies x [B, S, H, D] into the pool's blocks that each
+// sequence's table row names, from its start position.
+func (b *Backend) PagedCacheWrite(pool, x, table, start *kernels.Tensor) error {
+	const op = "cpu: PagedCacheWrite"
+	g, err := check.PagedCacheWrite(op, b, pool, x, table, start)
+	if err != nil {
+		return err
+	}
+	tab, starts := i32(table)[:g.B*g.M], i32(start)[:g.B]
+	for bi, s := range starts {
+		if s < 0 {
+			return check.Op(op).That(false, kernels.ErrValue, "start[%d] = %d is negative", bi, s).Err()
+		}
+		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(s)+g.S, "the positions written"); err != nil {
+			return err
+		}
+	}
+	row := g.D * x.DType().Size()
+	src, dst := bytesOf(x), bytesOf(pool)
+	parallelFor(g.B*g.S, g.H*g.D, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			bi, s := t/g.S, t%g.S
+			p := int(starts[bi]) + s
+			blk, off := int(tab[bi*g.M+p/g.P]), p%g.P
+			for h := range g.H {
+				from := ((bi*g.S+s)*g.H + h) * row
+				to := ((blk*g.H+h)*g.P + off) * row
+				copy(dst[to:to+row], src[from:from+row])
+			}
+		}
+	})
+	return nil
+}
+
+// PagedAttention gathers each sequence's keys and values from the pools'
+// blocks into caches of their own [B, Hkv, T, D] (T the longest length)
+// and attends as CachedAttention does.
+func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scale float32) error {
+	const op = "cpu: PagedAttention"
+	g, err := check.PagedAttention(op, b, out, q, k, v, table, lens, scale)
+	if err != nil {
+		return err
+	}
+	tab, ls := i32(table)[:g.B*g.M], i32(lens)[:g.B]
+	T := 0
+	for bi, n := range ls {
+		if int(n) < g.Sq {
+			return check.Op(op).That(false, kernels.ErrValue,
+				"lens[%d] = %d, want at least the %d queries", bi, n, g.Sq).Err()
+		}
+		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(n), "the keys attended"); err != nil {
+			return err
+		}
+		T = max(T, int(n))
+	}
+	kc, err := b.Alloc(k.DType(), g.B, g.H, T, g.D)
+	if err != nil {
+		return err
+	}
+	vc, err := b.Alloc(v.DType(), g.B, g.H, T, g.D)
+	if err != nil {
+		return errors.Join(err, b.Free(kc))
+	}
+	row := g.D * k.DType().Size()
+	for _, pair := range [][2]*kernels.Tensor{{k, kc}, {v, vc}} {
+		src, dst := bytesOf(pair[0]), bytesOf(pair[1])
+		parallelFor(g.B*g.H, T*g.D, func(lo, hi int) {
+			for t := lo; t < hi; t++ {
+				bi, h := t/g.H, t%g.H
+				n := int(ls[bi])
+				for j := 0; j*g.P < n; j++ {
+					cnt := min(g.P, n-j*g.P)
+					from := ((int(tab[bi*g.M+j])*g.H + h) * g.P) * row
+					to := ((bi*g.H+h)*T + j*g.P) * row
+					copy(dst[to:to+cnt*row], src[from:from+cnt*row])
+				}
+			}
+		})
+	}
+	dims := kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.H, Sq: g.Sq, Sk: T, D: g.D}
+	attend(out, q, kc, vc, attnRun{AttentionDims: dims, scale: g.Scale, visible: func(s, bi int) int {
+		return int(ls[bi]) - g.Sq + s + 1
+	}})
+	return errors.Join(b.Free(kc), b.Free(vc))
+}
