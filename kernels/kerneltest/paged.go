@@ -48,7 +48,7 @@ func pagedTests() []test {
 	for _, dt := range kernels.FloatTypes {
 		for _, c := range []struct {
 			B, S, H, N, P, M, D int
-			start              []int32
+			start               []int32
 		}{{1, 1, 1, 1, 1, 1, 2, []int32{0}}, {2, 1, 4, 9, 16, 4, 64, []int32{63, 17}}, {3, 20, 2, 12, 8, 4, 34, []int32{0, 7, 12}}} {
 			ts = append(ts, test{name("PagedCacheWrite", "dtype", dt, "x", kernels.Shape{c.B, c.S, c.H, c.D}, "pool", kernels.Shape{c.N, c.H, c.P, c.D}), func(e *env) {
 				pool, before := e.mutable(dt, c.N, c.H, c.P, c.D)
