@@ -91,7 +91,7 @@ func (s *Session) full(ids []int32, offset, n []int, seq int) ([]float32, error)
 	if err := s.run(seq, packed, nil, true); err != nil {
 		return nil, err
 	}
-	got, err := kernels.ToFloat32(s.steps[stepKey{seq, true}].full)
+	got, err := kernels.ToFloat32(s.steps[stepKey{S: seq, full: true}].full)
 	if err != nil {
 		return nil, fmt.Errorf("llama: logits: %w", err)
 	}

@@ -185,7 +185,7 @@ func (s *Session) Greedy() ([]int, error) {
 // stepKey identifies a step's buffers: tokens per sequence, and whether
 // it computes the logits of every position.
 type stepKey struct {
-	S    int
+	S, B int // B: the paged cache's steps, whose batch varies
 	full bool
 }
 
@@ -212,13 +212,25 @@ type step struct {
 // stepFor returns the buffers of steps of S tokens per sequence,
 // allocating them the first time.
 func (s *Session) stepFor(S int, full bool) (*step, error) {
-	key := stepKey{S, full}
+	key := stepKey{S: S, full: full}
 	if st, ok := s.steps[key]; ok {
 		return st, nil
 	}
-	c, B := s.m.Config, s.batch
-	dt := s.m.Precision.DType()
-	a := nn.Allocator{Set: s.set}
+	st, err := s.m.newStep(s.set, s.batch, S, full, s.quantized)
+	if err != nil {
+		return nil, err
+	}
+	s.steps[key] = st
+	return st, nil
+}
+
+// newStep allocates in set the buffers of a forward over B sequences of S
+// new tokens each (the logits of every position when full), with the
+// quantized modules' scratch when quantized > 0.
+func (m *Model) newStep(set *nn.TensorSet, B, S int, full bool, quantized int) (*step, error) {
+	c := m.Config
+	dt := m.Precision.DType()
+	a := nn.Allocator{Set: set}
 	st := &step{S: S}
 	st.ids, st.pos = a.Ints("input_ids", nil, B, S), a.Ints("position_ids", nil, B, S)
 	st.start, st.attnLens, st.last = a.Ints("start", nil, B), a.Ints("lens", nil, B), a.Ints("last", nil, B)
@@ -241,8 +253,8 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	if full {
 		st.full = a.Tensor(dt, B*S, c.VocabSize)
 	}
-	if s.quantized > 0 {
-		st.scratch = s.m.newScratch(&a, dt, B*S)
+	if quantized > 0 {
+		st.scratch = m.newScratch(&a, dt, B*S)
 	}
 	st.q2 = a.View(st.q, B*S, c.QDim())
 	st.k2 = a.View(st.k, B*S, c.KVDim())
@@ -252,7 +264,6 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	}
 	st.layer = layerBufs{x: st.x, h1: st.h, x2: st.x, h2: st.h, out: st.x, q: st.q, k: st.k, v: st.v,
 		q2: st.q2, k2: st.k2, v2: st.v2, attT: st.attT, gate: st.gate, up: st.up, act: st.gate}
-	s.steps[key] = st
 	return st, nil
 }
 
@@ -333,34 +344,49 @@ func (s *Session) launch(st *step, full bool) error {
 
 // forward queues the model over the step's uploaded inputs.
 func (s *Session) forward(st *step, full bool) error {
-	m, be, dec := s.m, s.m.be, s.m.dec
+	return s.m.forward(st, full, s.logits, func(i int) error {
+		if err := s.m.dec.CacheWrite(s.k[i], st.k, st.start); err != nil {
+			return err
+		}
+		if err := s.m.dec.CacheWrite(s.v[i], st.v, st.start); err != nil {
+			return err
+		}
+		return st.attention(s.m.be, func() error {
+			return s.m.dec.CachedAttention(st.att, st.qT, s.k[i], s.v[i], st.attnLens, 0)
+		})
+	})
+}
+
+// attention runs attend (which reads q as qT [B, Hq, S, D] and writes
+// att in that layout) between the step's layouts [B, S, heads, D].
+func (st *step) attention(be kernels.Backend, attend func() error) error {
+	if st.S > 1 { // else [B, 1, H, D] and [B, H, 1, D] are one array
+		if err := be.SwapAxes(st.qT, st.q); err != nil {
+			return err
+		}
+	}
+	if err := attend(); err != nil {
+		return err
+	}
+	if st.S > 1 {
+		return be.SwapAxes(st.attT4, st.att)
+	}
+	return nil
+}
+
+// forward queues the model over a step's uploaded inputs, attend(i)
+// writing layer i's keys and values to its cache and attending (through
+// st.attention); the logits of each sequence's last new token go to
+// logits, or with full those of every position to st.full.
+func (m *Model) forward(st *step, full bool, logits *kernels.Tensor, attend func(i int) error) error {
+	be := m.be
 	eps := float32(m.Config.RMSNormEps)
 	if err := be.Embedding(st.x, m.w.embed, st.flatIDs); err != nil {
 		return fmt.Errorf("llama: embed_tokens: %w", err)
 	}
 	proj := frozen(be, st.scratch)
 	for i := range m.w.layers {
-		attend := func() error {
-			if err := dec.CacheWrite(s.k[i], st.k, st.start); err != nil {
-				return err
-			}
-			if err := dec.CacheWrite(s.v[i], st.v, st.start); err != nil {
-				return err
-			}
-			if st.S > 1 { // else [B, 1, H, D] and [B, H, 1, D] are one array
-				if err := be.SwapAxes(st.qT, st.q); err != nil {
-					return err
-				}
-			}
-			if err := dec.CachedAttention(st.att, st.qT, s.k[i], s.v[i], st.attnLens, 0); err != nil {
-				return err
-			}
-			if st.S > 1 {
-				return be.SwapAxes(st.attT4, st.att)
-			}
-			return nil
-		}
-		if err := m.layerForward(i, &st.layer, st.pos, proj, attend); err != nil {
+		if err := m.layerForward(i, &st.layer, st.pos, proj, func() error { return attend(i) }); err != nil {
 			return err
 		}
 	}
@@ -380,7 +406,7 @@ func (s *Session) forward(st *step, full bool) error {
 	if err := be.RMSNorm(st.hLast, st.xLast, m.w.norm, eps); err != nil {
 		return fmt.Errorf("llama: norm: %w", err)
 	}
-	if err := m.w.head.Project(be, nil, s.logits, layers.Input{X: st.hLast}, kernels.ActNone, nil); err != nil {
+	if err := m.w.head.Project(be, nil, logits, layers.Input{X: st.hLast}, kernels.ActNone, nil); err != nil {
 		return fmt.Errorf("llama: lm_head: %w", err)
 	}
 	return nil

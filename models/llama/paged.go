@@ -1,0 +1,241 @@
+package llama
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/nn"
+)
+
+// ErrNoBlocks marks a step that needs more KV-cache blocks than the pool
+// has free: nothing of the step is done, and the caller may wait for
+// sequences to finish.
+var ErrNoBlocks = errors.New("no free KV-cache blocks")
+
+// A PagedCache is the KV cache of continuous batching: per layer, key and
+// value pools [blocks, kv heads, block size, head dim] in the model's
+// dtype, preallocated, whose blocks sequences take as they grow and give
+// back when they end, each sequence's blocks listed in its own table
+// (kernels.PagedKV). A step runs any set of sequences, each with the same
+// number of new tokens: a decode step of every running sequence, or a
+// chunk of one sequence's prompt. A PagedCache is used by one goroutine
+// at a time.
+type PagedCache struct {
+	m               *Model
+	pk              kernels.PagedKV
+	blockSize       int
+	maxBlocks       int // per sequence: max_position_embeddings in blocks
+	k, v            []*kernels.Tensor
+	free            []int32
+	set             *nn.TensorSet
+	steps           map[stepKey]*pagedStep
+	last            *pagedStep
+	quantized       int
+	maxBatch, total int
+}
+
+// pagedStep is a step's buffers and its sequences' block table [B, M].
+type pagedStep struct {
+	*step
+	table, logits, next *kernels.Tensor
+	B                   int
+}
+
+// A Seq is one sequence of a PagedCache: the blocks it holds and the
+// tokens cached in them.
+type Seq struct {
+	blocks []int32
+	n      int
+}
+
+// Len is the number of tokens cached.
+func (s *Seq) Len() int { return s.n }
+
+// NewPagedCache allocates a pool of blocks blocks of blockSize positions
+// for steps of up to maxBatch sequences. The backend must have the
+// PagedKV op group.
+func (m *Model) NewPagedCache(blocks, blockSize, maxBatch int) (*PagedCache, error) {
+	pk, err := kernels.Group[kernels.PagedKV](m.be)
+	if err != nil {
+		return nil, fmt.Errorf("llama: paged KV cache: %w", err)
+	}
+	if blocks < 1 || blockSize < 1 || maxBatch < 1 {
+		return nil, fmt.Errorf("llama: paged KV cache of %d blocks of %d positions for %d sequences: %w", blocks, blockSize, maxBatch, ErrInput)
+	}
+	c := m.Config
+	pc := &PagedCache{m: m, pk: pk, blockSize: blockSize, maxBlocks: (c.MaxPositionEmbeddings + blockSize - 1) / blockSize,
+		set: nn.NewTensorSet(m.be), steps: map[stepKey]*pagedStep{}, quantized: m.quantized, maxBatch: maxBatch, total: blocks}
+	a := nn.Allocator{Set: pc.set}
+	dt := m.Precision.DType()
+	for range c.NumHiddenLayers {
+		pc.k = append(pc.k, a.Tensor(dt, blocks, c.NumKeyValueHeads, blockSize, c.HeadDim))
+		pc.v = append(pc.v, a.Tensor(dt, blocks, c.NumKeyValueHeads, blockSize, c.HeadDim))
+	}
+	if err := a.Err(); err != nil {
+		return nil, errors.Join(fmt.Errorf("llama: paged KV cache: %w", err), pc.set.Free())
+	}
+	for b := blocks - 1; b >= 0; b-- {
+		pc.free = append(pc.free, int32(b))
+	}
+	return pc, nil
+}
+
+// BlockSize is the positions of a block.
+func (pc *PagedCache) BlockSize() int { return pc.blockSize }
+
+// Blocks is the pool's size in blocks, and FreeBlocks those no sequence
+// holds.
+func (pc *PagedCache) Blocks() int     { return pc.total }
+func (pc *PagedCache) FreeBlocks() int { return len(pc.free) }
+
+// BlocksFor is the blocks a sequence of n tokens holds.
+func (pc *PagedCache) BlocksFor(n int) int { return (n + pc.blockSize - 1) / pc.blockSize }
+
+// Release gives s's blocks back to the pool and empties it.
+func (pc *PagedCache) Release(s *Seq) {
+	pc.free = append(pc.free, s.blocks...)
+	s.blocks, s.n = nil, 0
+}
+
+// Close frees the pools and buffers.
+func (pc *PagedCache) Close() error { return pc.set.Free() }
+
+// Step runs S new tokens of each sequence of seqs (tokens[i] for
+// seqs[i], all of length S ≥ 1; a sequence at most once) after the tokens
+// each has cached, taking the blocks they need from the pool (ErrNoBlocks,
+// and nothing done, when it has too few), and leaves the logits of each
+// sequence's last new token for Logits and Greedy.
+func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
+	B, c := len(seqs), pc.m.Config
+	if B == 0 || B > pc.maxBatch || len(tokens) != B {
+		return fmt.Errorf("llama: a step of %d sequences and %d token lists, for at most %d: %w", B, len(tokens), pc.maxBatch, ErrInput)
+	}
+	if pc.quantized != pc.m.quantized {
+		return fmt.Errorf("llama: the model was quantized after the cache was made: make a new one: %w", ErrInput)
+	}
+	S := len(tokens[0])
+	need := 0
+	seen := map[*Seq]bool{}
+	for i, s := range seqs {
+		switch {
+		case len(tokens[i]) != S || S == 0:
+			return fmt.Errorf("llama: sequence %d of the step has %d new tokens, want %d (at least 1): %w", i, len(tokens[i]), S, ErrInput)
+		case seen[s]:
+			return fmt.Errorf("llama: sequence %d is in the step twice: %w", i, ErrInput)
+		case s.n+S > c.MaxPositionEmbeddings:
+			return fmt.Errorf("llama: sequence %d: %d cached and %d new tokens exceed max_position_embeddings %d: %w",
+				i, s.n, S, c.MaxPositionEmbeddings, ErrInput)
+		}
+		seen[s] = true
+		for j, id := range tokens[i] {
+			if id < 0 || id >= c.VocabSize {
+				return fmt.Errorf("llama: token id %d at position %d of sequence %d is outside the vocabulary [0, %d): %w",
+					id, j, i, c.VocabSize, ErrInput)
+			}
+		}
+		need += max(0, pc.BlocksFor(s.n+S)-len(s.blocks))
+	}
+	if need > len(pc.free) {
+		return fmt.Errorf("llama: the step needs %d more blocks, %d of %d are free: %w", need, len(pc.free), pc.total, ErrNoBlocks)
+	}
+	st, err := pc.stepFor(B, S)
+	if err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		for len(s.blocks) < pc.BlocksFor(s.n+S) {
+			s.blocks, pc.free = append(s.blocks, pc.free[len(pc.free)-1]), pc.free[:len(pc.free)-1]
+		}
+	}
+	ids, pos := make([]int32, B*S), make([]int32, B*S)
+	start, lens, last := make([]int32, B), make([]int32, B), make([]int32, B)
+	table := make([]int32, B*pc.maxBlocks)
+	for b, s := range seqs {
+		for i, id := range tokens[b] {
+			ids[b*S+i], pos[b*S+i] = int32(id), int32(s.n+i)
+		}
+		start[b], lens[b], last[b] = int32(s.n), int32(s.n+S), int32(b*S+S-1)
+		row := table[b*pc.maxBlocks : (b+1)*pc.maxBlocks]
+		for j := range row {
+			row[j] = -1
+		}
+		copy(row, s.blocks)
+	}
+	for _, u := range []struct {
+		t    *kernels.Tensor
+		vals []int32
+	}{{st.ids, ids}, {st.pos, pos}, {st.start, start}, {st.attnLens, lens}, {st.last, last}, {st.table, table}} {
+		if err := kernels.UploadInt32(u.t, u.vals); err != nil {
+			return fmt.Errorf("llama: inputs: %w", err)
+		}
+	}
+	err = pc.m.forward(st.step, false, st.logits, func(i int) error {
+		if err := pc.pk.PagedCacheWrite(pc.k[i], st.k, st.table, st.start); err != nil {
+			return err
+		}
+		if err := pc.pk.PagedCacheWrite(pc.v[i], st.v, st.table, st.start); err != nil {
+			return err
+		}
+		return st.attention(pc.m.be, func() error {
+			return pc.pk.PagedAttention(st.att, st.qT, pc.k[i], pc.v[i], st.table, st.attnLens, 0)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, s := range seqs {
+		s.n += S
+	}
+	pc.last = st
+	return nil
+}
+
+// stepFor returns the buffers of steps of B sequences of S new tokens,
+// allocating them the first time.
+func (pc *PagedCache) stepFor(B, S int) (*pagedStep, error) {
+	key := stepKey{S: S, B: B}
+	if st, ok := pc.steps[key]; ok {
+		return st, nil
+	}
+	st, err := pc.m.newStep(pc.set, B, S, false, pc.quantized)
+	if err != nil {
+		return nil, err
+	}
+	a := nn.Allocator{Set: pc.set}
+	ps := &pagedStep{step: st, B: B, table: a.Ints("block_table", nil, B, pc.maxBlocks),
+		logits: a.Tensor(pc.m.Precision.DType(), B, pc.m.Config.VocabSize), next: a.Ints("next", nil, B)}
+	if err := a.Err(); err != nil {
+		return nil, fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err)
+	}
+	pc.steps[key] = ps
+	return ps, nil
+}
+
+// Logits downloads the last step's logits [B, vocab] as float32.
+func (pc *PagedCache) Logits() ([]float32, error) {
+	if pc.last == nil {
+		return nil, fmt.Errorf("llama: no step has run: %w", ErrInput)
+	}
+	return kernels.ToFloat32(pc.last.logits)
+}
+
+// Greedy returns the index of the largest logit of each sequence of the
+// last step, computed on the device.
+func (pc *PagedCache) Greedy() ([]int, error) {
+	if pc.last == nil {
+		return nil, fmt.Errorf("llama: no step has run: %w", ErrInput)
+	}
+	if err := pc.m.dec.Argmax(pc.last.next, pc.last.logits); err != nil {
+		return nil, fmt.Errorf("llama: argmax: %w", err)
+	}
+	ids, err := kernels.ToInt32(pc.last.next)
+	if err != nil {
+		return nil, fmt.Errorf("llama: argmax: %w", err)
+	}
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out, nil
+}
