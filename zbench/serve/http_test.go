@@ -83,7 +83,7 @@ func streamText(t *testing.T, r io.Reader, chat bool) (text, finish string, usag
 		}
 		var c struct {
 			Choices []struct {
-				Text         string  `json:"text"`
+				Text         string `json:"text"`
 				Delta        struct{ Content string }
 				FinishReason *string `json:"finish_reason"`
 			}
@@ -365,4 +365,3 @@ func (byteEncoder) Encode(text string, _ bool) []int {
 	}
 	return ids
 }
-
