@@ -18,6 +18,7 @@
 //	finetune   train a LoRA adapter on a Llama-family model from Alpaca or tokenized data
 //	merge      fold a LoRA adapter into its base checkpoint
 //	tokenize   encode text to token ids or decode ids with a Llama-family tokenizer
+//	serve      serve a Llama-family model over the OpenAI API with continuous batching on a paged KV cache
 //	load       send requests to an OpenAI-API server in MLPerf's scenarios: throughput, TTFT/TPOT percentiles, verdict
 //
 // Each command's flags and documentation are in 'zbench help <command>'
@@ -83,6 +84,7 @@ var commands = []command{
 	{"finetune", "train a LoRA adapter on a Llama-family model from Alpaca or tokenized data", runFinetune},
 	{"merge", "fold a LoRA adapter into its base checkpoint", runMerge},
 	{"tokenize", "encode text to token ids or decode ids with a Llama-family tokenizer", runTokenize},
+	{"serve", "serve a Llama-family model over the OpenAI API with continuous batching on a paged KV cache", runServe},
 	{"load", "send requests to an OpenAI-API server in MLPerf's scenarios: throughput, TTFT/TPOT percentiles, verdict", runLoad},
 }
 
