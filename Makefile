@@ -118,7 +118,7 @@ quick-run:
 	$(GO) test -short -run='^$$' -bench='$(BENCH)' -count=$(QUICK_COUNT) ./bench_test/ | tee $(OUT)/zbench-quick.txt
 	@$(call ran,$(OUT)/zbench-quick.txt,BENCH)
 
-bench-run: cpu-engines
+bench-run: cpu-engines tokenizer-ref
 	@mkdir -p $(OUT)
 	@echo "== zbench: go test -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) ./bench_test/ >$(if $(APPEND),>) $(OUT)/zbench.txt"
 	$(GO) test -run='^$$' -bench='$(BENCH)' -count=$(COUNT) -benchtime=$(BENCHTIME) -timeout=2h ./bench_test/ | $(call save,$(OUT)/zbench.txt)

@@ -38,6 +38,7 @@ type Result struct {
 	E2E          time.Duration   // to the end of the response
 	ITL          []time.Duration // between successive chunks of output text
 	OutputTokens int             // the server's usage count, else the chunks of text
+	Text         string          // the output text, the chunks joined
 	Err          error
 }
 
@@ -130,6 +131,8 @@ func (c *Client) Do(ctx context.Context, it Item) Result {
 func (r *Result) read(body io.Reader) error {
 	events := newSSEReader(body)
 	chunks, last, usage, done := 0, time.Time{}, -1, false
+	var out strings.Builder
+	defer func() { r.Text = out.String() }()
 	for {
 		data, err := events.next()
 		if errors.Is(err, io.EOF) {
@@ -152,13 +155,15 @@ func (r *Result) read(body io.Reader) error {
 		if ch.Usage != nil {
 			usage = ch.Usage.CompletionTokens
 		}
-		text := false
+		var text strings.Builder
 		for _, c := range ch.Choices {
-			text = text || c.Text != "" || c.Delta.Content != ""
+			text.WriteString(c.Text)
+			text.WriteString(c.Delta.Content)
 		}
-		if !text {
+		if text.Len() == 0 {
 			continue
 		}
+		out.WriteString(text.String())
 		now := time.Now()
 		if chunks == 0 {
 			r.TTFT = now.Sub(r.Start)

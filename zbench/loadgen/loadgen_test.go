@@ -87,6 +87,7 @@ func TestClientDo(t *testing.T) {
 			r := c.Do(context.Background(), Item{Prompt: "hello", OutputTokens: 4})
 			require.NoError(t, r.Err)
 			assert.Equal(t, 4, r.OutputTokens)
+			assert.Equal(t, "t0 t1 t2 t3 ", r.Text)
 			assert.Len(t, r.ITL, 3)
 			assert.GreaterOrEqual(t, r.TTFT, 5*time.Millisecond)
 			assert.GreaterOrEqual(t, r.E2E, r.TTFT+15*time.Millisecond)

@@ -1,0 +1,156 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/zbench/zbench/kernels/cpu"
+	"github.com/zbench/zbench/models/llama"
+	"github.com/zbench/zbench/models/nn"
+	"github.com/zbench/zbench/models/tokenizer"
+	"github.com/zbench/zbench/zbench/loadgen"
+	"github.com/zbench/zbench/zbench/serve"
+)
+
+// serveModel is a model BenchmarkServe serves, with its tokenizer.
+type serveModel struct {
+	name string
+	load func() (*llama.Model, *tokenizer.Tokenizer, error)
+}
+
+// llama2Tokenizer is Llama 2's tokenizer, TinyLlama's ('make
+// tokenizer-ref' writes it).
+var llama2Tokenizer = filepath.Join("..", ".cache", "tokenizer-ref", "llama2", "tokenizer.json")
+
+func serveModels() []serveModel {
+	tiny := filepath.Join("..", "testdata", "golden", "llama-tiny")
+	synthetic := func(cfg llama.Config, p nn.Precision) func() (*llama.Model, *tokenizer.Tokenizer, error) {
+		return func() (*llama.Model, *tokenizer.Tokenizer, error) {
+			tok, err := tokenizer.Load(llama2Tokenizer)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w (make tokenizer-ref writes it)", err)
+			}
+			m, err := llama.Load(cpu.New(), cfg, llama.Synthetic(llamaSeed), p)
+			return m, tok, err
+		}
+	}
+	if testing.Short() {
+		return []serveModel{{"llama-tiny", func() (*llama.Model, *tokenizer.Tokenizer, error) {
+			cfg, err := llama.LoadConfig(filepath.Join(tiny, "config.json"))
+			if err != nil {
+				return nil, nil, err
+			}
+			ck, err := llama.OpenCheckpoint(filepath.Join(tiny, "model.safetensors"))
+			if err != nil {
+				return nil, nil, err
+			}
+			tok, err := tokenizer.Load(tiny)
+			if err != nil {
+				return nil, nil, err
+			}
+			m, err := llama.Load(cpu.New(), cfg, ck, nn.F32)
+			return m, tok, err
+		}}}
+	}
+	twoLayer := llama.TinyLlama()
+	twoLayer.NumHiddenLayers = 2
+	return []serveModel{{"tinyllama-2layer", synthetic(twoLayer, nn.F32)}, {"tinyllama", synthetic(llama.TinyLlama(), nn.F16)}}
+}
+
+// BenchmarkServe runs zbench serve in process on a loopback port against
+// zbench load: the Offline scenario (every request at once) and the Server
+// one (Poisson arrivals), synthetic prompts of 16–48 words asking for 32
+// tokens each, greedy. Each op is one scenario's run of its requests;
+// out-tok/s, req/s and the TTFT and TPOT percentiles are the last run's.
+// Before timing, one request's text is checked against Session.Generate's
+// for its prompt.
+func BenchmarkServe(b *testing.B) {
+	requests, rate := 16, 1.0
+	if testing.Short() {
+		requests, rate = 4, 20
+	}
+	for _, sm := range serveModels() {
+		m, tok, err := sm.load()
+		if err != nil {
+			b.Fatalf("%s: %v", sm.name, err)
+		}
+		e, err := serve.NewEngine(m, serve.Options{MaxBatch: 16, ChunkTokens: 256, BlockSize: 16,
+			Blocks: 16 * ((m.Config.MaxPositionEmbeddings + 15) / 16), MaxQueue: 256})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ran := make(chan error, 1)
+		go func() { ran <- e.Run(ctx) }()
+		srv := httptest.NewServer(serve.NewServer(e, tok, sm.name).Handler())
+		c := &loadgen.Client{BaseURL: srv.URL, Model: sm.name}
+		items := loadgen.Synthetic(requests, loadgen.Range{Min: 16, Max: 48}, loadgen.Range{Min: 32, Max: 32}, 1)
+		verifyServe(b, c, m, tok, items[0])
+		for _, sc := range []loadgen.Scenario{{Kind: loadgen.Offline, Requests: requests}, {Kind: loadgen.Server, Requests: requests, Rate: rate, Seed: 1}} {
+			name := fmt.Sprintf("dev=cpu/model=%s/scenario=%s", sm.name, sc.Kind)
+			if sc.Kind == loadgen.Server {
+				name += fmt.Sprintf("/rate=%g", sc.Rate)
+			}
+			b.Run(name, func(b *testing.B) {
+				var s loadgen.Summary
+				for b.Loop() {
+					o, err := loadgen.Run(context.Background(), c, items, sc, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					s = loadgen.Summarize(o, loadgen.Bounds{TTFT: 2 * time.Second, TPOT: 200 * time.Millisecond})
+					if s.Errors > 0 {
+						b.Fatalf("%d errors: %s", s.Errors, s.FirstError)
+					}
+				}
+				b.ReportMetric(s.OutputTokPerSec, "tok/s")
+				b.ReportMetric(s.RequestsPerSec, "req/s")
+				b.ReportMetric(s.TTFT.P50, "ttft-ms")
+				b.ReportMetric(s.TTFT.P99, "ttft-p99-ms")
+				b.ReportMetric(s.TPOT.P50, "tpot-ms")
+				b.ReportMetric(s.TPOT.P99, "tpot-p99-ms")
+			})
+		}
+		srv.Close()
+		e.Shutdown()
+		cancel()
+		<-ran
+		if err := e.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// verifyServe checks that the server's greedy text for it is what
+// Session.Generate makes of its prompt.
+func verifyServe(b *testing.B, c *loadgen.Client, m *llama.Model, tok *tokenizer.Tokenizer, it loadgen.Item) {
+	b.Helper()
+	r := c.Do(context.Background(), it)
+	if r.Err != nil {
+		b.Fatal(r.Err)
+	}
+	prompt := tok.Encode(it.Prompt, true)
+	s, err := m.NewSession(1, len(prompt)+it.OutputTokens)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	g, err := s.Generate([][]int{prompt}, llama.GenerateOptions{MaxNewTokens: it.OutputTokens}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want, err := tok.Decode(g.Tokens[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	if r.Text != want || r.OutputTokens != len(g.Tokens[0]) {
+		b.Fatalf("the server generated %q (%d tokens), Session.Generate %q (%d)", r.Text, r.OutputTokens, want, len(g.Tokens[0]))
+	}
+}
