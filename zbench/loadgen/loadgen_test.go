@@ -89,9 +89,13 @@ func TestClientDo(t *testing.T) {
 			assert.Equal(t, 4, r.OutputTokens)
 			assert.Equal(t, "t0 t1 t2 t3 ", r.Text)
 			assert.Len(t, r.ITL, 3)
+			// The server sleeps 5 ms before each chunk: the first cannot
+			// come before 5 ms, nor the end before 20 (a busy client may
+			// read the later chunks at once, so nothing bounds the gaps).
 			assert.GreaterOrEqual(t, r.TTFT, 5*time.Millisecond)
-			assert.GreaterOrEqual(t, r.E2E, r.TTFT+15*time.Millisecond)
-			assert.Greater(t, r.TPOT(), 4*time.Millisecond)
+			assert.GreaterOrEqual(t, r.E2E, 20*time.Millisecond)
+			assert.GreaterOrEqual(t, r.E2E, r.TTFT)
+			assert.Equal(t, (r.E2E-r.TTFT)/3, r.TPOT())
 			body := f.bodies[0]
 			assert.Equal(t, "m", body["model"])
 			assert.Equal(t, true, body["stream"])
@@ -141,12 +145,13 @@ func TestScenarios(t *testing.T) {
 	}{
 		{sc: Scenario{Kind: SingleStream, Requests: 5}, mostMax: 1},
 		{sc: Scenario{Kind: Offline, Requests: 6, Concurrency: 2}, mostMax: 2},
-		{sc: Scenario{Kind: Offline, Requests: 6}, mostMax: 6, maxStart: 20 * time.Millisecond},
+		// Sent one after another, the six would start over 6·2·20 ms.
+		{sc: Scenario{Kind: Offline, Requests: 6}, mostMax: 6, maxStart: 120 * time.Millisecond},
 		// 8 arrivals at 100/s: the last near 70 ms after the first.
 		{sc: Scenario{Kind: Server, Requests: 8, Rate: 100, Seed: 3}, mostMax: 8, minSpan: 10 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%v/%d", c.sc.Kind, c.sc.Concurrency), func(t *testing.T) {
-			f := &fakeServer{delay: 2 * time.Millisecond}
+			f := &fakeServer{delay: 20 * time.Millisecond}
 			srv := httptest.NewServer(f)
 			defer srv.Close()
 			var calls atomic.Int32
@@ -264,13 +269,14 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	// Each chunk waits 3 ms per request in flight: low rates keep the
-	// TTFT bound, high ones do not.
-	srv := httptest.NewServer(&fakeServer{delay: 3 * time.Millisecond, perFlight: true})
+	// Each chunk waits 10 ms per request in flight: 2 requests a second
+	// keep the TTFT bound (one in flight), 2000 (all twelve at once) do
+	// not.
+	srv := httptest.NewServer(&fakeServer{delay: 10 * time.Millisecond, perFlight: true})
 	defer srv.Close()
 	items := []Item{{Prompt: "a", OutputTokens: 8}}
 	sc := Scenario{Requests: 12, Seed: 1}
-	sums, best, err := Sweep(context.Background(), &Client{BaseURL: srv.URL}, items, sc, []float64{2, 2000}, Bounds{TTFT: 15 * time.Millisecond}, 1, nil)
+	sums, best, err := Sweep(context.Background(), &Client{BaseURL: srv.URL}, items, sc, []float64{2, 2000}, Bounds{TTFT: 60 * time.Millisecond}, 1, nil)
 	require.NoError(t, err)
 	require.Len(t, sums, 3, "two rates, then one bisection")
 	assert.True(t, sums[0].Pass)
