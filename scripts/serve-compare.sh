@@ -1,0 +1,33 @@
+#!/bin/bash
+# serve-compare.sh [OUT]: one run of zbench load against zbench serve (at its
+# defaults, then with 32-token prefill chunks) and against llama.cpp's server
+# (baselines/peers/llamacpp/serve.mjs), one server at a time on this machine,
+# on the same GGUF Q8_0 file of TinyLlama's shape: eight single-stream
+# requests, then a server-scenario sweep. Results in OUT (default
+# .cache/serve-cmp), one file per server and run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-.cache/serve-cmp}
+G=.cache/gguf/tinyllama-Q8_0.gguf
+[ -f "$G" ] || { echo "serve-compare: $G is missing: run make gguf-models" >&2; exit 1; }
+mkdir -p "$OUT"
+ZB="$OUT/zbench"
+go build -o "$ZB" ./cmd/zbench
+LOAD=(--prompt-words 16:48 --output-tokens 32:64 --seed 1)
+run_load() { # name url
+	"$ZB" load --url "$2" --scenario singlestream --requests 8 "${LOAD[@]}" -o "$OUT/$1-singlestream.txt" 2>>"$OUT/$1.log" || true
+	"$ZB" load --url "$2" --sweep 0.25,0.5,1 --refine 1 --requests 24 "${LOAD[@]}" -o "$OUT/$1-sweep.txt" 2>>"$OUT/$1.log" || true
+}
+wait_up() { for _ in $(seq 1 120); do curl -sf "$1/v1/models" >/dev/null && return 0; sleep 1; done; return 1; }
+serve() { # name port command...
+	local name=$1 port=$2
+	shift 2
+	"$@" >"$OUT/$name-server.log" 2>&1 &
+	local pid=$!
+	wait_up "http://127.0.0.1:$port" && run_load "$name" "http://127.0.0.1:$port"
+	kill -TERM "$pid"
+	wait "$pid" || true
+}
+serve zbench 18090 "$ZB" serve --model "$G" --addr 127.0.0.1:18090
+serve zbench-chunk32 18091 "$ZB" serve --model "$G" --addr 127.0.0.1:18091 --chunk-tokens 32
+serve llamacpp 18092 node baselines/peers/llamacpp/serve.mjs --addr 127.0.0.1:18092 "$G"
