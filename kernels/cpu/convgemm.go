@@ -7,7 +7,6 @@ import (
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
-	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 )
 
 var (
@@ -173,7 +172,7 @@ func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
 	}
 	k := s[1] * s[2] * s[3]
 	depth := sgemmKC
-	if groups == 1 && sgemmasm.Available512 {
+	if rowsConv(groups) {
 		depth = k // convRows reads the filters
 	}
 	return b.packB(name, w, groups, k, depth, s[0]/groups > narrowGroup)
@@ -214,17 +213,24 @@ func (b *Backend) packB(name string, w *kernels.Tensor, groups, k, depth int, re
 	}
 	f := &packedB{groups: groups, nr: nr, cogP: cogP, depth: depth, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
-	wv := f32(w)
+	packPanels(f.panels, f32(w), groups, cog, k, depth, nr)
+	st.packed = f
+	return nil
+}
+
+// packPanels packs wv, groups of cog rows of k values, as packedB lays
+// them out: per group, depth-deep blocks of nr-column panels of the
+// rows' transpose, the columns past cog zero; in parallel over panels.
+func packPanels(dst, wv []float32, groups, cog, k, depth, nr int) {
+	cogP := (cog + nr - 1) / nr * nr
 	blocks, panels := (k+depth-1)/depth, cogP/nr
 	parallelFor(groups*blocks*panels, min(depth, k)*nr, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			gr, pc, jc := i/(blocks*panels), i/panels%blocks*depth, i%panels*nr
 			kc := min(depth, k-pc)
-			packB(f.panels[(gr*k+pc)*cogP+jc*kc:], wv[gr*cog*k:], k, true, pc, kc, jc, min(nr, cog-jc), nr)
+			packB(dst[(gr*k+pc)*cogP+jc*kc:], wv[gr*cog*k:], k, true, pc, kc, jc, min(nr, cog-jc), nr)
 		}
 	})
-	st.packed = f
-	return nil
 }
 
 // dropPacked returns st's packed form, if any, to the pool.

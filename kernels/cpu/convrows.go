@@ -14,10 +14,10 @@ import (
 // multiplies every tile of its pixels by before it moves to the next.
 const convRowsL2Floats = 1 << 17
 
-// rowsConv reports whether Conv2D of geometry g runs as convRows: one
+// rowsConv reports whether Conv2D of groups groups runs as convRows: one
 // group, on our own SGEMM, where the AVX-512 in-place kernel runs.
-func rowsConv(g kernels.ConvDims) bool {
-	return g.Groups == 1 && sgemmasm.Available512 && ownSGEMM()
+func rowsConv(groups int) bool {
+	return groups == 1 && sgemmasm.Available512 && ownSGEMM()
 }
 
 // convRows is Conv2D of one group on KernelRows12x32: out [M, Co] =
@@ -218,18 +218,6 @@ func (b *convRowsBuf) patches(n, K int) []float32 {
 	return b.rows
 }
 
-// packRowsFull packs w, filters [Co, K], into panels as convRows reads
-// them: nr-column panels of all K rows, the columns past Co zero.
-func packRowsFull(dst, w []float32, Co, K int) {
-	const nr = 32
-	coP := (Co + nr - 1) / nr * nr
-	parallelFor(coP/nr, K*nr, func(lo, hi int) {
-		for jp := lo; jp < hi; jp++ {
-			packB(dst[jp*K*nr:], w, K, true, 0, K, jp*nr, min(nr, Co-jp*nr), nr)
-		}
-	})
-}
-
 // rowsFilters is the filters' panels for convRows: the packed form w
 // keeps (PackConvFilters), or one packed for this call from wv into a
 // pooled buffer that put returns.
@@ -248,7 +236,7 @@ func (b *Backend) rowsPanels(w *kernels.Tensor, wv []float32, Co, K int) rowsFil
 	}
 	buf := rowsFilterBufs.Get().(*[]float32)
 	*buf = grow(*buf, (Co+31)/32*32*K)
-	packRowsFull(*buf, wv, Co, K)
+	packPanels(*buf, wv, 1, Co, K, K, 32)
 	return rowsFilters{s: *buf, pool: buf}
 }
 

@@ -118,11 +118,16 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 				"lens[%d] = %d, want it in [%d, %d]: at least the %d queries, at most the cache's capacity", i, n, g.Sq, g.T, g.Sq).Err()
 		}
 	}
-	dims := kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.Hkv, Sq: g.Sq, Sk: g.T, D: g.D}
-	attend(out, q, k, v, attnRun{AttentionDims: dims, scale: g.Scale, visible: func(s, bi int) int {
-		return int(ls[bi]) - g.Sq + s + 1
-	}})
+	attendCached(out, q, k, v, ls, kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.Hkv, Sq: g.Sq, Sk: g.T, D: g.D}, g.Scale)
 	return nil
+}
+
+// attendCached attends as CachedAttention: query s of sequence b, at
+// position lens[b] − Sq + s, sees the keys up to its own.
+func attendCached(out, q, k, v *kernels.Tensor, lens []int32, dims kernels.AttentionDims, scale float32) {
+	attend(out, q, k, v, attnRun{AttentionDims: dims, scale: scale, visible: func(s, bi int) int {
+		return int(lens[bi]) - dims.Sq + s + 1
+	}})
 }
 
 // Argmax sets out[r] to the index of row r's largest value, the first on

@@ -104,9 +104,6 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 			}
 		})
 	}
-	dims := kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.H, Sq: g.Sq, Sk: T, D: g.D}
-	attend(out, q, kc, vc, attnRun{AttentionDims: dims, scale: g.Scale, visible: func(s, bi int) int {
-		return int(ls[bi]) - g.Sq + s + 1
-	}})
+	attendCached(out, q, kc, vc, ls, kernels.AttentionDims{B: g.B, Hq: g.Hq, Hkv: g.H, Sq: g.Sq, Sk: T, D: g.D}, g.Scale)
 	return errors.Join(b.Free(kc), b.Free(vc))
 }

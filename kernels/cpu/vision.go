@@ -54,7 +54,7 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 		bias = in32(p.Bias)[:Co]
 	}
 	cog := Co / g.Groups
-	if cog > narrowGroup && rowsConv(g) {
+	if cog > narrowGroup && rowsConv(g.Groups) {
 		var res []float32
 		if p.Residual != nil {
 			res = in32(p.Residual)[:len(ov)]

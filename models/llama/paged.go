@@ -39,7 +39,6 @@ type PagedCache struct {
 type pagedStep struct {
 	*step
 	table, logits, next *kernels.Tensor
-	B                   int
 }
 
 // A Seq is one sequence of a PagedCache: the blocks it holds and the
@@ -129,9 +128,8 @@ func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
 		}
 		seen[s] = true
 		for j, id := range tokens[i] {
-			if id < 0 || id >= c.VocabSize {
-				return fmt.Errorf("llama: token id %d at position %d of sequence %d is outside the vocabulary [0, %d): %w",
-					id, j, i, c.VocabSize, ErrInput)
+			if err := c.checkToken(id, j, i); err != nil {
+				return err
 			}
 		}
 		need += max(0, pc.BlocksFor(s.n+S)-len(s.blocks))
@@ -203,7 +201,7 @@ func (pc *PagedCache) stepFor(B, S int) (*pagedStep, error) {
 		return nil, err
 	}
 	a := nn.Allocator{Set: pc.set}
-	ps := &pagedStep{step: st, B: B, table: a.Ints("block_table", nil, B, pc.maxBlocks),
+	ps := &pagedStep{step: st, table: a.Ints("block_table", nil, B, pc.maxBlocks),
 		logits: a.Tensor(pc.m.Precision.DType(), B, pc.m.Config.VocabSize), next: a.Ints("next", nil, B)}
 	if err := a.Err(); err != nil {
 		return nil, fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err)
@@ -226,16 +224,5 @@ func (pc *PagedCache) Greedy() ([]int, error) {
 	if pc.last == nil {
 		return nil, fmt.Errorf("llama: no step has run: %w", ErrInput)
 	}
-	if err := pc.m.dec.Argmax(pc.last.next, pc.last.logits); err != nil {
-		return nil, fmt.Errorf("llama: argmax: %w", err)
-	}
-	ids, err := kernels.ToInt32(pc.last.next)
-	if err != nil {
-		return nil, fmt.Errorf("llama: argmax: %w", err)
-	}
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
-	}
-	return out, nil
+	return pc.m.greedy(pc.last.next, pc.last.logits)
 }

@@ -167,11 +167,25 @@ func (s *Session) Logits() ([]float32, error) { return kernels.ToFloat32(s.logit
 
 // Greedy returns the index of the largest logit of each sequence's last
 // step, computed on the device (only batch ids leave it).
-func (s *Session) Greedy() ([]int, error) {
-	if err := s.m.dec.Argmax(s.next, s.logits); err != nil {
+func (s *Session) Greedy() ([]int, error) { return s.m.greedy(s.next, s.logits) }
+
+// checkToken says whether token id, at position pos of sequence seq,
+// is in the vocabulary.
+func (c Config) checkToken(id, pos, seq int) error {
+	if id < 0 || id >= c.VocabSize {
+		return fmt.Errorf("llama: token id %d at position %d of sequence %d is outside the vocabulary [0, %d): %w",
+			id, pos, seq, c.VocabSize, ErrInput)
+	}
+	return nil
+}
+
+// greedy sets next (I32 [B]) to the index of each row's largest logit on
+// the device and returns them.
+func (m *Model) greedy(next, logits *kernels.Tensor) ([]int, error) {
+	if err := m.dec.Argmax(next, logits); err != nil {
 		return nil, fmt.Errorf("llama: argmax: %w", err)
 	}
-	ids, err := kernels.ToInt32(s.next)
+	ids, err := kernels.ToInt32(next)
 	if err != nil {
 		return nil, fmt.Errorf("llama: argmax: %w", err)
 	}
@@ -293,9 +307,8 @@ func (s *Session) run(S int, ids, last []int32, full bool) error {
 		lens[b] = s.lens[b] + int32(S)
 	}
 	for i, id := range ids {
-		if id < 0 || int(id) >= c.VocabSize {
-			return fmt.Errorf("llama: token id %d at position %d of sequence %d is outside the vocabulary [0, %d): %w",
-				id, i%S, i/S, c.VocabSize, ErrInput)
+		if err := c.checkToken(int(id), i%S, i/S); err != nil {
+			return err
 		}
 	}
 	type upload struct {

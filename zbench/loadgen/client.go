@@ -31,6 +31,14 @@ type Client struct {
 	HTTP *http.Client
 }
 
+// client is the HTTP client requests go through.
+func (c *Client) client() *http.Client {
+	if c.HTTP == nil {
+		return http.DefaultClient
+	}
+	return c.HTTP
+}
+
 // A Result is one request's outcome and timings.
 type Result struct {
 	Start        time.Time       // when the request was sent
@@ -98,12 +106,8 @@ func (c *Client) Do(ctx context.Context, it Item) Result {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
 	r := Result{Start: time.Now()}
-	resp, err := hc.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		r.Err = err
 		return r
@@ -199,11 +203,7 @@ func (c *Client) Models(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
+	resp, err := c.client().Do(req)
 	if err != nil {
 		return nil, err
 	}
