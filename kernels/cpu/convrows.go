@@ -64,7 +64,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 				for _, r := range runs {
 					a, lda, segs, k0 := tileRows(g, r)
 					last := a + (mr-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
-					if segs == 0 || g.PointwiseGEMM() {
+					if segs == 0 { // one run of K values
 						last = a + (mr-1)*lda + K - 1
 					}
 					_ = xv[last]
