@@ -814,7 +814,7 @@ func BenchmarkLlamaDecode(b *testing.B) {
 	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev
 		gpu := [][2]int{{1, 128}, {1, 512}, {1, 2048}, {8, 128}, {8, 512}, {8, 2048}, {32, 128}, {32, 512}, {32, 2048}}
-		for _, s := range llamaShapes(dev, gpu, [][2]int{{1, 128}}) {
+		for _, s := range llamaShapes(dev, gpu, [][2]int{{1, 128}, {8, 128}}) {
 			batch, ctx := s[0], s[1]
 			b.Run(fmt.Sprintf("dev=%s/dtype=%v/model=%s/batch=%d/ctx=%d", dev.Name(), l.dtypeName(), l.lm.name, batch, ctx), func(b *testing.B) {
 				m := l.model(b)

@@ -11,9 +11,20 @@ import (
 
 // gemvRows is the most rows of a for which MatMul against a transposed b
 // (a linear layer's [N, K] weight) takes the row-dot-product path: the
-// products of decode steps, where each weight is read once per call and
-// memory bandwidth, not arithmetic, bounds the time.
-const gemvRows = 4
+// products of decode steps, where each weight is read once per call, four
+// rows of a at a time against each weight row (rowDot4), so that a
+// serving engine's batch of sequences costs little more than one.
+const gemvRows = 16
+
+// gemvBlockBytes is how much of the weight gemvT dots with one group of
+// four rows of a before the next group: a block that stays in L2 while
+// each group reads it.
+const gemvBlockBytes = 256 << 10
+
+// gemvAhead is how many rows of the weight ahead of the one it reads a
+// rowDot4 prefetches: the memory stream keeps going while the four rows
+// of a are multiplied.
+const gemvAhead = 4
 
 // useHgemv selects the assembly of package hgemv in gemvT; the Go of
 // rowDots is the fallback elsewhere and the reference the tests compare
@@ -21,20 +32,46 @@ const gemvRows = 4
 var useHgemv = hgemv.Available
 
 // gemvT sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the m
-// rows of a [m, K] and w [N, K] stored in any float dtype: each row of w
-// dotted with every row of a (rowDots), the rows split over the cores in
-// contiguous ranges, so that w is read from memory once, in order, at its
-// own size.
+// rows of a [m, K] and w [N, K] stored in any float dtype, through
+// dotRows over rowDots.
 func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) {
+	dotRows(c, a, m, n, k, alpha, beta, k*w.DType().Size(), func() (rowDot, rowDot4) { return rowDots(w, k) })
+}
+
+// dotRows sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the
+// m rows of a [m, K] and a weight w [N, K] of rowBytes bytes a row that
+// dots (called once per goroutine) multiplies: each row of w dotted with
+// every row of a, four rows at a time where dots gives a rowDot4, the rows
+// of w split over the cores in contiguous ranges and taken a block at a
+// time, so that w is read from memory once, in order, at its own size.
+// Every output is the same rowDot sum whatever m is.
+func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dots func() (rowDot, rowDot4)) {
+	block := max(1, gemvBlockBytes/rowBytes)
 	parallelFor(n, m*k, func(lo, hi int) {
-		dot := rowDots(w, k)
-		for j := lo; j < hi; j++ {
-			for i := range m {
-				d := alpha * dot(a[i*k:(i+1)*k], j)
-				if beta != 0 {
-					d += beta * c[i*n+j]
+		dot, dot4 := dots()
+		put := func(i, j int, d float32) {
+			d *= alpha
+			if beta != 0 {
+				d += beta * c[i*n+j]
+			}
+			c[i*n+j] = d
+		}
+		var sums [4]float32
+		for j0 := lo; j0 < hi; j0 += block {
+			j1 := min(j0+block, hi)
+			i := 0
+			for ; dot4 != nil && i+4 <= m; i += 4 {
+				for j := j0; j < j1; j++ {
+					dot4(a[i*k:(i+4)*k], j, min(j+gemvAhead, n-1), &sums)
+					for r, d := range sums {
+						put(i+r, j, d)
+					}
 				}
-				c[i*n+j] = d
+			}
+			for ; i < m; i++ {
+				for j := j0; j < j1; j++ {
+					put(i, j, dot(a[i*k:(i+1)*k], j))
+				}
 			}
 		}
 	})
@@ -44,42 +81,57 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 // w [N, K].
 type rowDot func(x []float32, j int) float32
 
-// rowDots returns a rowDot over w [N, K] (K = k ≥ 1) for one goroutine:
-// the hgemv kernels for float32, float16 and bfloat16 weights where they
-// run; else the rows widened to float32 (bfloat16 as it is read, in
-// dotBF16) in a buffer of the goroutine's and dotted by blas32.
-func rowDots(w *kernels.Tensor, k int) rowDot {
+// rowDot4 sets sums[r] to the rowDot of row r of x (four rows of K
+// values) with row j of w, reading w's row once for the four, and
+// prefetches w's row pre.
+type rowDot4 func(x []float32, j, pre int, sums *[4]float32)
+
+// rowDots returns a rowDot over w [N, K] (K = k ≥ 1) for one goroutine,
+// and a rowDot4 whose sums equal it bit for bit, or nil: the hgemv
+// kernels for float32, float16 and bfloat16 weights where they run; else
+// the rows widened to float32 (bfloat16 as it is read, in dotBF16) in a
+// buffer of the goroutine's and dotted by blas32, without a rowDot4.
+func rowDots(w *kernels.Tensor, k int) (rowDot, rowDot4) {
 	if useHgemv {
 		switch w.DType() {
 		case kernels.F32:
 			ws := f32(w)
 			return func(x []float32, j int) float32 {
-				_, _ = ws[j*k+k-1], x[k-1]
-				return hgemv.Dot1F32(&x[0], &ws[j*k], k)
-			}
+					_, _ = ws[j*k+k-1], x[k-1]
+					return hgemv.Dot1F32(&x[0], &ws[j*k], k)
+				}, func(x []float32, j, pre int, sums *[4]float32) {
+					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
+					hgemv.Dot4F32(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+				}
 		case kernels.F16:
 			ws := u16(w)
 			return func(x []float32, j int) float32 {
-				_, _ = ws[j*k+k-1], x[k-1]
-				return hgemv.Dot1F16(&x[0], &ws[j*k], k)
-			}
+					_, _ = ws[j*k+k-1], x[k-1]
+					return hgemv.Dot1F16(&x[0], &ws[j*k], k)
+				}, func(x []float32, j, pre int, sums *[4]float32) {
+					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
+					hgemv.Dot4F16(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+				}
 		case kernels.BF16:
 			ws := u16(w)
 			return func(x []float32, j int) float32 {
-				_, _ = ws[j*k+k-1], x[k-1]
-				return hgemv.Dot1BF16(&x[0], &ws[j*k], k)
-			}
+					_, _ = ws[j*k+k-1], x[k-1]
+					return hgemv.Dot1BF16(&x[0], &ws[j*k], k)
+				}, func(x []float32, j, pre int, sums *[4]float32) {
+					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
+					hgemv.Dot4BF16(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+				}
 		}
 	}
 	if w.DType() == kernels.BF16 {
 		ws := u16(w)
-		return func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }
+		return func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }, nil
 	}
 	buf := make([]float32, k)
 	return func(x []float32, j int) float32 {
 		v := loadRange(w, j*k, (j+1)*k, buf)
 		return blas32.Dot(blas32.Vector{N: k, Inc: 1, Data: x}, blas32.Vector{N: k, Inc: 1, Data: v})
-	}
+	}, nil
 }
 
 // dotBF16 is Σ a[i]·w[i] for bfloat16 w, widened in the loop (a bfloat16

@@ -42,9 +42,9 @@ func TestRowDotsPathsAgree(t *testing.T) {
 				for i := range x {
 					x[i] = float32(rng.NormFloat64())
 				}
-				asm := rowDots(w, k)
+				asm, _ := rowDots(w, k)
 				useHgemv = false
-				ref := rowDots(w, k)
+				ref, _ := rowDots(w, k)
 				useHgemv = true
 				for j := range rows {
 					var want, mag float64
@@ -61,11 +61,12 @@ func TestRowDotsPathsAgree(t *testing.T) {
 	}
 }
 
-// BenchmarkGemvDecode times MatMul's decode product, one row times
-// TinyLlama's MLP up-projection weight [5632, 2048] transposed, with the
-// weight in each float dtype: GB/s of the weight read, cycling over
-// enough copies of it (277 MB in float32) that every call reads it from
-// memory, as a model's decode step does.
+// BenchmarkGemvDecode times MatMul's decode product, rows rows (the
+// sequences of a decode step) times TinyLlama's MLP up-projection weight
+// [5632, 2048] transposed, with the weight in each float dtype: GB/s of
+// the weight read and GFLOP/s, cycling over enough copies of it (277 MB
+// in float32) that every call reads it from memory, as a model's decode
+// step does.
 func BenchmarkGemvDecode(b *testing.B) {
 	const n, k, copies = 5632, 2048, 6
 	be := New()
@@ -74,8 +75,9 @@ func BenchmarkGemvDecode(b *testing.B) {
 	for i := range wv {
 		wv[i] = float32(2*rng.Float64() - 1)
 	}
-	for _, dt := range kernels.FloatTypes {
-		b.Run(fmt.Sprintf("dtype=%v", dt), func(b *testing.B) {
+	for _, c := range decodeCases(kernels.FloatTypes) {
+		dt, m := c.v, c.rows
+		b.Run(fmt.Sprintf("dtype=%v/rows=%d", dt, m), func(b *testing.B) {
 			var ws []*kernels.Tensor
 			for range copies {
 				w, err := be.Alloc(dt, n, k)
@@ -83,10 +85,10 @@ func BenchmarkGemvDecode(b *testing.B) {
 				require.NoError(b, kernels.UploadFloat32(w, wv))
 				ws = append(ws, w)
 			}
-			x, err := be.Alloc(dt, 1, k)
+			x, err := be.Alloc(dt, m, k)
 			require.NoError(b, err)
-			require.NoError(b, kernels.UploadFloat32(x, wv[:k]))
-			out, err := be.Alloc(dt, 1, n)
+			require.NoError(b, kernels.UploadFloat32(x, wv[:m*k]))
+			out, err := be.Alloc(dt, m, n)
 			require.NoError(b, err)
 			i := 0
 			for b.Loop() {
@@ -96,6 +98,7 @@ func BenchmarkGemvDecode(b *testing.B) {
 				i++
 			}
 			b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			for _, w := range append(ws, x, out) {
 				require.NoError(b, be.Free(w))
 			}
@@ -137,20 +140,23 @@ func BenchmarkPrefillProduct(b *testing.B) {
 	}
 }
 
-// BenchmarkWGemvDecode times WMatMul's decode product, one row times a
+// BenchmarkWGemvDecode times WMatMul's decode product, rows rows times a
 // weight-only quantized [5632, 2048] weight (TinyLlama's MLP
 // up-projection) in int8 per channel and in groups of 32 (GGUF's Q8_0
-// blocks), and in int4 with groups of 32 (GGUF's Q4_0 blocks) and 128: GB/s of codes and scales read, cycling over enough
-// copies that every call reads them from memory.
+// blocks), and in int4 with groups of 32 (GGUF's Q4_0 blocks) and 128:
+// GB/s of codes and scales read and GFLOP/s, cycling over enough copies
+// that every call reads them from memory.
 func BenchmarkWGemvDecode(b *testing.B) {
 	const n, k, copies = 5632, 2048, 12
 	be := New()
 	rng := rand.New(rand.NewPCG(29, 30))
-	for _, c := range []struct {
+	type format struct {
 		f     kernels.WeightFormat
 		group int
-	}{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}} {
-		b.Run(fmt.Sprintf("format=%v/group=%d", c.f, c.group), func(b *testing.B) {
+	}
+	for _, dc := range decodeCases([]format{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}}) {
+		c, m := dc.v, dc.rows
+		b.Run(fmt.Sprintf("format=%v/group=%d/rows=%d", c.f, c.group, m), func(b *testing.B) {
 			codes, nscales := n*k, n
 			if c.group > 0 {
 				nscales = n * k / c.group
@@ -180,13 +186,13 @@ func BenchmarkWGemvDecode(b *testing.B) {
 				require.NoError(b, err)
 				ws = append(ws, w)
 			}
-			xv := make([]float32, k)
+			xv := make([]float32, m*k)
 			for i := range xv {
 				xv[i] = float32(2*rng.Float64() - 1)
 			}
-			x, err := kernels.FromFloat32(be, kernels.F32, xv, 1, k)
+			x, err := kernels.FromFloat32(be, kernels.F32, xv, m, k)
 			require.NoError(b, err)
-			out, err := be.Alloc(kernels.F32, 1, n)
+			out, err := be.Alloc(kernels.F32, m, n)
 			require.NoError(b, err)
 			i := 0
 			for b.Loop() {
@@ -196,12 +202,125 @@ func BenchmarkWGemvDecode(b *testing.B) {
 				i++
 			}
 			b.ReportMetric(float64(codes+4*nscales)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			for _, w := range ws {
 				require.NoError(b, be.Free(w.Data))
 				require.NoError(b, be.Free(w.Scales))
 			}
 			require.NoError(b, be.Free(x))
 			require.NoError(b, be.Free(out))
+		})
+	}
+}
+
+// decodeCase is one point of the decode-product benchmarks: a weight
+// type and the rows of a decode step.
+type decodeCase[T any] struct {
+	v    T
+	rows int
+}
+
+// decodeCases crosses vs with the rows of a decode step at batch 1, 4, 8
+// and 16, the batches a serving engine runs.
+func decodeCases[T any](vs []T) []decodeCase[T] {
+	var out []decodeCase[T]
+	for _, v := range vs {
+		for _, rows := range []int{1, 4, 8, 16} {
+			out = append(out, decodeCase[T]{v, rows})
+		}
+	}
+	return out
+}
+
+// TestDecodeRowsBatchInvariant checks that a decode product's row is the
+// same bit for bit whatever the number of rows beside it, for float and
+// weight-only quantized weights, so that a sequence decoded in a serving
+// engine's batch gets the logits it gets alone.
+func TestDecodeRowsBatchInvariant(t *testing.T) {
+	be := New()
+	rng := rand.New(rand.NewPCG(27, 28))
+	const maxRows, n = 16, 37
+	type weight struct {
+		name string
+		k    int
+		dt   kernels.DType // of x and out
+		mul  func(out, x *kernels.Tensor) error
+	}
+	var ws []weight
+	for _, dt := range kernels.FloatTypes {
+		const k = 1029
+		wv := make([]float32, n*k)
+		for i := range wv {
+			wv[i] = float32(rng.NormFloat64())
+		}
+		w, err := kernels.FromFloat32(be, dt, wv, n, k)
+		require.NoError(t, err)
+		ws = append(ws, weight{dt.String(), k, dt, func(out, x *kernels.Tensor) error {
+			return be.MatMul(out, x, w, kernels.MatMulParams{TransB: true})
+		}})
+	}
+	for _, c := range []struct {
+		f        kernels.WeightFormat
+		group, k int
+	}{{kernels.WInt8, 0, 2051}, {kernels.WInt8, 32, 512}, {kernels.WInt8, 32, 160}, {kernels.WInt4, 32, 512}} {
+		codes := n * c.k
+		if c.f != kernels.WInt8 {
+			codes /= 2
+		}
+		data := make([]float32, codes)
+		for i := range data {
+			data[i] = float32(rng.IntN(256) - 128)
+		}
+		ns := n
+		if c.group > 0 {
+			ns = n * c.k / c.group
+		}
+		sv := make([]float32, ns)
+		for i := range sv {
+			sv[i] = float32(0.01 * (1 + rng.Float64()))
+		}
+		qw := kernels.QWeight{Format: c.f, Group: c.group}
+		var err error
+		qw.Data, err = kernels.FromFloat32(be, kernels.I8, data, n, codes/n)
+		require.NoError(t, err)
+		sshape := []int{n, ns / n}
+		if c.group == 0 {
+			sshape = sshape[:1]
+		}
+		qw.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
+		require.NoError(t, err)
+		ws = append(ws, weight{fmt.Sprintf("%v/group=%d/k=%d", c.f, c.group, c.k), c.k, kernels.F32, func(out, x *kernels.Tensor) error {
+			return be.WMatMul(out, x, qw, nil)
+		}})
+	}
+	for _, w := range ws {
+		t.Run(w.name, func(t *testing.T) {
+			xv := make([]float32, maxRows*w.k)
+			for i := range xv {
+				xv[i] = float32(rng.NormFloat64())
+			}
+			product := func(rows []float32, m int) []float32 {
+				x, err := kernels.FromFloat32(be, w.dt, rows, m, w.k)
+				require.NoError(t, err)
+				out, err := be.Alloc(w.dt, m, n)
+				require.NoError(t, err)
+				require.NoError(t, w.mul(out, x))
+				got, err := kernels.ToFloat32(out)
+				require.NoError(t, err)
+				require.NoError(t, be.Free(x))
+				require.NoError(t, be.Free(out))
+				return got
+			}
+			alone := make([]float32, 0, maxRows*n)
+			for i := range maxRows {
+				alone = append(alone, product(xv[i*w.k:(i+1)*w.k], 1)...)
+			}
+			for _, m := range []int{2, 4, 5, 8, 13, 16} {
+				got := product(xv[:m*w.k], m)
+				for i, v := range got {
+					require.Equal(t, math.Float32bits(alone[i]), math.Float32bits(v), "m=%d: row %d column %d: %v in the batch, %v alone", m, i/n, i%n, v, alone[i])
+				}
+			}
 		})
 	}
 }

@@ -11,10 +11,12 @@ import (
 var _ kernels.WeightQuant = (*Backend)(nil)
 
 // wgemvRows is the most rows of x WMatMul takes one dot product per
-// output at (decode); more rows dequantize blocks of the weight to
-// float32 and multiply them with the SGEMM (prefill), which reads each
-// weight once instead of once per row.
-const wgemvRows = 8
+// output at (decode, and a serving engine's batches of sequences, four
+// rows at a time against each weight row where the format has a Dot4
+// kernel); more rows dequantize blocks of the weight to float32 and
+// multiply them with the SGEMM (prefill), which reads each weight once
+// instead of once per row.
+const wgemvRows = 16
 
 // wblock is the number of weight rows a worker dequantizes at a time on
 // the SGEMM path.
@@ -53,17 +55,16 @@ func (b *Backend) WMatMul(out, x *kernels.Tensor, w kernels.QWeight, bias *kerne
 	return nil
 }
 
-// wgemv sets y [M, N] = x [M, K] · Wᵀ with one dot product per output.
+// wgemv sets y [M, N] = x [M, K] · Wᵀ with one dot product per output,
+// through dotRows over wrowDots.
 func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
-	data, scales := i8(w.Data), f32(w.Scales)
-	levels := w.Format.Levels()
 	// The 4-bit formats' whole chunks of 128 go through DotQ4L where the
 	// groups allow it, the rest through DotQ4.
 	var walk qgemm.ScaleWalk
 	k128 := 0
 	if w.Format != kernels.WInt8 {
 		var ok bool
-		if walk, ok = qgemm.NewScaleWalk(scales, w.Group); ok && qgemm.Available {
+		if walk, ok = qgemm.NewScaleWalk(f32(w.Scales), w.Group); ok && qgemm.Available {
 			k128 = g.K &^ (qgemm.Chunk4 - 1)
 		}
 		for m := range g.M {
@@ -72,33 +73,65 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 			permuteQ4(x[k128:])
 		}
 	}
-	parallelFor(g.N, g.M*g.K/4, func(lo, hi int) {
-		walk := walk
-		for n := lo; n < hi; n++ {
-			for m := range g.M {
-				x := xs[m*g.K : (m+1)*g.K]
-				switch {
-				case w.Format == kernels.WInt8 && w.Group == 0:
-					y[m*g.N+n] = dotQ8(x, data[n*g.K:(n+1)*g.K]) * scales[n]
-				case w.Format == kernels.WInt8:
-					ng := g.K / w.Group
-					y[m*g.N+n] = dotQ8G(x, data[n*g.K:(n+1)*g.K], scales[n*ng:(n+1)*ng], w.Group)
-				default:
-					ng := g.K / w.Group
-					row, rs := data[n*g.K/2:(n+1)*g.K/2], scales[n*ng:(n+1)*ng]
-					var s float32
-					if k128 > 0 {
-						walk.P = &rs[0]
-						s = qgemm.DotQ4L(&x[0], &row[0], k128, &walk, &levels)
-					}
-					if k128 < g.K {
-						s += dotQ4(x[k128:], row[k128/2:], rs[k128/w.Group:], w.Group, &levels)
-					}
-					y[m*g.N+n] = s
+	rowBytes := w.Data.Len() / g.N
+	dotRows(y, xs, g.M, g.N, g.K, 1, 0, rowBytes, func() (rowDot, rowDot4) { return wrowDots(w, g.K, walk, k128) })
+}
+
+// wrowDots returns the rowDot over a weight-only quantized W [N, K] (k =
+// K) for one goroutine, x's rows ordered as wgemv leaves them, and a
+// rowDot4 whose sums equal it bit for bit where a Dot4 kernel takes the
+// format (int8 per channel, or in groups of 32 with K a multiple of
+// 128), else nil.
+func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) (rowDot, rowDot4) {
+	data, scales := i8(w.Data), f32(w.Scales)
+	switch {
+	case w.Format == kernels.WInt8 && w.Group == 0:
+		k16 := 0
+		if qgemm.Available {
+			k16 = k &^ 15
+		}
+		dot := func(x []float32, j int) float32 { return dotQ8(x, data[j*k:(j+1)*k]) * scales[j] }
+		if k16 == 0 {
+			return dot, nil
+		}
+		return dot, func(x []float32, j, pre int, sums *[4]float32) {
+			_, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1]
+			qgemm.Dot4Q8(&x[0], k, &data[j*k], k16, &sums[0], 1, &data[pre*k])
+			for r := range sums {
+				xr, wr := x[r*k:(r+1)*k], data[j*k:(j+1)*k]
+				for p := k16; p < k; p++ {
+					sums[r] += xr[p] * float32(wr[p])
 				}
+				sums[r] *= scales[j]
 			}
 		}
-	})
+	case w.Format == kernels.WInt8:
+		ng := k / w.Group
+		dot := func(x []float32, j int) float32 {
+			return dotQ8G(x, data[j*k:(j+1)*k], scales[j*ng:(j+1)*ng], w.Group)
+		}
+		if !qgemm.Available || w.Group != 32 || k%128 != 0 {
+			return dot, nil
+		}
+		return dot, func(x []float32, j, pre int, sums *[4]float32) {
+			_, _, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1], scales[(j+1)*ng-1]
+			qgemm.Dot4Q8G32(&x[0], k, &data[j*k], k, &sums[0], 1, &data[pre*k], &scales[j*ng])
+		}
+	}
+	levels := w.Format.Levels()
+	ng := k / w.Group
+	return func(x []float32, j int) float32 {
+		row, rs := data[j*k/2:(j+1)*k/2], scales[j*ng:(j+1)*ng]
+		var s float32
+		if k128 > 0 {
+			walk.P = &rs[0]
+			s = qgemm.DotQ4L(&x[0], &row[0], k128, &walk, &levels)
+		}
+		if k128 < k {
+			s += dotQ4(x[k128:], row[k128/2:], rs[k128/w.Group:], w.Group, &levels)
+		}
+		return s
+	}, nil
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock

@@ -91,11 +91,12 @@ func matmulCases() []mmCase {
 		mmCase{m: 5, n: 33, k: 65, tB: true, beta: -1},
 	)
 	// The row-dot-product path's edges: 1 to 4 rows against weights whose
-	// depths end either side of its steps of 16 and 64 values; and
-	// products of more rows against a transposed weight, which 16-bit
-	// weights run a block of rows widened at a time (more rows than one
-	// block).
-	for _, d := range [][3]int{{1, 1, 1}, {1, 7, 31}, {2, 6, 65}, {3, 5, 17}, {4, 131, 80}, {1, 258, 1025}} {
+	// depths end either side of its steps of 16 and 64 values; groups of
+	// four rows and the rows left over (6, 8 and 16, a weight over more
+	// than one block of the CPU's); and products of more rows against a
+	// transposed weight, which 16-bit weights run a block of rows widened
+	// at a time (more rows than one block).
+	for _, d := range [][3]int{{1, 1, 1}, {1, 7, 31}, {2, 6, 65}, {3, 5, 17}, {4, 131, 80}, {1, 258, 1025}, {6, 70, 95}, {8, 40, 4097}, {16, 9, 2049}} {
 		cs = append(cs, mmCase{m: d[0], n: d[1], k: d[2], tB: true})
 	}
 	cs = append(cs,

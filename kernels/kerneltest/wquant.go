@@ -60,8 +60,10 @@ func (c wmmCase) String() string {
 	return s
 }
 
-// weightQuantTests is the WeightQuant suite: decode (one row) and prefill
-// (several rows) shapes, K not a multiple of a vector for int8, one and
+// weightQuantTests is the WeightQuant suite: decode (one row), batched
+// decode (up to 16 rows, in groups of four and the rows left over, the
+// weight over more than one block of the CPU's) and prefill (more rows)
+// shapes, K not a multiple of a vector for int8, one and
 // several groups per row, groups spanning several 128-value chunks and
 // rows with a tail past the last chunk (the CPU's lane-ordered 4-bit
 // kernel), every x dtype.
@@ -69,6 +71,7 @@ func weightQuantTests() []test {
 	var ts []test
 	cases := map[kernels.WeightFormat][]wmmCase{
 		kernels.WInt8: {{1, 5, 7, 0, false}, {1, 67, 300, 0, true}, {3, 33, 64, 0, false}, {9, 20, 129, 0, true},
+			{6, 20, 300, 0, true}, {5, 300, 1024, 0, false}, {16, 40, 2048, 32, false}, {7, 9, 160, 32, false},
 			{1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 5, 192, 96, false}, {9, 20, 256, 64, true}},
 		kernels.WInt4: {{1, 5, 128, 128, false}, {1, 67, 512, 128, true}, {3, 17, 256, 32, false}, {9, 40, 384, 128, true}, {1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 7, 1024, 256, false}},
 		kernels.WNF4:  {{1, 5, 64, 64, false}, {1, 67, 256, 64, true}, {2, 9, 96, 32, false}, {1, 9, 320, 64, false}, {9, 40, 320, 64, true}},

@@ -30,3 +30,22 @@ func Dot1F16(x *float32, w *uint16, k int) float32
 //
 //go:noescape
 func Dot1BF16(x *float32, w *uint16, k int) float32
+
+// Dot4F32 sets out[r·ldo] = Dot1F32(x[r·ldx:], w, k) for the four rows
+// r < 4 of x (ldx float32 apart), reading w once for the four; each sum
+// equals Dot1F32's bit for bit. It prefetches the weight at pre (k values,
+// in the cache or not; the next rows a caller will read) as it reads w.
+// The caller vouches for the bounds of x, w and out.
+//
+//go:noescape
+func Dot4F32(x *float32, ldx int, w *float32, k int, out *float32, ldo int, pre *float32)
+
+// Dot4F16 is Dot4F32 for float16 weights, each sum equal to Dot1F16's.
+//
+//go:noescape
+func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
+
+// Dot4BF16 is Dot4F32 for bfloat16 weights, each sum equal to Dot1BF16's.
+//
+//go:noescape
+func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)

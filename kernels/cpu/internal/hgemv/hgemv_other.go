@@ -22,3 +22,18 @@ func Dot1F16(x *float32, w *uint16, k int) float32 {
 func Dot1BF16(x *float32, w *uint16, k int) float32 {
 	panic("hgemv: no assembly kernel on this architecture")
 }
+
+// Dot4F32 is the assembly kernel, absent here; it panics.
+func Dot4F32(x *float32, ldx int, w *float32, k int, out *float32, ldo int, pre *float32) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4F16 is the assembly kernel, absent here; it panics.
+func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4BF16 is the assembly kernel, absent here; it panics.
+func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}

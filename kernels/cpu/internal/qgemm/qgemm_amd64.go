@@ -100,3 +100,18 @@ func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels 
 //
 //go:noescape
 func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32
+
+// Dot4Q8 sets out[r·ldo] = DotQ8(x[r·ldx:], w, k) for the four rows r < 4
+// of x (ldx float32 apart), reading w once for the four; each sum equals
+// DotQ8's bit for bit. It prefetches the codes at pre (k of them, in the
+// cache or not; the next row a caller will read) as it reads w. The
+// caller vouches for the bounds of x, w and out.
+//
+//go:noescape
+func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8)
+
+// Dot4Q8G32 is Dot4Q8 for DotQ8G with groups of 32 (GGUF's Q8_0 blocks),
+// k a positive multiple of 128, each sum equal to DotQ8G's.
+//
+//go:noescape
+func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32)

@@ -30,6 +30,99 @@
 	VPSUBD        X26, x0, x0; \
 	VMOVDQU       x0, dst
 
+// The Dot4 kernels below are DotQ8 and DotQ8G for four rows of x at
+// once: x from SI with rows R9 bytes apart (R10: three rows), one row of
+// codes from R8 widened once for the four, each row's sums made in the
+// order of the one-row kernel, so that each equals it bit for bit; the
+// sums go to DI, DX bytes apart, and the codes from R11 are prefetched as
+// those from R8 are read.
+
+// ARGS4 loads the arguments common to the Dot4 kernels and clears the
+// accumulators Z16–Z31 (four per row: Z16+4r+j).
+#define ARGS4 \
+	MOVQ   x+0(FP), SI; \
+	MOVQ   ldx+8(FP), R9; \
+	SHLQ   $2, R9; \
+	LEAQ   (R9)(R9*2), R10; \
+	MOVQ   w+16(FP), R8; \
+	MOVQ   k+24(FP), CX; \
+	MOVQ   out+32(FP), DI; \
+	MOVQ   ldo+40(FP), DX; \
+	SHLQ   $2, DX; \
+	MOVQ   pre+48(FP), R11; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23; \
+	VPXORD Z24, Z24, Z24; \
+	VPXORD Z25, Z25, Z25; \
+	VPXORD Z26, Z26, Z26; \
+	VPXORD Z27, Z27, Z27; \
+	VPXORD Z28, Z28, Z28; \
+	VPXORD Z29, Z29, Z29; \
+	VPXORD Z30, Z30, Z30; \
+	VPXORD Z31, Z31, Z31
+
+// FMA4 adds the 16 values at byte offset off of each row of x times wz
+// into the accumulators a0–a3 (one per row).
+#define FMA4(off, wz, a0, a1, a2, a3) \
+	VFMADD231PS off(SI), wz, a0; \
+	VFMADD231PS off(SI)(R9*1), wz, a1; \
+	VFMADD231PS off(SI)(R9*2), wz, a2; \
+	VFMADD231PS off(SI)(R10*1), wz, a3
+
+// Q8F sets z to the 16 int8 codes at mem as float32.
+#define Q8F(mem, z) \
+	VPMOVSXBD mem, z; \
+	VCVTDQ2PS z, z
+
+// SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them as
+// HSUMPS does and stores the sum at dst.
+#define SUM4(a0, a1, a2, a3, dst) \
+	VADDPS        a1, a0, a0; \
+	VADDPS        a3, a2, a2; \
+	VADDPS        a2, a0, Z0; \
+	VEXTRACTF64X4 $1, Z0, Y1; \
+	VADDPS        Y1, Y0, Y0; \
+	VEXTRACTF128  $1, Y0, X1; \
+	VADDPS        X1, X0, X0; \
+	VPERMILPS     $0x4e, X0, X1; \
+	VADDPS        X1, X0, X0; \
+	VPERMILPS     $0xb1, X0, X1; \
+	VADDPS        X1, X0, X0; \
+	MOVSS         X0, dst
+
+// STORE4 stores the four rows' sums.
+#define STORE4 \
+	SUM4(Z16, Z17, Z18, Z19, (DI)); \
+	SUM4(Z20, Z21, Z22, Z23, (DI)(DX*1)); \
+	SUM4(Z24, Z25, Z26, Z27, (DI)(DX*2)); \
+	LEAQ (DX)(DX*2), DX; \
+	SUM4(Z28, Z29, Z30, Z31, (DI)(DX*1)); \
+	VZEROUPPER
+
+// G32X4 adds group g (0–3) of a step of 128 codes, 32 at byte offset
+// 32·g from R8, into accumulator g of each row: per row the products
+// with x's two halves at byte offset 128·g summed into a temporary, then
+// scaled by the float32 at 4·g from R12 into the accumulator, as G32 does.
+#define G32X4(g, a0, a1, a2, a3) \
+	Q8F(32*g(R8), Z2); \
+	Q8F(32*g+16(R8), Z3); \
+	VBROADCASTSS 4*g(R12), Z6; \
+	VMULPS       128*g(SI), Z2, Z8; \
+	VMULPS       128*g(SI)(R9*1), Z2, Z9; \
+	VMULPS       128*g(SI)(R9*2), Z2, Z10; \
+	VMULPS       128*g(SI)(R10*1), Z2, Z11; \
+	FMA4(128*g+64, Z3, Z8, Z9, Z10, Z11); \
+	VFMADD231PS  Z6, Z8, a0; \
+	VFMADD231PS  Z6, Z9, a1; \
+	VFMADD231PS  Z6, Z10, a2; \
+	VFMADD231PS  Z6, Z11, a3
+
 // func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr *int32)
 TEXT ·Dot4x4(SB), NOSPLIT, $0-64
 	MOVQ a+0(FP), SI
@@ -710,4 +803,65 @@ l4done:
 	HSUMPS
 	MOVSS  X0, ret+40(FP)
 	VZEROUPPER
+	RET
+
+// func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8)
+TEXT ·Dot4Q8(SB), NOSPLIT, $0-56
+	ARGS4
+
+q8x4loop64:
+	CMPQ       CX, $64
+	JL         q8x4loop16
+	PREFETCHT0 (R11)
+	Q8F((R8), Z4)
+	Q8F(16(R8), Z5)
+	Q8F(32(R8), Z6)
+	Q8F(48(R8), Z7)
+	FMA4(0, Z4, Z16, Z20, Z24, Z28)
+	FMA4(64, Z5, Z17, Z21, Z25, Z29)
+	FMA4(128, Z6, Z18, Z22, Z26, Z30)
+	FMA4(192, Z7, Z19, Z23, Z27, Z31)
+	ADDQ       $64, R8
+	ADDQ       $64, R11
+	ADDQ       $256, SI
+	SUBQ       $64, CX
+	JMP        q8x4loop64
+
+q8x4loop16:
+	CMPQ CX, $16
+	JL   q8x4done
+	Q8F((R8), Z4)
+	FMA4(0, Z4, Z16, Z20, Z24, Z28)
+	ADDQ $16, R8
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP  q8x4loop16
+
+q8x4done:
+	STORE4
+	RET
+
+// func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32)
+TEXT ·Dot4Q8G32(SB), NOSPLIT, $0-64
+	ARGS4
+	MOVQ scales+56(FP), R12
+
+g32x4loop:
+	CMPQ       CX, $128
+	JL         g32x4done
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	G32X4(0, Z16, Z20, Z24, Z28)
+	G32X4(1, Z17, Z21, Z25, Z29)
+	G32X4(2, Z18, Z22, Z26, Z30)
+	G32X4(3, Z19, Z23, Z27, Z31)
+	ADDQ       $128, R8
+	ADDQ       $128, R11
+	ADDQ       $512, SI
+	ADDQ       $16, R12
+	SUBQ       $128, CX
+	JMP        g32x4loop
+
+g32x4done:
+	STORE4
 	RET

@@ -63,3 +63,13 @@ func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels 
 func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
 }
+
+// Dot4Q8 is the assembly kernel, absent here; it panics.
+func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
+// Dot4Q8G32 is the assembly kernel, absent here; it panics.
+func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
