@@ -102,6 +102,8 @@ func matmulCases() []mmCase {
 	cs = append(cs,
 		mmCase{m: 4, n: 67, k: 95, tB: true, alpha: 2, beta: 0.5, bias: true, act: kernels.ActSiLU},
 		mmCase{m: 37, n: 150, k: 65, tB: true},
+		mmCase{m: 25, n: 33, k: 600, tB: true, beta: 0.5},
+		mmCase{m: 24, n: 64, k: 513, tB: true, beta: 1, bias: true, act: kernels.ActGELU},
 		mmCase{m: 9, n: 70, k: 33, tB: true, alpha: -0.5, beta: 1, bias: true},
 		mmCase{batch: []int{3}, m: 7, n: 66, k: 31, shared: true, tB: true, beta: 0.25},
 	)

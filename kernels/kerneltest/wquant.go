@@ -62,8 +62,10 @@ func (c wmmCase) String() string {
 
 // weightQuantTests is the WeightQuant suite: decode (one row), batched
 // decode (up to 16 rows, in groups of four and the rows left over, the
-// weight over more than one block of the CPU's) and prefill (more rows)
-// shapes, K not a multiple of a vector for int8, one and
+// weight over more than one block of the CPU's) and prefill (more rows:
+// tiles of twelve and the rows left over, a last panel of fewer than 32
+// columns, K over several of the CPU's blocks of 256 values or of a
+// group's multiple) shapes, K not a multiple of a vector for int8, one and
 // several groups per row, groups spanning several 128-value chunks and
 // rows with a tail past the last chunk (the CPU's lane-ordered 4-bit
 // kernel), every x dtype.
@@ -72,9 +74,12 @@ func weightQuantTests() []test {
 	cases := map[kernels.WeightFormat][]wmmCase{
 		kernels.WInt8: {{1, 5, 7, 0, false}, {1, 67, 300, 0, true}, {3, 33, 64, 0, false}, {9, 20, 129, 0, true},
 			{6, 20, 300, 0, true}, {5, 300, 1024, 0, false}, {16, 40, 2048, 32, false}, {7, 9, 160, 32, false},
-			{1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 5, 192, 96, false}, {9, 20, 256, 64, true}},
-		kernels.WInt4: {{1, 5, 128, 128, false}, {1, 67, 512, 128, true}, {3, 17, 256, 32, false}, {9, 40, 384, 128, true}, {1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 7, 1024, 256, false}},
-		kernels.WNF4:  {{1, 5, 64, 64, false}, {1, 67, 256, 64, true}, {2, 9, 96, 32, false}, {1, 9, 320, 64, false}, {9, 40, 320, 64, true}},
+			{1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 5, 192, 96, false}, {9, 20, 256, 64, true},
+			{17, 40, 300, 0, true}, {42, 70, 1024, 32, false}, {19, 5, 576, 96, false}},
+		kernels.WInt4: {{1, 5, 128, 128, false}, {1, 67, 512, 128, true}, {3, 17, 256, 32, false}, {9, 40, 384, 128, true}, {1, 33, 2048, 32, false}, {2, 7, 160, 32, true}, {1, 7, 1024, 256, false},
+			{30, 33, 640, 128, true}, {24, 64, 544, 32, false}},
+		kernels.WNF4: {{1, 5, 64, 64, false}, {1, 67, 256, 64, true}, {2, 9, 96, 32, false}, {1, 9, 320, 64, false}, {9, 40, 320, 64, true},
+			{20, 40, 320, 64, false}},
 	}
 	for _, f := range []kernels.WeightFormat{kernels.WInt8, kernels.WInt4, kernels.WNF4} {
 		for _, dt := range kernels.FloatTypes {
