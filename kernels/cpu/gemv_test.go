@@ -157,34 +157,11 @@ func BenchmarkWGemvDecode(b *testing.B) {
 	for _, dc := range decodeCases([]format{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}}) {
 		c, m := dc.v, dc.rows
 		b.Run(fmt.Sprintf("format=%v/group=%d/rows=%d", c.f, c.group, m), func(b *testing.B) {
-			codes, nscales := n*k, n
-			if c.group > 0 {
-				nscales = n * k / c.group
-			}
-			if c.f != kernels.WInt8 {
-				codes = n * k / 2
-			}
 			var ws []kernels.QWeight
+			bytes := 0
 			for range copies {
-				data := make([]float32, codes)
-				for i := range data {
-					data[i] = float32(rng.IntN(256) - 128)
-				}
-				sv := make([]float32, nscales)
-				for i := range sv {
-					sv[i] = float32(0.01 * rng.Float64())
-				}
-				w := kernels.QWeight{Format: c.f, Group: c.group}
-				var err error
-				w.Data, err = kernels.FromFloat32(be, kernels.I8, data, n, codes/n)
-				require.NoError(b, err)
-				sshape := []int{n, nscales / n}
-				if c.group == 0 {
-					sshape = sshape[:1]
-				}
-				w.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
-				require.NoError(b, err)
-				ws = append(ws, w)
+				w, wb := randQWeight(b, be, rng, c.f, c.group, n, k)
+				ws, bytes = append(ws, w), wb
 			}
 			xv := make([]float32, m*k)
 			for i := range xv {
@@ -201,7 +178,7 @@ func BenchmarkWGemvDecode(b *testing.B) {
 				}
 				i++
 			}
-			b.ReportMetric(float64(codes+4*nscales)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			for _, w := range ws {
 				require.NoError(b, be.Free(w.Data))
@@ -211,6 +188,38 @@ func BenchmarkWGemvDecode(b *testing.B) {
 			require.NoError(b, be.Free(out))
 		})
 	}
+}
+
+// randQWeight returns a weight-only quantized [n, k] weight of format f
+// in groups of group values (0: a scale per row), its codes and scales
+// drawn from rng, and the bytes it holds.
+func randQWeight(tb testing.TB, be *Backend, rng *rand.Rand, f kernels.WeightFormat, group, n, k int) (kernels.QWeight, int) {
+	codes, nscales := n*k, n
+	if group > 0 {
+		nscales = n * k / group
+	}
+	if f != kernels.WInt8 {
+		codes /= 2
+	}
+	data := make([]float32, codes)
+	for i := range data {
+		data[i] = float32(rng.IntN(256) - 128)
+	}
+	sv := make([]float32, nscales)
+	for i := range sv {
+		sv[i] = float32(0.01 * (1 + rng.Float64()))
+	}
+	w := kernels.QWeight{Format: f, Group: group}
+	var err error
+	w.Data, err = kernels.FromFloat32(be, kernels.I8, data, n, codes/n)
+	require.NoError(tb, err)
+	sshape := []int{n, nscales / n}
+	if group == 0 {
+		sshape = sshape[:1]
+	}
+	w.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
+	require.NoError(tb, err)
+	return w, codes + 4*nscales
 }
 
 // decodeCase is one point of the decode-product benchmarks: a weight
@@ -263,32 +272,7 @@ func TestDecodeRowsBatchInvariant(t *testing.T) {
 		f        kernels.WeightFormat
 		group, k int
 	}{{kernels.WInt8, 0, 2051}, {kernels.WInt8, 32, 512}, {kernels.WInt8, 32, 160}, {kernels.WInt4, 32, 512}} {
-		codes := n * c.k
-		if c.f != kernels.WInt8 {
-			codes /= 2
-		}
-		data := make([]float32, codes)
-		for i := range data {
-			data[i] = float32(rng.IntN(256) - 128)
-		}
-		ns := n
-		if c.group > 0 {
-			ns = n * c.k / c.group
-		}
-		sv := make([]float32, ns)
-		for i := range sv {
-			sv[i] = float32(0.01 * (1 + rng.Float64()))
-		}
-		qw := kernels.QWeight{Format: c.f, Group: c.group}
-		var err error
-		qw.Data, err = kernels.FromFloat32(be, kernels.I8, data, n, codes/n)
-		require.NoError(t, err)
-		sshape := []int{n, ns / n}
-		if c.group == 0 {
-			sshape = sshape[:1]
-		}
-		qw.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
-		require.NoError(t, err)
+		qw, _ := randQWeight(t, be, rng, c.f, c.group, n, c.k)
 		ws = append(ws, weight{fmt.Sprintf("%v/group=%d/k=%d", c.f, c.group, c.k), c.k, kernels.F32, func(out, x *kernels.Tensor) error {
 			return be.WMatMul(out, x, qw, nil)
 		}})

@@ -80,12 +80,8 @@
 	VPMOVSXBD mem, z; \
 	VCVTDQ2PS z, z
 
-// SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them as
-// HSUMPS does and stores the sum at dst.
-#define SUM4(a0, a1, a2, a3, dst) \
-	VADDPS        a1, a0, a0; \
-	VADDPS        a3, a2, a2; \
-	VADDPS        a2, a0, Z0; \
+// HSUMPS reduces the 16 floats of Z0 into X0's first lane.
+#define HSUMPS \
 	VEXTRACTF64X4 $1, Z0, Y1; \
 	VADDPS        Y1, Y0, Y0; \
 	VEXTRACTF128  $1, Y0, X1; \
@@ -93,8 +89,16 @@
 	VPERMILPS     $0x4e, X0, X1; \
 	VADDPS        X1, X0, X0; \
 	VPERMILPS     $0xb1, X0, X1; \
-	VADDPS        X1, X0, X0; \
-	MOVSS         X0, dst
+	VADDPS        X1, X0, X0
+
+// SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them
+// with HSUMPS and stores the sum at dst.
+#define SUM4(a0, a1, a2, a3, dst) \
+	VADDPS a1, a0, a0; \
+	VADDPS a3, a2, a2; \
+	VADDPS a2, a0, Z0; \
+	HSUMPS; \
+	MOVSS  X0, dst
 
 // STORE4 stores the four rows' sums.
 #define STORE4 \
@@ -339,17 +343,6 @@ qtail:
 qdone:
 	VZEROUPPER
 	RET
-
-// HSUMPS reduces the 16 floats of Z0 into X0's first lane.
-#define HSUMPS \
-	VEXTRACTF64X4 $1, Z0, Y1; \
-	VADDPS        Y1, Y0, Y0; \
-	VEXTRACTF128  $1, Y0, X1; \
-	VADDPS        X1, X0, X0; \
-	VPERMILPS     $0x4e, X0, X1; \
-	VADDPS        X1, X0, X0; \
-	VPERMILPS     $0xb1, X0, X1; \
-	VADDPS        X1, X0, X0
 
 // func DotQ8(x *float32, w *int8, k int) float32
 TEXT ·DotQ8(SB), NOSPLIT, $0-28
