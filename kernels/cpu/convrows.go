@@ -35,11 +35,6 @@ func rowsConv(groups int) bool {
 func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kernels.Activation) {
 	const mr, nr = 12, 32
 	M, K, Co := g.M(), g.K(), g.Co
-	coP := (Co + nr - 1) / nr * nr
-	biasP := make([]float32, coP)
-	if bias != nil {
-		copy(biasP, bias)
-	}
 	floor, fused := float32(math.Inf(-1)), act == kernels.ActNone || act == kernels.ActReLU
 	if act == kernels.ActReLU {
 		floor = 0
@@ -64,9 +59,6 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 				for _, r := range runs {
 					a, lda, segs, k0 := tileRows(g, r)
 					last := a + (mr-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
-					if segs == 0 { // one run of K values
-						last = a + (mr-1)*lda + K - 1
-					}
 					_ = xv[last]
 					for col := c0; col < c1; col += nr {
 						p := panels[col*K+k0*nr:]
@@ -78,8 +70,12 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 							if res != nil {
 								rp = &res[r*Co+col]
 							}
-							sgemmasm.KernelRows12x32(segLen(g, segs), &xv[a], lda, max(segs, 1), g.W*g.Ci,
-								&p[0], &c[0], Co, rp, beta, floor, &biasP[col])
+							bp := &zeros32[0]
+							if bias != nil {
+								bp = &bias[col]
+							}
+							sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
+								&p[0], &c[0], Co, rp, beta, floor, bp)
 							if !fused {
 								for i := range mr {
 									applyAct(c[i*Co:i*Co+nr], c[i*Co:i*Co+nr], act)
@@ -87,10 +83,10 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 							}
 							continue
 						}
-						sgemmasm.KernelRows12x32(segLen(g, segs), &xv[a], lda, max(segs, 1), g.W*g.Ci,
+						sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
 							&p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
 						for i := range mr {
-							finishRow(ov, res, biasP, bufs.tile[i*nr:(i+1)*nr], r+i, col, Co, act)
+							finishRow(ov, res, bias, bufs.tile[i*nr:(i+1)*nr], r+i, col, Co, act)
 						}
 					}
 				}
@@ -103,7 +99,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 						_ = p[K*nr-1]
 						kern(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
 						for i := range rows {
-							finishRow(ov, res, biasP, bufs.tile[i*nr:(i+1)*nr], left[i0+i], col, Co, act)
+							finishRow(ov, res, bias, bufs.tile[i*nr:(i+1)*nr], left[i0+i], col, Co, act)
 						}
 					}
 				}
@@ -129,26 +125,15 @@ var zeros32 [32]float32
 
 // tileRows is where the tile of twelve output pixels from r reads x: the
 // offset of its first pixel's first window row inside the image, the
-// stride between its pixels, the window rows inside the image (segs, 0
-// for a 1×1 stride-1 convolution without padding, whose K values are one
-// run), and the first of them as a row of im2col (k0, its first column).
+// stride between its pixels, the window rows inside the image (segs; one
+// run of K values for a 1×1 stride-1 convolution without padding, whose
+// pixels are x's rows), and the first of them as a row of im2col (k0, its
+// first column).
 func tileRows(g kernels.ConvDims, r int) (a, lda, segs, k0 int) {
-	if g.PointwiseGEMM() {
-		return r * g.Ci, g.Ci, 0, 0
-	}
 	j, i, n := r%g.Wo, (r/g.Wo)%g.Ho, r/(g.Wo*g.Ho)
 	y0, x0 := i*g.Stride[0]-g.Pad[0], j*g.Stride[1]-g.Pad[1]
 	kh0, kh1 := max(0, -y0), min(g.Kh, g.H-y0)
 	return ((n*g.H+y0+kh0)*g.W + x0) * g.Ci, g.Stride[1] * g.Ci, kh1 - kh0, kh0 * g.Kw * g.Ci
-}
-
-// segLen is the values of k in each of a tile's segments: a window row,
-// or all of K for a 1×1 stride-1 convolution without padding (segs 0).
-func segLen(g kernels.ConvDims, segs int) int {
-	if segs == 0 {
-		return g.K()
-	}
-	return g.Kw * g.Ci
 }
 
 // finishRow stores the nr products in acc as output pixel r's channels
@@ -162,7 +147,11 @@ func finishRow(ov, res, bias, acc []float32, r, col, Co int, act kernels.Activat
 		if res != nil {
 			v += res[r*Co+col+j]
 		}
-		dst[j] = v + bias[col+j]
+		b := float32(0)
+		if bias != nil {
+			b = bias[col+j]
+		}
+		dst[j] = v + b
 	}
 	if act != kernels.ActNone {
 		applyAct(dst, dst, act)

@@ -55,8 +55,12 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 	}
 	cog := Co / g.Groups
 	if cog > narrowGroup && rowsConv(g.Groups) {
+		// In place, the residual is out's values, which ov already holds.
 		var res []float32
-		if p.Residual != nil {
+		switch {
+		case inPlace:
+			res = ov
+		case p.Residual != nil:
 			res = in32(p.Residual)[:len(ov)]
 		}
 		panels := b.rowsPanels(w, wv, Co, K)
