@@ -95,32 +95,11 @@ func rowDots(w *kernels.Tensor, k int) (rowDot, rowDot4) {
 	if useHgemv {
 		switch w.DType() {
 		case kernels.F32:
-			ws := f32(w)
-			return func(x []float32, j int) float32 {
-					_, _ = ws[j*k+k-1], x[k-1]
-					return hgemv.Dot1F32(&x[0], &ws[j*k], k)
-				}, func(x []float32, j, pre int, sums *[4]float32) {
-					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
-					hgemv.Dot4F32(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
-				}
+			return hgemvDots(f32(w), k, hgemv.Dot1F32, hgemv.Dot4F32)
 		case kernels.F16:
-			ws := u16(w)
-			return func(x []float32, j int) float32 {
-					_, _ = ws[j*k+k-1], x[k-1]
-					return hgemv.Dot1F16(&x[0], &ws[j*k], k)
-				}, func(x []float32, j, pre int, sums *[4]float32) {
-					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
-					hgemv.Dot4F16(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
-				}
+			return hgemvDots(u16(w), k, hgemv.Dot1F16, hgemv.Dot4F16)
 		case kernels.BF16:
-			ws := u16(w)
-			return func(x []float32, j int) float32 {
-					_, _ = ws[j*k+k-1], x[k-1]
-					return hgemv.Dot1BF16(&x[0], &ws[j*k], k)
-				}, func(x []float32, j, pre int, sums *[4]float32) {
-					_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
-					hgemv.Dot4BF16(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
-				}
+			return hgemvDots(u16(w), k, hgemv.Dot1BF16, hgemv.Dot4BF16)
 		}
 	}
 	if w.DType() == kernels.BF16 {
@@ -132,6 +111,18 @@ func rowDots(w *kernels.Tensor, k int) (rowDot, rowDot4) {
 		v := loadRange(w, j*k, (j+1)*k, buf)
 		return blas32.Dot(blas32.Vector{N: k, Inc: 1, Data: x}, blas32.Vector{N: k, Inc: 1, Data: v})
 	}, nil
+}
+
+// hgemvDots is rowDots over the rows of ws (k values each) through one of
+// package hgemv's pairs of kernels.
+func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32, dot4 func(*float32, int, *T, int, *float32, int, *T)) (rowDot, rowDot4) {
+	return func(x []float32, j int) float32 {
+			_, _ = ws[j*k+k-1], x[k-1]
+			return dot1(&x[0], &ws[j*k], k)
+		}, func(x []float32, j, pre int, sums *[4]float32) {
+			_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
+			dot4(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+		}
 }
 
 // dotBF16 is Σ a[i]·w[i] for bfloat16 w, widened in the loop (a bfloat16

@@ -75,9 +75,8 @@ func BenchmarkGemvDecode(b *testing.B) {
 	for i := range wv {
 		wv[i] = float32(2*rng.Float64() - 1)
 	}
-	for _, c := range decodeCases(kernels.FloatTypes) {
-		dt, m := c.v, c.rows
-		b.Run(fmt.Sprintf("dtype=%v/rows=%d", dt, m), func(b *testing.B) {
+	for _, dt := range kernels.FloatTypes {
+		b.Run(fmt.Sprintf("dtype=%v", dt), func(b *testing.B) {
 			var ws []*kernels.Tensor
 			for range copies {
 				w, err := be.Alloc(dt, n, k)
@@ -85,21 +84,10 @@ func BenchmarkGemvDecode(b *testing.B) {
 				require.NoError(b, kernels.UploadFloat32(w, wv))
 				ws = append(ws, w)
 			}
-			x, err := be.Alloc(dt, m, k)
-			require.NoError(b, err)
-			require.NoError(b, kernels.UploadFloat32(x, wv[:m*k]))
-			out, err := be.Alloc(dt, m, n)
-			require.NoError(b, err)
-			i := 0
-			for b.Loop() {
-				if err := be.MatMul(out, x, ws[i%copies], kernels.MatMulParams{TransB: true}); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
-			b.ReportMetric(float64(n*k*dt.Size())*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
-			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			for _, w := range append(ws, x, out) {
+			benchDecodeRows(b, be, dt, n, k, n*k*dt.Size(), func(out, x *kernels.Tensor, i int) error {
+				return be.MatMul(out, x, ws[i%copies], kernels.MatMulParams{TransB: true})
+			})
+			for _, w := range ws {
 				require.NoError(b, be.Free(w))
 			}
 		})
@@ -154,36 +142,50 @@ func BenchmarkWGemvDecode(b *testing.B) {
 		f     kernels.WeightFormat
 		group int
 	}
-	for _, dc := range decodeCases([]format{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}}) {
-		c, m := dc.v, dc.rows
-		b.Run(fmt.Sprintf("format=%v/group=%d/rows=%d", c.f, c.group, m), func(b *testing.B) {
+	for _, c := range []format{{kernels.WInt8, 0}, {kernels.WInt8, 32}, {kernels.WInt4, 32}, {kernels.WInt4, 128}} {
+		b.Run(fmt.Sprintf("format=%v/group=%d", c.f, c.group), func(b *testing.B) {
 			var ws []kernels.QWeight
 			bytes := 0
 			for range copies {
 				w, wb := randQWeight(b, be, rng, c.f, c.group, n, k)
 				ws, bytes = append(ws, w), wb
 			}
+			benchDecodeRows(b, be, kernels.F32, n, k, bytes, func(out, x *kernels.Tensor, i int) error {
+				return be.WMatMul(out, x, ws[i%copies], nil)
+			})
+			for _, w := range ws {
+				require.NoError(b, be.Free(w.Data))
+				require.NoError(b, be.Free(w.Scales))
+			}
+		})
+	}
+}
+
+// benchDecodeRows times mul(out, x, i), the i-th call of a decode product
+// against an [n, k] weight of the given bytes, for the rows of a decode
+// step at batch 1, 4, 8 and 16 (the batches a serving engine runs), x and
+// out in dtype dt: GB/s of the weight read and GFLOP/s.
+func benchDecodeRows(b *testing.B, be *Backend, dt kernels.DType, n, k, bytes int, mul func(out, x *kernels.Tensor, i int) error) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, m := range []int{1, 4, 8, 16} {
+		b.Run(fmt.Sprintf("rows=%d", m), func(b *testing.B) {
 			xv := make([]float32, m*k)
 			for i := range xv {
 				xv[i] = float32(2*rng.Float64() - 1)
 			}
-			x, err := kernels.FromFloat32(be, kernels.F32, xv, m, k)
+			x, err := kernels.FromFloat32(be, dt, xv, m, k)
 			require.NoError(b, err)
-			out, err := be.Alloc(kernels.F32, m, n)
+			out, err := be.Alloc(dt, m, n)
 			require.NoError(b, err)
 			i := 0
 			for b.Loop() {
-				if err := be.WMatMul(out, x, ws[i%copies], nil); err != nil {
+				if err := mul(out, x, i); err != nil {
 					b.Fatal(err)
 				}
 				i++
 			}
 			b.ReportMetric(float64(bytes)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 			b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			for _, w := range ws {
-				require.NoError(b, be.Free(w.Data))
-				require.NoError(b, be.Free(w.Scales))
-			}
 			require.NoError(b, be.Free(x))
 			require.NoError(b, be.Free(out))
 		})
@@ -220,25 +222,6 @@ func randQWeight(tb testing.TB, be *Backend, rng *rand.Rand, f kernels.WeightFor
 	w.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
 	require.NoError(tb, err)
 	return w, codes + 4*nscales
-}
-
-// decodeCase is one point of the decode-product benchmarks: a weight
-// type and the rows of a decode step.
-type decodeCase[T any] struct {
-	v    T
-	rows int
-}
-
-// decodeCases crosses vs with the rows of a decode step at batch 1, 4, 8
-// and 16, the batches a serving engine runs.
-func decodeCases[T any](vs []T) []decodeCase[T] {
-	var out []decodeCase[T]
-	for _, v := range vs {
-		for _, rows := range []int{1, 4, 8, 16} {
-			out = append(out, decodeCase[T]{v, rows})
-		}
-	}
-	return out
 }
 
 // TestDecodeRowsBatchInvariant checks that a decode product's row is the

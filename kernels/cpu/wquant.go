@@ -97,12 +97,9 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) (rowDot,
 		return dot, func(x []float32, j, pre int, sums *[4]float32) {
 			_, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1]
 			qgemm.Dot4Q8(&x[0], k, &data[j*k], k16, &sums[0], 1, &data[pre*k])
+			wr := data[j*k : (j+1)*k]
 			for r := range sums {
-				xr, wr := x[r*k:(r+1)*k], data[j*k:(j+1)*k]
-				for p := k16; p < k; p++ {
-					sums[r] += xr[p] * float32(wr[p])
-				}
-				sums[r] *= scales[j]
+				sums[r] = q8Tail(sums[r], x[r*k:(r+1)*k], wr, k16) * scales[j]
 			}
 		}
 	case w.Format == kernels.WInt8:
@@ -231,7 +228,12 @@ func dotQ8(x []float32, w []int8) float32 {
 			s = qgemm.DotQ8(&x[0], &w[0], k16)
 		}
 	}
-	for p := k16; p < len(x); p++ {
+	return q8Tail(s, x, w, k16)
+}
+
+// q8Tail adds x[p]·w[p] for p from from on to s, one term at a time.
+func q8Tail(s float32, x []float32, w []int8, from int) float32 {
+	for p := from; p < len(x); p++ {
 		s += x[p] * float32(w[p])
 	}
 	return s

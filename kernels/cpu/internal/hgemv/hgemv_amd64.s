@@ -71,11 +71,7 @@ tail: \
 	WIDENZ((R8), Z4); \
 	VFMADD231PS Z0, Z4, Z16; \
 sum: \
-	VADDPS      Z17, Z16, Z16; \
-	VADDPS      Z19, Z18, Z18; \
-	VADDPS      Z18, Z16, Z0; \
-	HSUM; \
-	MOVSS       X0, ret+24(FP); \
+	SUM4(Z16, Z17, Z18, Z19, ret+24(FP)); \
 	VZEROUPPER; \
 	RET
 
@@ -93,8 +89,8 @@ sum: \
 	VMOVUPS.Z   xm, K1, Z0; \
 	VFMADD231PS Z0, Z4, acc
 
-// SUM4 folds a row's four accumulators as DOT1 does and stores the sum at
-// dst.
+// SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them
+// with HSUM and stores the sum at dst: the one epilogue of DOT1 and DOT4.
 #define SUM4(a0, a1, a2, a3, dst) \
 	VADDPS a1, a0, a0; \
 	VADDPS a3, a2, a2; \
@@ -185,14 +181,20 @@ sum: \
 	VZEROUPPER; \
 	RET
 
-// func Dot1F32(x *float32, w *float32, k int) float32
-#define WIDEN WIDEN_F32
-#define WIDENZ WIDENZ_F32
+// The float32 weights: 64 bytes per 16 values.
 #define WB 64
 #define WB2 128
 #define WB3 192
+#define WIDEN WIDEN_F32
+#define WIDENZ WIDENZ_F32
+
+// func Dot1F32(x *float32, w *float32, k int) float32
 TEXT ·Dot1F32(SB), NOSPLIT, $0-28
 	DOT1
+
+// func Dot4F32(x *float32, ldx int, w *float32, k int, out *float32, ldo int, pre *float32)
+TEXT ·Dot4F32(SB), NOSPLIT, $0-56
+	DOT4
 #undef WIDEN
 #undef WIDENZ
 #undef WB
@@ -203,54 +205,25 @@ TEXT ·Dot1F32(SB), NOSPLIT, $0-28
 #define WB 32
 #define WB2 64
 #define WB3 96
+#define WIDEN WIDEN_F16
+#define WIDENZ WIDENZ_F16
 
 // func Dot1F16(x *float32, w *uint16, k int) float32
-#define WIDEN WIDEN_F16
-#define WIDENZ WIDENZ_F16
 TEXT ·Dot1F16(SB), NOSPLIT, $0-28
 	DOT1
-#undef WIDEN
-#undef WIDENZ
-
-// func Dot1BF16(x *float32, w *uint16, k int) float32
-#define WIDEN WIDEN_BF16
-#define WIDENZ WIDENZ_BF16
-TEXT ·Dot1BF16(SB), NOSPLIT, $0-28
-	DOT1
-#undef WIDEN
-#undef WIDENZ
-
-#undef WB
-#undef WB2
-#undef WB3
-#define WB 64
-#define WB2 128
-#define WB3 192
-
-// func Dot4F32(x *float32, ldx int, w *float32, k int, out *float32, ldo int, pre *float32)
-#define WIDEN WIDEN_F32
-#define WIDENZ WIDENZ_F32
-TEXT ·Dot4F32(SB), NOSPLIT, $0-56
-	DOT4
-#undef WIDEN
-#undef WIDENZ
-#undef WB
-#undef WB2
-#undef WB3
-#define WB 32
-#define WB2 64
-#define WB3 96
 
 // func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
-#define WIDEN WIDEN_F16
-#define WIDENZ WIDENZ_F16
 TEXT ·Dot4F16(SB), NOSPLIT, $0-56
 	DOT4
 #undef WIDEN
 #undef WIDENZ
-
-// func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
 #define WIDEN WIDEN_BF16
 #define WIDENZ WIDENZ_BF16
+
+// func Dot1BF16(x *float32, w *uint16, k int) float32
+TEXT ·Dot1BF16(SB), NOSPLIT, $0-28
+	DOT1
+
+// func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4BF16(SB), NOSPLIT, $0-56
 	DOT4

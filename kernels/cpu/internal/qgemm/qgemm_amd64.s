@@ -92,7 +92,8 @@
 	VADDPS        X1, X0, X0
 
 // SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them
-// with HSUMPS and stores the sum at dst.
+// with HSUMPS and stores the sum at dst: the one epilogue of DotQ8 and
+// the Dot4 kernels.
 #define SUM4(a0, a1, a2, a3, dst) \
 	VADDPS a1, a0, a0; \
 	VADDPS a3, a2, a2; \
@@ -386,11 +387,7 @@ d8loop16:
 	JMP         d8loop16
 
 d8done:
-	VADDPS Z1, Z0, Z0
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z0, Z0
-	HSUMPS
-	MOVSS  X0, ret+24(FP)
+	SUM4(Z0, Z1, Z2, Z3, ret+24(FP))
 	VZEROUPPER
 	RET
 
