@@ -433,9 +433,7 @@ func std(v []float32) float64 {
 func TestLlamaInt8Generate(t *testing.T) {
 	gen, err := loadLlamaGeneration()
 	require.NoError(t, err)
-	cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
-	require.NoError(t, err)
-	src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
+	cfg, src, err := openLlamaTiny()
 	require.NoError(t, err)
 	n := len(gen.ids[0])
 	for _, dev := range quantDecoders() {
@@ -514,16 +512,20 @@ type llamaBenchModel struct {
 	open     func() (llama.Config, nn.Source, error)
 }
 
+// openLlamaTiny opens the golden llama-tiny checkpoint's config and
+// weights.
+func openLlamaTiny() (llama.Config, nn.Source, error) {
+	cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
+	if err != nil {
+		return cfg, nil, err
+	}
+	src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
+	return cfg, src, err
+}
+
 func llamaBenchModels() llamaBenchModel {
 	if testing.Short() {
-		return llamaBenchModel{name: "tiny", golden: "tiny", open: func() (llama.Config, nn.Source, error) {
-			cfg, err := llama.LoadConfig(filepath.Join(llamaTinyDir, "config.json"))
-			if err != nil {
-				return cfg, nil, err
-			}
-			src, err := llama.OpenCheckpoint(filepath.Join(llamaTinyDir, "model.safetensors"))
-			return cfg, src, err
-		}}
+		return llamaBenchModel{name: "tiny", golden: "tiny", open: openLlamaTiny}
 	}
 	return llamaBenchModel{name: "tinyllama", golden: "tinyllama", q4Golden: "tinyllama_q4_0", open: func() (llama.Config, nn.Source, error) {
 		return llama.TinyLlama(), llama.Synthetic(llamaSeed), nil

@@ -26,7 +26,6 @@ type serveModel struct {
 var llama2Tokenizer = filepath.Join("..", ".cache", "tokenizer-ref", "llama2", "tokenizer.json")
 
 func serveModels() []serveModel {
-	tiny := filepath.Join("..", "testdata", "golden", "llama-tiny")
 	synthetic := func(cfg llama.Config, p nn.Precision) func() (*llama.Model, *tokenizer.Tokenizer, error) {
 		return func() (*llama.Model, *tokenizer.Tokenizer, error) {
 			tok, err := tokenizer.Load(llama2Tokenizer)
@@ -39,15 +38,11 @@ func serveModels() []serveModel {
 	}
 	if testing.Short() {
 		return []serveModel{{"llama-tiny", func() (*llama.Model, *tokenizer.Tokenizer, error) {
-			cfg, err := llama.LoadConfig(filepath.Join(tiny, "config.json"))
+			cfg, ck, err := openLlamaTiny()
 			if err != nil {
 				return nil, nil, err
 			}
-			ck, err := llama.OpenCheckpoint(filepath.Join(tiny, "model.safetensors"))
-			if err != nil {
-				return nil, nil, err
-			}
-			tok, err := tokenizer.Load(tiny)
+			tok, err := tokenizer.Load(llamaTinyDir)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -120,7 +120,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signalContext()
 	defer stop()
 	c := &loadgen.Client{BaseURL: *url, Model: *model, Chat: *chat, StopAtEOS: *stopAtEOS,
-		HTTP: &http.Client{Timeout: *timeout}}
+		HTTP: &http.Client{Timeout: *timeout, Transport: loadgen.Transport}}
 	if c.Model == "" {
 		ids, err := c.Models(ctx)
 		if err != nil {

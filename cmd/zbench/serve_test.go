@@ -26,15 +26,14 @@ import (
 // request is refused, the running one finishes whole, and the server
 // returns.
 func TestServeGraceful(t *testing.T) {
-	dir := filepath.Join("..", "..", "testdata", "golden", "llama-tiny")
-	cfg, err := llama.LoadConfig(filepath.Join(dir, "config.json"))
+	cfg, err := llama.LoadConfig(filepath.Join(llamaTiny, "config.json"))
 	require.NoError(t, err)
-	ck, err := llama.OpenCheckpoint(filepath.Join(dir, "model.safetensors"))
+	ck, err := llama.OpenCheckpoint(filepath.Join(llamaTiny, "model.safetensors"))
 	require.NoError(t, err)
 	m, err := llama.Load(cpu.New(), cfg, ck, nn.F32)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, m.Close()) }()
-	tok, err := tokenizer.Load(dir)
+	tok, err := tokenizer.Load(llamaTiny)
 	require.NoError(t, err)
 	e, err := serve.NewEngine(m, serve.Options{MaxBatch: 4, ChunkTokens: 32, Blocks: 64, BlockSize: 16, MaxQueue: 8})
 	require.NoError(t, err)

@@ -80,9 +80,6 @@ func (m *Model) NewPagedCache(blocks, blockSize, maxBatch int) (*PagedCache, err
 	return pc, nil
 }
 
-// BlockSize is the positions of a block.
-func (pc *PagedCache) BlockSize() int { return pc.blockSize }
-
 // Blocks is the pool's size in blocks, and FreeBlocks those no sequence
 // holds.
 func (pc *PagedCache) Blocks() int     { return pc.total }

@@ -26,15 +26,27 @@ type Client struct {
 	// request asks the server to ignore its end-of-sequence token
 	// ("ignore_eos"), so that output lengths are the dataset's.
 	StopAtEOS bool
-	// HTTP is the client requests go through (http.DefaultClient when
+	// HTTP is the client requests go through (one over Transport when
 	// nil).
 	HTTP *http.Client
 }
 
+// Transport is http.DefaultTransport's settings keeping as many idle
+// connections to a server as a load keeps requests in flight, so that a
+// request reuses a connection instead of waiting for a new one (the
+// default keeps two).
+var Transport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 1024
+	return t
+}()
+
+var defaultClient = &http.Client{Transport: Transport}
+
 // client is the HTTP client requests go through.
 func (c *Client) client() *http.Client {
 	if c.HTTP == nil {
-		return http.DefaultClient
+		return defaultClient
 	}
 	return c.HTTP
 }
@@ -159,15 +171,14 @@ func (r *Result) read(body io.Reader) error {
 		if ch.Usage != nil {
 			usage = ch.Usage.CompletionTokens
 		}
-		var text strings.Builder
+		before := out.Len()
 		for _, c := range ch.Choices {
-			text.WriteString(c.Text)
-			text.WriteString(c.Delta.Content)
+			out.WriteString(c.Text)
+			out.WriteString(c.Delta.Content)
 		}
-		if text.Len() == 0 {
+		if out.Len() == before {
 			continue
 		}
-		out.WriteString(text.String())
 		now := time.Now()
 		if chunks == 0 {
 			r.TTFT = now.Sub(r.Start)

@@ -68,8 +68,7 @@ type seq struct {
 	ctx     context.Context
 	events  chan Event
 	cache   llama.Seq
-	tokens  []int // prompt, then generated: what the cache holds or will
-	cached  int   // tokens run through the model
+	tokens  []int // prompt, then generated: what the cache holds (cache.Len() of them) or will
 	out     int   // tokens generated
 	sampler *llama.Sampler
 	arrived time.Time
@@ -93,6 +92,9 @@ type Engine struct {
 	stop   chan struct{}
 	once   sync.Once
 	stats  *Stats
+	// seqs and toks are a decode step's arguments, kept between steps.
+	seqs []*llama.Seq
+	toks [][]int
 }
 
 // NewEngine makes an engine over m with a pool of o.Blocks blocks.
@@ -100,7 +102,7 @@ func NewEngine(m *llama.Model, o Options) (*Engine, error) {
 	if o.MaxBatch < 1 || o.ChunkTokens < 1 || o.MaxQueue < 1 {
 		return nil, fmt.Errorf("serve: max batch %d, chunk %d and queue %d: want each at least 1", o.MaxBatch, o.ChunkTokens, o.MaxQueue)
 	}
-	pc, err := m.NewPagedCache(o.Blocks, o.BlockSize, max(o.MaxBatch, 1))
+	pc, err := m.NewPagedCache(o.Blocks, o.BlockSize, o.MaxBatch)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +142,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (<-chan Event, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &seq{req: r, ctx: ctx, events: make(chan Event, r.MaxTokens+1), tokens: append([]int(nil), r.Prompt...),
+	s := &seq{req: r, ctx: ctx, events: make(chan Event, r.MaxTokens+1), tokens: append(make([]int, 0, len(r.Prompt)+r.MaxTokens), r.Prompt...),
 		sampler: sampler, arrived: time.Now()}
 	select {
 	case <-e.stop:
@@ -240,7 +242,7 @@ func (e *Engine) decode(running, waiting []*seq) ([]*seq, []*seq, error) {
 	for len(running) > 0 {
 		need := 0
 		for _, s := range running {
-			if e.pc.BlocksFor(s.cached+1) > e.pc.BlocksFor(s.cached) {
+			if n := s.cache.Len(); e.pc.BlocksFor(n+1) > e.pc.BlocksFor(n) {
 				need++
 			}
 		}
@@ -249,24 +251,21 @@ func (e *Engine) decode(running, waiting []*seq) ([]*seq, []*seq, error) {
 		}
 		last := running[len(running)-1]
 		e.pc.Release(&last.cache)
-		last.cached = 0
 		e.stats.preempted.Add(1)
 		running, waiting = running[:len(running)-1], append([]*seq{last}, waiting...)
 	}
 	if len(running) == 0 {
 		return running, waiting, nil
 	}
-	seqs, toks := make([]*llama.Seq, len(running)), make([][]int, len(running))
-	for i, s := range running {
-		seqs[i], toks[i] = &s.cache, []int{s.tokens[s.cached]}
+	seqs, toks := e.seqs[:0], e.toks[:0]
+	for _, s := range running {
+		n := s.cache.Len()
+		seqs, toks = append(seqs, &s.cache), append(toks, s.tokens[n:n+1])
 	}
 	if err := e.pc.Step(seqs, toks); err != nil {
 		return running, waiting, fmt.Errorf("serve: decode step of %d: %w", len(running), err)
 	}
 	e.stats.step(len(running))
-	for _, s := range running {
-		s.cached++
-	}
 	ids, err := e.choose(running)
 	if err != nil {
 		return running, waiting, err
@@ -289,16 +288,16 @@ func (e *Engine) prefill(running, waiting []*seq) ([]*seq, []*seq, error) {
 		return running, waiting, nil
 	}
 	s := waiting[0]
-	end := min(len(s.tokens), s.cached+e.o.ChunkTokens)
-	need := e.pc.BlocksFor(end) - e.pc.BlocksFor(s.cached)
+	start := s.cache.Len()
+	end := min(len(s.tokens), start+e.o.ChunkTokens)
+	need := e.pc.BlocksFor(end) - e.pc.BlocksFor(start)
 	if need > e.pc.FreeBlocks()-len(running) {
 		return running, waiting, nil // until running sequences give blocks back
 	}
-	if err := e.pc.Step([]*llama.Seq{&s.cache}, [][]int{s.tokens[s.cached:end]}); err != nil {
-		return running, waiting, fmt.Errorf("serve: prefill of %d tokens: %w", end-s.cached, err)
+	if err := e.pc.Step([]*llama.Seq{&s.cache}, [][]int{s.tokens[start:end]}); err != nil {
+		return running, waiting, fmt.Errorf("serve: prefill of %d tokens: %w", end-start, err)
 	}
-	e.stats.prefilled.Add(int64(end - s.cached))
-	s.cached = end
+	e.stats.prefilled.Add(int64(end - start))
 	if end < len(s.tokens) {
 		return running, waiting, nil
 	}

@@ -22,7 +22,6 @@ type Server struct {
 	e       *Engine
 	tok     *tokenizer.Tokenizer
 	model   string
-	vocab   int
 	created int64
 	ids     atomic.Int64
 	closing atomic.Bool
@@ -31,7 +30,7 @@ type Server struct {
 // NewServer serves e's model under the name model, with tok its
 // tokenizer.
 func NewServer(e *Engine, tok *tokenizer.Tokenizer, model string) *Server {
-	return &Server{e: e, tok: tok, model: model, vocab: e.m.Config.VocabSize, created: time.Now().Unix()}
+	return &Server{e: e, tok: tok, model: model, created: time.Now().Unix()}
 }
 
 // Closing makes /health answer 503 and new completions be refused, while
@@ -101,7 +100,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 			Message: fmt.Sprintf("the request body is over %d bytes", maxBodyBytes)})
 		return
 	}
-	j, apiErr := parseRequest(body, chat, s.model, s.e.Context(), s.vocab, s.tok)
+	j, apiErr := parseRequest(body, chat, s.model, s.e.Context(), s.e.m.Config.VocabSize, s.tok)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return
