@@ -264,7 +264,7 @@ peer-test: python-ref onnxruntime llamacpp tokenizer-ref
 
 ## golden: regenerate testdata/golden/ with the PyTorch references
 ## (install-python-ref.sh --golden installs python-ref's reference and, for
-## imagenet.py, PIL and skimage's photographs).
+## imagenet.py, PIL and skimage's photographs; for chat.py, Jinja2).
 golden:
 	@scripts/install-python-ref.sh --golden
 	$(PY) testdata/reference/kernels.py
@@ -281,6 +281,7 @@ golden:
 	$(PY) testdata/reference/lora.py
 	$(PY) testdata/reference/imagenet.py
 	$(PY) testdata/reference/resnet.py
+	$(PY) testdata/reference/chat.py
 
 cuda-toolkit:
 	@scripts/install-cuda.sh >/dev/null

@@ -3,6 +3,7 @@ module github.com/zbench/zbench
 go 1.26.0
 
 require (
+	github.com/ardanlabs/jinja v1.8.0
 	github.com/mumax/3 v0.0.0-20261020084628-54efa12420b2
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/stretchr/testify v1.12.1

@@ -80,7 +80,11 @@ func BenchmarkServe(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan error, 1)
 		go func() { ran <- e.Run(ctx) }()
-		srv := httptest.NewServer(serve.NewServer(e, tok, sm.name).Handler())
+		s, err := serve.NewServer(e, tok, sm.name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := httptest.NewServer(s.Handler())
 		c := &loadgen.Client{BaseURL: srv.URL, Model: sm.name}
 		items := loadgen.Synthetic(requests, loadgen.Range{Min: 16, Max: 48}, loadgen.Range{Min: 32, Max: 32}, 1)
 		verifyServe(b, c, m, tok, items[0])

@@ -27,7 +27,9 @@
 #
 # With --golden (make golden only: make test never needs them), it also
 # installs Debian's python3-pil and python3-skimage, which
-# testdata/reference/imagenet.py needs (PIL, and skimage's photographs).
+# testdata/reference/imagenet.py needs (PIL, and skimage's photographs), and
+# python3-jinja2, which testdata/reference/chat.py renders chat templates
+# with (transformers' engine).
 #
 # The reference must run on /usr/bin/python3, not a `python3` found on PATH
 # (a pyenv or venv interpreter would not see Debian's torch).
@@ -139,10 +141,12 @@ if [[ -n "${WITH_REFERENCE_BLAS:-}" && -n "$have_dpkg" ]]; then
 	fi
 fi
 
-# 1c. With --golden, PIL and skimage's photographs for imagenet.py.
+# 1c. With --golden, PIL and skimage's photographs for imagenet.py, Jinja2
+# for chat.py.
 if [[ -n "$golden" ]]; then
 	missing=()
 	"$PY" -c 'import PIL' >/dev/null 2>&1 || missing+=(python3-pil)
+	"$PY" -c 'import jinja2' >/dev/null 2>&1 || missing+=(python3-jinja2)
 	for photo in chelsea.png coffee.png camera.png; do
 		if [[ ! -f /usr/lib/python3/dist-packages/skimage/data/$photo ]]; then
 			missing+=(python3-skimage)
@@ -150,7 +154,7 @@ if [[ -n "$golden" ]]; then
 		fi
 	done
 	if ((${#missing[@]})); then
-		say "installing ${missing[*]}: testdata/reference/imagenet.py's PIL and photographs"
+		say "installing ${missing[*]}: testdata/reference/imagenet.py's PIL and photographs, chat.py's Jinja2"
 		apt_install "${missing[@]}" || die "cannot install ${missing[*]}"
 	fi
 fi

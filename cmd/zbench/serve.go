@@ -24,10 +24,12 @@ HTTP with the OpenAI completions API, for any client or load generator that
 speaks it ('zbench load', vLLM's benchmark, the OpenAI SDKs):
 
   POST /v1/completions       a prompt (text, or an array of token ids)
-  POST /v1/chat/completions  messages, laid out in the plain chat template
-                             "<|role|>\n" content "</s>\n" … "<|assistant|>\n"
-                             (Zephyr's, TinyLlama-Chat's; a checkpoint's own
-                             Jinja template is not run)
+  POST /v1/chat/completions  messages, laid out in the checkpoint's chat
+                             template (Jinja: chat_template.jinja or
+                             tokenizer_config.json's chat_template, a GGUF
+                             file's tokenizer.chat_template), else in the
+                             plain one: BOS, "<|role|>\n" content EOS "\n" …
+                             "<|assistant|>\n" (Zephyr's, TinyLlama-Chat's)
   GET  /v1/models, GET /health, GET /metrics (Prometheus' text format)
 
 with "stream": true (server-sent events, "stream_options": {"include_usage":
@@ -117,11 +119,19 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
+	s, err := serve.NewServer(e, tok, *name)
+	if err != nil {
+		return err
+	}
+	template := "the plain chat template"
+	if tok.ChatTemplate() != "" {
+		template = "the tokenizer's chat template"
+	}
 	ctx, stop := signalContext()
 	defer stop()
-	fmt.Fprintf(stderr, "serving %s (%s, %s) on http://%s: %d KV blocks of %d positions, batch ≤ %d, prefill chunks ≤ %d tokens\n",
-		*name, dev.Name(), m.Precision, ln.Addr(), o.Blocks, o.BlockSize, o.MaxBatch, o.ChunkTokens)
-	return serveUntil(ctx, e, serve.NewServer(e, tok, *name), ln, *drain)
+	fmt.Fprintf(stderr, "serving %s (%s, %s) on http://%s: %d KV blocks of %d positions, batch ≤ %d, prefill chunks ≤ %d tokens, %s\n",
+		*name, dev.Name(), m.Precision, ln.Addr(), o.Blocks, o.BlockSize, o.MaxBatch, o.ChunkTokens, template)
+	return serveUntil(ctx, e, s, ln, *drain)
 }
 
 // blockBytes is a KV-cache block's bytes: keys and values of every layer.

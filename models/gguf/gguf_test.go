@@ -72,6 +72,7 @@ func microLlama(t testing.TB) []byte {
 		Scores: []float32{0, 0, 0, 0, -3, -4, -1, -2},
 		Types:  []int32{2, 3, 3, 1, 1, 1, 1, 1},
 		BOS:    1, EOS: 2, AddBOS: true,
+		ChatTemplate: "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
 	})
 	require.NoError(t, err)
 	var buf bytes.Buffer
@@ -84,6 +85,10 @@ func microLlama(t testing.TB) []byte {
 	got, err := f.Tokenizer()
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 6, 5}, got.Encode("ab", true))
+	assert.Equal(t, tok.ChatTemplate(), got.ChatTemplate())
+	bos, ok := got.Token(got.BOS())
+	assert.True(t, ok)
+	assert.Equal(t, "<s>", bos)
 	return buf.Bytes()
 }
 

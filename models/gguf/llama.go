@@ -45,6 +45,7 @@ const (
 	keyPAD        = "tokenizer.ggml.padding_token_id"
 	keyAddBOS     = "tokenizer.ggml.add_bos_token"
 	keyAddEOS     = "tokenizer.ggml.add_eos_token"
+	keyChat       = "tokenizer.chat_template"
 	architecture  = "llama"
 	spTokenizer   = "llama" // tokenizer.ggml.model of SentencePiece vocabularies
 )
@@ -526,6 +527,9 @@ type Vocab struct {
 	// AddBOS and AddEOS are the add flags, defaulting as llama.cpp does
 	// for SentencePiece vocabularies (BOS yes, EOS no).
 	AddBOS, AddEOS bool
+	// ChatTemplate is tokenizer.chat_template's Jinja source, "" when
+	// absent.
+	ChatTemplate string
 }
 
 // Vocab reads the embedded tokenizer's keys.
@@ -533,6 +537,9 @@ func (f *File) Vocab() (Vocab, error) {
 	v := Vocab{BOS: -1, EOS: -1, UNK: -1, PAD: -1, AddBOS: true}
 	var err error
 	if v.Model, err = f.stringKey(keyTokModel, false); err != nil {
+		return v, err
+	}
+	if v.ChatTemplate, err = f.stringKey(keyChat, true); err != nil {
 		return v, err
 	}
 	tv, ok := f.Value(keyTokens)
@@ -599,7 +606,7 @@ func (f *File) Tokenizer() (*tokenizer.Tokenizer, error) {
 	if v.Model != spTokenizer {
 		return nil, f.errorf("%s is %q: only SentencePiece vocabularies (%q) are supported: %w", keyTokModel, v.Model, spTokenizer, ErrUnsupported)
 	}
-	p := tokenizer.Pieces{Tokens: v.Tokens, Scores: v.Scores, Types: v.Types, BOS: v.BOS, EOS: v.EOS, AddBOS: v.AddBOS, AddEOS: v.AddEOS}
+	p := tokenizer.Pieces{Tokens: v.Tokens, Scores: v.Scores, Types: v.Types, BOS: v.BOS, EOS: v.EOS, AddBOS: v.AddBOS, AddEOS: v.AddEOS, ChatTemplate: v.ChatTemplate}
 	if p.Scores == nil {
 		p.Scores = make([]float32, len(v.Tokens))
 	}

@@ -223,6 +223,9 @@ func llamaWriter(name string, cfg llama.Config, tok *tokenizer.Tokenizer, t Type
 		}
 	}
 	kvs = append(kvs, KV{keyAddBOS, Bool(p.AddBOS)}, KV{keyAddEOS, Bool(p.AddEOS)})
+	if p.ChatTemplate != "" {
+		kvs = append(kvs, KV{keyChat, String(p.ChatTemplate)})
+	}
 	for _, kv := range kvs {
 		if err := w.Add(kv.Key, kv.Value); err != nil {
 			return nil, err

@@ -79,6 +79,14 @@ func (m *hfModel) hasID(id int) bool {
 	return ok
 }
 
+func (m *hfModel) text(id int) (string, bool) {
+	if a, ok := m.addedTokens[int32(id)]; ok {
+		return a.pattern, true
+	}
+	t, ok := m.tokens[int32(id)]
+	return t, ok
+}
+
 func (m *hfModel) id(token string) (int, bool) {
 	if id, ok := m.addedIDs[token]; ok {
 		return int(id), true

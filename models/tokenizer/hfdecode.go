@@ -29,15 +29,8 @@ type decodeStep struct {
 // run, and whether decode keeps it: special added tokens are left out
 // (skip_special_tokens), as is any token spelled like one.
 func (m *hfModel) token(id int) (string, bool) {
-	var tok string
-	if a, ok := m.addedTokens[int32(id)]; ok {
-		tok = a.pattern
-	} else if t, ok := m.tokens[int32(id)]; ok {
-		tok = t
-	} else {
-		return "", false
-	}
-	return tok, !m.special[tok]
+	tok, ok := m.text(id)
+	return tok, ok && !m.special[tok]
 }
 
 // decode is tokenizers' Tokenizer::decode with skip_special_tokens: the

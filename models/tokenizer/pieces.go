@@ -21,6 +21,9 @@ type Pieces struct {
 	BOS, EOS int
 	// AddBOS and AddEOS tell whether Encode adds them.
 	AddBOS, AddEOS bool
+	// ChatTemplate is the Jinja source of the chat template (GGUF's
+	// tokenizer.chat_template), "" when none.
+	ChatTemplate string
 }
 
 // Piece types.
@@ -43,6 +46,7 @@ func FromPieces(name string, p Pieces) (*Tokenizer, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", name, err)
 	}
 	t.path = name
+	t.chatTemplate = p.ChatTemplate
 	return t, nil
 }
 
@@ -133,7 +137,7 @@ func fromPieces(p Pieces) (*Tokenizer, error) {
 // score below all of those. Its unknown token is UNKNOWN, special added
 // tokens CONTROL, other added tokens USER_DEFINED and <0xNN> tokens BYTE.
 func (t *Tokenizer) Pieces() (Pieces, error) {
-	p := Pieces{BOS: t.bos, EOS: t.eos}
+	p := Pieces{BOS: t.bos, EOS: t.eos, ChatTemplate: t.chatTemplate}
 	p.AddBOS = len(t.prefix) == 1 && t.prefix[0] == t.bos
 	p.AddEOS = len(t.suffix) == 1 && t.suffix[0] == t.eos
 	if len(t.prefix) > 0 && !p.AddBOS || len(t.suffix) > 0 && !p.AddEOS {

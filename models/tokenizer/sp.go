@@ -34,6 +34,13 @@ func (m *spModel) vocabSize() int { return len(m.pieces) }
 
 func (m *spModel) hasID(id int) bool { return id >= 0 && id < len(m.pieces) }
 
+func (m *spModel) text(id int) (string, bool) {
+	if !m.hasID(id) {
+		return "", false
+	}
+	return m.pieces[id].piece, true
+}
+
 func (m *spModel) id(token string) (int, bool) {
 	if id, ok := m.reserved[token]; ok {
 		return int(id), true

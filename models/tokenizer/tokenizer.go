@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // Errors wrapped by this package's errors, for errors.Is.
@@ -56,9 +57,10 @@ var (
 
 // Names of the files Load looks for in a checkpoint directory.
 const (
-	JSONFile   = "tokenizer.json"
-	ModelFile  = "tokenizer.model"
-	ConfigFile = "tokenizer_config.json"
+	JSONFile         = "tokenizer.json"
+	ModelFile        = "tokenizer.model"
+	ConfigFile       = "tokenizer_config.json"
+	ChatTemplateFile = "chat_template.jinja"
 )
 
 // Tokenizer encodes text into token ids and decodes ids into text. It is
@@ -70,6 +72,8 @@ type Tokenizer struct {
 	// asked to add special tokens.
 	prefix, suffix []int
 	bos, eos       int
+	// chatTemplate is the Jinja source of the chat template, "" when none.
+	chatTemplate string
 }
 
 // model is one tokenizer format's implementation.
@@ -88,6 +92,9 @@ type model interface {
 	// specials returns the ids encode adds before and after a text, and
 	// the BOS and EOS ids (-1 when none).
 	specials() (prefix, suffix []int, bos, eos int)
+	// text returns the token's text as the file spells it, and whether
+	// id names a token.
+	text(id int) (string, bool)
 }
 
 // A decoder turns ids into text incrementally: push returns the text that
@@ -104,8 +111,10 @@ type decoder interface {
 // Hugging Face's fast tokenizers prefer it). In a directory, the
 // tokenizer_config.json beside it, when present, decides whether Encode adds
 // BOS and EOS (add_bos_token, add_eos_token) and which tokens they are
-// (bos_token, eos_token), as transformers' Llama tokenizers do; a file given
-// by itself is used as its format's reference library would use it.
+// (bos_token, eos_token), as transformers' Llama tokenizers do, and the chat
+// template is chat_template.jinja's, else tokenizer_config.json's
+// chat_template; a file given by itself is used as its format's reference
+// library would use it.
 func Load(path string) (*Tokenizer, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -128,6 +137,9 @@ func Load(path string) (*Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s: no %s or %s: %w", dir, JSONFile, ModelFile, fs.ErrNotExist)
 		}
 		if cfg, err = readConfig(filepath.Join(dir, ConfigFile)); err != nil {
+			return nil, err
+		}
+		if cfg, err = readChatTemplate(filepath.Join(dir, ChatTemplateFile), cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -243,6 +255,16 @@ func (t *Tokenizer) EOS() int { return t.eos }
 // model's embedding table for this tokenizer.
 func (t *Tokenizer) VocabSize() int { return t.m.vocabSize() }
 
+// Token returns the text of the token id as the file spells it (such as
+// "<s>"), and whether there is one: ID's inverse.
+func (t *Tokenizer) Token(id int) (string, bool) { return t.m.text(id) }
+
+// ChatTemplate returns the Jinja source of the chat template the
+// tokenizer's files give (chat_template.jinja or tokenizer_config.json's
+// chat_template beside a tokenizer file, a GGUF file's
+// tokenizer.chat_template), "" when they give none.
+func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
+
 // ID returns the id of the token whose text (as the file spells it, such
 // as "<s>" or "▁the") is token, and whether there is one.
 func (t *Tokenizer) ID(token string) (int, bool) { return t.m.id(token) }
@@ -252,6 +274,7 @@ type config struct {
 	path             string
 	addBOS, addEOS   *bool
 	bosToken, eosTok *string
+	chatTemplate     string
 }
 
 // readConfig reads tokenizer_config.json; a missing file is no config.
@@ -268,6 +291,7 @@ func readConfig(path string) (*config, error) {
 		AddEOS *bool           `json:"add_eos_token"`
 		BOS    json.RawMessage `json:"bos_token"`
 		EOS    json.RawMessage `json:"eos_token"`
+		Chat   json.RawMessage `json:"chat_template"`
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %v: %w", path, jsonError(data, err), ErrInvalid)
@@ -279,6 +303,61 @@ func readConfig(path string) (*config, error) {
 	if c.eosTok, err = tokenName(raw.EOS); err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: eos_token: %v: %w", path, err, ErrInvalid)
 	}
+	if c.chatTemplate, err = chatTemplate(raw.Chat); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: chat_template: %v: %w", path, err, ErrInvalid)
+	}
+	return c, nil
+}
+
+// chatTemplate reads tokenizer_config.json's chat_template: null, a
+// string, or a list of {"name", "template"} objects, of which the one
+// named "default" is the one transformers applies when asked for none.
+func chatTemplate(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     *string `json:"name"`
+		Template *string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", errors.New("not a string or a list of {\"name\", \"template\"} objects")
+	}
+	var names []string
+	for i, n := range named {
+		if n.Name == nil || n.Template == nil {
+			return "", fmt.Errorf("entry %d lacks a string name or template", i)
+		}
+		if *n.Name == "default" {
+			return *n.Template, nil
+		}
+		names = append(names, *n.Name)
+	}
+	return "", fmt.Errorf("%d named templates (%s) and none named \"default\"", len(named), strings.Join(names, ", "))
+}
+
+// readChatTemplate reads chat_template.jinja into c (a new config when c is
+// nil): when present, it is the chat template, as transformers takes it
+// over tokenizer_config.json's.
+func readChatTemplate(path string, c *config) (*config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("tokenizer: %s is not valid UTF-8: %w", path, ErrInvalid)
+	}
+	if c == nil {
+		c = &config{path: path}
+	}
+	c.chatTemplate = string(data)
 	return c, nil
 }
 
@@ -305,6 +384,7 @@ func tokenName(raw json.RawMessage) (*string, error) {
 // whether Encode adds them. Either flag left out keeps what the tokenizer
 // file says.
 func (t *Tokenizer) configure(c *config) error {
+	t.chatTemplate = c.chatTemplate
 	lookup := func(field string, name *string, id *int) error {
 		if name == nil {
 			return nil

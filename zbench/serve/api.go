@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 	"unicode/utf8"
 
+	"github.com/zbench/zbench/models/chat"
 	"github.com/zbench/zbench/models/llama"
 )
 
@@ -74,10 +74,17 @@ type encoder interface {
 	Encode(text string, addSpecial bool) []int
 }
 
+// A prompter turns a request's prompt or messages into token ids.
+type prompter struct {
+	tok encoder
+	// chat lays out messages.
+	chat *chat.Template
+}
+
 // parseRequest reads and checks a request body for the model named model
-// with a context of ctx tokens and a vocabulary of vocab, encoding text
-// with tok.
-func parseRequest(body []byte, chat bool, model string, ctx, vocab int, tok encoder) (*job, *apiError) {
+// with a context of ctx tokens and a vocabulary of vocab, its prompt
+// made by p.
+func parseRequest(body []byte, isChat bool, model string, ctx, vocab int, p prompter) (*job, *apiError) {
 	if !utf8.Valid(body) {
 		return nil, badRequest("", "the request body is not valid UTF-8")
 	}
@@ -97,7 +104,7 @@ func parseRequest(body []byte, chat bool, model string, ctx, vocab int, tok enco
 		return nil, &apiError{status: http.StatusNotFound, Type: "invalid_request_error", Param: "model",
 			Message: fmt.Sprintf("the model %q does not exist: this server serves %q", r.Model, model)}
 	}
-	j := &job{Request: Request{IgnoreEOS: r.IgnoreEOS}, chat: chat, stream: r.Stream}
+	j := &job{Request: Request{IgnoreEOS: r.IgnoreEOS}, chat: isChat, stream: r.Stream}
 	if r.StreamOptions != nil {
 		if !r.Stream {
 			return nil, badRequest("stream_options", "stream_options is only allowed with stream")
@@ -108,16 +115,16 @@ func parseRequest(body []byte, chat bool, model string, ctx, vocab int, tok enco
 		return nil, badRequest("n", "n = %d: this server generates one choice a request", *r.N)
 	}
 	var err *apiError
-	if chat {
+	if isChat {
 		if len(r.Prompt) > 0 {
 			return nil, badRequest("prompt", "a chat completion takes messages, not a prompt")
 		}
-		j.Prompt, err = chatPrompt(r.Messages, tok)
+		j.Prompt, err = p.chatPrompt(r.Messages)
 	} else {
 		if r.Messages != nil {
 			return nil, badRequest("messages", "a completion takes a prompt, not messages")
 		}
-		j.Prompt, err = textPrompt(r.Prompt, vocab, tok)
+		j.Prompt, err = textPrompt(r.Prompt, vocab, p.tok)
 	}
 	if err != nil {
 		return nil, err
@@ -132,7 +139,7 @@ func parseRequest(body []byte, chat bool, model string, ctx, vocab int, tok enco
 	switch {
 	case limit != nil:
 		j.MaxTokens = *limit
-	case chat:
+	case isChat:
 		j.MaxTokens = ctx - len(j.Prompt)
 	default:
 		j.MaxTokens = 16 // OpenAI's default
@@ -218,26 +225,25 @@ func textPrompt(raw json.RawMessage, vocab int, tok encoder) ([]int, *apiError) 
 	return ids, nil
 }
 
-// chatRoles are the roles the plain chat template knows.
-var chatRoles = map[string]bool{"system": true, "user": true, "assistant": true}
-
-// chatPrompt lays out messages in the plain chat template (Zephyr's,
-// which TinyLlama's chat models use): each message as "<|role|>\n"
-// content "</s>\n", then "<|assistant|>\n", encoded with the tokenizer's
-// special tokens.
-func chatPrompt(msgs []chatMessage, tok encoder) ([]int, *apiError) {
+// chatPrompt lays out msgs with the chat template and encodes the text
+// without adding special tokens (the template places them), as
+// transformers' apply_chat_template does.
+func (p prompter) chatPrompt(msgs []chatMessage) ([]int, *apiError) {
 	if len(msgs) == 0 {
 		return nil, badRequest("messages", "messages is required and must not be empty")
 	}
-	var b strings.Builder
+	turns := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		if !chatRoles[m.Role] {
-			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role %q: want system, user or assistant", m.Role)
+		if m.Role == "" {
+			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role", i)
 		}
-		fmt.Fprintf(&b, "<|%s|>\n%s</s>\n", m.Role, m.Content)
+		turns[i] = chat.Message{Role: m.Role, Content: m.Content}
 	}
-	b.WriteString("<|assistant|>\n")
-	return tok.Encode(b.String(), true), nil
+	text, err := p.chat.Render(turns)
+	if err != nil {
+		return nil, badRequest("messages", "%v", err)
+	}
+	return p.tok.Encode(text, false), nil
 }
 
 // maxStops is the most stop strings a request may give, as OpenAI's API.

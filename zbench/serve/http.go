@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/zbench/zbench/models/chat"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/tokenizer"
 )
@@ -21,6 +22,7 @@ import (
 type Server struct {
 	e       *Engine
 	tok     *tokenizer.Tokenizer
+	prompts prompter
 	model   string
 	created int64
 	ids     atomic.Int64
@@ -28,9 +30,14 @@ type Server struct {
 }
 
 // NewServer serves e's model under the name model, with tok its
-// tokenizer.
-func NewServer(e *Engine, tok *tokenizer.Tokenizer, model string) *Server {
-	return &Server{e: e, tok: tok, model: model, created: time.Now().Unix()}
+// tokenizer; chat completions are laid out in tok's chat template, or
+// chat.Plain when its files give none.
+func NewServer(e *Engine, tok *tokenizer.Tokenizer, model string) (*Server, error) {
+	tmpl, err := chat.For(tok)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{e: e, tok: tok, prompts: prompter{tok: tok, chat: tmpl}, model: model, created: time.Now().Unix()}, nil
 }
 
 // Closing makes /health answer 503 and new completions be refused, while
@@ -100,7 +107,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 			Message: fmt.Sprintf("the request body is over %d bytes", maxBodyBytes)})
 		return
 	}
-	j, apiErr := parseRequest(body, chat, s.model, s.e.Context(), s.e.m.Config.VocabSize, s.tok)
+	j, apiErr := parseRequest(body, chat, s.model, s.e.Context(), s.e.m.Config.VocabSize, s.prompts)
 	if apiErr != nil {
 		writeError(w, apiErr)
 		return

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/kernels/cpu"
+	"github.com/zbench/zbench/models/chat"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/tokenizer"
@@ -35,16 +37,24 @@ type testServer struct {
 
 func newTestServer(t *testing.T, o Options) *testServer {
 	t.Helper()
+	return newTestServerTok(t, o, tinyDir)
+}
+
+// newTestServerTok is newTestServer with the tokenizer of tokDir.
+func newTestServerTok(t *testing.T, o Options, tokDir string) *testServer {
+	t.Helper()
 	cfg, err := llama.LoadConfig(filepath.Join(tinyDir, "config.json"))
 	require.NoError(t, err)
 	ck, err := llama.OpenCheckpoint(filepath.Join(tinyDir, "model.safetensors"))
 	require.NoError(t, err)
 	m, err := llama.Load(cpu.New(), cfg, ck, nn.F32)
 	require.NoError(t, err)
-	tok, err := tokenizer.Load(tinyDir)
+	tok, err := tokenizer.Load(tokDir)
 	require.NoError(t, err)
 	e, stop := startEngine(t, m, o)
-	srv := httptest.NewServer(NewServer(e, tok, "tiny").Handler())
+	s, err := NewServer(e, tok, "tiny")
+	require.NoError(t, err)
+	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		stop()
@@ -198,7 +208,7 @@ func TestStopAndChat(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &c))
 	assert.Equal(t, "chat.completion", c.Object)
 	assert.Equal(t, "assistant", c.Choices[0].Message.Role)
-	ids := alone(t, ts.m, Request{Prompt: ts.tok.Encode("<|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\n", true), MaxTokens: 6, IgnoreEOS: true})
+	ids := alone(t, ts.m, Request{Prompt: ts.tok.Encode("<s><|system|>\nBe brief.</s>\n<|user|>\nHi</s>\n<|assistant|>\n", false), MaxTokens: 6, IgnoreEOS: true})
 	want, err = ts.tok.Decode(ids)
 	require.NoError(t, err)
 	assert.Equal(t, want, c.Choices[0].Message.Content)
@@ -208,6 +218,40 @@ func TestStopAndChat(t *testing.T) {
 	_, finish, _ := streamText(t, resp.Body, true)
 	resp.Body.Close()
 	assert.Contains(t, []string{"length", "stop"}, finish)
+}
+
+// TestTokenizerChatTemplate serves chat completions in the chat template
+// of the tokenizer's tokenizer_config.json, the prompt encoded without
+// special tokens added, and refuses a conversation the template raises an
+// exception on.
+func TestTokenizerChatTemplate(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(tinyDir, tokenizer.JSONFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, tokenizer.JSONFile), data, 0o644))
+	template := "{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception('no tools here') }}{% endif %}" +
+		"{{ bos_token ~ '[' ~ m.role | upper ~ '] ' ~ m.content ~ ' ' }}{% endfor %}{% if add_generation_prompt %}[ASSISTANT]{% endif %}"
+	cfg, err := json.Marshal(map[string]string{"chat_template": template})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), cfg, 0o644))
+	ts := newTestServerTok(t, Options{MaxBatch: 2, ChunkTokens: 16, Blocks: 64, BlockSize: 8, MaxQueue: 4}, dir)
+
+	code, body := ts.post(t, "/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":5,"temperature":0,"ignore_eos":true}`)
+	require.Equal(t, http.StatusOK, code, string(body))
+	var c struct {
+		Choices []struct{ Message struct{ Content string } }
+		Usage   map[string]int
+	}
+	require.NoError(t, json.Unmarshal(body, &c))
+	prompt := ts.tok.Encode("<s>[SYSTEM] Be brief. <s>[USER] Hi [ASSISTANT]", false)
+	assert.Equal(t, len(prompt), c.Usage["prompt_tokens"])
+	want, err := ts.tok.Decode(alone(t, ts.m, Request{Prompt: prompt, MaxTokens: 5, IgnoreEOS: true}))
+	require.NoError(t, err)
+	assert.Equal(t, want, c.Choices[0].Message.Content)
+
+	code, body = ts.post(t, "/v1/chat/completions", `{"messages":[{"role":"tool","content":"{}"}]}`)
+	assert.Equal(t, http.StatusBadRequest, code)
+	assert.Contains(t, string(body), "no tools here")
 }
 
 // TestBadRequests sends malformed and hostile requests: each gets a 4xx
@@ -243,7 +287,8 @@ func TestBadRequests(t *testing.T) {
 		{"stream options without stream", "/v1/completions", `{"prompt":"a","stream_options":{"include_usage":true}}`, 400, "stream_options", "only allowed with stream"},
 		{"messages to completions", "/v1/completions", `{"prompt":"a","messages":[]}`, 400, "messages", "not messages"},
 		{"no messages", "/v1/chat/completions", `{"messages":[]}`, 400, "messages", "must not be empty"},
-		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "messages[0].role", `role "wizard"`},
+		{"unknown role", "/v1/chat/completions", `{"messages":[{"role":"wizard","content":"x"}]}`, 400, "messages", `messages[0].role: role "wizard"`},
+		{"no role", "/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"content":"y"}]}`, 400, "messages[1].role", "has no role"},
 		{"prompt to chat", "/v1/chat/completions", `{"prompt":"a","messages":[{"role":"user","content":"x"}]}`, 400, "prompt", "not a prompt"},
 		{"no such path", "/v1/embeddings", `{}`, 404, "", "no such endpoint"},
 		{"body too large", "/v1/completions", `{"prompt":"` + strings.Repeat("a", maxBodyBytes) + `"}`, 413, "", "over 8388608 bytes"},
@@ -337,9 +382,11 @@ func FuzzParseRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","prompt":"hi","max_tokens":4,"temperature":0.5,"top_p":0.9,"stop":["x"],"stream":true}`), false)
 	f.Add([]byte(`{"messages":[{"role":"user","content":"hi"}],"seed":3,"top_k":-1}`), true)
 	f.Add([]byte(`{"prompt":[1,2,3],"max_tokens":1}`), false)
-	tok := byteEncoder{}
-	f.Fuzz(func(t *testing.T, body []byte, chat bool) {
-		j, err := parseRequest(body, chat, "m", 64, 256, tok)
+	tmpl, err := chat.Compile(chat.Plain, "<s>", "</s>")
+	require.NoError(f, err)
+	p := prompter{tok: byteEncoder{}, chat: tmpl}
+	f.Fuzz(func(t *testing.T, body []byte, isChat bool) {
+		j, err := parseRequest(body, isChat, "m", 64, 256, p)
 		if err != nil {
 			require.Nil(t, j)
 			require.True(t, err.status >= 400 && err.status < 500, "%d", err.status)
