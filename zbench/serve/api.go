@@ -97,8 +97,8 @@ func parseRequest(body []byte, isChat bool, model string, ctx, vocab int, p prom
 		}
 		return nil, badRequest("", "malformed JSON: %v", err)
 	}
-	if d.More() {
-		return nil, badRequest("", "malformed JSON: more than one value in the body")
+	if rest := bytes.TrimSpace(body[d.InputOffset():]); len(rest) > 0 {
+		return nil, badRequest("", "malformed JSON: more than one value in the body, or bytes after it")
 	}
 	if r.Model != "" && r.Model != model {
 		return nil, &apiError{status: http.StatusNotFound, Type: "invalid_request_error", Param: "model",

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -266,6 +268,7 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"malformed JSON", "/v1/completions", `{"prompt": "a",`, 400, "", "malformed JSON"},
 		{"two values", "/v1/completions", `{"prompt":"a"} {}`, 400, "", "more than one value"},
+		{"a bracket after the body", "/v1/completions", `{"prompt":"a"}]`, 400, "", "bytes after it"},
 		{"invalid UTF-8", "/v1/completions", "{\"prompt\":\"\xff\xfe\"}", 400, "", "not valid UTF-8"},
 		{"unknown model", "/v1/completions", `{"model":"gpt-9","prompt":"a"}`, 404, "model", `the model "gpt-9" does not exist`},
 		{"no prompt", "/v1/completions", `{"max_tokens":3}`, 400, "prompt", "prompt is required"},
@@ -310,12 +313,122 @@ func TestBadRequests(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, string(body))
 }
 
-// TestDisconnects closes streams after their first chunk: every
+// hostileBodies makes n request bodies, seeded, each of which is not a
+// valid request: prefixes of valid bodies (never valid JSON), fields set to
+// wrong types or to values out of range, random bytes and invalid UTF-8,
+// deep nesting, huge numbers, token ids outside the vocabulary and prompts
+// longer than the context. Each comes with the path it goes to.
+func hostileBodies(n int, seed uint64) (paths, bodies []string) {
+	rng := rand.New(rand.NewPCG(seed, 0x686f7374))
+	valid := []struct{ path, body string }{
+		{"/v1/completions", `{"model":"tiny","prompt":"Once upon a time","max_tokens":8,"temperature":0.7,"top_p":0.9,"stop":["x"],"stream":true}`},
+		{"/v1/completions", `{"prompt":[1,5,9,12],"max_tokens":4,"seed":3,"top_k":5}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"max_tokens":4}`},
+	}
+	bad := []struct{ field, value string }{
+		{"max_tokens", `-1`}, {"max_tokens", `0`}, {"max_tokens", `1e9`}, {"max_tokens", `"8"`}, {"max_tokens", `[8]`},
+		{"temperature", `-0.5`}, {"temperature", `1e308`}, {"temperature", `"hot"`}, {"top_p", `0`}, {"top_p", `1.5`},
+		{"top_k", `-7`}, {"seed", `-1`}, {"seed", `1.5`}, {"n", `3`}, {"stop", `["a","b","c","d","e"]`}, {"stop", `""`},
+		{"stop", `{"a":1}`}, {"model", `"other"`}, {"model", `7`}, {"prompt", `""`}, {"prompt", `[]`}, {"prompt", `[-1]`},
+		{"prompt", `[99999]`}, {"prompt", `["a","b"]`}, {"prompt", `{"text":"a"}`}, {"prompt", `null`}, {"stream", `"yes"`},
+		{"messages", `[]`}, {"messages", `[{"role":"wizard","content":"x"}]`}, {"messages", `[{"content":"x"}]`},
+		{"messages", `"hello"`}, {"prompt", strconvQuote(strings.Repeat("word ", 400))},
+		{"prompt", `[` + strings.TrimSuffix(strings.Repeat("7,", 300), ",") + `]`},
+	}
+	for range n {
+		v := valid[rng.IntN(len(valid))]
+		var body string
+		switch k := rng.IntN(6); k {
+		case 0: // a proper prefix of a valid body
+			body = v.body[:rng.IntN(len(v.body))]
+		case 1: // a field with a bad value, on the endpoint that reads it
+			b := bad[rng.IntN(len(bad))]
+			path := "/v1/completions"
+			if b.field == "messages" {
+				path = "/v1/chat/completions"
+			}
+			base := `{"prompt":"a",`
+			if path != "/v1/completions" {
+				base = `{"messages":[{"role":"user","content":"a"}],`
+			}
+			if b.field == "prompt" || b.field == "messages" {
+				base = "{"
+			}
+			paths, bodies = append(paths, path), append(bodies, base+`"`+b.field+`":`+b.value+`}`)
+			continue
+		case 2: // random bytes, mostly not JSON and often not UTF-8
+			buf := make([]byte, 1+rng.IntN(64))
+			for i := range buf {
+				buf[i] = byte(rng.IntN(256))
+			}
+			buf[0] = '{' // never a valid object: the rest is random
+			buf = append(buf, 0xff)
+			body = string(buf)
+		case 3: // deep nesting
+			d := 1000 + rng.IntN(100000)
+			body = `{"prompt":` + strings.Repeat("[", d) + strings.Repeat("]", d) + `}`
+		case 4: // a valid body with a byte of invalid UTF-8 spliced in
+			i := rng.IntN(len(v.body))
+			body = v.body[:i] + "\xc3\x28" + v.body[i:]
+		case 5: // trailing garbage after a valid body
+			body = v.body + []string{"{}", " x", "]", `"`, "\x00"}[rng.IntN(5)]
+		}
+		paths, bodies = append(paths, v.path), append(bodies, body)
+	}
+	return paths, bodies
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// TestHostileRequests sends a thousand invalid requests, many at once:
+// each is answered with a 4xx and a JSON error, none starts a sequence,
+// and the server serves a good request after them.
+func TestHostileRequests(t *testing.T) {
+	ts := newTestServer(t, Options{MaxBatch: 4, ChunkTokens: 16, Blocks: 64, BlockSize: 8, MaxQueue: 8})
+	paths, bodies := hostileBodies(1000, 1)
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, 16)
+		fail atomic.Int64
+	)
+	for i := range bodies {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := http.Post(ts.URL+paths[i], "application/json", strings.NewReader(bodies[i]))
+			if !assert.NoError(t, err) {
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			assert.NoError(t, err)
+			var e struct{ Error apiError }
+			if !assert.True(t, resp.StatusCode >= 400 && resp.StatusCode < 500, "body %d %q: status %d", i, bodies[i], resp.StatusCode) ||
+				!assert.NoError(t, json.Unmarshal(b, &e), "body %d %q: %s", i, bodies[i], b) ||
+				!assert.NotEmpty(t, e.Error.Message, "body %d", i) {
+				fail.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, fail.Load())
+	s := ts.e.Stats().Snapshot()
+	assert.Zero(t, s.Running)
+	assert.Zero(t, s.BlocksUsed)
+	code, body := ts.post(t, "/v1/completions", `{"prompt":"still serving","max_tokens":2,"temperature":0}`)
+	assert.Equal(t, http.StatusOK, code, string(body))
+}
+
+// TestDisconnects closes a hundred streams after their first chunk: every
 // sequence is freed at once, and the server serves on.
 func TestDisconnects(t *testing.T) {
+	const clients = 100
 	ts := newTestServer(t, Options{MaxBatch: 8, ChunkTokens: 16, Blocks: 256, BlockSize: 8, MaxQueue: 128})
 	var wg sync.WaitGroup
-	for i := range 20 {
+	for i := range clients {
 		wg.Go(func() {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -338,7 +451,7 @@ func TestDisconnects(t *testing.T) {
 	wg.Wait()
 	require.Eventually(t, func() bool {
 		s := ts.e.Stats().Snapshot()
-		return s.BlocksUsed == 0 && s.Running == 0 && s.Finished["abort"] == 20
+		return s.BlocksUsed == 0 && s.Running == 0 && s.Finished["abort"] == clients
 	}, 10*time.Second, 20*time.Millisecond, "%+v", ts.e.Stats().Snapshot())
 	code, _ := ts.post(t, "/v1/completions", `{"prompt":"after","max_tokens":2}`)
 	assert.Equal(t, http.StatusOK, code)
