@@ -11,6 +11,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -484,8 +486,17 @@ func TestModelsHealthMetrics(t *testing.T) {
 		`zbench_time_to_first_token_seconds_count{model="tiny"} 1`,
 		`zbench_time_per_output_token_seconds_bucket{model="tiny",le="+Inf"} 1`,
 		"# TYPE zbench_queue_depth gauge",
+		"# TYPE process_resident_memory_bytes gauge",
 	} {
 		assert.Contains(t, body, want)
+	}
+	for _, name := range []string{"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "go_goroutines"} {
+		m := regexp.MustCompile(`(?m)^` + name + ` ([0-9]+)$`).FindStringSubmatch(body)
+		if assert.NotNil(t, m, name) {
+			v, err := strconv.ParseInt(m[1], 10, 64)
+			assert.NoError(t, err)
+			assert.Positive(t, v, name)
+		}
 	}
 }
 

@@ -3,6 +3,10 @@ package serve
 import (
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,9 +85,7 @@ func (s *Stats) WritePrometheus(w io.Writer, model string) error {
 	ttft, tpot := s.ttft.clone(), s.tpot.clone()
 	s.mu.Unlock()
 	var b []byte
-	metric := func(name, kind, help string) {
-		b = fmt.Appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
-	}
+	metric := func(name, kind, help string) { b = appendHeader(b, name, kind, help) }
 	metric("zbench_requests_total", "counter", "Requests ended, by finish reason (length, stop, abort).")
 	for _, r := range []string{"length", "stop", "abort"} {
 		b = fmt.Appendf(b, "zbench_requests_total{model=%q,finish=%q} %d\n", model, r, snap.Finished[r])
@@ -106,12 +108,53 @@ func (s *Stats) WritePrometheus(w io.Writer, model string) error {
 		metric(m.name, m.kind, m.help)
 		b = fmt.Appendf(b, "%s{model=%q} %d\n", m.name, model, m.v)
 	}
+	b = appendProcess(b)
 	metric("zbench_time_to_first_token_seconds", "histogram", "Time from arrival to the first token.")
 	b = ttft.appendTo(b, "zbench_time_to_first_token_seconds", model)
 	metric("zbench_time_per_output_token_seconds", "histogram", "Time per output token after the first, per request.")
 	b = tpot.appendTo(b, "zbench_time_per_output_token_seconds", model)
 	_, err := w.Write(b)
 	return err
+}
+
+// appendProcess appends the process's resident memory, Go heap in use and
+// goroutines under the names of Prometheus' Go client, so that a soak shows
+// whether they grow; resident memory is left out where /proc cannot tell
+// it.
+func appendProcess(b []byte) []byte {
+	if rss, err := residentBytes(); err == nil {
+		b = appendHeader(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
+		b = fmt.Appendf(b, "process_resident_memory_bytes %d\n", rss)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b = appendHeader(b, "go_memstats_heap_inuse_bytes", "gauge", "Bytes in in-use spans of the Go heap.")
+	b = fmt.Appendf(b, "go_memstats_heap_inuse_bytes %d\n", ms.HeapInuse)
+	b = appendHeader(b, "go_goroutines", "gauge", "Goroutines that currently exist.")
+	return fmt.Appendf(b, "go_goroutines %d\n", runtime.NumGoroutine())
+}
+
+// appendHeader appends a metric's HELP and TYPE lines.
+func appendHeader(b []byte, name, kind, help string) []byte {
+	return fmt.Appendf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+}
+
+// residentBytes reads the process's resident set size from
+// /proc/self/statm (its second field, in pages).
+func residentBytes() (int64, error) {
+	data, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 2 {
+		return 0, fmt.Errorf("/proc/self/statm: %q: want two fields or more", data)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/self/statm: %w", err)
+	}
+	return pages * int64(os.Getpagesize()), nil
 }
 
 // histogram is a Prometheus histogram: cumulative counts at upper bounds.

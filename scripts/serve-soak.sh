@@ -1,0 +1,43 @@
+#!/bin/bash
+# serve-soak.sh [OUT] [RATE] [SECONDS]: a soak of zbench serve on the GGUF
+# Q8_0 file of TinyLlama's shape: the server-scenario load of
+# serve-compare.sh at RATE requests a second (default 0.3) for SECONDS
+# (default 600) worth of requests, with the server's /metrics read after a
+# warm-up, right after the load, and again 10 seconds later, so that
+# resident memory, the Go heap, goroutines and KV blocks in use before and
+# after can be compared. Results in OUT (default .cache/serve-soak):
+# metrics-before.txt, metrics-after.txt, metrics-after-10s.txt, the load's
+# results (load.txt), its log and the server's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-.cache/serve-soak}
+RATE=${2:-0.3}
+SECONDS_LOAD=${3:-600}
+G=.cache/gguf/tinyllama-Q8_0.gguf
+[ -f "$G" ] || { echo "serve-soak: $G is missing: run make gguf-models" >&2; exit 1; }
+mkdir -p "$OUT"
+ZB="$OUT/zbench"
+go build -o "$ZB" ./cmd/zbench
+URL=http://127.0.0.1:18095
+REQUESTS=$(awk -v r="$RATE" -v s="$SECONDS_LOAD" 'BEGIN { printf "%d", r * s + 0.5 }')
+LOAD=(--prompt-words 16:48 --output-tokens 32:64)
+
+"$ZB" serve --model "$G" --addr 127.0.0.1:18095 >"$OUT/server.log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do curl -sf "$URL/health" >/dev/null && break; sleep 1; done
+curl -sf "$URL/health" >/dev/null || { echo "serve-soak: the server did not start (see $OUT/server.log)" >&2; exit 1; }
+# Warm-up: the pools and buffers the load needs are allocated before the
+# first reading.
+"$ZB" load --url "$URL" --scenario offline --requests 8 "${LOAD[@]}" --seed 99 -o /dev/null 2>>"$OUT/load.log"
+curl -sf "$URL/metrics" >"$OUT/metrics-before.txt"
+echo "serve-soak: $REQUESTS requests at $RATE a second" >&2
+status=0
+"$ZB" load --url "$URL" --scenario server --rate "$RATE" --requests "$REQUESTS" "${LOAD[@]}" --seed 1 \
+	-o "$OUT/load.txt" 2>>"$OUT/load.log" || status=$?
+curl -sf "$URL/metrics" >"$OUT/metrics-after.txt"
+sleep 10
+curl -sf "$URL/metrics" >"$OUT/metrics-after-10s.txt"
+grep -h -E '^(process_resident_memory_bytes|go_memstats_heap_inuse_bytes|go_goroutines|zbench_kv_blocks_used|zbench_running_sequences|zbench_requests_total)' \
+	"$OUT/metrics-before.txt" "$OUT/metrics-after-10s.txt" >&2
+exit $status
