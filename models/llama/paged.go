@@ -31,14 +31,23 @@ type PagedCache struct {
 	set             *nn.TensorSet
 	steps           map[stepKey]*pagedStep
 	last            *pagedStep
+	clock           int64 // counts steps, for the buffers' last use
 	quantized       int
 	maxBatch, total int
 }
 
-// pagedStep is a step's buffers and its sequences' block table [B, M].
+// maxPromptSteps is how many steps' buffers of more than one new token a
+// sequence (prompt chunks, whose lengths vary from request to request) a
+// PagedCache keeps; the least recently used beyond them are freed.
+const maxPromptSteps = 4
+
+// pagedStep is a step's buffers and its sequences' block table [B, M],
+// in a set of their own.
 type pagedStep struct {
 	*step
 	table, logits, next *kernels.Tensor
+	set                 *nn.TensorSet
+	used                int64 // the clock at its last use
 }
 
 // A Seq is one sequence of a PagedCache: the blocks it holds and the
@@ -95,7 +104,13 @@ func (pc *PagedCache) Release(s *Seq) {
 }
 
 // Close frees the pools and buffers.
-func (pc *PagedCache) Close() error { return pc.set.Free() }
+func (pc *PagedCache) Close() error {
+	errs := []error{pc.set.Free()}
+	for _, st := range pc.steps {
+		errs = append(errs, st.set.Free())
+	}
+	return errors.Join(errs...)
+}
 
 // Step runs S new tokens of each sequence of seqs (tokens[i] for
 // seqs[i], all of length S ≥ 1; a sequence at most once) after the tokens
@@ -187,24 +202,61 @@ func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
 }
 
 // stepFor returns the buffers of steps of B sequences of S new tokens,
-// allocating them the first time.
+// allocating them the first time. Those of decode steps (S = 1) are kept;
+// of the others, the maxPromptSteps used last.
 func (pc *PagedCache) stepFor(B, S int) (*pagedStep, error) {
+	pc.clock++
 	key := stepKey{S: S, B: B}
 	if st, ok := pc.steps[key]; ok {
+		st.used = pc.clock
 		return st, nil
 	}
-	st, err := pc.m.newStep(pc.set, B, S, false, pc.quantized)
-	if err != nil {
-		return nil, err
+	if S > 1 {
+		if err := pc.evictPromptSteps(maxPromptSteps - 1); err != nil {
+			return nil, err
+		}
 	}
-	a := nn.Allocator{Set: pc.set}
+	set := nn.NewTensorSet(pc.m.be)
+	st, err := pc.m.newStep(set, B, S, false, pc.quantized)
+	if err != nil {
+		return nil, errors.Join(err, set.Free())
+	}
+	a := nn.Allocator{Set: set}
 	ps := &pagedStep{step: st, table: a.Ints("block_table", nil, B, pc.maxBlocks),
-		logits: a.Tensor(pc.m.Precision.DType(), B, pc.m.Config.VocabSize), next: a.Ints("next", nil, B)}
+		logits: a.Tensor(pc.m.Precision.DType(), B, pc.m.Config.VocabSize), next: a.Ints("next", nil, B), set: set, used: pc.clock}
 	if err := a.Err(); err != nil {
-		return nil, fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err)
+		return nil, errors.Join(fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err), set.Free())
 	}
 	pc.steps[key] = ps
 	return ps, nil
+}
+
+// evictPromptSteps frees the least recently used buffers of steps of more
+// than one new token until keep are left, never the last step's.
+func (pc *PagedCache) evictPromptSteps(keep int) error {
+	for {
+		var (
+			oldest *pagedStep
+			key    stepKey
+			n      int
+		)
+		for k, st := range pc.steps {
+			if k.S == 1 {
+				continue
+			}
+			n++
+			if st != pc.last && (oldest == nil || st.used < oldest.used) {
+				oldest, key = st, k
+			}
+		}
+		if n <= keep || oldest == nil {
+			return nil
+		}
+		delete(pc.steps, key)
+		if err := oldest.set.Free(); err != nil {
+			return fmt.Errorf("llama: freeing the buffers of a %d×%d step: %w", key.B, key.S, err)
+		}
+	}
 }
 
 // Logits downloads the last step's logits [B, vocab] as float32.

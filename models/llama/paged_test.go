@@ -163,3 +163,32 @@ func TestPagedErrors(t *testing.T) {
 	_, err = m.NewPagedCache(0, 4, 1)
 	assert.ErrorIs(t, err, ErrInput)
 }
+
+// TestPagedPromptBuffersBounded prefills prompts of many lengths, as a
+// server sees them: the cache keeps the buffers of at most maxPromptSteps
+// prompt steps (the set's bytes stop growing), and each prompt still
+// generates what it generates alone.
+func TestPagedPromptBuffersBounded(t *testing.T) {
+	cfg := testConfig()
+	m := loadTest(t, cfg, nn.F32)
+	pc, err := m.NewPagedCache(64, 4, 2)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, pc.Close()) }()
+	for n := 2; n <= 12; n++ {
+		prompt := randomIDs(uint64(n), n, cfg.VocabSize)
+		var s Seq
+		require.NoError(t, pc.Step([]*Seq{&s}, [][]int{prompt}))
+		ids, err := pc.Greedy()
+		require.NoError(t, err)
+		assert.Equal(t, greedySession(t, m, prompt, 1), ids, "prompt of %d", n)
+		pc.Release(&s)
+		prompts := 0
+		for k := range pc.steps {
+			if k.S > 1 {
+				prompts++
+			}
+		}
+		assert.LessOrEqual(t, prompts, maxPromptSteps, "after a prompt of %d", n)
+		assert.Contains(t, pc.steps, stepKey{S: n, B: 1})
+	}
+}
