@@ -1,19 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/zbench/zbench/models/tokenizer"
 	"github.com/zbench/zbench/zbench/loadgen"
 )
 
-const loadSynopsis = "[--url URL] [--model NAME] [--scenario server|offline|singlestream] [--rate R | --sweep R1,R2,…] [--requests N] [--dataset FILE | --prompt-words MIN:MAX --output-tokens MIN:MAX] [flags]"
+const loadSynopsis = "[--url URL] [--model NAME] [--scenario server|offline|singlestream] [--rate R | --sweep R1,R2,…] [--requests N] [--dataset FILE [--tokenizer FILE] | --prompt-words MIN:MAX --output-tokens MIN:MAX] [flags]"
 
 const loadDoc = `
 Load sends requests to a server that speaks the OpenAI completions API
@@ -44,13 +47,33 @@ TTFT, TPOT, the inter-token latency (ITL, between chunks of text) and the
 end-to-end latency (e2e), the errors, and pass (1 or 0); benchstat and
 'zbench compare' read it.
 
-Requests come from --dataset, a JSONL file of {"prompt": "…",
-"output_tokens": N} lines, or are synthetic (seeded by --seed): prompts of
---prompt-words words, asking for --output-tokens tokens. The dataset's items
-are sent in order, again from the first when --requests is more. Each asks
-for its output tokens with "ignore_eos" (unless --stop-at-eos), at
-temperature 0; the token count is the server's usage figure, else its chunks
-of text. Without --model, the first model GET /v1/models lists is used.
+Requests come from --dataset FILE, or are synthetic (seeded by --seed):
+prompts of --prompt-words words, asking for --output-tokens tokens. A
+dataset's format is told by its name, else by its first character other
+than white space ('[' is ShareGPT):
+
+  JSONL     (.jsonl) a line per request, {"prompt": "…", "output_tokens":
+            N}, sent in order.
+  ShareGPT  (.json) as vLLM's serving benchmark reads it: a JSON array of
+            {"conversations": [{"from": "human", "value": "…"}, {"from":
+            "gpt", "value": "…"}, …]}. A conversation's first human turn
+            is a prompt, and the gpt turn right after it the output to ask
+            for, counted in tokens by --tokenizer (required: the served
+            model's tokenizer.json or tokenizer.model, or its checkpoint
+            directory; counts include the special tokens it adds, as
+            vLLM's do). Conversations of fewer than two turns, or without
+            such a pair, are left out; the rest are shuffled (seeded by
+            --seed) and taken in that order, skipping prompts or replies
+            under 4 tokens, prompts over 1024 and pairs over 2048 (vLLM's
+            limits), until --requests are taken.
+
+A dataset is sent again from its first request when --requests is more;
+the loadgen-dataset configuration line names the file, its format and the
+requests it gave (ShareGPT: its conversations and the tokenizer too). Each
+request asks for its output tokens with "ignore_eos" (unless
+--stop-at-eos), at temperature 0; the token count is the server's usage
+figure, else its chunks of text. Without --model, the first model GET
+/v1/models lists is used.
 
 The exit status is 1 when a run fails its verdict (a sweep: when no rate
 passed). Interrupted (Ctrl-C, SIGTERM), it stops sending, waits for the
@@ -67,10 +90,11 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		refine      = fs.Int("refine", 2, "sweep: bisections after the first failing rate")
 		requests    = fs.Int("requests", 64, "requests per run")
 		concurrency = fs.Int("concurrency", 0, "offline: most requests in flight (0: all)")
-		dataset     = fs.String("dataset", "", "JSONL `file` of {\"prompt\", \"output_tokens\"} (default: synthetic)")
+		dataset     = fs.String("dataset", "", "JSONL or ShareGPT JSON `file` of requests (default: synthetic)")
+		tokPath     = fs.String("tokenizer", "", "ShareGPT: tokenizer.json or tokenizer.model `file`, or checkpoint directory, counting output tokens")
 		words       = fs.String("prompt-words", "32:256", "synthetic prompts' words, N or MIN:MAX")
 		outTokens   = fs.String("output-tokens", "16:128", "synthetic requests' output tokens, N or MIN:MAX")
-		seed        = fs.Uint64("seed", 1, "seed of the synthetic dataset and of the arrivals")
+		seed        = fs.Uint64("seed", 1, "seed of the synthetic dataset, the ShareGPT shuffle and the arrivals")
 		ttftBound   = fs.Duration("ttft-bound", 2*time.Second, "server: bound on TTFT's 99th percentile (0: none)")
 		tpotBound   = fs.Duration("tpot-bound", 200*time.Millisecond, "server: bound on TPOT's 99th percentile (0: none)")
 		chat        = fs.Bool("chat", false, "send /v1/chat/completions (the prompt as one user message)")
@@ -113,7 +137,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 	case *ttftBound < 0 || *tpotBound < 0:
 		return usageErrorf("--ttft-bound and --tpot-bound: want 0 or more")
 	}
-	items, source, err := loadItems(*dataset, *words, *outTokens, *requests, *seed)
+	items, source, err := loadItems(*dataset, *tokPath, *words, *outTokens, *requests, *seed)
 	if err != nil {
 		return err
 	}
@@ -196,26 +220,76 @@ func interruptedOr(ctx context.Context, err error) error {
 }
 
 // loadItems reads the dataset file, or makes n synthetic requests, and
-// describes their source for the results' configuration.
-func loadItems(path, words, outTokens string, n int, seed uint64) ([]loadgen.Item, string, error) {
-	if path != "" {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, "", err
+// describes their source for the results' configuration. A ShareGPT
+// dataset gives at most n requests, its output tokens counted by the
+// tokenizer at tokPath.
+func loadItems(path, tokPath, words, outTokens string, n int, seed uint64) ([]loadgen.Item, string, error) {
+	if path == "" {
+		if tokPath != "" {
+			return nil, "", usageErrorf("--tokenizer counts the output tokens of a ShareGPT --dataset, and none is given")
 		}
-		defer f.Close()
-		items, err := loadgen.ReadJSONL(f, path)
-		return items, path, err
+		w, err := loadgen.ParseRange(words)
+		if err != nil {
+			return nil, "", usageErrorf("--prompt-words: %v", err)
+		}
+		o, err := loadgen.ParseRange(outTokens)
+		if err != nil {
+			return nil, "", usageErrorf("--output-tokens: %v", err)
+		}
+		return loadgen.Synthetic(n, w, o, seed), fmt.Sprintf("synthetic prompt-words=%v output-tokens=%v", w, o), nil
 	}
-	w, err := loadgen.ParseRange(words)
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, "", usageErrorf("--prompt-words: %v", err)
+		return nil, "", err
 	}
-	o, err := loadgen.ParseRange(outTokens)
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	if !isShareGPT(path, r) {
+		if tokPath != "" {
+			return nil, "", usageErrorf("--tokenizer counts the output tokens of a ShareGPT --dataset, and %s is JSONL, whose requests give theirs", path)
+		}
+		items, err := loadgen.ReadJSONL(r, path)
+		return items, fmt.Sprintf("%s format=jsonl requests=%d", path, len(items)), err
+	}
+	if tokPath == "" {
+		return nil, "", usageErrorf("--dataset %s is ShareGPT, whose output lengths are counted in tokens: give the served model's --tokenizer", path)
+	}
+	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
-		return nil, "", usageErrorf("--output-tokens: %v", err)
+		return nil, "", fmt.Errorf("--tokenizer: %w", err)
 	}
-	return loadgen.Synthetic(n, w, o, seed), fmt.Sprintf("synthetic prompt-words=%v output-tokens=%v", w, o), nil
+	d, err := loadgen.ReadShareGPT(r, path)
+	if err != nil {
+		return nil, "", err
+	}
+	items, err := d.Sample(n, seed, func(s string) int { return len(tok.Encode(s, true)) }, loadgen.DefaultShareGPTLimits)
+	if err != nil {
+		return nil, "", err
+	}
+	return items, fmt.Sprintf("%s format=sharegpt conversations=%d requests=%d tokenizer=%s", path, d.Conversations, len(items), tokPath), nil
+}
+
+// isShareGPT tells a dataset's format: ShareGPT when its name ends in
+// .json, JSONL when in .jsonl, else ShareGPT when its first character
+// that is not white space is '['.
+func isShareGPT(path string, r *bufio.Reader) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return true
+	case ".jsonl":
+		return false
+	}
+	for i := 1; ; i++ {
+		b, err := r.Peek(i)
+		if err != nil {
+			return false
+		}
+		switch c := b[i-1]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return c == '['
+		}
+	}
 }
 
 // benchName is a run's result name: name/scenario=…, with the server's

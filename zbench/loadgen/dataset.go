@@ -45,8 +45,8 @@ func ReadJSONL(r io.Reader, name string) ([]Item, error) {
 		if err := d.Decode(&it); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w: %w", name, n, ErrDataset, err)
 		}
-		if d.More() {
-			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line", name, n, ErrDataset)
+		if rest := strings.TrimSpace(line[d.InputOffset():]); rest != "" {
+			return nil, fmt.Errorf("%s:%d: %w: more than one JSON value on the line, or bytes after it", name, n, ErrDataset)
 		}
 		if err := it.check(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", name, n, err)

@@ -19,6 +19,7 @@ func TestReadJSONL(t *testing.T) {
 		{"not JSON", "{\"prompt\":\"a\",\"output_tokens\":1}\nnope\n", "d.jsonl:2: bad dataset: invalid character"},
 		{"unknown field", `{"prompt":"a","output_tokens":1,"temp":0}`, `d.jsonl:1: bad dataset: json: unknown field "temp"`},
 		{"two values", `{"prompt":"a","output_tokens":1} {}`, "d.jsonl:1: bad dataset: more than one JSON value"},
+		{"a bracket after the value", `{"prompt":"a","output_tokens":1}]`, "d.jsonl:1: bad dataset: more than one JSON value on the line, or bytes after it"},
 		{"empty prompt", `{"prompt":"","output_tokens":1}`, `d.jsonl:1: bad dataset: empty "prompt"`},
 		{"no output tokens", `{"prompt":"a"}`, `d.jsonl:1: bad dataset: "output_tokens" 0 outside [1, 1048576]`},
 		{"negative output tokens", `{"prompt":"a","output_tokens":-3}`, `"output_tokens" -3 outside`},
