@@ -29,6 +29,21 @@ give each speed figure beside its accuracy (rel-err). A file is a peer's
 when its config has an impl: line not starting with zbench. Files are
 labelled by their last two path elements: cpu-intel-xeon-f6-2core-amx/zbench.
 
+For results of the load generator (zbench load), the report plots the
+server-scenario runs (benchmarks with rate=) against request rate, a
+line per file and percentile in order of rate: TTFT p50, p90 and p99
+(ttft-rate-load) and TPOT p50, p90 and p99 (tpot-rate-load), each with
+the files' bound (loadgen-ttft-bound, loadgen-tpot-bound) as a horizontal
+line; output tok/s (throughput-rate-load); and goodput req/s beside
+req/s and the offered rate (goodput-rate-load). A filled marker is a run
+that passed its bounds, an open one a run that failed. Files go on the
+same plots, so that
+  zbench report -o out serve-zbench-q8-sweep.txt serve-llamacpp-q8-sweep.txt
+compares two servers. A table per file lists its runs of every scenario
+(offline and singlestream runs have no rate and are in the tables only):
+rate, req/s, out-tok/s, goodput, TTFT and TPOT p50 and p99, errors and
+PASS or FAIL, with the highest rate that passed.
+
 A file whose name ends in .jsonl is a training log: a JSON object a line,
 each with an integer "step" (0 or more, increasing strictly down the file)
 and a finite number "loss", as zbench finetune --log and the BERT training

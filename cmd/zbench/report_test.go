@@ -23,6 +23,9 @@ import (
 // baselineDir holds the committed baselines of one machine.
 const baselineDir = "../../baselines/cpu-intel-xeon-f6-2core-amx"
 
+// servingBaselineDir holds committed results of the load generator.
+const servingBaselineDir = "../../baselines/cpu-amd-epyc-f26-2core-avx512"
+
 var (
 	ourBaseline      = filepath.Join(baselineDir, "zbench.txt")
 	openBLASBaseline = filepath.Join(baselineDir, "zbench-openblas.txt")
@@ -48,6 +51,21 @@ func TestReportBaselines(t *testing.T) {
 				"speedup-zbench-openblas-vs-torch-1.13-matmul",
 			},
 			wantMD: []string{"### zbench against torch-1.13", "### zbench-openblas against torch-1.13", "| cpu-intel-xeon-f6-2core-amx/torch-1.13 | peer | torch-1.13.0a0 |"},
+		},
+		{
+			name: "load-generator sweeps and a single stream",
+			files: []string{
+				filepath.Join(servingBaselineDir, "serve-zbench-q8-batched-sweep.txt"),
+				filepath.Join(servingBaselineDir, "serve-llamacpp-q8-sweep.txt"),
+				filepath.Join(servingBaselineDir, "serve-zbench-q8-batched-singlestream.txt"),
+			},
+			wantPlots: []string{"ttft-rate-load", "tpot-rate-load", "throughput-rate-load", "goodput-rate-load"},
+			wantMD: []string{
+				"### Load-generator runs: serve-llamacpp-q8-sweep",
+				"Highest rate that passed: 0.3125 req/s (15.56 out-tok/s).",
+				"| scenario=server | 0.25 | 0.2716 | 12.38 | 0.2716 | 715.0 | 1215 | 89.16 | 182.0 | 0 | PASS |",
+				"| scenario=singlestream | — | 0.4113 | 19.13 | 0.4113 | 883.1 | 1049 | 34.41 | 34.98 | 0 | PASS |",
+			},
 		},
 		{
 			name:      "torch alone",
@@ -242,6 +260,7 @@ func TestReportHelpAndDefaultDir(t *testing.T) {
 	require.ErrorIs(t, err, errHelp)
 	assert.Contains(t, stdout.String(), "usage: zbench report [-o DIR] [-title TEXT] FILE|LOG.jsonl...")
 	assert.Contains(t, stdout.String(), "training logs (LOG.jsonl)")
+	assert.Contains(t, stdout.String(), "against request rate")
 	assert.Contains(t, stdout.String(), "-o DIR")
 	assert.Empty(t, stderr.String())
 

@@ -126,21 +126,7 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 	sw := lp.sweep
 	ss := lp.series
 
-	// Keys the series share go to the title, the others to the legend.
-	var fixed, varying []string
-	for _, k := range attrKeys(ss) {
-		if constant(ss, k) {
-			fixed = append(fixed, k)
-		} else {
-			varying = append(varying, k)
-		}
-	}
-	var fixedKV []string
-	for _, k := range fixed {
-		if v := ss[0].get(k); v != "" {
-			fixedKV = append(fixedKV, titleKey(k, v))
-		}
-	}
+	fixedKV, varying := splitKeys(ss)
 	sources := map[*source]bool{}
 	for _, s := range ss {
 		sources[s.src] = true
@@ -177,31 +163,13 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 		xVals = append(xVals, x)
 	}
 	slices.Sort(xVals)
-	if xVals[len(xVals)-1]/xVals[0] >= 8 {
-		p.X.Scale = plot.LogScale{}
+	if xAxis(p, xVals) {
 		p.X.Label.Text += " (log scale)"
 	}
-	if len(xVals) <= 12 {
-		ticks := make([]plot.Tick, len(xVals))
-		for i, x := range xVals {
-			ticks[i] = plot.Tick{Value: x, Label: formatTick(x)}
-		}
-		p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	} else if _, ok := p.X.Scale.(plot.LogScale); ok {
-		p.X.Tick.Marker = logTicks{}
-	}
-	if yMax/yMin >= 10 {
-		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = logTicks{}
+	if yAxis(p, yMin, yMax) {
 		p.Y.Label.Text += ", log scale"
-	} else {
-		p.Y.Min = 0
-		p.Y.Tick.Marker = niceTicks{}
 	}
-	grid := plotter.NewGrid()
-	grid.Vertical.Color, grid.Horizontal.Color = gridColor, gridColor
-	grid.Vertical.Width, grid.Horizontal.Width = vg.Points(0.5), vg.Points(0.5)
-	p.Add(grid)
+	addGrid(p)
 
 	// Series: the source picks the colour when the plot has several,
 	// the other keys the glyph and dash.
@@ -209,13 +177,7 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 	legend := plot.NewLegend()
 	legend.TextStyle.Font = font.From(sans, 9)
 	for _, s := range ss {
-		var vk []string
-		for _, k := range varying {
-			if v := s.get(k); v != "" {
-				vk = append(vk, keyString(k, v))
-			}
-		}
-		variant := strings.Join(vk, " ")
+		variant := s.variant(varying)
 		vi, ok := variants[variant]
 		if !ok {
 			vi = len(variants)
@@ -263,16 +225,90 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 		}
 		legend.Add(name, l, sc)
 	}
-	if _, ok := p.Y.Scale.(plot.LogScale); ok {
-		p.Y.Min, p.Y.Max = logBounds(p.Y.Min, p.Y.Max)
-	} else {
-		p.Y.Max = niceCeil(p.Y.Max)
-	}
+	fitY(p)
 	svg, png, err := render(p, &legend, lineW, lineH)
 	if err != nil {
 		return nil, fmt.Errorf("plot %s: %w", lp.name, err)
 	}
 	return &figure{name: lp.name, title: strings.ReplaceAll(title, "\n", " — "), svg: svg, png: png}, nil
+}
+
+// xAxis sets up the x axis of p for the sorted positive values xs:
+// logarithmic when they span a factor of 8 or more, ticked at each value
+// when there are at most 12. It reports whether the axis is logarithmic.
+func xAxis(p *plot.Plot, xs []float64) bool {
+	logScale := xs[len(xs)-1]/xs[0] >= 8
+	if logScale {
+		p.X.Scale = plot.LogScale{}
+	}
+	switch {
+	case len(xs) <= 12:
+		ticks := make([]plot.Tick, len(xs))
+		for i, x := range xs {
+			ticks[i] = plot.Tick{Value: x, Label: formatTick(x)}
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	case logScale:
+		p.X.Tick.Marker = logTicks{}
+	}
+	return logScale
+}
+
+// yAxis sets up the y axis of p for values from lo to hi: logarithmic
+// when they are positive and span a factor of 10 or more, else linear
+// from 0. It reports whether the axis is logarithmic.
+func yAxis(p *plot.Plot, lo, hi float64) bool {
+	if lo > 0 && hi/lo >= 10 {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = logTicks{}
+		return true
+	}
+	p.Y.Min = 0
+	p.Y.Tick.Marker = niceTicks{}
+	return false
+}
+
+// fitY widens the y axis of p, once every plotter is added, to the
+// labelled ticks just outside its data.
+func fitY(p *plot.Plot) {
+	if _, ok := p.Y.Scale.(plot.LogScale); ok {
+		p.Y.Min, p.Y.Max = logBounds(p.Y.Min, p.Y.Max)
+	} else {
+		p.Y.Max = niceCeil(p.Y.Max)
+	}
+}
+
+// addGrid adds the light grid of the line plots to p.
+func addGrid(p *plot.Plot) {
+	grid := plotter.NewGrid()
+	grid.Vertical.Color, grid.Horizontal.Color = gridColor, gridColor
+	grid.Vertical.Width, grid.Horizontal.Width = vg.Points(0.5), vg.Points(0.5)
+	p.Add(grid)
+}
+
+// splitKeys sorts the attribute keys of ss into those every series shares,
+// for the title ("dtype=f32"), and the names of those that vary, for the
+// legend.
+func splitKeys(ss []*series) (fixedKV, varying []string) {
+	for _, k := range attrKeys(ss) {
+		if !constant(ss, k) {
+			varying = append(varying, k)
+		} else if v := ss[0].get(k); v != "" {
+			fixedKV = append(fixedKV, titleKey(k, v))
+		}
+	}
+	return fixedKV, varying
+}
+
+// variant is the legend's text for the keys in varying of s: "f16 seq=128".
+func (s *series) variant(varying []string) string {
+	var vk []string
+	for _, k := range varying {
+		if v := s.get(k); v != "" {
+			vk = append(vk, keyString(k, v))
+		}
+	}
+	return strings.Join(vk, " ")
 }
 
 // keyString is a name key as the legend shows it: dtype values alone

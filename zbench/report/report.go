@@ -14,6 +14,14 @@
 // benchstat agree; the speed-ups' p-values and verdicts are package
 // compare's, with the peer's file as the base.
 //
+// For results of the load generator (zbench load), it plots the
+// server-scenario runs (rate=) against request rate, a line per file and
+// metric: TTFT and TPOT p50, p90 and p99 with the files' bounds
+// (loadgen-ttft-bound, loadgen-tpot-bound) as horizontal lines, output
+// tok/s, and goodput beside req/s; a filled marker is a run that passed
+// its bounds, an open one a run that failed. A table per file gives every
+// run, of the scenarios without a rate too.
+//
 // A file is a peer's when its config has an impl: line that does not start
 // with "zbench" (the PyTorch peer prints "impl: torch-1.13.0a0"); every
 // other file is ours. Files are labelled by the last two elements of their
@@ -267,6 +275,10 @@ func (b *builder) benchmarks(srcs []*source, short bool, name func(*source) stri
 				s.table(bestBatches(lp, short))
 			}
 		}
+	}
+
+	if err := b.serving(srcs, short, name); err != nil {
+		return err
 	}
 
 	// Speed-ups.

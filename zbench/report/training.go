@@ -195,10 +195,7 @@ func plotLoss(name string, runs []*run) (fig *figure, thinned bool, err error) {
 		p.Y.Min, p.Y.Max = niceBounds(yMin, yMax)
 		p.Y.Tick.Marker = niceTicks{}
 	}
-	grid := plotter.NewGrid()
-	grid.Vertical.Color, grid.Horizontal.Color = gridColor, gridColor
-	grid.Vertical.Width, grid.Horizontal.Width = vg.Points(0.5), vg.Points(0.5)
-	p.Add(grid)
+	addGrid(p)
 
 	legend := plot.NewLegend()
 	legend.TextStyle.Font = font.From(sans, 9)
