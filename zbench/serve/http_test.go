@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -477,6 +478,7 @@ func TestModelsHealthMetrics(t *testing.T) {
 	assert.JSONEq(t, `{"status":"ok"}`, body)
 	c, _ := ts.post(t, "/v1/completions", `{"prompt":"count me","max_tokens":3,"ignore_eos":true}`)
 	require.Equal(t, 200, c)
+	runtime.GC() // so that the heap live at the last collection is known
 	code, body = get("/metrics")
 	assert.Equal(t, 200, code)
 	for _, want := range []string{
@@ -490,7 +492,7 @@ func TestModelsHealthMetrics(t *testing.T) {
 	} {
 		assert.Contains(t, body, want)
 	}
-	for _, name := range []string{"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "go_goroutines"} {
+	for _, name := range []string{"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "go_gc_heap_live_bytes", "go_goroutines"} {
 		m := regexp.MustCompile(`(?m)^` + name + ` ([0-9]+)$`).FindStringSubmatch(body)
 		if assert.NotNil(t, m, name) {
 			v, err := strconv.ParseInt(m[1], 10, 64)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,10 +118,10 @@ func (s *Stats) WritePrometheus(w io.Writer, model string) error {
 	return err
 }
 
-// appendProcess appends the process's resident memory, Go heap in use and
-// goroutines under the names of Prometheus' Go client, so that a soak shows
-// whether they grow; resident memory is left out where /proc cannot tell
-// it.
+// appendProcess appends the process's resident memory, the Go heap in use
+// and live at the last collection, and the goroutines, under the names of
+// Prometheus' Go client, so that a soak shows whether they grow; resident
+// memory is left out where /proc cannot tell it.
 func appendProcess(b []byte) []byte {
 	if rss, err := residentBytes(); err == nil {
 		b = appendHeader(b, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.")
@@ -130,6 +131,11 @@ func appendProcess(b []byte) []byte {
 	runtime.ReadMemStats(&ms)
 	b = appendHeader(b, "go_memstats_heap_inuse_bytes", "gauge", "Bytes in in-use spans of the Go heap.")
 	b = fmt.Appendf(b, "go_memstats_heap_inuse_bytes %d\n", ms.HeapInuse)
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	if metrics.Read(live); live[0].Value.Kind() == metrics.KindUint64 {
+		b = appendHeader(b, "go_gc_heap_live_bytes", "gauge", "Heap memory occupied by live objects that were marked by the previous GC.")
+		b = fmt.Appendf(b, "go_gc_heap_live_bytes %d\n", live[0].Value.Uint64())
+	}
 	b = appendHeader(b, "go_goroutines", "gauge", "Goroutines that currently exist.")
 	return fmt.Appendf(b, "go_goroutines %d\n", runtime.NumGoroutine())
 }
