@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
@@ -10,11 +11,12 @@ import (
 var _ kernels.PagedKV = (*Backend)(nil)
 
 // pagedBlocks checks that the blocks table row b names for positions
-// [0, n) lie in [0, N), and that n is within the row's M·P positions.
-func pagedBlocks(op string, g check.PagedDims, table []int32, b, n int, what string) error {
+// [0, n) lie in [0, N), and that n is within the row's M·P positions; arg
+// names the argument that gave n ("start[1] = 5").
+func pagedBlocks(op string, g check.PagedDims, table []int32, b, n int, arg, what string) error {
 	if n > g.M*g.P {
 		return check.Op(op).That(false, kernels.ErrValue,
-			"%s of sequence %d reach position %d, past the %d of a table row (%d blocks of %d)", what, b, n, g.M*g.P, g.M, g.P).Err()
+			"%s: %s reach position %d, past the %d of a table row (%d blocks of %d)", arg, what, n, g.M*g.P, g.M, g.P).Err()
 	}
 	for j := range (n + g.P - 1) / g.P {
 		if blk := table[b*g.M+j]; blk < 0 || int(blk) >= g.N {
@@ -38,7 +40,7 @@ func (b *Backend) PagedCacheWrite(pool, x, table, start *kernels.Tensor) error {
 		if s < 0 {
 			return check.Op(op).That(false, kernels.ErrValue, "start[%d] = %d is negative", bi, s).Err()
 		}
-		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(s)+g.S, "the positions written"); err != nil {
+		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(s)+g.S, fmt.Sprintf("start[%d] = %d", bi, s), "the positions written"); err != nil {
 			return err
 		}
 	}
@@ -60,8 +62,11 @@ func (b *Backend) PagedCacheWrite(pool, x, table, start *kernels.Tensor) error {
 }
 
 // PagedAttention gathers each sequence's keys and values from the pools'
-// blocks into caches of their own [B, Hkv, T, D] (T the longest length)
-// and attends as CachedAttention does.
+// blocks into caches of their own [B, Hkv, T, D] and attends as
+// CachedAttention does. T is the longest length rounded up to a power of
+// two, so that a server's steps, whose lengths grow by one each, reuse a
+// few sizes of buffers from the pool instead of leaving one of every size
+// in it.
 func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scale float32) error {
 	const op = "cpu: PagedAttention"
 	g, err := check.PagedAttention(op, b, out, q, k, v, table, lens, scale)
@@ -75,11 +80,16 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 			return check.Op(op).That(false, kernels.ErrValue,
 				"lens[%d] = %d, want at least the %d queries", bi, n, g.Sq).Err()
 		}
-		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(n), "the keys attended"); err != nil {
+		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(n), fmt.Sprintf("lens[%d] = %d", bi, n), "the keys attended"); err != nil {
 			return err
 		}
 		T = max(T, int(n))
 	}
+	pow := 1
+	for pow < T {
+		pow *= 2
+	}
+	T = pow
 	kc, err := b.Alloc(k.DType(), g.B, g.H, T, g.D)
 	if err != nil {
 		return err

@@ -115,7 +115,7 @@ func pagedErrors(e *env) {
 	pool, _ := e.mutable(f32, 4, 2, 3, 6) // 4 blocks of 3 positions
 	x, _ := e.Input("x", f32, 2, 2, 2, 6)
 	table := e.Ints("table", []int32{0, 1, 2, 3}, 2, 2) // 6 positions a sequence
-	e.requireDataErr(p.PagedCacheWrite(pool, x, table, e.Ints("start", []int32{0, 5}, 2)), kernels.ErrValue, "PagedCacheWrite", "position 7, past the 6")
+	e.requireDataErr(p.PagedCacheWrite(pool, x, table, e.Ints("start", []int32{0, 5}, 2)), kernels.ErrValue, "PagedCacheWrite", "start[1] = 5")
 	e.requireDataErr(p.PagedCacheWrite(pool, x, table, e.Ints("start-", []int32{-1, 0}, 2)), kernels.ErrValue, "PagedCacheWrite", "start[0] = -1")
 	bad := e.Ints("bad", []int32{0, 4, 2, 3}, 2, 2)
 	e.requireDataErr(p.PagedCacheWrite(pool, x, bad, e.Ints("start0", []int32{2, 0}, 2)), kernels.ErrValue, "PagedCacheWrite", "table[0, 1] = 4")
@@ -125,7 +125,7 @@ func pagedErrors(e *env) {
 	q, _ := e.Input("q", f32, 2, 4, 2, 6)
 	out := e.Output(f32, 2, 4, 2, 6)
 	e.requireDataErr(p.PagedAttention(out, q, pool, pool, table, e.Ints("lens", []int32{1, 3}, 2), 0), kernels.ErrValue, "PagedAttention", "lens[0] = 1")
-	e.requireDataErr(p.PagedAttention(out, q, pool, pool, table, e.Ints("lens7", []int32{2, 7}, 2), 0), kernels.ErrValue, "PagedAttention", "position 7")
+	e.requireDataErr(p.PagedAttention(out, q, pool, pool, table, e.Ints("lens7", []int32{2, 7}, 2), 0), kernels.ErrValue, "PagedAttention", "lens[1] = 7")
 	e.requireDataErr(p.PagedAttention(out, q, pool, pool, bad, e.Ints("lens4", []int32{4, 2}, 2), 0), kernels.ErrValue, "PagedAttention", "table[0, 1] = 4")
 	q3, _ := e.Input("q3", f32, 2, 3, 2, 6)
 	e.requireOpErr(p.PagedAttention(e.Output(f32, 2, 3, 2, 6), q3, pool, pool, table, e.Ints("lens2", []int32{2, 2}, 2), 0),
