@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/zbench/zbench/kernels/cpu"
+	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
 	"github.com/zbench/zbench/models/tokenizer"
@@ -15,116 +15,135 @@ import (
 	"github.com/zbench/zbench/zbench/serve"
 )
 
-// serveModel is a model BenchmarkServe serves, with its tokenizer.
+// serveModel is a model BenchmarkServe serves on a device, with its
+// tokenizer, and the engine's and load's sizes for it.
 type serveModel struct {
 	name string
-	load func() (*llama.Model, *tokenizer.Tokenizer, error)
+	load func(dev kernels.Backend) (*llama.Model, *tokenizer.Tokenizer, error)
+	// maxBatch is the engine's; requests, output and rate the load's.
+	maxBatch, requests, output int
+	rate                       float64
 }
 
 // llama2Tokenizer is Llama 2's tokenizer, TinyLlama's ('make
 // tokenizer-ref' writes it).
 var llama2Tokenizer = filepath.Join("..", ".cache", "tokenizer-ref", "llama2", "tokenizer.json")
 
-func serveModels() []serveModel {
-	synthetic := func(cfg llama.Config, p nn.Precision) func() (*llama.Model, *tokenizer.Tokenizer, error) {
-		return func() (*llama.Model, *tokenizer.Tokenizer, error) {
+// serveModels are BenchmarkServe's models on dev: on the CPU, a
+// TinyLlama-width 2-layer model in f32 and TinyLlama in f16; on a GPU,
+// TinyLlama in bf16 with batches of up to 256 (the llama-tiny checkpoint
+// alone in -short mode).
+func serveModels(dev kernels.Backend) []serveModel {
+	synthetic := func(cfg llama.Config, p nn.Precision) func(kernels.Backend) (*llama.Model, *tokenizer.Tokenizer, error) {
+		return func(dev kernels.Backend) (*llama.Model, *tokenizer.Tokenizer, error) {
 			tok, err := tokenizer.Load(llama2Tokenizer)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w (make tokenizer-ref writes it)", err)
 			}
-			m, err := llama.Load(cpu.New(), cfg, llama.Synthetic(llamaSeed), p)
+			m, err := llama.Load(dev, cfg, llama.Synthetic(llamaSeed), p)
 			return m, tok, err
 		}
 	}
 	if testing.Short() {
-		return []serveModel{{"llama-tiny", func() (*llama.Model, *tokenizer.Tokenizer, error) {
-			cfg, ck, err := openLlamaTiny()
-			if err != nil {
-				return nil, nil, err
-			}
-			tok, err := tokenizer.Load(llamaTinyDir)
-			if err != nil {
-				return nil, nil, err
-			}
-			m, err := llama.Load(cpu.New(), cfg, ck, nn.F32)
-			return m, tok, err
-		}}}
+		return []serveModel{{name: "llama-tiny", maxBatch: 16, requests: 4, output: 32, rate: 20,
+			load: func(dev kernels.Backend) (*llama.Model, *tokenizer.Tokenizer, error) {
+				cfg, ck, err := openLlamaTiny()
+				if err != nil {
+					return nil, nil, err
+				}
+				tok, err := tokenizer.Load(llamaTinyDir)
+				if err != nil {
+					return nil, nil, err
+				}
+				m, err := llama.Load(dev, cfg, ck, nn.F32)
+				return m, tok, err
+			}}}
+	}
+	if dev.Name() != "cpu" {
+		return []serveModel{{name: "tinyllama", load: synthetic(llama.TinyLlama(), nn.BF16), maxBatch: 256, requests: 1024, output: 128, rate: 100}}
 	}
 	twoLayer := llama.TinyLlama()
 	twoLayer.NumHiddenLayers = 2
-	return []serveModel{{"tinyllama-2layer", synthetic(twoLayer, nn.F32)}, {"tinyllama", synthetic(llama.TinyLlama(), nn.F16)}}
+	return []serveModel{
+		{name: "tinyllama-2layer", load: synthetic(twoLayer, nn.F32), maxBatch: 16, requests: 16, output: 32, rate: 1},
+		{name: "tinyllama", load: synthetic(llama.TinyLlama(), nn.F16), maxBatch: 16, requests: 16, output: 32, rate: 1},
+	}
 }
 
 // BenchmarkServe runs zbench serve in process on a loopback port against
-// zbench load: the Offline scenario (every request at once) and the Server
-// one (Poisson arrivals), synthetic prompts of 16–48 words asking for 32
-// tokens each, greedy. Each op is one scenario's run of its requests;
-// out-tok/s, req/s and the TTFT and TPOT percentiles are the last run's.
-// Before timing, one request's text is checked against Session.Generate's
-// for its prompt.
+// zbench load, on every device with the PagedKV ops: the Offline scenario
+// (every request at once) and the Server one (Poisson arrivals), synthetic
+// prompts of 16–48 words asking for a fixed number of tokens each, greedy.
+// Each op is one scenario's run of its requests; out-tok/s, req/s and the
+// TTFT and TPOT percentiles are the last run's. Before timing, one
+// request's text is checked against Session.Generate's for its prompt.
 func BenchmarkServe(b *testing.B) {
-	requests, rate := 16, 1.0
-	if testing.Short() {
-		requests, rate = 4, 20
+	for _, dev := range devicesWith[kernels.PagedKV]() {
+		for _, sm := range serveModels(dev) {
+			benchServe(b, dev, sm)
+		}
 	}
-	for _, sm := range serveModels() {
-		m, tok, err := sm.load()
-		if err != nil {
-			b.Fatalf("%s: %v", sm.name, err)
+}
+
+// benchServe is BenchmarkServe's runs of one model on dev.
+func benchServe(b *testing.B, dev kernels.Backend, sm serveModel) {
+	m, tok, err := sm.load(dev)
+	if err != nil {
+		b.Fatalf("%s: %v", sm.name, err)
+	}
+	seqBlocks := (m.Config.MaxPositionEmbeddings + 15) / 16
+	e, err := serve.NewEngine(m, serve.Options{MaxBatch: sm.maxBatch, ChunkTokens: 256, BlockSize: 16,
+		Blocks: min(sm.maxBatch*seqBlocks, sm.maxBatch*(256+sm.output)/16+sm.maxBatch), MaxQueue: max(256, sm.requests)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run(ctx) }()
+	s, err := serve.NewServer(e, tok, sm.name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	c := &loadgen.Client{BaseURL: srv.URL, Model: sm.name}
+	items := loadgen.Synthetic(sm.requests, loadgen.Range{Min: 16, Max: 48}, loadgen.Range{Min: sm.output, Max: sm.output}, 1)
+	verifyServe(b, c, m, tok, items[0])
+	for _, sc := range []loadgen.Scenario{{Kind: loadgen.Offline, Requests: sm.requests}, {Kind: loadgen.Server, Requests: sm.requests, Rate: sm.rate, Seed: 1}} {
+		name := fmt.Sprintf("dev=%s/model=%s/scenario=%s", dev.Name(), sm.name, sc.Kind)
+		if sc.Kind == loadgen.Server {
+			name += fmt.Sprintf("/rate=%g", sc.Rate)
 		}
-		e, err := serve.NewEngine(m, serve.Options{MaxBatch: 16, ChunkTokens: 256, BlockSize: 16,
-			Blocks: 16 * ((m.Config.MaxPositionEmbeddings + 15) / 16), MaxQueue: 256})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		ran := make(chan error, 1)
-		go func() { ran <- e.Run(ctx) }()
-		s, err := serve.NewServer(e, tok, sm.name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		srv := httptest.NewServer(s.Handler())
-		c := &loadgen.Client{BaseURL: srv.URL, Model: sm.name}
-		items := loadgen.Synthetic(requests, loadgen.Range{Min: 16, Max: 48}, loadgen.Range{Min: 32, Max: 32}, 1)
-		verifyServe(b, c, m, tok, items[0])
-		for _, sc := range []loadgen.Scenario{{Kind: loadgen.Offline, Requests: requests}, {Kind: loadgen.Server, Requests: requests, Rate: rate, Seed: 1}} {
-			name := fmt.Sprintf("dev=cpu/model=%s/scenario=%s", sm.name, sc.Kind)
-			if sc.Kind == loadgen.Server {
-				name += fmt.Sprintf("/rate=%g", sc.Rate)
-			}
-			b.Run(name, func(b *testing.B) {
-				var o *loadgen.Outcome
-				for b.Loop() {
-					var err error
-					if o, err = loadgen.Run(context.Background(), c, items, sc, nil); err != nil {
-						b.Fatal(err)
-					}
-					for _, r := range o.Results {
-						if r.Err != nil {
-							b.Fatal(r.Err)
-						}
+		b.Run(name, func(b *testing.B) {
+			var o *loadgen.Outcome
+			for b.Loop() {
+				var err error
+				if o, err = loadgen.Run(context.Background(), c, items, sc, nil); err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range o.Results {
+					if r.Err != nil {
+						b.Fatal(r.Err)
 					}
 				}
-				s := loadgen.Summarize(o, loadgen.Bounds{}) // the figures, not a verdict
-				b.ReportMetric(s.OutputTokPerSec, "tok/s")
-				b.ReportMetric(s.RequestsPerSec, "req/s")
-				b.ReportMetric(s.TTFT.P50, "ttft-ms")
-				b.ReportMetric(s.TTFT.P99, "ttft-p99-ms")
-				b.ReportMetric(s.TPOT.P50, "tpot-ms")
-				b.ReportMetric(s.TPOT.P99, "tpot-p99-ms")
-			})
-		}
-		srv.Close()
-		e.Shutdown()
-		cancel()
-		<-ran
-		if err := e.Close(); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Close(); err != nil {
-			b.Fatal(err)
-		}
+			}
+			s := loadgen.Summarize(o, loadgen.Bounds{}) // the figures, not a verdict
+			b.ReportMetric(s.OutputTokPerSec, "tok/s")
+			b.ReportMetric(s.RequestsPerSec, "req/s")
+			b.ReportMetric(s.TTFT.P50, "ttft-ms")
+			b.ReportMetric(s.TTFT.P99, "ttft-p99-ms")
+			b.ReportMetric(s.TPOT.P50, "tpot-ms")
+			b.ReportMetric(s.TPOT.P99, "tpot-p99-ms")
+		})
+	}
+	srv.Close()
+	e.Shutdown()
+	cancel()
+	<-ran
+	if err := e.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -14,7 +14,8 @@
 #           LlamaForCausalLM (llama_hf_check.py)
 #   bench   BenchmarkMatMul, BenchmarkKernels, BenchmarkAttention,
 #           BenchmarkMemPool, BenchmarkBERT, BenchmarkBERTTrain, the Llama
-#           benchmarks (LoRA fine-tuning included) and BenchmarkResNet on
+#           benchmarks (LoRA fine-tuning included), BenchmarkResNet and
+#           BenchmarkServe on
 #           dev=cuda (COUNT times, BENCHTIME each; BENCH=regexp for a part,
 #           matched per name level as go test -bench does: setup dominates,
 #           MatMul, Attention and BERT in f32/tf32/f16/bf16 took 200 s
@@ -70,7 +71,7 @@ check)
 bench)
   count=${COUNT:-6}
   benchtime=${BENCHTIME:-1s}
-  bench=${BENCH:-(MatMul|Kernels|Attention|MemPool|BERT|Llama|ResNet)/dev=cuda}
+  bench=${BENCH:-(MatMul|Kernels|Attention|MemPool|BERT|Llama|ResNet|Serve)/dev=cuda}
   (cd "$root/bench_test" && "$bin/bench.test" -test.run '^$' -test.bench "$bench" -test.count "$count" \
     -test.benchtime "$benchtime" -test.timeout 2h) >"$out/zbench.txt"
   llama=reference

@@ -50,7 +50,7 @@ sleep 10
 curl -sf "$URL/metrics" >"$OUT/metrics-after-10s.txt"
 {
 	printf 'reading\trss_bytes\theap_inuse_bytes\theap_live_bytes\tgoroutines\tkv_blocks_used\trunning\trequests_ended\n'
-	for f in "$OUT/metrics-before.txt" $(ls "$OUT"/metrics-minute-*.txt 2>/dev/null | sort -t- -k3 -n) "$OUT/metrics-after.txt" "$OUT/metrics-after-10s.txt"; do
+	for f in "$OUT/metrics-before.txt" $(ls "$OUT"/metrics-minute-*.txt 2>/dev/null | sort -V) "$OUT/metrics-after.txt" "$OUT/metrics-after-10s.txt"; do
 		awk -v name="$(basename "$f" .txt)" '
 			/^process_resident_memory_bytes / { rss = $2 }
 			/^go_memstats_heap_inuse_bytes / { inuse = $2 }

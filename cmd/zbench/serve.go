@@ -60,7 +60,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		tokPath   = fs.String("tokenizer", "", "tokenizer.json or tokenizer.model `file` (default: the checkpoint's)")
 		name      = fs.String("name", "", "the model's name in the API (default: the --model's base name)")
 		dtype     = fs.String("dtype", "auto", "weights and activations: "+strings.Join(llamaDTypes, ", "))
-		device    = fs.String("device", "cpu", "the device: cpu")
+		device    = fs.String("device", "cpu", "the device: "+strings.Join(knownDevices, " or "))
 		addr      = fs.String("addr", "127.0.0.1:8080", "the `address` to listen on")
 		maxBatch  = fs.Int("max-batch", 16, "the most sequences a decode step runs")
 		chunk     = fs.Int("chunk-tokens", 256, "the most prompt tokens a prefill step runs")

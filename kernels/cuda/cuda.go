@@ -442,21 +442,33 @@ const (
 	checkAttentionBackwardLens
 	checkCacheWriteStart
 	checkCachedAttentionLens
+	checkPagedCacheWriteStart
+	checkPagedCacheWriteTable
+	checkPagedAttentionLens
+	checkPagedAttentionTable
 	numChecks
 )
 
 // checkNames are the operation and tensor each check reports, and its
-// valid range as a format of the bound errorSlot was given.
-var checkNames = [numChecks]struct{ op, tensor, valid string }{
-	checkEmbedding:             {"Embedding", "ids", "[0, %d)"},
-	checkEmbeddingBackward:     {"EmbeddingBackward", "ids", "[0, %d)"},
-	checkCrossEntropy:          {"CrossEntropy", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex)},
-	checkCrossEntropyBackward:  {"CrossEntropyBackward", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex)},
-	checkSoftmaxLens:           {"Softmax", "KeyLens", "[0, %d]"},
-	checkAttentionLens:         {"Attention", "KeyLens", "[0, %d]"},
-	checkAttentionBackwardLens: {"AttentionBackward", "KeyLens", "[0, %d]"},
-	checkCacheWriteStart:       {"CacheWrite", "start", "[0, %d] (the cache's length less the new positions)"},
-	checkCachedAttentionLens:   {"CachedAttention", "lens", "[the query count, %d]"},
+// valid range as a format of the bound errorSlot was given; a check of a
+// matrix (twoD) records the row and column of the value.
+var checkNames = [numChecks]struct {
+	op, tensor, valid string
+	twoD              bool
+}{
+	checkEmbedding:             {"Embedding", "ids", "[0, %d)", false},
+	checkEmbeddingBackward:     {"EmbeddingBackward", "ids", "[0, %d)", false},
+	checkCrossEntropy:          {"CrossEntropy", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex), false},
+	checkCrossEntropyBackward:  {"CrossEntropyBackward", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex), false},
+	checkSoftmaxLens:           {"Softmax", "KeyLens", "[0, %d]", false},
+	checkAttentionLens:         {"Attention", "KeyLens", "[0, %d]", false},
+	checkAttentionBackwardLens: {"AttentionBackward", "KeyLens", "[0, %d]", false},
+	checkCacheWriteStart:       {"CacheWrite", "start", "[0, %d] (the cache's length less the new positions)", false},
+	checkCachedAttentionLens:   {"CachedAttention", "lens", "[the query count, %d]", false},
+	checkPagedCacheWriteStart:  {"PagedCacheWrite", "start", "[0, %d] (a table row's positions less the new ones)", false},
+	checkPagedCacheWriteTable:  {"PagedCacheWrite", "table", "[0, %d) (the pool's blocks)", true},
+	checkPagedAttentionLens:    {"PagedAttention", "lens", "[the query count, %d] (a table row's positions)", false},
+	checkPagedAttentionTable:   {"PagedAttention", "table", "[0, %d) (the pool's blocks)", true},
 }
 
 // errorSlot returns the device address of c's record and remembers the
@@ -488,8 +500,12 @@ func (b *Backend) takeError() error {
 			continue
 		}
 		n := checkNames[c]
-		errs = append(errs, fmt.Errorf("cuda: %s: %s[%d] = %d is out of range %s: %w",
-			n.op, n.tensor, r[2], r[1], fmt.Sprintf(n.valid, b.checkBounds[c]), kernels.ErrValue))
+		at := fmt.Sprint(r[2])
+		if n.twoD {
+			at = fmt.Sprintf("%d, %d", r[2], r[3])
+		}
+		errs = append(errs, fmt.Errorf("cuda: %s: %s[%s] = %d is out of range %s: %w",
+			n.op, n.tensor, at, r[1], fmt.Sprintf(n.valid, b.checkBounds[c]), kernels.ErrValue))
 	}
 	b.clearErrorWord()
 	return errors.Join(errs...)

@@ -1,8 +1,10 @@
 // decoder.cu: the Decoder op group (kernels/decoder.go): rotary embeddings,
 // the SwiGLU product, the KV cache write, attention of new queries against
 // the cache (split-K "flash decoding": partial softmax over key chunks,
-// then a combine), and the row argmax of the greedy sampling step.
-// Semantics: kernels/cpu/decoder.go. Positions and lengths are read from
+// then a combine), and the row argmax of the greedy sampling step; and the
+// PagedKV op group (kernels/paged.go): the same write and attention with
+// the cache in blocks of a pool, found through each sequence's block
+// table. Semantics: kernels/cpu/decoder.go and kernels/cpu/paged.go. Positions and lengths are read from
 // device memory, so a captured graph serves every decode step.
 
 #include "common.cuh"
@@ -55,21 +57,56 @@ __device__ void cache_write_impl(T* cache, const T* x, const int* start, int bsz
     }
 }
 
+// paged_cache_write: pool [N, H, P, D] ← x [B, S, H, D] at positions
+// start[b] + s of sequence b, position p in row p mod P of block
+// table[b, p / P]. A start out of range (reported by check_range before)
+// writes nothing; a block outside [0, N) is recorded in err (flag, value,
+// b, the table's column) and not written.
+template <typename T>
+__device__ void paged_cache_write_impl(T* pool, const T* x, const int* table, const int* start, int bsz, int s,
+                                       int h, int d, int nblk, int p, int m, int* err) {
+    const long long n = (long long)bsz * s * h * d;
+    for (long long i = grid_tid(); i < n; i += grid_stride()) {
+        const int k = (int)(i % d);
+        long long r = i / d;
+        const int hh = (int)(r % h);
+        r /= h;
+        const int ss = (int)(r % s);
+        const int b = (int)(r / s);
+        if (start[b] < 0 || start[b] > m * p - s) continue;
+        const int pos = start[b] + ss;
+        const int j = pos / p;
+        const int blk = table[(long long)b * m + j];
+        if (blk < 0 || blk >= nblk) {
+            if (atomicCAS(err, 0, 1) == 0) {
+                err[1] = blk;
+                err[2] = b;
+                err[3] = j;
+            }
+            continue;
+        }
+        pool[(((long long)blk * h + hh) * p + pos % p) * d + k] = x[i];
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Cached attention, split over key chunks. Pass 1: block (row r, chunk c),
 // row r = ((b·Hq + head)·Sq + s); DEC_WARPS warps take the chunk's keys in
 // turn, each lane holding DEC_PER_LANE of the D ≤ 256 dimensions; the
 // warps' online softmax states are merged in shared memory and written as
 // (max, sum) and the unnormalised output. Pass 2: one block per row merges
-// its chunks.
+// its chunks. With PAGED, the keys and values are in pools [N, Hkv, P, D],
+// key j of sequence b in row j mod P of block table[b, j / P] (t = M·P); a
+// block outside [0, N) is recorded in err as paged_cache_write records it,
+// and its keys are skipped.
 
 #define DEC_WARPS 4
 #define DEC_PER_LANE 8 // D ≤ 32·8
 
-template <typename T>
+template <typename T, bool PAGED>
 __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, const int* lens, float* part_o,
                                          float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,
-                                         float scale) {
+                                         float scale, const int* table, int nblk, int p, int* err) {
     __shared__ float sh_m[DEC_WARPS], sh_l[DEC_WARPS];
     __shared__ float sh_o[DEC_WARPS][32 * DEC_PER_LANE];
     const int c = blockIdx.y, nchunks = gridDim.y;
@@ -83,7 +120,9 @@ __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, con
     n = n < sq ? sq : (n > t ? t : n); // out of range was reported; stay in bounds
     const int visible = n - sq + s + 1;
     const int lo = c * chunk, hi = min(lo + chunk, visible);
-    const long long kv = ((long long)b * hkv + head / (hq / hkv)) * t * d;
+    const int kvh = head / (hq / hkv);
+    const long long kv = PAGED ? 0 : ((long long)b * hkv + kvh) * t * d;
+    const int cols = PAGED ? t / p : 0; // the table's columns: blocks a sequence can hold
 
     float qr[DEC_PER_LANE], acc[DEC_PER_LANE];
 #pragma unroll
@@ -94,7 +133,20 @@ __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, con
     }
     float m = -INFINITY, l = 0.0f;
     for (int j = lo + warp; j < hi; j += DEC_WARPS) {
-        const T* kr = k + kv + (long long)j * d;
+        long long at = kv + (long long)j * d; // key j's row of k and v
+        if (PAGED) {
+            const int blk = table[(long long)b * cols + j / p];
+            if (blk < 0 || blk >= nblk) { // the same for the whole warp
+                if (lane == 0 && atomicCAS(err, 0, 1) == 0) {
+                    err[1] = blk;
+                    err[2] = b;
+                    err[3] = j / p;
+                }
+                continue;
+            }
+            at = (((long long)blk * hkv + kvh) * p + j % p) * d;
+        }
+        const T* kr = k + at;
         float dot = 0.0f;
 #pragma unroll
         for (int e = 0; e < DEC_PER_LANE; e++) {
@@ -106,7 +158,7 @@ __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, con
         const float corr = expf(m - mn); // 0 while m is −∞
         const float p = expf(dot - mn);
         l = l * corr + p;
-        const T* vr = v + kv + (long long)j * d;
+        const T* vr = v + at;
 #pragma unroll
         for (int e = 0; e < DEC_PER_LANE; e++) {
             const int dd = lane + 32 * e;
@@ -228,7 +280,20 @@ __device__ void argmax_impl(int* out, const T* x, int n) {
         attn_decode_partial_##SUF(const T* q, const T* k, const T* v, const int* lens, float* part_o,       \
                                   float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,          \
                                   float scale) {                                                             \
-        attn_decode_partial_impl<T>(q, k, v, lens, part_o, part_ml, hq, hkv, sq, t, d, chunk, scale);       \
+        attn_decode_partial_impl<T, false>(q, k, v, lens, part_o, part_ml, hq, hkv, sq, t, d, chunk, scale, \
+                                           nullptr, 0, 1, nullptr);                                          \
+    }                                                                                                        \
+    extern "C" __global__ void paged_cache_write_##SUF(T* pool, const T* x, const int* table, const int* start, \
+                                                       int b, int s, int h, int d, int n, int p, int m,         \
+                                                       int* err) {                                              \
+        paged_cache_write_impl<T>(pool, x, table, start, b, s, h, d, n, p, m, err);                          \
+    }                                                                                                        \
+    extern "C" __global__ void __launch_bounds__(32 * DEC_WARPS)                                             \
+        paged_attn_decode_partial_##SUF(const T* q, const T* k, const T* v, const int* lens, float* part_o, \
+                                        float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,    \
+                                        float scale, const int* table, int n, int p, int* err) {             \
+        attn_decode_partial_impl<T, true>(q, k, v, lens, part_o, part_ml, hq, hkv, sq, t, d, chunk, scale,  \
+                                          table, n, p, err);                                                 \
     }                                                                                                        \
     extern "C" __global__ void attn_decode_combine_##SUF(T* out, const float* part_o, const float* part_ml,  \
                                                          int nchunks, int d) {                               \

@@ -56,6 +56,7 @@ func dryOps(t *testing.T, b *Backend) {
 		q, kv := a(dt, 2, 4, 8, 64), a(dt, 2, 2, 16, 64)
 		q128, kv128 := a(dt, 1, 2, 8, 128), a(dt, 1, 2, 8, 128)
 		scores := a(dt, 2, 4, 8, 16)
+		pool, table := a(dt, 6, 2, 4, 64), a(i32, 2, 3) // 6 blocks of 4 positions, 3 a sequence
 		dq, dk, dv := a(dt, 2, 4, 8, 64), a(dt, 2, 2, 16, 64), a(dt, 2, 2, 16, 64)
 		ops := []func() error{
 			func() error { return b.Add(out, x, y) },
@@ -95,6 +96,9 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { return b.CacheWrite(kv, a(dt, 2, 3, 2, 64), lens) },
 			func() error { return b.CachedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), kv, kv, lens, 0) },
 			func() error { return b.CachedAttention(q, q, kv, kv, lens, 0.1) },
+			func() error { return b.PagedCacheWrite(pool, a(dt, 2, 3, 2, 64), table, lens) },
+			func() error { return b.PagedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), pool, pool, table, lens, 0) },
+			func() error { return b.PagedAttention(q, q, pool, pool, table, lens, 0.1) },
 			func() error { return b.Argmax(a(i32, 4), x) },
 		}
 		for i, op := range ops {
