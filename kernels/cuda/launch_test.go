@@ -97,7 +97,9 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { return b.CachedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), kv, kv, lens, 0) },
 			func() error { return b.CachedAttention(q, q, kv, kv, lens, 0.1) },
 			func() error { return b.PagedCacheWrite(pool, a(dt, 2, 3, 2, 64), table, lens) },
-			func() error { return b.PagedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), pool, pool, table, lens, 0) },
+			func() error {
+				return b.PagedAttention(a(dt, 2, 4, 1, 64), a(dt, 2, 4, 1, 64), pool, pool, table, lens, 0)
+			},
 			func() error { return b.PagedAttention(q, q, pool, pool, table, lens, 0.1) },
 			func() error { return b.Argmax(a(i32, 4), x) },
 		}
