@@ -65,12 +65,20 @@ func New() *Backend {
 	if e.err != nil {
 		panic(e.err)
 	}
+	pool := mempool.New(newHostBuf, (*hostBuf).release, 0)
+	pool.ReleaseIdle(poolIdle)
 	return &Backend{
-		pool: mempool.New(newHostBuf, (*hostBuf).release, 0),
+		pool: pool,
 		info: kernels.DeviceInfo{Kind: kernels.CPU, Name: cpuModel(), Cores: runtime.GOMAXPROCS(0), BLAS: e.blas, Driver: e.detail},
 		bf16: e.bf16,
 	}
 }
+
+// poolIdle is how long the memory pool keeps the buffers of a size no
+// allocation has used: a benchmark's loop uses its sizes again far sooner,
+// while a server's steps, whose sizes keep changing, would otherwise leave
+// a buffer of every size they ever used.
+const poolIdle = 30 * time.Second
 
 // Name returns "cpu".
 func (b *Backend) Name() string { return "cpu" }

@@ -1,6 +1,7 @@
 // Package mempool is the caching allocator shared by zbench's backends:
 // requests are rounded up to size classes, freed blocks are kept per class
-// and handed out again, and every step is counted so that benchmarks can
+// and handed out again (those of a class left idle released, where the
+// pool is told to), and every step is counted so that benchmarks can
 // report allocations, cache hits and peak bytes.
 //
 // The pool is generic over the block handle (host bytes, a device pointer)
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/zbench/zbench/kernels"
 )
@@ -42,6 +44,14 @@ type Pool[H any] struct {
 	mu    sync.Mutex
 	free  map[int64][]H
 	stats kernels.MemStats
+
+	// idle, when positive, is how long a class's cached blocks stay
+	// unused before a Put releases them; used is each class's last Get or
+	// Put, swept the last sweep; now is the clock.
+	idle  time.Duration
+	used  map[int64]time.Time
+	swept time.Time
+	now   func() time.Time
 }
 
 // New returns a pool over alloc and release. limit, if positive, bounds the
@@ -51,11 +61,58 @@ func New[H any](alloc func(size int64) (H, error), release func(H), limit int64)
 	return &Pool[H]{alloc: alloc, release: release, limit: limit, free: map[int64][]H{}}
 }
 
+// ReleaseIdle makes the pool release the cached blocks of a size class
+// that no Get or Put has used for d, so that a workload whose sizes keep
+// changing (a server's steps) does not keep a block of every size it ever
+// used; a loop that uses its sizes again within d keeps them all. Classes
+// are looked at as blocks are returned, at most every d/4. d ≤ 0 (the
+// default) keeps every cached block until Trim.
+func (p *Pool[H]) ReleaseIdle(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.idle = d
+	if p.used == nil {
+		p.used = map[int64]time.Time{}
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+}
+
+// touch records a use of class c, where idle classes are released.
+func (p *Pool[H]) touch(c int64) {
+	if p.idle > 0 {
+		p.used[c] = p.now()
+	}
+}
+
+// releaseIdleLocked releases the cached blocks of the classes unused for
+// p.idle, when the last look is p.idle/4 old.
+func (p *Pool[H]) releaseIdleLocked() {
+	now := p.now()
+	if now.Sub(p.swept) < p.idle/4 {
+		return
+	}
+	p.swept = now
+	for c, l := range p.free {
+		if now.Sub(p.used[c]) < p.idle {
+			continue
+		}
+		for _, h := range l {
+			p.release(h)
+		}
+		p.stats.CachedBytes -= c * int64(len(l))
+		delete(p.free, c)
+		delete(p.used, c)
+	}
+}
+
 // Get returns a block of at least n bytes and its class.
 func (p *Pool[H]) Get(n int64) (H, int64, error) {
 	c := Class(n)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.touch(c)
 	if l := p.free[c]; len(l) > 0 {
 		h := l[len(l)-1]
 		p.free[c] = l[:len(l)-1]
@@ -101,6 +158,10 @@ func (p *Pool[H]) Put(h H, c int64) {
 	p.stats.Returns++
 	p.stats.CurrentBytes -= c
 	p.stats.CachedBytes += c
+	if p.idle > 0 {
+		p.touch(c)
+		p.releaseIdleLocked()
+	}
 }
 
 // Stats returns the counters.
