@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -115,6 +117,11 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, e.Close()) }()
+	// The buffers the model was read and converted through go back now,
+	// not in the middle of the first requests.
+	dev.TrimCache()
+	runtime.GC()
+	debug.FreeOSMemory()
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
