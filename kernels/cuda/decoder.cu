@@ -39,18 +39,30 @@ __device__ void swiglu_impl(T* out, const T* gate, const T* up, long long n) {
     }
 }
 
+// bshd is the index of element i of an array [B, S, H, D].
+struct bshd {
+    int b, s, h, d;
+};
+
+__device__ __forceinline__ bshd split_bshd(long long i, int s, int h, int d) {
+    bshd x;
+    x.d = (int)(i % d);
+    long long r = i / d;
+    x.h = (int)(r % h);
+    r /= h;
+    x.s = (int)(r % s);
+    x.b = (int)(r / s);
+    return x;
+}
+
 // cache_write: cache [B, H, T, D] ← x [B, S, H, D] from start[b]. A start
 // out of range (reported by check_range before) writes nothing.
 template <typename T>
 __device__ void cache_write_impl(T* cache, const T* x, const int* start, int bsz, int s, int h, int t, int d) {
     const long long n = (long long)bsz * s * h * d;
     for (long long i = grid_tid(); i < n; i += grid_stride()) {
-        const int k = (int)(i % d);
-        long long r = i / d;
-        const int hh = (int)(r % h);
-        r /= h;
-        const int ss = (int)(r % s);
-        const int b = (int)(r / s);
+        const bshd e = split_bshd(i, s, h, d);
+        const int b = e.b, ss = e.s, hh = e.h, k = e.d;
         const int p = start[b] + ss;
         if (start[b] < 0 || start[b] > t - s) continue;
         cache[(((long long)b * h + hh) * t + p) * d + k] = x[i];
@@ -67,12 +79,8 @@ __device__ void paged_cache_write_impl(T* pool, const T* x, const int* table, co
                                        int h, int d, int nblk, int p, int m, int* err) {
     const long long n = (long long)bsz * s * h * d;
     for (long long i = grid_tid(); i < n; i += grid_stride()) {
-        const int k = (int)(i % d);
-        long long r = i / d;
-        const int hh = (int)(r % h);
-        r /= h;
-        const int ss = (int)(r % s);
-        const int b = (int)(r / s);
+        const bshd e = split_bshd(i, s, h, d);
+        const int b = e.b, ss = e.s, hh = e.h, k = e.d;
         if (start[b] < 0 || start[b] > m * p - s) continue;
         const int pos = start[b] + ss;
         const int j = pos / p;

@@ -75,22 +75,45 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 	if err := b.checkRange(checkCachedAttentionLens, lens, int32(g.Sq), int32(g.T+1), int32(g.Sq), g.T); err != nil {
 		return wrap("CachedAttention", err)
 	}
-	rows := g.B * g.Hq * g.Sq
-	nchunks := b.decodeChunks(rows, g.T)
-	chunk := (g.T + nchunks - 1) / nchunks
-	partO := int64(rows) * int64(nchunks) * int64(g.D) * 4
-	ws, err := b.workspace(partO + int64(rows)*int64(nchunks)*8)
+	sp, err := b.splitDecode(g.B*g.Hq*g.Sq, g.T, g.D)
 	if err != nil {
 		return wrap("CachedAttention", err)
 	}
 	dt := q.DType().String()
-	if err := b.launch("attn_decode_partial_"+dt, dim3{x: rows, y: nchunks}, dim3{x: 128}, 0,
-		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), ws, ws+devptr(partO),
-		int32(g.Hq), int32(g.Hkv), int32(g.Sq), int32(g.T), int32(g.D), int32(chunk), g.Scale); err != nil {
+	if err := b.launch("attn_decode_partial_"+dt, sp.grid(), dim3{x: 128}, 0,
+		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), sp.partO, sp.partML,
+		int32(g.Hq), int32(g.Hkv), int32(g.Sq), int32(g.T), int32(g.D), int32(sp.chunk), g.Scale); err != nil {
 		return wrap("CachedAttention", err)
 	}
-	return wrap("CachedAttention", b.launch("attn_decode_combine_"+dt, dim3{x: rows}, dim3{x: min(128, (g.D+31)&^31)}, 0,
-		ptrOf(out), ws, ws+devptr(partO), int32(nchunks), int32(g.D)))
+	return wrap("CachedAttention", b.decodeCombine(out, sp, g.D))
+}
+
+// A decodeSplit is the split-K layout of attention of rows query rows
+// over a cache of t keys: nchunks chunks of chunk keys a row, and the
+// workspace of the partial passes' outputs and (max, sum) pairs.
+type decodeSplit struct {
+	rows, nchunks, chunk int
+	partO, partML        devptr
+}
+
+// splitDecode lays out the split-K attention of rows query rows of width d
+// over t keys, taking the workspace.
+func (b *Backend) splitDecode(rows, t, d int) (decodeSplit, error) {
+	sp := decodeSplit{rows: rows, nchunks: b.decodeChunks(rows, t)}
+	sp.chunk = (t + sp.nchunks - 1) / sp.nchunks
+	partO := int64(rows) * int64(sp.nchunks) * int64(d) * 4
+	ws, err := b.workspace(partO + int64(rows)*int64(sp.nchunks)*8)
+	sp.partO, sp.partML = ws, ws+devptr(partO)
+	return sp, err
+}
+
+// grid is the partial pass's grid: a block per row and chunk.
+func (sp decodeSplit) grid() dim3 { return dim3{x: sp.rows, y: sp.nchunks} }
+
+// decodeCombine launches the pass that merges each row's chunks into out.
+func (b *Backend) decodeCombine(out *kernels.Tensor, sp decodeSplit, d int) error {
+	return b.launch("attn_decode_combine_"+out.DType().String(), dim3{x: sp.rows}, dim3{x: min(128, (d+31)&^31)}, 0,
+		ptrOf(out), sp.partO, sp.partML, int32(sp.nchunks), int32(d))
 }
 
 // Argmax finds each row's largest value with one block per row.

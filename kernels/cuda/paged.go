@@ -45,21 +45,15 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 	if err := b.checkRange(checkPagedAttentionLens, lens, int32(g.Sq), int32(t+1), int32(g.Sq), t); err != nil {
 		return wrap("PagedAttention", err)
 	}
-	rows := g.B * g.Hq * g.Sq
-	nchunks := b.decodeChunks(rows, t)
-	chunk := (t + nchunks - 1) / nchunks
-	partO := int64(rows) * int64(nchunks) * int64(g.D) * 4
-	ws, err := b.workspace(partO + int64(rows)*int64(nchunks)*8)
+	sp, err := b.splitDecode(g.B*g.Hq*g.Sq, t, g.D)
 	if err != nil {
 		return wrap("PagedAttention", err)
 	}
-	dt := q.DType().String()
-	if err := b.launch("paged_attn_decode_partial_"+dt, dim3{x: rows, y: nchunks}, dim3{x: 128}, 0,
-		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), ws, ws+devptr(partO),
-		int32(g.Hq), int32(g.H), int32(g.Sq), int32(t), int32(g.D), int32(chunk), g.Scale,
+	if err := b.launch("paged_attn_decode_partial_"+q.DType().String(), sp.grid(), dim3{x: 128}, 0,
+		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), sp.partO, sp.partML,
+		int32(g.Hq), int32(g.H), int32(g.Sq), int32(t), int32(g.D), int32(sp.chunk), g.Scale,
 		ptrOf(table), int32(g.N), int32(g.P), b.errorSlot(checkPagedAttentionTable, g.N)); err != nil {
 		return wrap("PagedAttention", err)
 	}
-	return wrap("PagedAttention", b.launch("attn_decode_combine_"+dt, dim3{x: rows}, dim3{x: min(128, (g.D+31)&^31)}, 0,
-		ptrOf(out), ws, ws+devptr(partO), int32(nchunks), int32(g.D)))
+	return wrap("PagedAttention", b.decodeCombine(out, sp, g.D))
 }
