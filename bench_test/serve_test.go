@@ -91,9 +91,12 @@ func benchServe(b *testing.B, dev kernels.Backend, sm serveModel) {
 	if err != nil {
 		b.Fatalf("%s: %v", sm.name, err)
 	}
-	seqBlocks := (m.Config.MaxPositionEmbeddings + 15) / 16
-	e, err := serve.NewEngine(m, serve.Options{MaxBatch: sm.maxBatch, ChunkTokens: 256, BlockSize: 16,
-		Blocks: min(sm.maxBatch*seqBlocks, sm.maxBatch*(256+sm.output)/16+sm.maxBatch), MaxQueue: max(256, sm.requests)})
+	// Blocks for every sequence of a full batch at its longest: a chunk of
+	// prompt and the output, or the context.
+	const blockSize, chunk = 16, 256
+	longest := min(m.Config.MaxPositionEmbeddings, chunk+sm.output)
+	e, err := serve.NewEngine(m, serve.Options{MaxBatch: sm.maxBatch, ChunkTokens: chunk, BlockSize: blockSize,
+		Blocks: sm.maxBatch * ((longest + blockSize - 1) / blockSize), MaxQueue: max(256, sm.requests)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -120,8 +119,7 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 	// The buffers the model was read and converted through go back now,
 	// not in the middle of the first requests.
 	dev.TrimCache()
-	runtime.GC()
-	debug.FreeOSMemory()
+	debug.FreeOSMemory() // a collection, then the freed memory returned
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

@@ -159,7 +159,7 @@ func (p *Pool[H]) Put(h H, c int64) {
 	p.stats.CurrentBytes -= c
 	p.stats.CachedBytes += c
 	if p.idle > 0 {
-		p.touch(c)
+		p.used[c] = p.now()
 		p.releaseIdleLocked()
 	}
 }
