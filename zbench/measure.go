@@ -40,11 +40,14 @@ type Bench struct {
 
 // Measure runs bm under b: one warm-up call outside the timer, Verify,
 // then the timed loop with the device synchronised in every iteration, so
-// that ns/op is what a caller waits. It reports GFLOP/s, GB/s, the item rate,
-// rel-err and rel-err-bound, peak-B (the pool's high-water mark over the timed calls, live
-// inputs and workspaces included), %peak and, on GPUs, gpu-ns/op from
-// device timers; and it fails the benchmark when the result is above the
-// device's roofline.
+// that ns/op is what a caller waits. It reports GFLOP/s, GB/s, the item
+// rate, rel-err and rel-err-bound, peak-B (the pool's high-water mark over
+// the timed calls, live inputs and workspaces included), %peak, on GPUs
+// gpu-ns/op from device timers, and for a CPU operation bound by memory
+// beyond the cache the bandwidth of copies beside it (bw-GB/s, the better
+// of the copies before and after the loop) and its share of that (%bw);
+// and it fails the benchmark when the result is above the device's
+// roofline.
 func Measure(b *testing.B, bm Bench) {
 	b.Helper()
 	if err := bm.check(); err != nil {
@@ -89,6 +92,15 @@ func Measure(b *testing.B, bm Bench) {
 		if flusher, err = kernels.Group[kernels.CacheFlusher](dev); err != nil {
 			b.Fatalf("cache=cold: %v", err)
 		}
+	}
+	// A CPU operation streaming more than the cache from memory is also
+	// held to the bandwidth measured beside it, before and after its loop:
+	// on a shared machine the bandwidth of the run's start may not be the
+	// bandwidth while it runs.
+	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes) && cpuProbe != nil
+	var bw float64
+	if adjacent {
+		bw = cpuProbe.measure()
 	}
 	var devTime time.Duration
 	for b.Loop() {
@@ -137,6 +149,11 @@ func Measure(b *testing.B, bm Bench) {
 		b.Fatal(err)
 	}
 	report(b, bm.Work, perOp, peak)
+	if adjacent {
+		bw = max(bw, cpuProbe.measure())
+		b.ReportMetric(bw/1e9, "bw-GB/s")
+		b.ReportMetric(100*bm.Work.Bytes/perOp.Seconds()/bw, "%bw")
+	}
 	if bm.Verify != nil {
 		b.ReportMetric(relErr, "rel-err")
 		if bm.MaxRelErr > 0 {

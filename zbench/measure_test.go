@@ -2,6 +2,7 @@ package zbench
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -69,6 +70,43 @@ func TestMeasureReportsBound(t *testing.T) {
 			bound, ok := res.Extra["rel-err-bound"]
 			assert.Equal(t, tc.wantBound, ok)
 			assert.Equal(t, tc.maxRelErr, bound)
+		})
+	}
+}
+
+// TestMeasureAdjacentBandwidth: a CPU operation bound by memory beyond the
+// cache reports the bandwidth copied beside it and its share of that, the
+// share computed from the same time as GB/s; one that fits in the cache
+// does not.
+func TestMeasureAdjacentBandwidth(t *testing.T) {
+	dev := cpu.New()
+	peak, err := PeakOf(dev)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		bytes float64
+		want  bool
+	}{
+		{"streams from memory", 4 * float64(peak.CacheBytes), true},
+		{"fits in the cache", float64(peak.CacheBytes) / 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := testing.Benchmark(func(b *testing.B) {
+				// Long enough that the declared bytes stay under any
+				// bandwidth: the roofline guard accepts them.
+				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: tc.bytes, DType: kernels.F32},
+					Op: func() error { time.Sleep(time.Duration(tc.bytes/peak.Bandwidth*1e9) * 4); return nil }})
+			})
+			require.Positive(t, res.N)
+			bw, ok := res.Extra["bw-GB/s"]
+			assert.Equal(t, tc.want, ok)
+			share, ok := res.Extra["%bw"]
+			assert.Equal(t, tc.want, ok)
+			if tc.want {
+				assert.Positive(t, bw)
+				assert.InDelta(t, 100*res.Extra["GB/s"]/bw, share, 1e-9*share)
+				assert.Less(t, share, 50.0, "an operation at a quarter of the start's bandwidth")
+			}
 		})
 	}
 }

@@ -41,6 +41,7 @@ func PeakOf(b kernels.Backend) (roofline.Peak, error) {
 var (
 	cpuPeakOnce sync.Once
 	cpuPeak     roofline.Peak
+	cpuProbe    *bandwidthProbe // measureCPUPeak's, for Measure's adjacent measurements
 )
 
 // measureCPUPeak derives the CPU's arithmetic peak from its widest FMA
@@ -70,7 +71,8 @@ func measureCPUPeak(info kernels.DeviceInfo) roofline.Peak {
 		flops[kernels.I8] = perSec * 2048
 	}
 	cache := lastLevelCache()
-	bw := measureBandwidth(cache)
+	cpuProbe = newBandwidthProbe(cache)
+	bw := cpuProbe.measure()
 	return roofline.Peak{
 		Device:         info.Name,
 		FLOPS:          flops,
@@ -188,24 +190,36 @@ func lastLevelCache() int64 {
 // sample of a machine that may be shared.
 const copyBandwidthLimit = 2.0
 
-// measureBandwidth times copies between two buffers of together twice the
-// cache (at least 64 MiB and at most 512 MiB) and returns the best rate,
-// counting the bytes read and written.
-func measureBandwidth(cache int64) float64 {
+// bandwidthProbe measures the memory bandwidth with copies between two
+// buffers of together twice the cache (at least 64 MiB and at most 512
+// MiB), kept for the process so that Measure can repeat the measurement
+// beside each benchmark that streams from memory.
+type bandwidthProbe struct{ src, dst []byte }
+
+// newBandwidthProbe allocates and fills a probe's buffers for a cache of
+// the given size.
+func newBandwidthProbe(cache int64) *bandwidthProbe {
 	n := min(max(2*cache, 64<<20), 512<<20) / 2
-	src, dst := make([]byte, n), make([]byte, n)
-	for i := range src {
-		src[i] = byte(i)
+	p := &bandwidthProbe{src: make([]byte, n), dst: make([]byte, n)}
+	for i := range p.src {
+		p.src[i] = byte(i)
 	}
+	return p
+}
+
+// measure returns the best rate of three copies, counting the bytes read
+// and written, the copy split over GOMAXPROCS goroutines.
+func (p *bandwidthProbe) measure() float64 {
 	workers := runtime.GOMAXPROCS(0)
+	n := len(p.src)
 	best := 0.0
 	for range 3 {
 		start := time.Now()
 		var wg sync.WaitGroup
-		chunk := (len(src) + workers - 1) / workers
-		for lo := 0; lo < len(src); lo += chunk {
-			hi := min(lo+chunk, len(src))
-			wg.Go(func() { copy(dst[lo:hi], src[lo:hi]) })
+		chunk := (n + workers - 1) / workers
+		for lo := 0; lo < n; lo += chunk {
+			hi := min(lo+chunk, n)
+			wg.Go(func() { copy(p.dst[lo:hi], p.src[lo:hi]) })
 		}
 		wg.Wait()
 		best = max(best, 2*float64(n)/time.Since(start).Seconds())

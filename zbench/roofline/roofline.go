@@ -87,19 +87,25 @@ func (p Peak) Check(w Workload, perOp time.Duration) error {
 	return nil
 }
 
+// MemoryBound reports whether w is bound by memory on this roofline: it
+// moves bytes and its arithmetic intensity is at or below the ridge point.
+func (p Peak) MemoryBound(w Workload) bool {
+	peak := p.FLOPSFor(w.DType)
+	return w.Bytes > 0 && p.Bandwidth > 0 && (w.FLOPs == 0 || w.FLOPs/w.Bytes <= peak/p.Bandwidth)
+}
+
 // Fraction is the share of the roofline that w in perOp reaches, between 0
 // and 1: of the arithmetic peak when w is compute-bound (its arithmetic
 // intensity above the ridge point) and of the bandwidth otherwise.
 func (p Peak) Fraction(w Workload, perOp time.Duration) float64 {
 	sec := perOp.Seconds()
-	peak := p.FLOPSFor(w.DType)
-	if w.Bytes == 0 || p.Bandwidth == 0 || (w.FLOPs > 0 && w.FLOPs/w.Bytes > peak/p.Bandwidth) {
-		if peak == 0 || w.FLOPs == 0 {
-			return 0
-		}
+	if p.MemoryBound(w) {
+		return w.Bytes / sec / p.Bandwidth
+	}
+	if peak := p.FLOPSFor(w.DType); peak > 0 && w.FLOPs > 0 {
 		return w.FLOPs / sec / peak
 	}
-	return w.Bytes / sec / p.Bandwidth
+	return 0
 }
 
 // GPU returns the vendor peak of the GPU with the given device name (as the
