@@ -40,11 +40,28 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 	return nil
 }
 
-// gatherAxes is SwapAxes of x [A, B, C, 1] into out [A, C, B, 1]: each row
-// out[a, c, :] gathered from x at a stride of C, in parallel over the A·C
-// rows.
+// gatherAxes is SwapAxes of x [A, B, C, 1] into out [A, C, B, 1], in
+// parallel over the A·C rows of out. Each row out[a, c, :] is gathered
+// from x at a stride of C; where the rows are short (B ≤ 16: an image's
+// channels, NCHW to NHWC), a range of them is filled instead one x[a, b, :]
+// at a time, read in order and written at a stride of B.
 func gatherAxes[T uint16 | int32](out, x []T, A, B, C int) {
 	parallelFor(A*C, B, func(lo, hi int) {
+		if B <= 16 {
+			for lo < hi {
+				a, c0 := lo/C, lo%C
+				c1 := min(C, c0+hi-lo)
+				rows := out[(a*C+c0)*B : (a*C+c1)*B]
+				for b := range B {
+					src := x[(a*B+b)*C+c0 : (a*B+b)*C+c1]
+					for i, v := range src {
+						rows[i*B+b] = v
+					}
+				}
+				lo += c1 - c0
+			}
+			return
+		}
 		for ac := lo; ac < hi; ac++ {
 			a, c := ac/C, ac%C
 			row, src := out[ac*B:(ac+1)*B], x[a*B*C+c:]

@@ -213,7 +213,10 @@ func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr, k0, k1 i
 }
 
 // MaxPool2D takes each window's largest value, a NaN if the window holds
-// one (Go's max propagates NaN), in parallel over output rows.
+// one (Go's max propagates NaN), in parallel over output rows. The window
+// is taken in two passes: the maximum over its rows at every pixel of the
+// input row (whole rows at a time), then over its columns at each output
+// pixel.
 func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
 	g, err := check.MaxPool2D("cpu: MaxPool2D", b, out, x, p)
 	if err != nil {
@@ -221,29 +224,46 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 	}
 	xv := in32(x)
 	ov, done := out32(out, false)
-	C := g.C
+	C, rowLen := g.C, g.W*g.C
 	inf := float32(math.Inf(-1))
-	parallelFor(g.N*g.Ho, g.Wo*C*g.Kernel[0]*g.Kernel[1], func(lo, hi int) {
+	parallelFor(g.N*g.Ho, rowLen*g.Kernel[0]+g.Wo*C*g.Kernel[1], func(lo, hi int) {
+		cols := make([]float32, rowLen) // the window's rows' maximum at each pixel of an input row
 		for r := lo; r < hi; r++ {
 			n, i := r/g.Ho, r%g.Ho
+			dst := ov[(n*g.Ho+i)*g.Wo*C:][:g.Wo*C]
 			y0 := i*g.Stride[0] - g.Pad[0]
-			for j := range g.Wo {
-				x0 := j*g.Stride[1] - g.Pad[1]
-				dst := ov[((n*g.Ho+i)*g.Wo+j)*C:][:C]
-				for c := range dst {
-					dst[c] = inf
+			rows := 0
+			for kh := range g.Kernel[0] {
+				y := y0 + kh*g.Dilation[0]
+				if y < 0 || y >= g.H {
+					continue
 				}
-				for kh := range g.Kernel[0] {
-					y := y0 + kh*g.Dilation[0]
-					if y < 0 || y >= g.H {
+				if src := xv[(n*g.H+y)*rowLen:][:rowLen]; rows == 0 {
+					copy(cols, src)
+				} else {
+					maxRow(cols, cols, src)
+				}
+				rows++
+			}
+			for j := range g.Wo {
+				px := dst[j*C : (j+1)*C]
+				x0 := j*g.Stride[1] - g.Pad[1]
+				taken := 0
+				for kw := range g.Kernel[1] {
+					xx := x0 + kw*g.Dilation[1]
+					if rows == 0 || xx < 0 || xx >= g.W {
 						continue
 					}
-					for kw := range g.Kernel[1] {
-						xx := x0 + kw*g.Dilation[1]
-						if xx < 0 || xx >= g.W {
-							continue
-						}
-						maxRow(dst, dst, xv[((n*g.H+y)*g.W+xx)*C:][:C])
+					if src := cols[xx*C : (xx+1)*C]; taken == 0 {
+						copy(px, src)
+					} else {
+						maxRow(px, px, src)
+					}
+					taken++
+				}
+				if taken == 0 { // a window wholly in the padding
+					for c := range px {
+						px[c] = inf
 					}
 				}
 			}
