@@ -24,11 +24,20 @@
 #           eager and, where torch has it, torch.compile, on the same host;
 #           the Llama rows with transformers' LlamaForCausalLM and generate,
 #           and LoRA with PEFT (--llama hf), where they are installed
+#   verify  the lent GPU's one call, within BUDGET seconds (default 480):
+#           the CUDA tests and the golden tests, memcheck over the
+#           conformance suite, then one point of every workload (the list
+#           below, most wanted first), zbench and then the PyTorch peer on
+#           that point, -count COUNT (3) at BENCHTIME (0.2s) each; then, with
+#           time left, Nsight Compute on the three points furthest behind
+#           the peer. Every result is appended to OUT as it comes, a step
+#           whose estimate no longer fits is skipped, and OUT/summary.txt
+#           lists what passed, failed and was skipped.
 # Baseline files: OUT/zbench.txt, OUT/torch-eager.txt, OUT/torch-compile.txt,
 # for baselines/<gpu-id>/ (OUT/gpu-id holds the folder name).
 set -euo pipefail
-step=${1:?usage: gpu-session.sh check|bench OUT}
-out=${2:?usage: gpu-session.sh check|bench OUT}
+step=${1:?usage: gpu-session.sh check|bench|verify OUT}
+out=${2:?usage: gpu-session.sh check|bench|verify OUT}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin/gpu
 mkdir -p "$out"
@@ -40,7 +49,7 @@ for gz in "$bin"/*.test.gz; do
   if [ ! -x "$exe" ] || [ "$gz" -nt "$exe" ]; then gunzip -c "$gz" >"$exe" && chmod +x "$exe"; fi
 done
 [ -x "$bin/cuda.test" ] && [ -x "$bin/bench.test" ] || { echo "gpu-session: run make gpu-bin first (bin/gpu)" >&2; exit 1; }
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)
 echo "gpu-$(echo "$name" | tr 'A-Z ' 'a-z-' | tr -cd 'a-z0-9-')" >"$out/gpu-id"
 nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 
@@ -81,5 +90,8 @@ bench)
     python3 "$root/baselines/peers/torch_bench.py" --device cuda --llama "$llama" --compile --count "$count" --benchtime "$benchtime" --bench "$bench" >"$out/torch-compile.txt"
   fi
   ;;
-*) echo "gpu-session: unknown step $step (check or bench)" >&2; exit 2 ;;
+verify)
+  exec "$root/scripts/gpu-verify.sh" "$out"
+  ;;
+*) echo "gpu-session: unknown step $step (check, bench or verify)" >&2; exit 2 ;;
 esac

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# gpu-verify.sh OUT
+#
+# The verify step of scripts/gpu-session.sh (which unpacks the binaries of
+# make gpu-bin into bin/gpu and calls this): a lent GPU's one call. Within
+# BUDGET seconds (default 480) it runs, in this order,
+#   1. the CUDA tests and the golden tests (ZBENCH_REQUIRE_GPU=1) and
+#   2. compute-sanitizer memcheck over the conformance suite, side by side,
+#   3. one point of every workload (POINTS below, most wanted first):
+#      zbench's benchmark, then the PyTorch peer's on the same point, each
+#      -count COUNT (3) at BENCHTIME (0.2s),
+#   4. Nsight Compute over the three points furthest behind the peer.
+# Each step has an estimate of its seconds; a step whose estimate no longer
+# fits in what is left is skipped, and a step that runs is cut at the
+# deadline. Results are appended to OUT as they come (zbench.txt,
+# torch-eager.txt, the tests' logs in tests.txt, Nsight Compute's in
+# ncu.txt: with gpu-session.sh's two, seven files, within the eight a lent
+# call brings back), so a call cut short still returns everything measured
+# before; OUT/summary.txt says what passed, failed, ran
+# nothing, was skipped or cut, and ends with how many were skipped or cut.
+#
+# DEV (default cuda) names the device of the points and PY (python3) the
+# Python with PyTorch: DEV=cpu with a small BUDGET rehearses the call's
+# ordering and cut-offs on a machine without a GPU.
+set -euo pipefail
+out=${1:?usage: gpu-verify.sh OUT}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${BIN:-$root/bin/gpu}
+dev=${DEV:-cuda}
+budget=${BUDGET:-480}
+count=${COUNT:-3}
+benchtime=${BENCHTIME:-0.2s}
+py=${PY:-python3}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+summary=$out/summary.txt
+start=$(date +%s)
+deadline=$((start + budget))
+
+left() { echo $((deadline - $(date +%s))); }
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# fits NAME EST: whether EST seconds are left for step NAME; records a skip
+# where they are not.
+fits() {
+  local l
+  l=$(left)
+  if ((l < $2)); then
+    note "skipped for time: $1 (estimated ${2}s, ${l}s left)"
+    return 1
+  fi
+}
+
+# run NAME EST DIR LOG TAG CMD...: CMD in DIR, cut at the deadline, its
+# output appended to LOG with TAG before each line; notes PASS, FAIL or CUT.
+run() {
+  local name=$1 est=$2 dir=$3 log=$4 tag=$5 t0 rc=0
+  shift 5
+  fits "$name" "$((est > 0 ? est : 1))" || return 0
+  t0=$(date +%s)
+  (cd "$dir" && exec timeout --kill-after=5 "$(left)" "$@") 2>&1 | sed -u "s|^|$tag|" >>"$log" || rc=$?
+  case $rc in
+  0) note "$name: PASS ($(($(date +%s) - t0))s)" ;;
+  124 | 137) note "$name: CUT at the deadline after $(($(date +%s) - t0))s (see ${log#"$out"/})" ;;
+  *) note "$name: FAIL, exit $rc ($(($(date +%s) - t0))s, see ${log#"$out"/})" ;;
+  esac
+}
+
+# pattern NAME: the go test -bench pattern that selects exactly the
+# benchmark NAME (each level anchored).
+pattern() { echo "^Benchmark$1\$" | sed 's|/|$/^|g'; }
+
+# The points: estimated seconds (set-up included, both sides), the
+# benchmark without its Benchmark prefix (dev=@ for the device), and
+# whether the PyTorch peer has it. First the MatMul rows the README quotes
+# from no raw file, then what never ran on a GPU (TinyLlama, LoRA,
+# ResNet-50, bf16 BERT training, int8 BERT, weight-only decode, serving),
+# then what ran on an H200 only.
+POINTS=$(
+  cat <<'EOF'
+40 MatMul/dev=@/dtype=bf16/m=8192/n=8192/k=8192/transfer=resident torch
+40 MatMul/dev=@/dtype=f16/m=8192/n=8192/k=8192/transfer=resident torch
+30 MatMul/dev=@/dtype=tf32/m=4096/n=4096/k=4096/transfer=resident torch
+20 MatMul/dev=@/dtype=f32/m=1024/n=1024/k=1024/transfer=resident torch
+40 MatMul/dev=@/dtype=int8/m=8192/n=8192/k=8192/transfer=resident torch
+40 MatMul/dev=@/dtype=e4m3/m=8192/n=8192/k=8192/transfer=resident torch
+60 LlamaPrefill/dev=@/dtype=bf16/model=tinyllama/batch=1/seq=512 torch
+60 LlamaDecode/dev=@/dtype=bf16/model=tinyllama/batch=1/ctx=512 torch
+80 LlamaGenerate/dev=@/dtype=bf16/model=tinyllama/prompt=128/new=100 torch
+90 LlamaLoRA/dev=@/dtype=bf16/model=tinyllama-1.1b/batch=8/seq=512 torch
+40 ResNet/dev=@/model=resnet50/dtype=bf16/batch=1 torch
+60 ResNet/dev=@/model=resnet50/dtype=bf16/batch=256 torch
+50 BERTTrain/dev=@/dtype=bf16/batch=32/seq=128 torch
+30 BERT/dev=@/dtype=int8/batch=1/seq=128 -
+40 LlamaDecode/dev=@/dtype=w8a16/model=tinyllama/batch=1/ctx=512 -
+60 Serve/dev=@/model=tinyllama/scenario=offline -
+50 BERTTrain/dev=@/dtype=f32/batch=32/seq=128 torch
+30 Attention/dev=@/dtype=f16/batch=4/heads=16/seq=4096/hdim=128/causal=true torch
+30 BERT/dev=@/dtype=f16/batch=1/seq=128 torch
+40 BERT/dev=@/dtype=f16/batch=32/seq=384 torch
+30 BERT/dev=@/dtype=f32/batch=1/seq=128 torch
+EOF
+)
+
+cd "$root"
+nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+note "gpu-verify: DEV=$dev BUDGET=${budget}s COUNT=$count BENCHTIME=$benchtime, $(date -u +%FT%TZ)"
+
+# 1 and 2, side by side (the host has cores to spare, and nothing is timed).
+run "cuda tests" 90 kernels/cuda "$out/tests.txt" "[cuda] " env ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.count=1 &
+run "golden tests" 90 bench_test "$out/tests.txt" "[golden] " env ZBENCH_REQUIRE_GPU=1 "$bin/bench.test" -test.run Golden -test.count=1 &
+san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
+if [ -z "$san" ]; then
+  note "memcheck: compute-sanitizer not found"
+else
+  run "memcheck" 90 kernels/cuda "$out/tests.txt" "[memcheck] " env ZBENCH_REQUIRE_GPU=1 \
+    "$san" --tool memcheck --error-exitcode 3 "$bin/cuda.test" -test.run 'Conformance|GPU' -test.count=1 &
+fi
+wait
+
+# 3. The points, zbench then the peer on each.
+llama=reference
+"$py" -c 'import transformers' 2>/dev/null && llama=hf
+while read -r est point peer; do
+  [ -n "$point" ] || continue
+  name=${point//@/$dev}
+  fits "$name" "$est" || continue
+  before=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
+  run "zbench $name" 0 bench_test "$out/zbench.txt" "" "$bin/bench.test" -test.run '^$' \
+    -test.bench "$(pattern "$name")" -test.count "$count" -test.benchtime "$benchtime"
+  after=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
+  note "zbench $name: $((${after:-0} - ${before:-0})) of $count results"
+  if [ "$peer" = torch ]; then
+    run "torch $name" 0 . "$out/torch-eager.txt" "" "$py" baselines/peers/torch_bench.py --device "$dev" \
+      --llama "$llama" --bench "$(pattern "$name")" --count "$count" --benchtime "$benchtime"
+  fi
+done <<<"$POINTS"
+
+# 4. Nsight Compute over the three points furthest behind the peer.
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -n1 || true)
+if [ -z "$ncu" ]; then
+  note "profiles: ncu not found"
+elif [ -s "$out/zbench.txt" ] && [ -s "$out/torch-eager.txt" ]; then
+  behind=$("$py" scripts/gpu-behind.py "$out/zbench.txt" "$out/torch-eager.txt" 3 2>&1 || true)
+  note "furthest behind the peer: $behind"
+  i=0
+  while read -r name ratio; do
+    i=$((i + 1))
+    run "ncu $name ($ratio of the peer's speed)" 60 bench_test "$out/ncu.txt" "[ncu $i] " "$ncu" \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --section Occupancy --launch-skip 50 --launch-count 20 \
+      "$bin/bench.test" -test.run '^$' -test.bench "$(pattern "$name")" -test.benchtime 3x
+  done < <(grep -v '^#' <<<"$behind" || true)
+fi
+
+note "skipped or cut: $(grep -cE '^skipped for time: |: CUT at the deadline' "$summary" || true)"
+note "gpu-verify: done in $(($(date +%s) - start))s of ${budget}s"
