@@ -158,5 +158,6 @@ elif [ -s "$out/zbench.txt" ] && [ -s "$out/torch-eager.txt" ]; then
   done < <(grep -v '^#' <<<"$behind" || true)
 fi
 
-note "skipped or cut: $(grep -cE '^skipped for time: |: CUT at the deadline' "$summary" || true)"
+left_out=$(sed -nE 's/^skipped for time: (.*) \(estimated .*/\1/p; s/^(.*): CUT at the deadline.*/\1 (cut)/p' "$summary" | paste -sd';' - | sed 's/;/; /g')
+note "skipped or cut for time: ${left_out:-none}"
 note "gpu-verify: done in $(($(date +%s) - start))s of ${budget}s"
