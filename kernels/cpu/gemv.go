@@ -35,20 +35,26 @@ var useHgemv = hgemv.Available
 // rows of a [m, K] and w [N, K] stored in any float dtype, through
 // dotRows over rowDots.
 func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) {
-	dotRows(c, a, m, n, k, alpha, beta, k*w.DType().Size(), func() (rowDot, rowDot4) { return rowDots(w, k) })
+	dotRows(c, a, m, n, k, alpha, beta, k*w.DType().Size(), func() rowKernels { return rowDots(w, k) })
 }
 
 // dotRows sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the
 // m rows of a [m, K] and a weight w [N, K] of rowBytes bytes a row that
 // dots (called once per goroutine) multiplies: each row of w dotted with
-// every row of a, four rows at a time where dots gives a rowDot4, the rows
-// of w split over the cores in contiguous ranges and taken a block at a
-// time, so that w is read from memory once, in order, at its own size.
-// Every output is the same rowDot sum whatever m is.
-func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dots func() (rowDot, rowDot4)) {
+// every row of a, four rows at a time where dots gives a rowDot4, the
+// other rows of a against a block of w's rows in one call where it gives
+// a rowDotN, the rows of w split over the cores in contiguous ranges and
+// taken a block at a time, so that w is read from memory once, in order,
+// at its own size. Every output is the same rowDot sum whatever m is.
+func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dots func() rowKernels) {
 	block := max(1, gemvBlockBytes/rowBytes)
 	parallelFor(n, m*k, func(lo, hi int) {
-		dot, dot4 := dots()
+		kern := dots()
+		dot, dot4 := kern.one, kern.four
+		var many []float32 // a block's sums from kern.rows, where alpha and beta need a pass
+		if kern.rows != nil && (alpha != 1 || beta != 0) {
+			many = make([]float32, block)
+		}
 		put := func(i, j int, d float32) {
 			d *= alpha
 			if beta != 0 {
@@ -69,8 +75,19 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 				}
 			}
 			for ; i < m; i++ {
-				for j := j0; j < j1; j++ {
-					put(i, j, dot(a[i*k:(i+1)*k], j))
+				x := a[i*k : (i+1)*k]
+				switch {
+				case kern.rows != nil && many == nil:
+					kern.rows(x, j0, j1, c[i*n+j0:i*n+j1])
+				case kern.rows != nil:
+					kern.rows(x, j0, j1, many[:j1-j0])
+					for j := j0; j < j1; j++ {
+						put(i, j, many[j-j0])
+					}
+				default:
+					for j := j0; j < j1; j++ {
+						put(i, j, dot(x, j))
+					}
 				}
 			}
 		}
@@ -86,12 +103,25 @@ type rowDot func(x []float32, j int) float32
 // prefetches w's row pre.
 type rowDot4 func(x []float32, j, pre int, sums *[4]float32)
 
-// rowDots returns a rowDot over w [N, K] (K = k ≥ 1) for one goroutine,
-// and a rowDot4 whose sums equal it bit for bit, or nil: the hgemv
-// kernels for float32, float16 and bfloat16 weights where they run; else
-// the rows widened to float32 (bfloat16 as it is read, in dotBF16) in a
-// buffer of the goroutine's and dotted by blas32, without a rowDot4.
-func rowDots(w *kernels.Tensor, k int) (rowDot, rowDot4) {
+// rowDotN sets dst[j-j0] to the rowDot of x with row j of w for each j0 ≤
+// j < j1, in one call.
+type rowDotN func(x []float32, j0, j1 int, dst []float32)
+
+// rowKernels are the dot products dotRows multiplies a weight's rows
+// with: one, and where not nil four and rows, whose sums equal one's bit
+// for bit.
+type rowKernels struct {
+	one  rowDot
+	four rowDot4
+	rows rowDotN
+}
+
+// rowDots returns the rowKernels over w [N, K] (K = k ≥ 1) for one
+// goroutine: the hgemv kernels for float32, float16 and bfloat16 weights
+// where they run; else the rows widened to float32 (bfloat16 as it is
+// read, in dotBF16) in a buffer of the goroutine's and dotted by blas32,
+// without a rowDot4.
+func rowDots(w *kernels.Tensor, k int) rowKernels {
 	if useHgemv {
 		switch w.DType() {
 		case kernels.F32:
@@ -104,25 +134,25 @@ func rowDots(w *kernels.Tensor, k int) (rowDot, rowDot4) {
 	}
 	if w.DType() == kernels.BF16 {
 		ws := u16(w)
-		return func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }, nil
+		return rowKernels{one: func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }}
 	}
 	buf := make([]float32, k)
-	return func(x []float32, j int) float32 {
+	return rowKernels{one: func(x []float32, j int) float32 {
 		v := loadRange(w, j*k, (j+1)*k, buf)
 		return blas32.Dot(blas32.Vector{N: k, Inc: 1, Data: x}, blas32.Vector{N: k, Inc: 1, Data: v})
-	}, nil
+	}}
 }
 
 // hgemvDots is rowDots over the rows of ws (k values each) through one of
 // package hgemv's pairs of kernels.
-func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32, dot4 func(*float32, int, *T, int, *float32, int, *T)) (rowDot, rowDot4) {
-	return func(x []float32, j int) float32 {
-			_, _ = ws[j*k+k-1], x[k-1]
-			return dot1(&x[0], &ws[j*k], k)
-		}, func(x []float32, j, pre int, sums *[4]float32) {
-			_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
-			dot4(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
-		}
+func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32, dot4 func(*float32, int, *T, int, *float32, int, *T)) rowKernels {
+	return rowKernels{one: func(x []float32, j int) float32 {
+		_, _ = ws[j*k+k-1], x[k-1]
+		return dot1(&x[0], &ws[j*k], k)
+	}, four: func(x []float32, j, pre int, sums *[4]float32) {
+		_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
+		dot4(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+	}}
 }
 
 // dotBF16 is Σ a[i]·w[i] for bfloat16 w, widened in the loop (a bfloat16

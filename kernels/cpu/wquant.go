@@ -74,15 +74,15 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 		}
 	}
 	rowBytes := w.Data.Len() / g.N
-	dotRows(y, xs, g.M, g.N, g.K, 1, 0, rowBytes, func() (rowDot, rowDot4) { return wrowDots(w, g.K, walk, k128) })
+	dotRows(y, xs, g.M, g.N, g.K, 1, 0, rowBytes, func() rowKernels { return wrowDots(w, g.K, walk, k128) })
 }
 
-// wrowDots returns the rowDot over a weight-only quantized W [N, K] (k =
-// K) for one goroutine, x's rows ordered as wgemv leaves them, and a
-// rowDot4 whose sums equal it bit for bit where a Dot4 kernel takes the
-// format (int8 per channel, or in groups of 32 with K a multiple of
-// 128), else nil.
-func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) (rowDot, rowDot4) {
+// wrowDots returns the rowKernels over a weight-only quantized W [N, K]
+// (k = K) for one goroutine, x's rows ordered as wgemv leaves them: a
+// rowDot4 where a Dot4 kernel takes the format (int8 per channel, or in
+// groups of 32 with K a multiple of 128), and a rowDotN for int8 per
+// channel with K a multiple of 16.
+func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKernels {
 	data, scales := i8(w.Data), f32(w.Scales)
 	switch {
 	case w.Format == kernels.WInt8 && w.Group == 0:
@@ -92,32 +92,39 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) (rowDot,
 		}
 		dot := func(x []float32, j int) float32 { return dotQ8(x, data[j*k:(j+1)*k]) * scales[j] }
 		if k16 == 0 {
-			return dot, nil
+			return rowKernels{one: dot}
 		}
-		return dot, func(x []float32, j, pre int, sums *[4]float32) {
+		kern := rowKernels{one: dot, four: func(x []float32, j, pre int, sums *[4]float32) {
 			_, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1]
 			qgemm.Dot4Q8(&x[0], k, &data[j*k], k16, &sums[0], 1, &data[pre*k])
 			wr := data[j*k : (j+1)*k]
 			for r := range sums {
 				sums[r] = q8Tail(sums[r], x[r*k:(r+1)*k], wr, k16) * scales[j]
 			}
+		}}
+		if k16 == k {
+			kern.rows = func(x []float32, j0, j1 int, dst []float32) {
+				_, _, _, _ = data[j1*k-1], scales[j1-1], dst[j1-j0-1], x[k-1]
+				qgemm.DotQ8Rows(&x[0], &data[j0*k], k, j1-j0, &scales[j0], &dst[0])
+			}
 		}
+		return kern
 	case w.Format == kernels.WInt8:
 		ng := k / w.Group
 		dot := func(x []float32, j int) float32 {
 			return dotQ8G(x, data[j*k:(j+1)*k], scales[j*ng:(j+1)*ng], w.Group)
 		}
 		if !qgemm.Available || w.Group != 32 || k%128 != 0 {
-			return dot, nil
+			return rowKernels{one: dot}
 		}
-		return dot, func(x []float32, j, pre int, sums *[4]float32) {
+		return rowKernels{one: dot, four: func(x []float32, j, pre int, sums *[4]float32) {
 			_, _, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1], scales[(j+1)*ng-1]
 			qgemm.Dot4Q8G32(&x[0], k, &data[j*k], k, &sums[0], 1, &data[pre*k], &scales[j*ng])
-		}
+		}}
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group
-	return func(x []float32, j int) float32 {
+	return rowKernels{one: func(x []float32, j int) float32 {
 		row, rs := data[j*k/2:(j+1)*k/2], scales[j*ng:(j+1)*ng]
 		var s float32
 		if k128 > 0 {
@@ -128,7 +135,7 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) (rowDot,
 			s += dotQ4(x[k128:], row[k128/2:], rs[k128/w.Group:], w.Group, &levels)
 		}
 		return s
-	}, nil
+	}}
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock

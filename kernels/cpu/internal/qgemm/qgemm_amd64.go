@@ -51,6 +51,15 @@ func Quantize(dst *int8, src *float32, n int, s float32)
 //go:noescape
 func DotQ8(x *float32, w *int8, k int) float32
 
+// DotQ8Rows sets out[r] = DotQ8(x, w[r·k:], k)·scales[r] for the rows r
+// < rows of w (k codes each, one after another), each bit for bit as
+// DotQ8's sum times the scale in float32: the rows of a decode product
+// taken in one call. k is a positive multiple of 16 and rows positive;
+// the caller vouches for the bounds.
+//
+//go:noescape
+func DotQ8Rows(x *float32, w *int8, k int, rows int, scales *float32, out *float32)
+
 // DotQ8G returns Σ_g scales[g]·Σ_{p in group g} x[p]·w[p] over k values
 // (a multiple of group, itself a multiple of 32) of int8 codes.
 //

@@ -391,6 +391,69 @@ d8done:
 	VZEROUPPER
 	RET
 
+// func DotQ8Rows(x *float32, w *int8, k int, rows int, scales *float32, out *float32)
+//
+// out[r] = DotQ8(x, w[r·k:], k)·scales[r] for r < rows, each sum made in
+// DotQ8's order: the rows of w follow one another in memory, read as one
+// stream.
+TEXT ·DotQ8Rows(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), R10
+	MOVQ w+8(FP), DI
+	MOVQ k+16(FP), R9
+	MOVQ rows+24(FP), BX
+	MOVQ scales+32(FP), R8
+	MOVQ out+40(FP), DX
+
+rrow:
+	MOVQ   R10, SI
+	MOVQ   R9, CX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+rloop64:
+	CMPQ        CX, $64
+	JL          rloop16
+	VPMOVSXBD   (DI), Z4
+	VPMOVSXBD   16(DI), Z5
+	VPMOVSXBD   32(DI), Z6
+	VPMOVSXBD   48(DI), Z7
+	VCVTDQ2PS   Z4, Z4
+	VCVTDQ2PS   Z5, Z5
+	VCVTDQ2PS   Z6, Z6
+	VCVTDQ2PS   Z7, Z7
+	VFMADD231PS (SI), Z4, Z0
+	VFMADD231PS 64(SI), Z5, Z1
+	VFMADD231PS 128(SI), Z6, Z2
+	VFMADD231PS 192(SI), Z7, Z3
+	ADDQ        $64, DI
+	ADDQ        $256, SI
+	SUBQ        $64, CX
+	JMP         rloop64
+
+rloop16:
+	CMPQ        CX, $16
+	JL          rsum
+	VPMOVSXBD   (DI), Z4
+	VCVTDQ2PS   Z4, Z4
+	VFMADD231PS (SI), Z4, Z0
+	ADDQ        $16, DI
+	ADDQ        $64, SI
+	SUBQ        $16, CX
+	JMP         rloop16
+
+rsum:
+	SUM4(Z0, Z1, Z2, Z3, X0)
+	MULSS (R8), X0
+	MOVSS X0, (DX)
+	ADDQ  $4, R8
+	ADDQ  $4, DX
+	DECQ  BX
+	JNZ   rrow
+	VZEROUPPER
+	RET
+
 // WIDEN_Q8 and WIDEN_Q4 set Z2 and Z3 to 32 codes at byte offset off from
 // DI as float32, in the order of x: int8 codes as they are; 4-bit codes
 // (16 bytes) the levels in Z30 of the low nibbles, then of the high ones,

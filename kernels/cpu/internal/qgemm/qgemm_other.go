@@ -31,6 +31,11 @@ func DotQ8(x *float32, w *int8, k int) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
 }
 
+// DotQ8Rows is the assembly kernel, absent here; it panics.
+func DotQ8Rows(x *float32, w *int8, k int, rows int, scales *float32, out *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
 // DotQ8G is the assembly kernel, absent here; it panics.
 func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
