@@ -94,9 +94,9 @@ func Measure(b *testing.B, bm Bench) {
 		}
 	}
 	// A CPU operation streaming more than the cache from memory is also
-	// held to the bandwidth measured beside it, before and after its loop:
-	// on a shared machine the bandwidth of the run's start may not be the
-	// bandwidth while it runs.
+	// reported against the bandwidth copied beside it, before and after its
+	// loop: on a shared machine the bandwidth of the run's start may not be
+	// the bandwidth while it runs.
 	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes) && cpuProbe != nil
 	var bw float64
 	if adjacent {
