@@ -80,8 +80,8 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 // wrowDots returns the rowKernels over a weight-only quantized W [N, K]
 // (k = K) for one goroutine, x's rows ordered as wgemv leaves them: a
 // rowDot4 where a Dot4 kernel takes the format (int8 per channel, or in
-// groups of 32 with K a multiple of 128), and a rowDotN for int8 per
-// channel with K a multiple of 16.
+// groups of 32 with K a multiple of 128), and a rowDotN for int8 in
+// groups, and per channel with K a multiple of 16.
 func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKernels {
 	data, scales := i8(w.Data), f32(w.Scales)
 	switch {
@@ -114,13 +114,20 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 		dot := func(x []float32, j int) float32 {
 			return dotQ8G(x, data[j*k:(j+1)*k], scales[j*ng:(j+1)*ng], w.Group)
 		}
-		if !qgemm.Available || w.Group != 32 || k%128 != 0 {
+		if !qgemm.Available {
 			return rowKernels{one: dot}
 		}
-		return rowKernels{one: dot, four: func(x []float32, j, pre int, sums *[4]float32) {
-			_, _, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1], scales[(j+1)*ng-1]
-			qgemm.Dot4Q8G32(&x[0], k, &data[j*k], k, &sums[0], 1, &data[pre*k], &scales[j*ng])
+		kern := rowKernels{one: dot, rows: func(x []float32, j0, j1 int, dst []float32) {
+			_, _, _, _ = data[j1*k-1], scales[j1*ng-1], dst[j1-j0-1], x[k-1]
+			qgemm.DotQ8GRows(&x[0], &data[j0*k], k, j1-j0, &scales[j0*ng], w.Group, &dst[0])
 		}}
+		if w.Group == 32 && k%128 == 0 {
+			kern.four = func(x []float32, j, pre int, sums *[4]float32) {
+				_, _, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1], scales[(j+1)*ng-1]
+				qgemm.Dot4Q8G32(&x[0], k, &data[j*k], k, &sums[0], 1, &data[pre*k], &scales[j*ng])
+			}
+		}
+		return kern
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group

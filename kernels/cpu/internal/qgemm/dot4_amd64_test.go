@@ -77,39 +77,60 @@ func TestDot4EqualsDot1(t *testing.T) {
 	}
 }
 
-// TestDotQ8RowsEqualsDotQ8 checks that each row's result of DotQ8Rows is
-// DotQ8's sum times the row's scale bit for bit, and that it writes only
-// its rows.
-func TestDotQ8RowsEqualsDotQ8(t *testing.T) {
+// TestRowsKernelsEqualOneRow checks that each row's result of DotQ8Rows
+// and DotQ8GRows is the one-row kernel's (DotQ8 times the row's scale,
+// DotQ8G) bit for bit, and that they write only their rows.
+func TestRowsKernelsEqualOneRow(t *testing.T) {
 	if !Available {
 		t.Skip("no AVX-512 VNNI")
 	}
 	rng := rand.New(rand.NewPCG(45, 46))
-	for _, k := range []int{16, 48, 64, 80, 2048, 5632} {
-		for _, rows := range []int{1, 3, 17} {
-			t.Run(fmt.Sprintf("k=%d/rows=%d", k, rows), func(t *testing.T) {
-				x := make([]float32, k)
-				for i := range x {
-					x[i] = float32(2*rng.Float64() - 1)
-				}
-				w := make([]int8, rows*k)
-				for i := range w {
-					w[i] = int8(rng.IntN(256) - 128)
-				}
-				s := make([]float32, rows)
-				for i := range s {
-					s[i] = float32(0.01 + 0.01*rng.Float64())
-				}
-				const sentinel = -7.5
-				out := make([]float32, rows+1)
-				out[rows] = sentinel
-				DotQ8Rows(&x[0], &w[0], k, rows, &s[0], &out[0])
-				for r := range rows {
-					want := DotQ8(&x[0], &w[r*k], k) * s[r]
-					require.Equal(t, math.Float32bits(want), math.Float32bits(out[r]), "row %d: %v, DotQ8·scale %v", r, out[r], want)
-				}
-				require.Equal(t, float32(sentinel), out[rows], "wrote past its rows")
-			})
+	for _, c := range []struct {
+		name  string
+		group int // 0: one scale per row
+		ks    []int
+	}{
+		{"q8", 0, []int{16, 48, 64, 80, 2048, 5632}},
+		{"q8g32", 32, []int{32, 96, 128, 160, 2048, 5632}},
+		{"q8g64", 64, []int{64, 192, 2048}},
+	} {
+		for _, k := range c.ks {
+			for _, rows := range []int{1, 3, 17} {
+				t.Run(fmt.Sprintf("%s/k=%d/rows=%d", c.name, k, rows), func(t *testing.T) {
+					x := make([]float32, k)
+					for i := range x {
+						x[i] = float32(2*rng.Float64() - 1)
+					}
+					w := make([]int8, rows*k)
+					for i := range w {
+						w[i] = int8(rng.IntN(256) - 128)
+					}
+					perRow := 1
+					if c.group > 0 {
+						perRow = k / c.group
+					}
+					s := make([]float32, rows*perRow)
+					for i := range s {
+						s[i] = float32(0.01 + 0.01*rng.Float64())
+					}
+					const sentinel = -7.5
+					out := make([]float32, rows+1)
+					out[rows] = sentinel
+					if c.group == 0 {
+						DotQ8Rows(&x[0], &w[0], k, rows, &s[0], &out[0])
+					} else {
+						DotQ8GRows(&x[0], &w[0], k, rows, &s[0], c.group, &out[0])
+					}
+					for r := range rows {
+						want := DotQ8(&x[0], &w[r*k], k) * s[r]
+						if c.group > 0 {
+							want = DotQ8G(&x[0], &w[r*k], k, &s[r*perRow], c.group)
+						}
+						require.Equal(t, math.Float32bits(want), math.Float32bits(out[r]), "row %d: %v, one-row kernel %v", r, out[r], want)
+					}
+					require.Equal(t, float32(sentinel), out[rows], "wrote past its rows")
+				})
+			}
 		}
 	}
 }

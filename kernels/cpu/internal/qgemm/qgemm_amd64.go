@@ -66,6 +66,14 @@ func DotQ8Rows(x *float32, w *int8, k int, rows int, scales *float32, out *float
 //go:noescape
 func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
 
+// DotQ8GRows sets out[r] = DotQ8G(x, w[r·k:], k, scales[r·k/group:],
+// group) for the rows r < rows of w (k codes each, one after another,
+// their scales too), each bit for bit: the rows of a decode product taken
+// in one call. rows is positive; the caller vouches for the bounds.
+//
+//go:noescape
+func DotQ8GRows(x *float32, w *int8, k int, rows int, scales *float32, group int, out *float32)
+
 // DotQ4 returns Σ_g scales[g]·Σ_{p in group g} x'[p]·levels[code(p)] over
 // k values (a multiple of group, itself a multiple of 32) of 4-bit codes
 // packed two per byte of w (low nibble first). x is permuted per chunk of

@@ -551,6 +551,31 @@ TEXT ·DotQ8G(SB), NOSPLIT, $0-44
 	MOVSS X0, ret+40(FP)
 	VZEROUPPER
 	RET
+
+// func DotQ8GRows(x *float32, w *int8, k int, rows int, scales *float32, group int, out *float32)
+//
+// out[r] = DotQ8G(x, w[r·k:], k, scales[r·k/group:], group) for r < rows,
+// each sum made in DotQ8G's order: the rows of w, and their scales,
+// follow one another in memory.
+TEXT ·DotQ8GRows(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), R10
+	MOVQ w+8(FP), DI
+	MOVQ k+16(FP), R12
+	MOVQ rows+24(FP), BX
+	MOVQ scales+32(FP), R8
+	MOVQ group+40(FP), R9
+	MOVQ out+48(FP), R11
+
+growrow:
+	MOVQ  R10, SI
+	MOVQ  R12, CX
+	GDOT
+	MOVSS X0, (R11)
+	ADDQ  $4, R11
+	DECQ  BX
+	JNZ   growrow
+	VZEROUPPER
+	RET
 #undef WIDEN
 #undef CB
 #undef CB2

@@ -41,6 +41,11 @@ func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
 }
 
+// DotQ8GRows is the assembly kernel, absent here; it panics.
+func DotQ8GRows(x *float32, w *int8, k int, rows int, scales *float32, group int, out *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
 // DotQ4 is the assembly kernel, absent here; it panics.
 func DotQ4(x *float32, w *int8, k int, scales *float32, group int, levels *[16]float32) float32 {
 	panic("qgemm: no assembly kernel on this architecture")
