@@ -49,7 +49,7 @@ GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
 	bench-run peer-run rounds profile-resnet onnxruntime llamacpp gguf-models baseline baseline-quick golden python-ref bench-engine cpu-engines \
-	cuda-toolkit kernels kernels-verify cuda-check gpu-bin report diff calibrate tokenizer-ref
+	cuda-toolkit kernels kernels-verify cuda-check gpu-bin gpu-rehearse report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
@@ -330,4 +330,14 @@ gpu-bin: cuda-toolkit
 		gzip -9 $(GPU_BIN)/$${p%%:*}.test; \
 	done; \
 	echo "built $(GPU_BIN)/{cuda,bench,zbench}.test.gz at $$commit ($$(du -sh $(GPU_BIN) | cut -f1)): copy the repository with bin/gpu to the GPU host and run scripts/gpu-session.sh there"
+
+## gpu-rehearse: the GPU's verify call (scripts/gpu-verify.sh) rehearsed on
+## this machine: make gpu-bin's binaries on the stub driver, the points'
+## dev=cpu, within BUDGET seconds (180 here), into .cache/gpu-rehearsal;
+## its summary.txt says what ran, failed and was skipped or cut.
+gpu-rehearse: gpu-bin python-ref
+	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
+	@rm -rf .cache/gpu-rehearsal
+	DEV=cpu PY=$(PY) BUDGET=$(or $(BUDGET),180) LD_LIBRARY_PATH=$(CUDA_STUB) \
+		scripts/gpu-session.sh verify .cache/gpu-rehearsal
 
