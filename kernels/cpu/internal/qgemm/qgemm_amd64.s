@@ -345,49 +345,54 @@ qdone:
 	VZEROUPPER
 	RET
 
+// Q8DOT is the body of DotQ8 and DotQ8Rows: Σ x[p]·float32(w[p]) for x
+// from SI, codes from DI, k values in CX (a multiple of 16), 64 a step
+// over four accumulators (Z0–Z3), then 16 into the first; the sum left in
+// X0's first lane, DI past the codes (Z4–Z7 clobbered).
+#define Q8DOT \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+d8loop64: \
+	CMPQ        CX, $64; \
+	JL          d8loop16; \
+	VPMOVSXBD   (DI), Z4; \
+	VPMOVSXBD   16(DI), Z5; \
+	VPMOVSXBD   32(DI), Z6; \
+	VPMOVSXBD   48(DI), Z7; \
+	VCVTDQ2PS   Z4, Z4; \
+	VCVTDQ2PS   Z5, Z5; \
+	VCVTDQ2PS   Z6, Z6; \
+	VCVTDQ2PS   Z7, Z7; \
+	VFMADD231PS (SI), Z4, Z0; \
+	VFMADD231PS 64(SI), Z5, Z1; \
+	VFMADD231PS 128(SI), Z6, Z2; \
+	VFMADD231PS 192(SI), Z7, Z3; \
+	ADDQ        $64, DI; \
+	ADDQ        $256, SI; \
+	SUBQ        $64, CX; \
+	JMP         d8loop64; \
+d8loop16: \
+	CMPQ        CX, $16; \
+	JL          d8done; \
+	VPMOVSXBD   (DI), Z4; \
+	VCVTDQ2PS   Z4, Z4; \
+	VFMADD231PS (SI), Z4, Z0; \
+	ADDQ        $16, DI; \
+	ADDQ        $64, SI; \
+	SUBQ        $16, CX; \
+	JMP         d8loop16; \
+d8done: \
+	SUM4(Z0, Z1, Z2, Z3, X0)
+
 // func DotQ8(x *float32, w *int8, k int) float32
 TEXT ·DotQ8(SB), NOSPLIT, $0-28
-	MOVQ x+0(FP), SI
-	MOVQ w+8(FP), DI
-	MOVQ k+16(FP), CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-d8loop64:
-	CMPQ        CX, $64
-	JL          d8loop16
-	VPMOVSXBD   (DI), Z4
-	VPMOVSXBD   16(DI), Z5
-	VPMOVSXBD   32(DI), Z6
-	VPMOVSXBD   48(DI), Z7
-	VCVTDQ2PS   Z4, Z4
-	VCVTDQ2PS   Z5, Z5
-	VCVTDQ2PS   Z6, Z6
-	VCVTDQ2PS   Z7, Z7
-	VFMADD231PS (SI), Z4, Z0
-	VFMADD231PS 64(SI), Z5, Z1
-	VFMADD231PS 128(SI), Z6, Z2
-	VFMADD231PS 192(SI), Z7, Z3
-	ADDQ        $64, DI
-	ADDQ        $256, SI
-	SUBQ        $64, CX
-	JMP         d8loop64
-
-d8loop16:
-	CMPQ        CX, $16
-	JL          d8done
-	VPMOVSXBD   (DI), Z4
-	VCVTDQ2PS   Z4, Z4
-	VFMADD231PS (SI), Z4, Z0
-	ADDQ        $16, DI
-	ADDQ        $64, SI
-	SUBQ        $16, CX
-	JMP         d8loop16
-
-d8done:
-	SUM4(Z0, Z1, Z2, Z3, ret+24(FP))
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  k+16(FP), CX
+	Q8DOT
+	MOVSS X0, ret+24(FP)
 	VZEROUPPER
 	RET
 
@@ -405,46 +410,9 @@ TEXT ·DotQ8Rows(SB), NOSPLIT, $0-48
 	MOVQ out+40(FP), DX
 
 rrow:
-	MOVQ   R10, SI
-	MOVQ   R9, CX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-
-rloop64:
-	CMPQ        CX, $64
-	JL          rloop16
-	VPMOVSXBD   (DI), Z4
-	VPMOVSXBD   16(DI), Z5
-	VPMOVSXBD   32(DI), Z6
-	VPMOVSXBD   48(DI), Z7
-	VCVTDQ2PS   Z4, Z4
-	VCVTDQ2PS   Z5, Z5
-	VCVTDQ2PS   Z6, Z6
-	VCVTDQ2PS   Z7, Z7
-	VFMADD231PS (SI), Z4, Z0
-	VFMADD231PS 64(SI), Z5, Z1
-	VFMADD231PS 128(SI), Z6, Z2
-	VFMADD231PS 192(SI), Z7, Z3
-	ADDQ        $64, DI
-	ADDQ        $256, SI
-	SUBQ        $64, CX
-	JMP         rloop64
-
-rloop16:
-	CMPQ        CX, $16
-	JL          rsum
-	VPMOVSXBD   (DI), Z4
-	VCVTDQ2PS   Z4, Z4
-	VFMADD231PS (SI), Z4, Z0
-	ADDQ        $16, DI
-	ADDQ        $64, SI
-	SUBQ        $16, CX
-	JMP         rloop16
-
-rsum:
-	SUM4(Z0, Z1, Z2, Z3, X0)
+	MOVQ  R10, SI
+	MOVQ  R9, CX
+	Q8DOT
 	MULSS (R8), X0
 	MOVSS X0, (DX)
 	ADDQ  $4, R8
