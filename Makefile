@@ -49,7 +49,7 @@ GPU_BIN   := bin/gpu
 
 .PHONY: test lint unit race bench-smoke bench bench-quick quick-run benchcmp tables \
 	bench-run peer-run rounds profile-resnet onnxruntime llamacpp gguf-models baseline baseline-quick golden python-ref bench-engine cpu-engines \
-	cuda-toolkit kernels kernels-verify cuda-check gpu-bin gpu-rehearse report diff calibrate tokenizer-ref
+	cuda-toolkit kernels kernels-verify cuda-stub cuda-check gpu-bin gpu-rehearse report diff calibrate tokenizer-ref
 
 ## test: formatting, vet, staticcheck, unit and golden tests, the race
 ## detector on the harness, one quick pass over every benchmark, and the
@@ -298,12 +298,17 @@ kernels: cuda-toolkit
 kernels-verify: cuda-toolkit
 	ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --verify
 
+## cuda-stub: the toolkit's link-time libcuda.so as libcuda.so.1 in
+## .cache/cuda-stub, the driver the cuda-tagged binaries load without a GPU.
+cuda-stub: cuda-toolkit
+	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
+
 ## cuda-check: with no GPU, check that the committed kernel images are what
 ## ptx/_MANIFEST records make kernels built from these sources (no compiling),
 ## test that check, and check that everything builds, vets and passes
 ## staticcheck with -tags cuda, and that the cuda-tagged tests pass with the
 ## device absent.
-cuda-check: cuda-toolkit
+cuda-check: cuda-toolkit cuda-stub
 	@echo "== committed kernel images match kernels/cuda/ptx/_MANIFEST"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/build-kernels.sh --check
 	@echo "== the kernel-image check on planted changes"; ZBENCH_CUDA_PREFIX=$(CUDA) scripts/test-kernel-check.sh
 	@echo "== go build, vet and staticcheck with -tags cuda"
@@ -312,7 +317,6 @@ cuda-check: cuda-toolkit
 	$(CUDA_ENV) $(GO) tool staticcheck -tags cuda ./...
 	@echo "== go test -tags cuda with the stub driver: the CUDA backend and the CLI; bench_test's start and tables (the GPU"
 	@echo "   is absent, so the CPU is the only device: -short, and the goldens, which unit ran in full on the CPU, left out)"
-	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
 	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda -short ./kernels/cuda/... ./cmd/...
 	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda -short -run 'Tolerance|GoldenFile' ./bench_test/
 
@@ -335,8 +339,7 @@ gpu-bin: cuda-toolkit
 ## this machine: make gpu-bin's binaries on the stub driver, the points'
 ## dev=cpu, within BUDGET seconds (180 here), into .cache/gpu-rehearsal;
 ## its summary.txt says what ran, failed and was skipped or cut.
-gpu-rehearse: gpu-bin python-ref
-	@mkdir -p $(CUDA_STUB) && ln -sf $(CUDA)/usr/lib/x86_64-linux-gnu/stubs/libcuda.so $(CUDA_STUB)/libcuda.so.1
+gpu-rehearse: gpu-bin python-ref cuda-stub
 	@rm -rf .cache/gpu-rehearsal
 	DEV=cpu PY=$(PY) BUDGET=$(or $(BUDGET),180) LD_LIBRARY_PATH=$(CUDA_STUB) \
 		scripts/gpu-session.sh verify .cache/gpu-rehearsal

@@ -109,7 +109,6 @@ EOF
 )
 
 cd "$root"
-nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
 note "gpu-verify: DEV=$dev BUDGET=${budget}s COUNT=$count BENCHTIME=$benchtime, $(date -u +%FT%TZ)"
 
 # 1 and 2, side by side (the host has cores to spare, and nothing is timed).

@@ -97,7 +97,7 @@ func Measure(b *testing.B, bm Bench) {
 	// reported against the bandwidth copied beside it, before and after its
 	// loop: on a shared machine the bandwidth of the run's start may not be
 	// the bandwidth while it runs.
-	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes) && cpuProbe != nil
+	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes)
 	var bw float64
 	if adjacent {
 		bw = cpuProbe.measure()

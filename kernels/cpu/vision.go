@@ -245,13 +245,19 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 				}
 				rows++
 			}
+			if rows == 0 { // every window of the row wholly in the padding
+				for c := range dst {
+					dst[c] = inf
+				}
+				continue
+			}
 			for j := range g.Wo {
 				px := dst[j*C : (j+1)*C]
 				x0 := j*g.Stride[1] - g.Pad[1]
 				taken := 0
 				for kw := range g.Kernel[1] {
 					xx := x0 + kw*g.Dilation[1]
-					if rows == 0 || xx < 0 || xx >= g.W {
+					if xx < 0 || xx >= g.W {
 						continue
 					}
 					if src := cols[xx*C : (xx+1)*C]; taken == 0 {
