@@ -842,7 +842,7 @@ func BenchmarkLlamaDecode(b *testing.B) {
 						}
 						return sess.Decode(next)
 					},
-					Work:   zbench.Workload{FLOPs: w.FLOPs, Bytes: w.Bytes, DType: dt, Items: float64(batch), ItemUnit: "tok/s"},
+					Work:   zbench.Workload{FLOPs: w.FLOPs, Bytes: w.Bytes, DType: dt, ReadOnly: true, Items: float64(batch), ItemUnit: "tok/s"},
 					Verify: l.verify, MaxRelErr: l.tolerance(),
 				})
 			})

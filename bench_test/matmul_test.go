@@ -143,7 +143,7 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 	}
 	zbench.Measure(b, zbench.Bench{
 		Dev:  dev,
-		Work: zbench.Workload{FLOPs: 2 * float64(decodeN) * float64(decodeK), Bytes: bytes, DType: kernels.F32},
+		Work: zbench.Workload{FLOPs: 2 * float64(decodeN) * float64(decodeK), Bytes: bytes, DType: kernels.F32, ReadOnly: true},
 		Op:   op,
 		Verify: func() (float64, error) {
 			got, err := kernels.ToFloat32(out)

@@ -23,6 +23,7 @@ var Units = []string{
 	"Unit %peak better=higher",
 	"Unit %bw better=higher",
 	"Unit bw-GB/s assume=nothing",
+	"Unit rd-GB/s assume=nothing",
 	"Unit req/s better=higher",
 	"Unit ttft-ms better=lower",
 	"Unit ttft-p99-ms better=lower",
@@ -75,7 +76,8 @@ func Config(devs []kernels.Backend) ([]string, error) {
 			}
 			lines = append(lines,
 				fmt.Sprintf("cpu-peak-source: %s", peak.Source),
-				fmt.Sprintf("cpu-bandwidth-gbps: %.1f", peak.Bandwidth/1e9))
+				fmt.Sprintf("cpu-bandwidth-gbps: %.1f", peak.Bandwidth/1e9),
+				fmt.Sprintf("cpu-read-bandwidth-gbps: %.1f", peak.ReadBandwidth/1e9))
 		case kernels.GPU:
 			lines = append(lines,
 				"gpu: "+info.Name,

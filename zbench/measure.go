@@ -44,8 +44,9 @@ type Bench struct {
 // rate, rel-err and rel-err-bound, peak-B (the pool's high-water mark over
 // the timed calls, live inputs and workspaces included), %peak, on GPUs
 // gpu-ns/op from device timers, and for a CPU operation bound by memory
-// beyond the cache the bandwidth of copies beside it (bw-GB/s, the better
-// of the copies before and after the loop) and its share of that (%bw);
+// beyond the cache the bandwidth measured beside it, the better of the
+// measurements before and after the loop (bw-GB/s of copies, or rd-GB/s of
+// read-only streams for a ReadOnly workload), and its share of that (%bw);
 // and it fails the benchmark when the result is above the device's
 // roofline.
 func Measure(b *testing.B, bm Bench) {
@@ -94,13 +95,17 @@ func Measure(b *testing.B, bm Bench) {
 		}
 	}
 	// A CPU operation streaming more than the cache from memory is also
-	// reported against the bandwidth copied beside it, before and after its
-	// loop: on a shared machine the bandwidth of the run's start may not be
-	// the bandwidth while it runs.
+	// reported against the bandwidth measured beside it, before and after
+	// its loop: on a shared machine the bandwidth of the run's start may not
+	// be the bandwidth while it runs.
 	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes)
+	probe, bwUnit := cpuProbe.Copy, "bw-GB/s"
+	if bm.Work.ReadOnly {
+		probe, bwUnit = cpuProbe.Read, "rd-GB/s"
+	}
 	var bw float64
 	if adjacent {
-		bw = cpuProbe.measure()
+		bw = probe()
 	}
 	var devTime time.Duration
 	for b.Loop() {
@@ -150,8 +155,8 @@ func Measure(b *testing.B, bm Bench) {
 	}
 	report(b, bm.Work, perOp, peak)
 	if adjacent {
-		bw = max(bw, cpuProbe.measure())
-		b.ReportMetric(bw/1e9, "bw-GB/s")
+		bw = max(bw, probe())
+		b.ReportMetric(bw/1e9, bwUnit)
 		b.ReportMetric(100*bm.Work.Bytes/perOp.Seconds()/bw, "%bw")
 	}
 	if bm.Verify != nil {

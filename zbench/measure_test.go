@@ -75,34 +75,41 @@ func TestMeasureReportsBound(t *testing.T) {
 }
 
 // TestMeasureAdjacentBandwidth: a CPU operation bound by memory beyond the
-// cache reports the bandwidth copied beside it and its share of that, the
-// share computed from the same time as GB/s; one that fits in the cache
-// does not.
+// cache reports the bandwidth measured beside it (a copy's, or a read-only
+// stream's for a read-only workload) and its share of that, the share
+// computed from the same time as GB/s; one that fits in the cache does not.
 func TestMeasureAdjacentBandwidth(t *testing.T) {
 	dev := cpu.New()
 	peak, err := PeakOf(dev)
 	require.NoError(t, err)
+	require.Positive(t, peak.ReadBandwidth)
 	for _, tc := range []struct {
-		name  string
-		bytes float64
-		want  bool
+		name     string
+		bytes    float64
+		readOnly bool
+		want     string // the bandwidth's unit, or none
 	}{
-		{"streams from memory", 4 * float64(peak.CacheBytes), true},
-		{"fits in the cache", float64(peak.CacheBytes) / 4, false},
+		{"streams from memory", 4 * float64(peak.CacheBytes), false, "bw-GB/s"},
+		{"only reads from memory", 4 * float64(peak.CacheBytes), true, "rd-GB/s"},
+		{"fits in the cache", float64(peak.CacheBytes) / 4, false, ""},
+		{"only reads, fits in the cache", float64(peak.CacheBytes) / 4, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := testing.Benchmark(func(b *testing.B) {
 				// Long enough that the declared bytes stay under any
 				// bandwidth: the roofline guard accepts them.
-				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: tc.bytes, DType: kernels.F32},
+				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: tc.bytes, DType: kernels.F32, ReadOnly: tc.readOnly},
 					Op: func() error { time.Sleep(time.Duration(tc.bytes/peak.Bandwidth*1e9) * 4); return nil }})
 			})
 			require.Positive(t, res.N)
-			bw, ok := res.Extra["bw-GB/s"]
-			assert.Equal(t, tc.want, ok)
+			for _, unit := range []string{"bw-GB/s", "rd-GB/s"} {
+				_, ok := res.Extra[unit]
+				assert.Equal(t, unit == tc.want, ok, unit)
+			}
 			share, ok := res.Extra["%bw"]
-			assert.Equal(t, tc.want, ok)
-			if tc.want {
+			assert.Equal(t, tc.want != "", ok)
+			if tc.want != "" {
+				bw := res.Extra[tc.want]
 				assert.Positive(t, bw)
 				assert.InDelta(t, 100*res.Extra["GB/s"]/bw, share, 1e-9*share)
 				assert.Less(t, share, 50.0, "an operation at a quarter of the start's bandwidth")

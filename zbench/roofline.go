@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/cpu"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/zbench/internal/cpuclock"
+	"github.com/zbench/zbench/zbench/internal/membw"
 	"github.com/zbench/zbench/zbench/roofline"
 )
 
@@ -41,11 +40,12 @@ func PeakOf(b kernels.Backend) (roofline.Peak, error) {
 var (
 	cpuPeakOnce sync.Once
 	cpuPeak     roofline.Peak
-	cpuProbe    *bandwidthProbe // measureCPUPeak's, for Measure's adjacent measurements
+	cpuProbe    *membw.Probe // measureCPUPeak's, for Measure's adjacent measurements
 )
 
 // measureCPUPeak derives the CPU's arithmetic peak from its widest FMA
-// units and measures its memory bandwidth with a copy larger than the cache.
+// units and measures its memory bandwidth with a copy larger than the cache,
+// and the rate of a stream that only reads.
 func measureCPUPeak(info kernels.DeviceInfo) roofline.Peak {
 	perCycle, isa := cpuFLOPsPerCycle()
 	ghz, clock := cpuGHz()
@@ -71,12 +71,13 @@ func measureCPUPeak(info kernels.DeviceInfo) roofline.Peak {
 		flops[kernels.I8] = perSec * 2048
 	}
 	cache := lastLevelCache()
-	cpuProbe = newBandwidthProbe(cache)
-	bw := cpuProbe.measure()
+	cpuProbe = membw.New(cache)
+	bw := cpuProbe.Copy()
 	return roofline.Peak{
 		Device:         info.Name,
 		FLOPS:          flops,
 		Bandwidth:      bw,
+		ReadBandwidth:  cpuProbe.Read(),
 		BandwidthLimit: copyBandwidthLimit * bw,
 		CacheBytes:     cache,
 		Source: fmt.Sprintf("%d cores x %.2f GHz (%s) x %g f32 FLOP/cycle (%s); bandwidth measured by copy, results held to %gx it",
@@ -186,43 +187,6 @@ func lastLevelCache() int64 {
 // result may go before the roofline check calls it impossible: a copy
 // counts two of the three transfers it makes (the destination is read
 // before it is written), so a stream that only reads, as a decode step
-// reads its weights, can run half as fast again; and the copy is one
+// reads its weights, may run faster on some machines; and the copy is one
 // sample of a machine that may be shared.
 const copyBandwidthLimit = 2.0
-
-// bandwidthProbe measures the memory bandwidth with copies between two
-// buffers of together twice the cache (at least 64 MiB and at most 512
-// MiB), kept for the process so that Measure can repeat the measurement
-// beside each benchmark that streams from memory.
-type bandwidthProbe struct{ src, dst []byte }
-
-// newBandwidthProbe allocates and fills a probe's buffers for a cache of
-// the given size.
-func newBandwidthProbe(cache int64) *bandwidthProbe {
-	n := min(max(2*cache, 64<<20), 512<<20) / 2
-	p := &bandwidthProbe{src: make([]byte, n), dst: make([]byte, n)}
-	for i := range p.src {
-		p.src[i] = byte(i)
-	}
-	return p
-}
-
-// measure returns the best rate of three copies, counting the bytes read
-// and written, the copy split over GOMAXPROCS goroutines.
-func (p *bandwidthProbe) measure() float64 {
-	workers := runtime.GOMAXPROCS(0)
-	n := len(p.src)
-	best := 0.0
-	for range 3 {
-		start := time.Now()
-		var wg sync.WaitGroup
-		chunk := (n + workers - 1) / workers
-		for lo := 0; lo < n; lo += chunk {
-			hi := min(lo+chunk, n)
-			wg.Go(func() { copy(p.dst[lo:hi], p.src[lo:hi]) })
-		}
-		wg.Wait()
-		best = max(best, 2*float64(n)/time.Since(start).Seconds())
-	}
-	return best
-}

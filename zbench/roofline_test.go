@@ -80,7 +80,7 @@ func TestConfig(t *testing.T) {
 	lines, err := Config([]kernels.Backend{cpu.New()})
 	require.NoError(t, err)
 	joined := strings.Join(lines, "\n")
-	for _, key := range []string{"zbench-commit: 0123456789ab", "blas: ", "cpu-peak-gflops: ", "cpu-bandwidth-gbps: "} {
+	for _, key := range []string{"zbench-commit: 0123456789ab", "blas: ", "cpu-peak-gflops: ", "cpu-bandwidth-gbps: ", "cpu-read-bandwidth-gbps: "} {
 		assert.Contains(t, joined, key)
 	}
 	for _, l := range lines {

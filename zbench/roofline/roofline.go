@@ -26,6 +26,10 @@ type Workload struct {
 	Bytes float64
 	// DType is the type the arithmetic runs in; it selects the peak.
 	DType kernels.DType
+	// ReadOnly marks a workload whose Bytes are reads (a decode step
+	// streaming its weights): on a CPU its adjacent bandwidth is that of a
+	// stream that only reads, not a copy's.
+	ReadOnly bool
 	// Items, with ItemUnit ("seq/s", "img/s", "tok/s"), reports a rate of
 	// work items per second; zero reports none.
 	Items    float64
@@ -40,6 +44,9 @@ type Peak struct {
 	FLOPS map[kernels.DType]float64
 	// Bandwidth is the peak rate of main (device) memory in bytes/s.
 	Bandwidth float64
+	// ReadBandwidth is the rate of a stream that only reads, in bytes/s,
+	// where it was measured (a CPU's); zero where it was not.
+	ReadBandwidth float64
 	// BandwidthLimit is the rate Check holds results to, where it differs
 	// from Bandwidth: above a bandwidth measured by a copy, which a stream
 	// that only reads can pass. Zero means Bandwidth.
