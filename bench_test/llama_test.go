@@ -808,10 +808,12 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // devices with kernels.Quant, at the same shapes (the one point of -short
 // mode included), its bytes the int8 weights with their scales;
 // dtype=w8a16 the weight-only int8 model (Model.QuantizeWeights, f32
-// activations) and dtype=w4a16 the GGUF Q4_0 model (llamaVariant.q4_0,
-// f32 activations; its rel-err against the golden of the same Q4_0
-// weights, its bytes with lm_head in float32) on the devices with
-// kernels.WeightQuant, not in -short mode.
+// activations, lm_head in float32) and dtype=w4a16 the GGUF Q4_0 model
+// (llamaVariant.q4_0, f32 activations, lm_head in Q4_0 too; its rel-err
+// against the golden of the same Q4_0 weights) on the devices with
+// kernels.WeightQuant, not in -short mode; their bytes are the codes and
+// scales as the model holds them. Every row is a read-only workload: %bw
+// is against the read-only stream measured beside it (rd-GB/s).
 func BenchmarkLlamaDecode(b *testing.B) {
 	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev

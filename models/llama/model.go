@@ -91,12 +91,9 @@ type Model struct {
 	// codes is the dtype a quantized module's inputs are cast to: I8, or
 	// E4M3 for FP8; 0 while none is, or for weight-only modules.
 	codes kernels.DType
-	// weightBits is the width of a quantized module's weight codes: 8
-	// (Quantize, or QuantizeWeights in int8) or 4; 0 while none is.
-	weightBits int
-	// headBits is the width of lm_head's codes where SetWeightOnly
-	// quantized it; 0 while it is float.
-	headBits int
+	// stored is how the linear weights are stored once quantized, for the
+	// bytes a step reads.
+	stored weightCodes
 }
 
 // Load uploads the weights of cfg from src to be in precision prec (F32,

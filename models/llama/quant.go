@@ -72,7 +72,7 @@ func (m *Model) quantizeLinear(lin *linear, name string, codes kernels.DType) (q
 	}
 	m.quantized++
 	m.codes = codes
-	m.weightBits = 8
+	m.stored.bits, m.stored.group = 8, 0
 	return r, nil
 }
 
@@ -130,7 +130,7 @@ func (m *Model) quantizeWeightOnly(lin *linear, name string, f kernels.WeightFor
 		return r, fmt.Errorf("llama: %w", err)
 	}
 	m.quantized++
-	m.weightBits = f.Bits()
+	m.stored.bits, m.stored.group = f.Bits(), group
 	return r, nil
 }
 
@@ -165,7 +165,7 @@ func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(nam
 				return n, fmt.Errorf("llama: %w", err)
 			}
 			m.quantized++
-			m.weightBits = f.Bits()
+			m.stored.bits, m.stored.group = f.Bits(), group
 			n++
 		}
 	}
@@ -181,7 +181,7 @@ func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(nam
 		return n, fmt.Errorf("llama: %w", err)
 	}
 	m.quantized++
-	m.headBits = f.Bits()
+	m.stored.headBits, m.stored.headGroup = f.Bits(), group
 	return n + 1, nil
 }
 

@@ -303,9 +303,9 @@ func (m *Model) setQuantized(lins map[string]linear) {
 	case quant.W8A8:
 		m.codes = kernels.I8
 	}
-	m.weightBits = 8
+	m.stored = weightCodes{bits: 8}
 	if f, ok := m.Config.Quant.Scheme.WeightOnly(); ok {
-		m.weightBits = f.Bits()
+		m.stored = weightCodes{bits: f.Bits(), group: m.Config.Quant.Group}
 	}
 }
 

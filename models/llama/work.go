@@ -20,23 +20,36 @@ func (c Config) layerChannels() float64 {
 	return float64(c.QDim() + 2*c.KVDim() + 2*c.HiddenSize + 2*c.IntermediateSize)
 }
 
+// weightCodes is how a model's linear weights are stored once quantized:
+// the decoder layers' modules as codes of bits bits and lm_head as codes
+// of headBits bits (0: in floating point), each with a float32 scale per
+// group values along a row, or per output channel where the group is 0.
+type weightCodes struct{ bits, group, headBits, headGroup int }
+
+// codeBytes is the size of n weights in out channels stored as codes of
+// bits bits with a float32 scale per group values (0: per channel).
+func codeBytes(n, out float64, bits, group int) float64 {
+	scales := out
+	if group > 0 {
+		scales = n / float64(group)
+	}
+	return n*float64(bits)/8 + 4*scales
+}
+
 // linearBytes is the size of the weights a step reads in full: every
 // layer's projections, MLP and norms, the final norm and lm_head (one row
 // of the embedding table per token is counted separately), in a dtype of
-// dtSize bytes, or with the projections and MLP quantized to codes of
-// bits bits (8, or 4 for the weight-only 4-bit formats; 0 for none), and
-// lm_head to codes of headBits bits, each with a float32 scale per output
-// channel (the 4-bit formats' group scales, one per 32 values or more,
-// are not counted: the figure stays a lower bound).
-func (c Config) linearBytes(dtSize, bits, headBits int) float64 {
+// dtSize bytes, or with the projections and MLP, and lm_head, stored as q
+// says.
+func (c Config) linearBytes(dtSize int, q weightCodes) float64 {
 	H, V, dt := float64(c.HiddenSize), float64(c.VocabSize), float64(dtSize)
 	linears := dt * c.layerMACs()
-	if bits > 0 {
-		linears = c.layerMACs()*float64(bits)/8 + 4*c.layerChannels()
+	if q.bits > 0 {
+		linears = codeBytes(c.layerMACs(), c.layerChannels(), q.bits, q.group)
 	}
 	head := dt * V * H
-	if headBits > 0 {
-		head = V*H*float64(headBits)/8 + 4*V
+	if q.headBits > 0 {
+		head = codeBytes(V*H, V, q.headBits, q.headGroup)
 	}
 	perLayer := linears + dt*2*H
 	return float64(c.NumHiddenLayers)*perLayer + dt*H + head
@@ -46,48 +59,46 @@ func (c Config) linearBytes(dtSize, bits, headBits int) float64 {
 // cache, with the logits of each prompt's last token, in a dtype of
 // dtSize bytes.
 func (c Config) PrefillWork(batch, seq, dtSize int) Work {
-	return c.prefillWork(batch, seq, dtSize, 0, 0)
+	return c.prefillWork(batch, seq, dtSize, weightCodes{})
 }
 
 // PrefillWork is Config.PrefillWork for the model: in its dtype, with the
 // linear modules' weights as quantized once it is (int8, or 4 bits).
 func (m *Model) PrefillWork(batch, seq int) Work {
-	return m.Config.prefillWork(batch, seq, m.Precision.DType().Size(), m.weightBits, m.headBits)
+	return m.Config.prefillWork(batch, seq, m.Precision.DType().Size(), m.stored)
 }
 
-// prefillWork is PrefillWork with the decoder layers' linear weights
-// quantized to codes of bits bits and lm_head to headBits, or not (0).
-func (c Config) prefillWork(batch, seq, dtSize, bits, headBits int) Work {
+// prefillWork is PrefillWork with the linear weights stored as q says.
+func (c Config) prefillWork(batch, seq, dtSize int, q weightCodes) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, S := float64(batch), float64(seq)
 	// q·kᵀ and p·v over the causal triangle: S(S+1)/2 pairs per head.
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * S * (S + 1) / 2
 	flops := L*(B*S*2*c.layerMACs()+B*attn) + B*2*H*V
 	cache := 2 * L * B * S * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits, headBits) + B*S*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, q) + B*S*H*float64(dtSize) + cache}
 }
 
 // DecodeWork is one decode step of batch sequences whose caches hold ctx
 // tokens: the new token attends to ctx+1 keys.
 func (c Config) DecodeWork(batch, ctx, dtSize int) Work {
-	return c.decodeWork(batch, ctx, dtSize, 0, 0)
+	return c.decodeWork(batch, ctx, dtSize, weightCodes{})
 }
 
 // DecodeWork is Config.DecodeWork for the model: in its dtype, with the
 // linear modules' weights as quantized once it is (int8, or 4 bits).
 func (m *Model) DecodeWork(batch, ctx int) Work {
-	return m.Config.decodeWork(batch, ctx, m.Precision.DType().Size(), m.weightBits, m.headBits)
+	return m.Config.decodeWork(batch, ctx, m.Precision.DType().Size(), m.stored)
 }
 
-// decodeWork is DecodeWork with the decoder layers' linear weights
-// quantized to codes of bits bits and lm_head to headBits, or not (0).
-func (c Config) decodeWork(batch, ctx, dtSize, bits, headBits int) Work {
+// decodeWork is DecodeWork with the linear weights stored as q says.
+func (c Config) decodeWork(batch, ctx, dtSize int, q weightCodes) Work {
 	L, H, V := float64(c.NumHiddenLayers), float64(c.HiddenSize), float64(c.VocabSize)
 	B, K := float64(batch), float64(ctx+1)
 	attn := 2 * 2 * float64(c.HeadDim) * float64(c.NumAttentionHeads) * K
 	flops := L*B*(2*c.layerMACs()+attn) + B*2*H*V
 	cache := 2 * L * B * K * float64(c.KVDim()) * float64(dtSize)
-	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, bits, headBits) + B*H*float64(dtSize) + cache}
+	return Work{FLOPs: flops, Bytes: c.linearBytes(dtSize, q) + B*H*float64(dtSize) + cache}
 }
 
 // LoRAStepWork is one LoRA training step over batch sequences of seq
@@ -112,5 +123,5 @@ func (c Config) LoRAStepWork(batch, seq, dtSize, rank int, targets []string, che
 	if checkpoint {
 		flops += layers
 	}
-	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize, 0, 0)}
+	return Work{FLOPs: flops, Bytes: 2 * c.linearBytes(dtSize, weightCodes{})}
 }
