@@ -163,7 +163,7 @@ llamacpp:
 
 ## gguf-models: the synthetic TinyLlama of the Llama benchmarks as GGUF files
 ## in each of GGUF_TYPES, written by the reference writer, for llama.cpp.
-gguf-models: tokenizer-ref
+gguf-models: tokenizer-ref python-ref
 	@mkdir -p $(GGUF_DIR)
 	@for t in $(GGUF_TYPES); do f=$(GGUF_DIR)/tinyllama-$$t.gguf; \
 		if [ ! -s $$f ] || [ testdata/reference/gguf.py -nt $$f ]; then \

@@ -534,7 +534,7 @@ func llamaBenchModels() llamaBenchModel {
 
 // goldenCase is the logits case of the model in variant v.
 func (lm llamaBenchModel) goldenCase(v llamaVariant) string {
-	if v.q4_0 {
+	if v.gguf == gguf.Q4_0 {
 		return lm.q4Golden
 	}
 	return lm.golden
@@ -572,13 +572,14 @@ type llamaVariant struct {
 	// fp8 is the FP8 model (Model.QuantizeFP8: E4M3 weights per channel,
 	// inputs per token) with p around the products.
 	fp8 bool
-	// q4_0 is the GGUF Q4_0 model, as `zbench quantize --format gguf
-	// --type Q4_0` writes it and zbench generate loads it: every 2-D
-	// tensor rounded through Q4_0 (gguf.Rounded), the decoder layers'
-	// weights on the weight-only int4 kernels in groups of 32
-	// (gguf.LoadLlama), embed_tokens and lm_head dequantized to p, with p
-	// around the products.
-	q4_0 bool
+	// gguf, where set, is the GGUF model of that type (Q4_0, or Q8_0 on
+	// the CPU), as `zbench quantize --format gguf --type T` writes it and
+	// zbench generate loads it: every 2-D tensor rounded through T
+	// (gguf.Rounded), the decoder layers' weights and lm_head on the
+	// weight-only kernels in groups of 32 (gguf.LoadLlama: int4 for Q4_0,
+	// int8 for Q8_0), embed_tokens dequantized to p, with p around the
+	// products: the model llama.cpp runs from the same file.
+	gguf gguf.Type
 }
 
 // llamaVariants are the models a Llama benchmark runs on dev: the float
@@ -602,7 +603,10 @@ func llamaVariants(dev kernels.Backend, points llamaInt8Points, weightOnly bool,
 		out = append(out, llamaVariant{p: llamaInt8Precision(dev), int8: true})
 	}
 	if _, err := kernels.Group[kernels.WeightQuant](dev); err == nil && weightOnly && !testing.Short() {
-		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8}, llamaVariant{p: nn.F32, q4_0: true})
+		out = append(out, llamaVariant{p: nn.F32, wo: kernels.WInt8}, llamaVariant{p: nn.F32, gguf: gguf.Q4_0})
+		if dev.Info().Kind == kernels.CPU { // the CUDA int8 kernels take a scale per row: Q8_0 would load as floats
+			out = append(out, llamaVariant{p: nn.F32, gguf: gguf.Q8_0})
+		}
 	}
 	// FP8 on GPUs only: the CPU's FP8 is an emulation (codes widened to
 	// float32), for its goldens, not its speed.
@@ -633,13 +637,15 @@ func (l *llamaBench) dtype() kernels.DType {
 }
 
 // dtypeName is the model's dtype in benchmark names: dtype's, or the
-// weight-only format's (w8a16, w4a16, nf4).
+// weight-only format's (w8a16, w4a16, nf4), or q8_0 for the GGUF Q8_0 model.
 func (l *llamaBench) dtypeName() string {
 	switch {
 	case l.v.wo != 0:
 		return weightDType(l.v.wo)
-	case l.v.q4_0:
+	case l.v.gguf == gguf.Q4_0:
 		return weightDType(kernels.WInt4)
+	case l.v.gguf == gguf.Q8_0:
+		return "q8_0"
 	case l.v.fp8:
 		return "fp8"
 	}
@@ -655,9 +661,9 @@ func (l *llamaBench) model(b *testing.B) *llama.Model {
 			b.Fatal(err)
 		}
 		var m *llama.Model
-		if l.v.q4_0 {
+		if l.v.gguf != 0 {
 			var r *gguf.Rounded
-			if r, err = gguf.NewRounded(src, gguf.Q4_0); err == nil {
+			if r, err = gguf.NewRounded(src, l.v.gguf); err == nil {
 				m, err = gguf.LoadLlama(l.dev, cfg, r, l.v.p)
 			}
 		} else {
@@ -698,7 +704,7 @@ func (l *llamaBench) verify() (float64, error) {
 // tolerance is the rel-err the model's logits must reach.
 func (l *llamaBench) tolerance() float64 {
 	switch {
-	case l.v.wo != 0 || l.v.fp8 || l.v.q4_0:
+	case l.v.wo != 0 || l.v.fp8 || l.v.gguf != 0:
 		return benchTolerance("model="+l.lm.name, l.dtypeName())
 	case l.v.int8:
 		return llamaInt8Tol(l.lm.golden)
@@ -809,9 +815,10 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // mode included), its bytes the int8 weights with their scales;
 // dtype=w8a16 the weight-only int8 model (Model.QuantizeWeights, f32
 // activations, lm_head in float32) and dtype=w4a16 the GGUF Q4_0 model
-// (llamaVariant.q4_0, f32 activations, lm_head in Q4_0 too; its rel-err
+// (llamaVariant.gguf, f32 activations, lm_head in Q4_0 too; its rel-err
 // against the golden of the same Q4_0 weights) on the devices with
-// kernels.WeightQuant, not in -short mode; their bytes are the codes and
+// kernels.WeightQuant, and on the CPU dtype=q8_0 the GGUF Q8_0 model, the
+// one llama.cpp's Q8_0 rows run, not in -short mode; their bytes are the codes and
 // scales as the model holds them. Every row is a read-only workload: %bw
 // is against the read-only stream measured beside it (rd-GB/s).
 func BenchmarkLlamaDecode(b *testing.B) {

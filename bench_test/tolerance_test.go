@@ -19,7 +19,7 @@ import (
 // weights take int8's; 4-bit ones (16 levels per group: int4 per 128
 // values, NF4 per 64) leave about a tenth of a uniform weight's signal as
 // noise, 5–9% in a long dot product's relative error.
-var weightOnly = map[string]float64{"w8a16": kernels.Tolerance(kernels.I8), "w4a16": 1.5e-1, "nf4": 1.5e-1}
+var weightOnly = map[string]float64{"w8a16": kernels.Tolerance(kernels.I8), "q8_0": kernels.Tolerance(kernels.I8), "w4a16": 1.5e-1, "nf4": 1.5e-1}
 
 // dtypeTolerance is the rel-err accepted for a benchmark of the named
 // dtype: kernels.Tolerance of the dtype the results are stored in. TF32

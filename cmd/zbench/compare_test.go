@@ -299,7 +299,7 @@ func TestCompareErrors(t *testing.T) {
 		{name: "alpha 1", args: []string{"-alpha", "1", aa1, aa2}, want: "compare: -alpha 1: want a significance level", usage: true},
 		{name: "alpha 2", args: []string{"-alpha", "2", aa1, aa2}, want: "compare: -alpha 2: want a significance level", usage: true},
 		{name: "alpha NaN", args: []string{"-alpha", "NaN", aa1, aa2}, want: "compare: -alpha NaN: want a significance level", usage: true},
-		{name: "unknown tol dtype", args: []string{"-tol", "xx=1e-2", aa1, aa2}, want: `compare: -tol: unknown dtype "xx" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2, fp8, w8a16, w4a16, nf4)`, usage: true},
+		{name: "unknown tol dtype", args: []string{"-tol", "xx=1e-2", aa1, aa2}, want: `compare: -tol: unknown dtype "xx" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2, fp8, w8a16, q8_0, w4a16, nf4)`, usage: true},
 		{name: "bad tol", args: []string{"-tol", "f32", aa1, aa2}, want: `-tol: "f32" is not dtype=value`, usage: true},
 		{name: "unknown metric direction", args: []string{"-metric", "peak-B/x", aa1, aa2}, want: "no Unit line says whether higher or lower peak-B/x is better"},
 	} {

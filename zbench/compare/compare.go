@@ -132,7 +132,7 @@ func (o Options) withDefaults() (Options, error) {
 
 // DTypes are the /dtype values of the benchmarks, the keys that
 // Options.Tolerance may have.
-var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2", "fp8", "w8a16", "w4a16", "nf4"}
+var DTypes = []string{"f32", "tf32", "f16", "bf16", "mixed", "int8", "e4m3", "e5m2", "fp8", "w8a16", "q8_0", "w4a16", "nf4"}
 
 // Units the accuracy gate reads.
 const (

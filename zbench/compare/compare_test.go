@@ -136,7 +136,7 @@ func TestOptionsErrors(t *testing.T) {
 		{Options{Threshold: -1}, "threshold -1 is outside"},
 		{Options{Confidence: 1}, "confidence 1 is outside"},
 		{Options{Tolerance: map[string]float64{"f32": -1}}, "tolerance f32=-1 is not a positive number"},
-		{Options{Tolerance: map[string]float64{"fp32": 1e-3}}, `tolerance of unknown dtype "fp32" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2, fp8, w8a16, w4a16, nf4)`},
+		{Options{Tolerance: map[string]float64{"fp32": 1e-3}}, `tolerance of unknown dtype "fp32" (known: f32, tf32, f16, bf16, mixed, int8, e4m3, e5m2, fp8, w8a16, q8_0, w4a16, nf4)`},
 	} {
 		_, err := Run([]*results.File{a, a}, tc.opts)
 		require.ErrorContains(t, err, tc.want)

@@ -33,7 +33,7 @@ const USAGE = `usage: node baselines/peers/llamacpp/bench.mjs [flags] FILE.gguf.
 
 Runs BenchmarkLlamaPrefill (batch 1, seq 128), BenchmarkLlamaDecode (batch 1,
 ctx 128) and BenchmarkLlamaGenerate (prompt 32, new 16) on llama.cpp for each
-GGUF file (F32, F16, BF16, Q8_0 or Q4_0: dtype f32, f16, bf16, w8a16, w4a16)
+GGUF file (F32, F16, BF16, Q8_0 or Q4_0: dtype f32, f16, bf16, q8_0, w4a16)
 and prints Go benchmark lines under zbench's names.
 
   --bench REGEXP     run the benchmarks matching REGEXP, as go test -bench (default .)

@@ -29,7 +29,7 @@ const GGUF_DIR = path.join(ROOT, "testdata/golden/llama-tiny-gguf");
 const GOLDENS = [
   { file: "model-f32.gguf", type: "F32", dtype: "f32" },
   { file: "model-f16.gguf", type: "F16", dtype: "f16" },
-  { file: "model-q8_0.gguf", type: "Q8_0", dtype: "w8a16" },
+  { file: "model-q8_0.gguf", type: "Q8_0", dtype: "q8_0" },
   { file: "model-q4_0.gguf", type: "Q4_0", dtype: "w4a16" },
 ];
 

@@ -173,12 +173,12 @@ const GGML_TYPES = new Map([
   [30, "BF16"],
 ]);
 
-/** DTYPES are zbench's dtype names of the GGUF types: weight-only names for the quantized ones. */
+/** DTYPES are zbench's dtype names of the GGUF types: the names of the rows that run the same GGUF model, q8_0 and w4a16 for the quantized ones. */
 export const DTYPES = new Map([
   ["F32", "f32"],
   ["BF16", "bf16"],
   ["F16", "f16"],
-  ["Q8_0", "w8a16"],
+  ["Q8_0", "q8_0"],
   ["Q4_0", "w4a16"],
 ]);
 
