@@ -1,6 +1,10 @@
 #include "textflag.h"
 
 // func sumAsm(p *byte, n int) uint64
+//
+// The stream is prefetched 8 KiB ahead into the outer caches, as the
+// decode kernels prefetch their weights, so that the rate is the best a
+// read-only stream reaches, not only what the hardware prefetchers give.
 TEXT ·sumAsm(SB), NOSPLIT, $0-24
 	MOVQ p+0(FP), SI
 	MOVQ n+8(FP), CX
@@ -9,6 +13,10 @@ TEXT ·sumAsm(SB), NOSPLIT, $0-24
 	VPXOR Y2, Y2, Y2
 	VPXOR Y3, Y3, Y3
 loop:
+	PREFETCHT2 8192(SI)
+	PREFETCHT2 8256(SI)
+	PREFETCHT2 8320(SI)
+	PREFETCHT2 8384(SI)
 	VPADDQ 0(SI), Y0, Y0
 	VPADDQ 32(SI), Y1, Y1
 	VPADDQ 64(SI), Y2, Y2

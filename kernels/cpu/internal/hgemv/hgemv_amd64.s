@@ -39,6 +39,8 @@
 loop64: \
 	CMPQ        CX, $64; \
 	JLT         loop16; \
+	PREFETCHT2  8192(R8); \
+	PREFETCHT2  8256(R8); \
 	WIDEN((R8), Z4); \
 	WIDEN(WB(R8), Z5); \
 	WIDEN(WB2(R8), Z6); \

@@ -357,6 +357,7 @@ qdone:
 d8loop64: \
 	CMPQ        CX, $64; \
 	JL          d8loop16; \
+	PREFETCHT2  8192(DI); \
 	VPMOVSXBD   (DI), Z4; \
 	VPMOVSXBD   16(DI), Z5; \
 	VPMOVSXBD   32(DI), Z6; \
@@ -466,6 +467,8 @@ rrow:
 g32: \
 	CMPQ   CX, $128; \
 	JLT    g32tail; \
+	PREFETCHT2 8192(DI); \
+	PREFETCHT2 8256(DI); \
 	G32(0, 0, 0, Z7); \
 	G32(CB, 128, 4, Z9); \
 	G32(CB2, 256, 8, Z10); \
@@ -784,6 +787,7 @@ q4done:
 // Z10) and spread to the lanes; then the walk moves on and the loop goes
 // back to top, or to done when CX is spent.
 #define L4STEP(LOAD, top, done) \
+	PREFETCHT2  8192(DI); \
 	VMOVDQU32   (DI), Z4; \
 	VPERMPS     Z31, Z4, Z12; \
 	VPSRLD      $4, Z4, Z13; \
