@@ -99,7 +99,10 @@ func TestMeasureAdjacentBandwidth(t *testing.T) {
 				// Long enough that the declared bytes stay under any
 				// bandwidth: the roofline guard accepts them.
 				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: tc.bytes, DType: kernels.F32, ReadOnly: tc.readOnly},
-					Op: func() error { time.Sleep(time.Duration(tc.bytes/min(peak.Bandwidth, peak.ReadBandwidth)*1e9) * 4); return nil }})
+					Op: func() error {
+						time.Sleep(time.Duration(tc.bytes/min(peak.Bandwidth, peak.ReadBandwidth)*1e9) * 4)
+						return nil
+					}})
 			})
 			require.Positive(t, res.N)
 			for _, unit := range []string{"bw-GB/s", "rd-GB/s"} {
