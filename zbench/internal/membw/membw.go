@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -35,30 +36,24 @@ func New(cache int64) *Probe {
 // to the other split over GOMAXPROCS goroutines, counting the bytes read
 // and those written.
 func (p *Probe) Copy() float64 {
-	return best(2*len(p.src), func(lo, hi int) { copy(p.dst[lo:hi], p.src[lo:hi]) })
+	return p.best(func(lo, hi int) { copy(p.dst[lo:hi], p.src[lo:hi]) })
 }
 
 // Read returns the best rate, in bytes/s, of three passes that read both
 // buffers once, split over GOMAXPROCS goroutines, summing them as 64-bit
 // words so that no load can be dropped.
 func (p *Probe) Read() float64 {
-	var sink uint64
-	var mu sync.Mutex
-	rate := best(2*len(p.src), func(lo, hi int) {
-		s := Sum(p.src[lo:hi]) + Sum(p.dst[lo:hi])
-		mu.Lock()
-		sink += s
-		mu.Unlock()
-	})
-	runtime.KeepAlive(sink)
+	var sink atomic.Uint64
+	rate := p.best(func(lo, hi int) { sink.Add(Sum(p.src[lo:hi]) + Sum(p.dst[lo:hi])) })
+	runtime.KeepAlive(sink.Load())
 	return rate
 }
 
-// best runs f over GOMAXPROCS contiguous ranges of the buffers' length
-// three times and returns the best rate of moving bytes.
-func best(bytes int, f func(lo, hi int)) float64 {
-	workers := runtime.GOMAXPROCS(0)
-	n := bytes / 2
+// best runs f over GOMAXPROCS contiguous ranges of a buffer's length three
+// times and returns the best rate of moving both buffers' bytes.
+func (p *Probe) best(f func(lo, hi int)) float64 {
+	n, workers := len(p.src), runtime.GOMAXPROCS(0)
+	bytes := 2 * n
 	chunk := (n/workers + block - 1) / block * block
 	rate := 0.0
 	for range 3 {
