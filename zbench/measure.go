@@ -44,9 +44,9 @@ type Bench struct {
 // rate, rel-err and rel-err-bound, peak-B (the pool's high-water mark over
 // the timed calls, live inputs and workspaces included), %peak, on GPUs
 // gpu-ns/op from device timers, and for a CPU operation bound by memory
-// beyond the cache the bandwidth measured beside it, the better of the
-// measurements before and after the loop (bw-GB/s of copies, or rd-GB/s of
-// read-only streams for a ReadOnly workload), and its share of that (%bw);
+// beyond the cache the bandwidth of a stream run between its iterations
+// (bw-GB/s of copies, or rd-GB/s of a read-only stream for a ReadOnly
+// workload) and its share of that (%bw);
 // and it fails the benchmark when the result is above the device's
 // roofline.
 func Measure(b *testing.B, bm Bench) {
@@ -95,18 +95,19 @@ func Measure(b *testing.B, bm Bench) {
 		}
 	}
 	// A CPU operation streaming more than the cache from memory is also
-	// reported against the bandwidth measured beside it, before and after
-	// its loop: on a shared machine the bandwidth of the run's start may not
-	// be the bandwidth while it runs.
+	// reported against the bandwidth of a stream measured between its
+	// iterations, outside the timer (interleaved): on a shared machine the
+	// bandwidth of the run's start, or of the moments before and after its
+	// loop, may not be the bandwidth while it runs. Each pass moves about
+	// as many bytes as one call of the operation, at least twice the cache.
 	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes)
-	probe, bwUnit := cpuProbe.Copy, "bw-GB/s"
+	bwUnit := "bw-GB/s"
 	if bm.Work.ReadOnly {
-		probe, bwUnit = cpuProbe.Read, "rd-GB/s"
+		bwUnit = "rd-GB/s"
 	}
-	var bw float64
-	if adjacent {
-		bw = probe()
-	}
+	window := int(max(bm.Work.Bytes/2, float64(peak.CacheBytes)))
+	var probed int
+	var probeTime time.Duration
 	var devTime time.Duration
 	for b.Loop() {
 		if flusher != nil {
@@ -117,6 +118,12 @@ func Measure(b *testing.B, bm Bench) {
 			if err := dev.Sync(); err != nil {
 				b.Fatal(err)
 			}
+			b.StartTimer()
+		}
+		if adjacent {
+			b.StopTimer()
+			n, d := cpuProbe.Pass(bm.Work.ReadOnly, window)
+			probed, probeTime = probed+n, probeTime+d
 			b.StartTimer()
 		}
 		if timer != nil {
@@ -155,7 +162,7 @@ func Measure(b *testing.B, bm Bench) {
 	}
 	report(b, bm.Work, perOp, peak)
 	if adjacent {
-		bw = max(bw, probe())
+		bw := float64(probed) / probeTime.Seconds()
 		b.ReportMetric(bw/1e9, bwUnit)
 		b.ReportMetric(100*bm.Work.Bytes/perOp.Seconds()/bw, "%bw")
 	}

@@ -1,6 +1,7 @@
 package zbench
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -75,9 +76,10 @@ func TestMeasureReportsBound(t *testing.T) {
 }
 
 // TestMeasureAdjacentBandwidth: a CPU operation bound by memory beyond the
-// cache reports the bandwidth measured beside it (a copy's, or a read-only
-// stream's for a read-only workload) and its share of that, the share
-// computed from the same time as GB/s; one that fits in the cache does not.
+// cache reports the bandwidth of a stream run between its iterations (a
+// copy's, or a read-only stream's for a read-only workload) and its share
+// of that, the share computed from the same time as GB/s; one that fits in
+// the cache does not, and runs its iterations back to back.
 func TestMeasureAdjacentBandwidth(t *testing.T) {
 	dev := cpu.New()
 	peak, err := PeakOf(dev)
@@ -95,16 +97,34 @@ func TestMeasureAdjacentBandwidth(t *testing.T) {
 		{"only reads, fits in the cache", float64(peak.CacheBytes) / 4, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var gaps []time.Duration // from the end of one call to the start of the next
 			res := testing.Benchmark(func(b *testing.B) {
+				gaps = gaps[:0]
+				var end time.Time
 				// Long enough that the declared bytes stay under any
 				// bandwidth: the roofline guard accepts them.
 				Measure(b, Bench{Dev: dev, Work: Workload{Bytes: tc.bytes, DType: kernels.F32, ReadOnly: tc.readOnly},
 					Op: func() error {
+						if !end.IsZero() {
+							gaps = append(gaps, time.Since(end))
+						}
 						time.Sleep(time.Duration(tc.bytes/min(peak.Bandwidth, peak.ReadBandwidth)*1e9) * 4)
+						end = time.Now()
 						return nil
 					}})
 			})
 			require.Positive(t, res.N)
+			require.NotEmpty(t, gaps)
+			// A pass between two timed calls moves at least the
+			// operation's bytes, which takes at least a tenth of their
+			// time at the start's bandwidth; back to back, a call follows
+			// the last within microseconds.
+			pass := time.Duration(tc.bytes / (10 * max(peak.Bandwidth, peak.ReadBandwidth)) * 1e9)
+			if tc.want != "" {
+				assert.GreaterOrEqual(t, slices.Min(gaps), pass, "a probe pass between every two calls")
+			} else {
+				assert.Less(t, slices.Min(gaps), pass, "no probe pass")
+			}
 			for _, unit := range []string{"bw-GB/s", "rd-GB/s"} {
 				_, ok := res.Extra[unit]
 				assert.Equal(t, unit == tc.want, ok, unit)

@@ -3,17 +3,17 @@ package cpu
 import (
 	"runtime"
 	"unsafe"
+
+	"github.com/zbench/zbench/internal/hugemem"
 )
 
 // hugeMin is the size from which a tensor's memory is a mapping of its own
-// advised as transparent huge pages, where the system has them (Linux with
-// transparent_hugepage "madvise" or "always"): 2 MiB pages cut the TLB
-// misses and the prefetch stops at every 4 KiB page of a streaming
-// elementwise op, 1.4× on a 75 MB ReLU on this repository's machine.
-const hugeMin = 2 << 20
+// advised as transparent huge pages (hugemem.Map), where the system has
+// them (Linux with transparent_hugepage "madvise" or "always").
+const hugeMin = hugemem.Page
 
 // hostBuf is a block of the backend's memory pool: Go memory, or a
-// mapping (mapHuge) that is unmapped when the pool trims it or, if a
+// mapping (hugemem.Map) that is unmapped when the pool trims it or, if a
 // tensor holding it is dropped without Free, when it becomes unreachable.
 type hostBuf struct {
 	buf     []byte
@@ -25,9 +25,9 @@ type hostBuf struct {
 // float32 or int32.
 func newHostBuf(n int64) (*hostBuf, error) {
 	if n >= hugeMin {
-		if b, ok := mapHuge(n); ok {
+		if b, ok := hugemem.Map(n); ok {
 			h := &hostBuf{buf: b, mapped: true}
-			h.cleanup = runtime.AddCleanup(h, unmapHuge, b)
+			h.cleanup = runtime.AddCleanup(h, hugemem.Unmap, b)
 			return h, nil
 		}
 	}
@@ -40,7 +40,7 @@ func newHostBuf(n int64) (*hostBuf, error) {
 func (h *hostBuf) release() {
 	if h.mapped {
 		h.cleanup.Stop()
-		unmapHuge(h.buf)
+		hugemem.Unmap(h.buf)
 		h.buf, h.mapped = nil, false
 	}
 }

@@ -21,11 +21,6 @@ func TestHostBuf(t *testing.T) {
 		if runtime.GOOS == "linux" {
 			assert.Equal(t, n >= hugeMin, h.mapped, "n %d: a mapping of its own from hugeMin", n)
 		}
-		if h.mapped {
-			assert.Zero(t, addr%hugeMin, "n %d: on a 2 MiB boundary", n)
-			assert.GreaterOrEqual(t, cap(h.buf), int(n))
-			assert.Zero(t, cap(h.buf)%hugeMin, "n %d: whole 2 MiB pages", n)
-		}
 		// Fresh memory reads as zero and takes writes to its last byte.
 		for _, i := range []int64{0, n / 2, n - 1} {
 			require.Zero(t, h.buf[i], "n %d at %d", n, i)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zbench/zbench/internal/hugemem"
 )
 
 // block is the unit the read kernel sums: a multiple of its unrolled loop.
@@ -16,15 +18,19 @@ const block = 256
 
 // Probe holds two buffers of together at least twice the cache, kept for
 // the process so that the bandwidth can be measured again beside each
-// benchmark that streams from memory.
-type Probe struct{ src, dst []byte }
+// benchmark that streams from memory. They are on huge pages where the
+// system has them, as the CPU backend's large tensors are.
+type Probe struct {
+	src, dst []byte
+	next     int // where Pass's next window starts in each buffer
+}
 
 // New allocates and fills a probe's buffers for a cache of the given size:
 // together twice it, at least 64 MiB and at most 512 MiB.
 func New(cache int64) *Probe {
 	n := min(max(2*cache, 64<<20), 512<<20) / 2
 	n -= n % (block * 64)
-	p := &Probe{src: make([]byte, n), dst: make([]byte, n)}
+	p := &Probe{src: buffer(n), dst: buffer(n)}
 	for i := range p.src {
 		p.src[i] = byte(i)
 	}
@@ -32,41 +38,68 @@ func New(cache int64) *Probe {
 	return p
 }
 
+// buffer returns n bytes for a probe, a mapping on huge pages where the
+// system gives one, else Go memory.
+func buffer(n int64) []byte {
+	if b, ok := hugemem.Map(n); ok {
+		return b
+	}
+	return make([]byte, n)
+}
+
 // Copy returns the best rate, in bytes/s, of three copies from one buffer
 // to the other split over GOMAXPROCS goroutines, counting the bytes read
 // and those written.
-func (p *Probe) Copy() float64 {
-	return p.best(func(lo, hi int) { copy(p.dst[lo:hi], p.src[lo:hi]) })
-}
+func (p *Probe) Copy() float64 { return p.best(false) }
 
 // Read returns the best rate, in bytes/s, of three passes that read both
 // buffers once, split over GOMAXPROCS goroutines, summing them as 64-bit
 // words so that no load can be dropped.
-func (p *Probe) Read() float64 {
-	var sink atomic.Uint64
-	rate := p.best(func(lo, hi int) { sink.Add(Sum(p.src[lo:hi]) + Sum(p.dst[lo:hi])) })
-	runtime.KeepAlive(sink.Load())
+func (p *Probe) Read() float64 { return p.best(true) }
+
+// best returns the best rate of three whole passes of the copy, or of the
+// read-only sum when read is set.
+func (p *Probe) best(read bool) float64 {
+	rate := 0.0
+	for range 3 {
+		bytes, d := p.Pass(read, len(p.src))
+		rate = max(rate, float64(bytes)/d.Seconds())
+	}
 	return rate
 }
 
-// best runs f over GOMAXPROCS contiguous ranges of a buffer's length three
-// times and returns the best rate of moving both buffers' bytes.
-func (p *Probe) best(f func(lo, hi int)) float64 {
-	n, workers := len(p.src), runtime.GOMAXPROCS(0)
-	bytes := 2 * n
-	chunk := (n/workers + block - 1) / block * block
-	rate := 0.0
-	for range 3 {
-		start := time.Now()
-		var wg sync.WaitGroup
-		for lo := 0; lo < n; lo += chunk {
-			hi := min(lo+chunk, n)
-			wg.Go(func() { f(lo, hi) })
-		}
-		wg.Wait()
-		rate = max(rate, float64(bytes)/time.Since(start).Seconds())
+// Pass runs one pass of the copy (the read-only sum when read is set) over
+// a window of n bytes of each buffer (all of them at most), the windows
+// following each other round the buffers from call to call, split over
+// GOMAXPROCS goroutines in contiguous ranges. It returns the bytes moved,
+// twice the window, and the time the pass took.
+func (p *Probe) Pass(read bool, n int) (int, time.Duration) {
+	workers := runtime.GOMAXPROCS(0)
+	n = min(max(n, block), len(p.src))
+	n -= n % block
+	if p.next+n > len(p.src) {
+		p.next = 0
 	}
-	return rate
+	lo := p.next
+	p.next += n
+	chunk := (n/workers + block - 1) / block * block
+	var sink atomic.Uint64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for a := lo; a < lo+n; a += chunk {
+		b := min(a+chunk, lo+n)
+		wg.Go(func() {
+			if read {
+				sink.Add(Sum(p.src[a:b]) + Sum(p.dst[a:b]))
+			} else {
+				copy(p.dst[a:b], p.src[a:b])
+			}
+		})
+	}
+	wg.Wait()
+	d := time.Since(start)
+	runtime.KeepAlive(sink.Load())
+	return 2 * n, d
 }
 
 // Sum returns the sum of p's little-endian 64-bit words (a trailing part
