@@ -16,26 +16,34 @@ import (
 // block is the unit the read kernel sums: a multiple of its unrolled loop.
 const block = 256
 
-// Probe holds two buffers of together at least twice the cache, kept for
-// the process so that the bandwidth can be measured again beside each
-// benchmark that streams from memory. They are on huge pages where the
-// system has them, as the CPU backend's large tensors are.
+// Probe holds two buffers of together at least sixteen times the cache,
+// kept for the process so that the bandwidth can be measured again beside
+// each benchmark that streams from memory, in passes long enough to be
+// streams of their own (milliseconds), not bursts. They are on huge pages
+// where the system has them, as the CPU backend's large tensors are.
 type Probe struct {
 	src, dst []byte
 	next     int // where Pass's next window starts in each buffer
 }
 
-// New allocates and fills a probe's buffers for a cache of the given size:
-// together twice it, at least 64 MiB and at most 512 MiB.
+// New allocates and fills a probe's buffers for a cache of the given size
+// (bufferSize each).
 func New(cache int64) *Probe {
-	n := min(max(2*cache, 64<<20), 512<<20) / 2
-	n -= n % (block * 64)
+	n := bufferSize(cache)
 	p := &Probe{src: buffer(n), dst: buffer(n)}
 	for i := range p.src {
 		p.src[i] = byte(i)
 	}
 	copy(p.dst, p.src)
 	return p
+}
+
+// bufferSize is the size of each of a probe's two buffers for a cache of
+// the given size: together sixteen times it, at least 256 MiB and at most
+// 1 GiB, a whole number of the read kernel's blocks a goroutine.
+func bufferSize(cache int64) int64 {
+	n := min(max(16*cache, 256<<20), 1<<30) / 2
+	return n - n%(block*64)
 }
 
 // buffer returns n bytes for a probe, a mapping on huge pages where the

@@ -21,9 +21,25 @@ func TestSum(t *testing.T) {
 	}
 }
 
+func TestBufferSize(t *testing.T) {
+	for _, tc := range []struct {
+		cache, want int64
+	}{
+		{1 << 20, 128 << 20},    // 256 MiB in all at least
+		{32 << 20, 256 << 20},   // sixteen times the cache
+		{48<<20 + 3, 384 << 20}, // a whole number of blocks
+		{1 << 30, 512 << 20},    // 1 GiB in all at most
+	} {
+		got := bufferSize(tc.cache)
+		assert.Equal(t, tc.want, got, "cache %d", tc.cache)
+		assert.Zero(t, got%(block*64), "cache %d", tc.cache)
+	}
+}
+
 func TestProbe(t *testing.T) {
 	p := New(1 << 20)
-	assert.Equal(t, 32<<20, len(p.src), "64 MiB in all at least")
+	assert.Equal(t, 128<<20, len(p.src), "256 MiB in all at least")
+	assert.Equal(t, len(p.src), len(p.dst))
 	for name, rate := range map[string]float64{"copy": p.Copy(), "read": p.Read()} {
 		// Any machine that runs the tests moves between 100 MB/s and
 		// 10 TB/s; a rate outside is a broken timer or a dropped pass.
@@ -62,33 +78,4 @@ func TestPass(t *testing.T) {
 	half := size / 2
 	assert.Equal(t, p.src[:half], p.dst[:half])
 	assert.Equal(t, make([]byte, size-half), p.dst[half:])
-}
-
-// BenchmarkPass times the read-only and copy passes over a probe's whole
-// buffers on huge pages (New) and on Go memory's pages, in GB/s.
-func BenchmarkPass(b *testing.B) {
-	huge := New(256 << 20)
-	n := len(huge.src)
-	small := &Probe{src: make([]byte, n), dst: make([]byte, n)}
-	copy(small.src, huge.src)
-	copy(small.dst, huge.dst)
-	for _, pages := range []struct {
-		name string
-		p    *Probe
-	}{{"huge", huge}, {"go", small}} {
-		for _, read := range []bool{true, false} {
-			stream := "copy"
-			if read {
-				stream = "read"
-			}
-			b.Run("pages="+pages.name+"/stream="+stream, func(b *testing.B) {
-				var bytes int
-				for b.Loop() {
-					n, _ := pages.p.Pass(read, n)
-					bytes += n
-				}
-				b.ReportMetric(float64(bytes)/b.Elapsed().Seconds()/1e9, "GB/s")
-			})
-		}
-	}
 }
