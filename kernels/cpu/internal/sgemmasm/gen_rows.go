@@ -74,6 +74,22 @@ func kernel(p func(string, ...any), n int) {
 		"MOVQ segs+24(FP), BX", "MOVQ b+40(FP), DI"} {
 		p("\t%s", l)
 	}
+	// Ask for the tile of c and of r now, so that the store's lines are in
+	// L1 when it comes: a convolution's output and residual larger than
+	// the cache are otherwise read (the store's lines, the residual's)
+	// at memory's latency in the epilogue.
+	p("\tMOVQ ldc+56(FP), R8")
+	p("\tSHLQ $2, R8")
+	for _, ptr := range []string{"c+48(FP)", "r+64(FP)"} {
+		p("\tMOVQ %s, DX", ptr)
+		for r := range n {
+			p("\tPREFETCHT0 (DX)")
+			p("\tPREFETCHT0 64(DX)")
+			if r < n-1 {
+				p("\tADDQ R8, DX")
+			}
+		}
+	}
 	for z := 8; z < 8+2*n; z++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
