@@ -99,7 +99,8 @@ func Measure(b *testing.B, bm Bench) {
 	// iterations, outside the timer (interleaved): on a shared machine the
 	// bandwidth of the run's start, or of the moments before and after its
 	// loop, may not be the bandwidth while it runs. Each pass moves about
-	// as many bytes as one call of the operation, at least twice the cache.
+	// as many bytes as one call of the operation: at least twice the cache,
+	// at most the probe's buffers.
 	adjacent := dev.Info().Kind == kernels.CPU && peak.MemoryBound(bm.Work) && bm.Work.Bytes > float64(peak.CacheBytes)
 	bwUnit := "bw-GB/s"
 	if bm.Work.ReadOnly {

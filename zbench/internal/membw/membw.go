@@ -20,7 +20,8 @@ const block = 256
 // kept for the process so that the bandwidth can be measured again beside
 // each benchmark that streams from memory, in passes long enough to be
 // streams of their own (milliseconds), not bursts. They are on huge pages
-// where the system has them, as the CPU backend's large tensors are.
+// where the system has them, as the CPU backend's large tensors are. A
+// probe is not for concurrent use.
 type Probe struct {
 	src, dst []byte
 	next     int // where Pass's next window starts in each buffer
