@@ -820,8 +820,8 @@ func BenchmarkLlamaPrefill(b *testing.B) {
 // kernels.WeightQuant, and on the CPU dtype=q8_0 the GGUF Q8_0 model, the
 // one llama.cpp's Q8_0 rows run, not in -short mode; their bytes are the
 // codes and scales as the model holds them. Every row is a read-only
-// workload: %bw is against the read-only stream measured beside it
-// (rd-GB/s).
+// workload: %bw is against the read-only stream run between its
+// iterations (rd-GB/s).
 func BenchmarkLlamaDecode(b *testing.B) {
 	forEachLlama(b, []nn.Precision{nn.F32, nn.F16, nn.BF16}, int8AndShort, true, func(l *llamaBench) {
 		dev := l.dev
