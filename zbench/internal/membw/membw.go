@@ -106,10 +106,12 @@ func (p *Probe) Pass(read bool, n int) (int, time.Duration) {
 	// The calling goroutine takes the first range, each other one a
 	// goroutine; all wait at a barrier until every one of them runs.
 	var ready atomic.Int32
+	spawned := int32(0)
 	var start atomic.Bool
 	var wg sync.WaitGroup
 	for a := lo + chunk; a < lo+n; a += chunk {
 		b := min(a+chunk, lo+n)
+		spawned++
 		wg.Go(func() {
 			ready.Add(1)
 			for !start.Load() {
@@ -117,7 +119,7 @@ func (p *Probe) Pass(read bool, n int) (int, time.Duration) {
 			pass(a, b)
 		})
 	}
-	for int(ready.Load()) < (n+chunk-1)/chunk-1 {
+	for ready.Load() < spawned {
 	}
 	t0 := time.Now()
 	start.Store(true)

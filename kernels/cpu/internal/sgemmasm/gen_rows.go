@@ -77,11 +77,16 @@ func kernel(p func(string, ...any), n int) {
 	// Ask for the tile of c and of r now, so that the store's lines are in
 	// L1 when it comes: a convolution's output and residual larger than
 	// the cache are otherwise read (the store's lines, the residual's)
-	// at memory's latency in the epilogue.
+	// at memory's latency in the epilogue. r is asked for only where it
+	// is not c (a residual of its own tensor).
 	p("\tMOVQ ldc+56(FP), R8")
 	p("\tSHLQ $2, R8")
-	for _, ptr := range []string{"c+48(FP)", "r+64(FP)"} {
+	for i, ptr := range []string{"c+48(FP)", "r+64(FP)"} {
 		p("\tMOVQ %s, DX", ptr)
+		if i == 1 {
+			p("\tCMPQ DX, c+48(FP)")
+			p("\tJEQ %s", label("fetched"))
+		}
 		for r := range n {
 			p("\tPREFETCHT0 (DX)")
 			p("\tPREFETCHT0 64(DX)")
@@ -90,6 +95,7 @@ func kernel(p func(string, ...any), n int) {
 			}
 		}
 	}
+	p("%s:", label("fetched"))
 	for z := 8; z < 8+2*n; z++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
