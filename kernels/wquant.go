@@ -90,7 +90,8 @@ type QWeight struct {
 	// formats, two codes per byte, element 2j in the low nibble and 2j+1
 	// in the high one.
 	Data *Tensor
-	// Scales is F32: [N, K/Group], or [N] for WInt8 per channel.
+	// Scales is F32: [N, K/Group], or [N] for WInt8 per channel. WInt8
+	// in groups may hold them in F16 instead, as GGUF's Q8_0 blocks do.
 	Scales *Tensor
 	// Group is the number of values along K sharing a scale: a positive
 	// multiple of 32 dividing K. WInt8 takes 0 for one scale per row

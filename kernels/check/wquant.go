@@ -18,7 +18,7 @@ func WMatMul(op string, be kernels.Backend, out, x *kernels.Tensor, w kernels.QW
 	}
 	xs, ds := x.Shape(), w.Data.Shape()
 	c.DType("x", x, kernels.FloatTypes...).Rank("x", x, 1).SameDType("out", out, "x", x).
-		DType("w.Data", w.Data, kernels.I8).DType("w.Scales", w.Scales, kernels.F32).
+		DType("w.Data", w.Data, kernels.I8).
 		That(len(ds) == 2, kernels.ErrShape, "w.Data has shape %v, want 2-D", ds).
 		That(w.Format >= kernels.WInt8 && w.Format <= kernels.WNF4, kernels.ErrValue, "unknown weight format %d", w.Format)
 	if err := c.Err(); err != nil {
@@ -33,6 +33,9 @@ func WMatMul(op string, be kernels.Backend, out, x *kernels.Tensor, w kernels.QW
 			scales := []int{g.N}
 			if w.Group > 0 {
 				scales = append(scales, g.K/w.Group)
+				c.DType("w.Scales", w.Scales, kernels.F32, kernels.F16)
+			} else {
+				c.DType("w.Scales", w.Scales, kernels.F32)
 			}
 			c.Shape("w.Scales", w.Scales, scales...)
 		}
@@ -41,7 +44,7 @@ func WMatMul(op string, be kernels.Backend, out, x *kernels.Tensor, w kernels.QW
 			"group %d for K = %d: want a positive multiple of 32 that divides K", w.Group, g.K).
 			That(ds[1]*2 == g.K, kernels.ErrShape, "w.Data has shape %v, want [N %d] (two %v codes per byte of x's K = %d)", ds, g.K/2, w.Format, g.K)
 		if c.Err() == nil {
-			c.Shape("w.Scales", w.Scales, g.N, g.K/w.Group)
+			c.DType("w.Scales", w.Scales, kernels.F32).Shape("w.Scales", w.Scales, g.N, g.K/w.Group)
 		}
 	}
 	want := append(kernels.Shape{}, xs[:len(xs)-1]...)

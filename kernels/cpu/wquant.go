@@ -109,6 +109,8 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 			}
 		}
 		return kern
+	case w.Format == kernels.WInt8 && w.Scales.DType() == kernels.F16:
+		return wrowDotsQ8H(data, u16(w.Scales), k, w.Group)
 	case w.Format == kernels.WInt8:
 		ng := k / w.Group
 		dot := func(x []float32, j int) float32 {
@@ -143,6 +145,42 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 		}
 		return s
 	}}
+}
+
+// wrowDotsQ8H is wrowDots for int8 codes data [N, k] in groups of group
+// with float16 scales: the kernels over float16 scales where the CPU has
+// them, else dotQ8G over each row's scales widened.
+func wrowDotsQ8H(data []int8, scales []uint16, k, group int) rowKernels {
+	ng := k / group
+	if !qgemm.Available {
+		return rowKernels{one: func(x []float32, j int) float32 {
+			return dotQ8G(x, data[j*k:(j+1)*k], widenF16(nil, scales[j*ng:(j+1)*ng]), group)
+		}}
+	}
+	rows := func(x []float32, j0, j1 int, dst []float32) {
+		_, _, _, _ = data[j1*k-1], scales[j1*ng-1], dst[j1-j0-1], x[k-1]
+		qgemm.DotQ8GRowsH(&x[0], &data[j0*k], k, j1-j0, &scales[j0*ng], group, &dst[0])
+	}
+	kern := rowKernels{rows: rows, one: func(x []float32, j int) float32 {
+		var d [1]float32
+		rows(x, j, j+1, d[:])
+		return d[0]
+	}}
+	if group == 32 && k%128 == 0 {
+		kern.four = func(x []float32, j, pre int, sums *[4]float32) {
+			_, _, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1], scales[(j+1)*ng-1]
+			qgemm.Dot4Q8G32H(&x[0], k, &data[j*k], k, &sums[0], 1, &data[pre*k], &scales[j*ng])
+		}
+	}
+	return kern
+}
+
+// widenF16 appends the float16 values h, widened exactly, to dst.
+func widenF16(dst []float32, h []uint16) []float32 {
+	for _, v := range h {
+		dst = append(dst, kernels.F16ToFloat32(v))
+	}
+	return dst
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock
@@ -180,12 +218,15 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 // dequantRow sets dst (K values) to row n of W dequantized, the 4-bit
 // formats in DotQ4's order (see wgemm).
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
-	data, scales := i8(w.Data), f32(w.Scales)
+	data := i8(w.Data)
 	if w.Format == kernels.WInt8 {
 		// One scale per row is one group of k.
-		group, rs := k, scales[n:n+1]
-		if w.Group > 0 {
-			group, rs = w.Group, scales[n*k/w.Group:(n+1)*k/w.Group]
+		group, rs := k, f32(w.Scales)[n:n+1]
+		switch {
+		case w.Group > 0 && w.Scales.DType() == kernels.F16:
+			group, rs = w.Group, widenF16(nil, u16(w.Scales)[n*k/w.Group:(n+1)*k/w.Group])
+		case w.Group > 0:
+			group, rs = w.Group, f32(w.Scales)[n*k/w.Group:(n+1)*k/w.Group]
 		}
 		row := data[n*k : (n+1)*k]
 		for gi, s := range rs {
@@ -204,7 +245,7 @@ func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group
-	row, rs := data[n*k/2:(n+1)*k/2], scales[n*ng:(n+1)*ng]
+	row, rs := data[n*k/2:(n+1)*k/2], f32(w.Scales)[n*ng:(n+1)*ng]
 	if qgemm.Available {
 		qgemm.DequantQ4(&dst[0], &row[0], k, &rs[0], w.Group, &levels)
 		return

@@ -68,7 +68,7 @@ func (c wmmCase) String() string {
 // group's multiple) shapes, K not a multiple of a vector for int8, one and
 // several groups per row, groups spanning several 128-value chunks and
 // rows with a tail past the last chunk (the CPU's lane-ordered 4-bit
-// kernel), every x dtype.
+// kernel), every x dtype; int8 in groups with float32 and float16 scales.
 func weightQuantTests() []test {
 	var ts []test
 	cases := map[kernels.WeightFormat][]wmmCase{
@@ -84,15 +84,19 @@ func weightQuantTests() []test {
 	for _, f := range []kernels.WeightFormat{kernels.WInt8, kernels.WInt4, kernels.WNF4} {
 		for _, dt := range kernels.FloatTypes {
 			for _, c := range cases[f] {
-				ts = append(ts, test{name("WMatMul", "format", f, "dtype", dt, "case", c), func(e *env) { e.wmatmul(f, dt, c) }})
+				ts = append(ts, test{name("WMatMul", "format", f, "dtype", dt, "case", c), func(e *env) { e.wmatmul(f, dt, c, kernels.F32) }})
+				if f == kernels.WInt8 && c.group > 0 {
+					ts = append(ts, test{name("WMatMul", "format", f, "scales", kernels.F16, "dtype", dt, "case", c), func(e *env) { e.wmatmul(f, dt, c, kernels.F16) }})
+				}
 			}
 		}
 	}
 	return append(ts, test{"WMatMul/errors", wmatmulErrors})
 }
 
-// qweight makes random codes and scales of format f for an [n, k] weight.
-func (e *env) qweight(f kernels.WeightFormat, n, k, group int) (kernels.QWeight, []float64) {
+// qweight makes random codes and scales of format f for an [n, k] weight,
+// the scales of int8 in groups in dtype sdt (F32 or F16).
+func (e *env) qweight(f kernels.WeightFormat, n, k, group int, sdt kernels.DType) (kernels.QWeight, []float64) {
 	w := kernels.QWeight{Format: f, Group: group}
 	var data []int8
 	var sv []float64
@@ -103,7 +107,7 @@ func (e *env) qweight(f kernels.WeightFormat, n, k, group int) (kernels.QWeight,
 		if group == 0 {
 			w.Scales, sv = e.scales("w.Scales", n)
 		} else {
-			w.Scales, sv = e.Uniform("w.Scales", kernels.F32, 0.005, 0.02, n, k/group)
+			w.Scales, sv = e.Uniform("w.Scales", sdt, 0.005, 0.02, n, k/group)
 		}
 	default:
 		data = e.randInt8(n*k/2, -128, 127)
@@ -114,10 +118,10 @@ func (e *env) qweight(f kernels.WeightFormat, n, k, group int) (kernels.QWeight,
 }
 
 // wmatmul checks one case against the float64 product with the
-// dequantized weight.
-func (e *env) wmatmul(f kernels.WeightFormat, dt kernels.DType, c wmmCase) {
+// dequantized weight, the scales of int8 in groups in dtype sdt.
+func (e *env) wmatmul(f kernels.WeightFormat, dt kernels.DType, c wmmCase, sdt kernels.DType) {
 	x, xv := e.Input("x", dt, c.m, c.k)
-	w, wv := e.qweight(f, c.n, c.k, c.group)
+	w, wv := e.qweight(f, c.n, c.k, c.group, sdt)
 	var bias *kernels.Tensor
 	var bv []float64
 	if c.bias {
@@ -152,7 +156,7 @@ func wmatmulErrors(e *env) {
 	q := e.weightQuant()
 	f32 := kernels.F32
 	x, _ := e.Input("x", f32, 2, 128)
-	w, _ := e.qweight(kernels.WInt4, 8, 128, 64)
+	w, _ := e.qweight(kernels.WInt4, 8, 128, 64, f32)
 	out := e.Output(f32, 2, 8)
 	bad := w
 	bad.Group = 48
@@ -168,10 +172,16 @@ func wmatmulErrors(e *env) {
 	e.requireOpErr(q.WMatMul(out, x, w, e.Output(f32, 7)), kernels.ErrShape, "WMatMul", "bias")
 	x2, _ := e.Input("x2", f32, 2, 96)
 	e.requireOpErr(q.WMatMul(out, x2, w, nil), kernels.ErrShape, "WMatMul", "group 64 for K = 96")
-	w8, _ := e.qweight(kernels.WInt8, 8, 128, 0)
+	w8, _ := e.qweight(kernels.WInt8, 8, 128, 0, f32)
 	bad = w8
 	bad.Group = 48
 	e.requireOpErr(q.WMatMul(out, x, bad, nil), kernels.ErrShape, "WMatMul", "group 48")
 	bad.Group = 32
 	e.requireOpErr(q.WMatMul(out, x, bad, nil), kernels.ErrShape, "WMatMul", "w.Scales")
+	// Float16 scales are int8-in-groups only.
+	w8.Scales, _ = e.Input("w8.Scales", kernels.F16, 8)
+	e.requireOpErr(q.WMatMul(out, x, w8, nil), kernels.ErrDType, "WMatMul", "w.Scales is f16")
+	bad = w
+	bad.Scales, _ = e.Input("w4.Scales", kernels.F16, 8, 2)
+	e.requireOpErr(q.WMatMul(out, x, bad, nil), kernels.ErrDType, "WMatMul", "w.Scales is f16")
 }

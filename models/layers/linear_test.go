@@ -210,6 +210,57 @@ func TestLinearErrors(t *testing.T) {
 	require.ErrorIs(t, err, kernels.ErrUnsupported)
 }
 
+// TestSetWeightOnlyScales checks the dtype SetWeightOnly keeps the scales
+// in (float16 for int8 in groups, float32 otherwise) and that a scale
+// float16 cannot hold, or an infinite one, is refused naming the layer and
+// the scale.
+func TestSetWeightOnlyScales(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		format kernels.WeightFormat
+		group  int
+		scale  float32
+		want   kernels.DType
+		err    string
+	}{
+		{"int8 per channel", kernels.WInt8, 0, 0.1, kernels.F32, ""},
+		{"int8 in groups", kernels.WInt8, 32, 0.099975586, kernels.F16, ""},
+		{"int4 in groups", kernels.WInt4, 32, 0.1, kernels.F32, ""},
+		{"int8 in groups, not a float16", kernels.WInt8, 32, 0.1, 0, "l: scale 3 (0.1) is not a finite float16"},
+		{"int8 in groups, infinite", kernels.WInt8, 32, float32(math.Inf(1)), 0, "l: scale 3 (+Inf) is not a finite float16"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := cpu.New()
+			params := nn.NewTensorSet(be)
+			defer func() { require.NoError(t, params.Free()) }()
+			w, err := params.Upload("l.weight", kernels.F32, values(1, out*in), out, in)
+			require.NoError(t, err)
+			lin := layers.Linear{W: w}
+			codes := make([]byte, out*in*c.format.Bits()/8)
+			n := out
+			if c.group > 0 {
+				n = out * in / c.group
+			}
+			scales := make([]float32, n)
+			for i := range scales {
+				scales[i] = 0.5
+			}
+			scales[3] = c.scale
+			err = lin.SetWeightOnly(params, "l", c.format, c.group, codes, scales)
+			if c.err != "" {
+				require.ErrorIs(t, err, kernels.ErrValue)
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, c.want, lin.WO.Scales.DType())
+			got, err := kernels.ToFloat32(lin.WO.Scales)
+			require.NoError(t, err)
+			require.Equal(t, scales, got)
+		})
+	}
+}
+
 // TestCalibrator checks a site's scale, its input error, and the errors
 // of a site never observed or observed at zero.
 func TestCalibrator(t *testing.T) {

@@ -3,6 +3,7 @@ package layers
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/models/nn"
@@ -121,7 +122,9 @@ func (l *Linear) QuantizeWeightOnly(params *nn.TensorSet, name string, f kernels
 // SetWeightOnly makes codes and scales, already in kernels.QWeight's
 // layout for format f and group (0 for int8 per channel), l's weight in
 // place of its float weight [out, in]: it uploads them into params under
-// name and releases the float weight. The layer must have no bias.
+// name and releases the float weight. Int8 in groups (GGUF's Q8_0) keeps
+// its scales in float16, as the file does; each must be exact in it. The
+// layer must have no bias.
 func (l *Linear) SetWeightOnly(params *nn.TensorSet, name string, f kernels.WeightFormat, group int, codes []byte, scales []float32) error {
 	if l.B != nil {
 		return fmt.Errorf("%s has a bias; weight-only products take none: %w", name, kernels.ErrUnsupported)
@@ -145,12 +148,21 @@ func (l *Linear) SetWeightOnly(params *nn.TensorSet, name string, f kernels.Weig
 		return fmt.Errorf("%s: %d code bytes and %d scales for a %s weight [%d, %d], want %d and %d: %w",
 			name, len(codes), len(scales), f, out, in, out*perRow, kernels.Shape(scaleShape).Len(), kernels.ErrShape)
 	}
+	scaleType := kernels.F32
+	if f == kernels.WInt8 && group > 0 {
+		scaleType = kernels.F16
+		for i, v := range scales {
+			if math.IsInf(float64(v), 0) || kernels.F16ToFloat32(kernels.F16FromFloat32(v)) != v {
+				return fmt.Errorf("%s: scale %d (%g) is not a finite float16, which int8 in groups stores: %w", name, i, v, kernels.ErrValue)
+			}
+		}
+	}
 	qw := &kernels.QWeight{Format: f, Group: group}
 	var err error
 	if qw.Data, err = params.UploadBytes(name+".weight", kernels.I8, codes, out, perRow); err != nil {
 		return err
 	}
-	if qw.Scales, err = params.Upload(name+".weight_scale", kernels.F32, scales, scaleShape...); err != nil {
+	if qw.Scales, err = params.Upload(name+".weight_scale", scaleType, scales, scaleShape...); err != nil {
 		return errors.Join(err, params.Release(qw.Data))
 	}
 	if err := params.Release(l.W); err != nil {

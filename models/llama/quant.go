@@ -166,6 +166,7 @@ func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(nam
 			}
 			m.quantized++
 			m.stored.bits, m.stored.group = f.Bits(), group
+			m.stored.half = mod.lin.WO.Scales.DType() == kernels.F16
 			n++
 		}
 	}
@@ -182,6 +183,7 @@ func (m *Model) SetWeightOnly(f kernels.WeightFormat, group int, packed func(nam
 	}
 	m.quantized++
 	m.stored.headBits, m.stored.headGroup = f.Bits(), group
+	m.stored.headHalf = m.w.head.WO.Scales.DType() == kernels.F16
 	return n + 1, nil
 }
 

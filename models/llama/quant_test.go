@@ -123,6 +123,30 @@ func TestInt8DecodeMatchesForward(t *testing.T) {
 	}
 }
 
+// TestSetWeightOnlyWork checks that int8 weights in groups given as a
+// GGUF file holds them keep their scales in float16, and that the work's
+// bytes count them so.
+func TestSetWeightOnlyWork(t *testing.T) {
+	cfg := testConfig()
+	cfg.HiddenSize, cfg.IntermediateSize, cfg.NumAttentionHeads = 64, 96, 8 // inputs of 64 and 96: groups of 32
+	cfg.TieWordEmbeddings = false
+	m := loadTest(t, cfg, nn.F32)
+	n, err := m.SetWeightOnly(kernels.WInt8, 32, func(_ string, out, in int) ([]byte, []float32, error) {
+		scales := make([]float32, out*in/32)
+		for i := range scales {
+			scales[i] = 0.5
+		}
+		return make([]byte, out*in), scales, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 7*cfg.NumHiddenLayers+1, n)
+	embed := float64(cfg.VocabSize * cfg.HiddenSize * 4)
+	held := weightCodes{bits: 8, group: 32, headBits: 8, headGroup: 32, half: true, headHalf: true}
+	assert.Equal(t, held, m.stored)
+	assert.InDelta(t, float64(m.WeightBytes())-embed, cfg.linearBytes(4, held), 0,
+		"the work counts the codes and their float16 scales as the model holds them")
+}
+
 // TestInt8Work checks the bytes a quantized model's steps declare against
 // the weights it holds.
 func TestInt8Work(t *testing.T) {

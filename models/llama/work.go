@@ -22,18 +22,27 @@ func (c Config) layerChannels() float64 {
 
 // weightCodes is how a model's linear weights are stored once quantized:
 // the decoder layers' modules as codes of bits bits and lm_head as codes
-// of headBits bits (0: in floating point), each with a float32 scale per
-// group values along a row, or per output channel where the group is 0.
-type weightCodes struct{ bits, group, headBits, headGroup int }
+// of headBits bits (0: in floating point), each with a scale per group
+// values along a row, or per output channel where the group is 0, in
+// float32, or in float16 where half (headHalf) is set.
+type weightCodes struct {
+	bits, group, headBits, headGroup int
+	half, headHalf                   bool
+}
 
 // codeBytes is the size of n weights in out channels stored as codes of
-// bits bits with a float32 scale per group values (0: per channel).
-func codeBytes(n, out float64, bits, group int) float64 {
+// bits bits with a scale per group values (0: per channel), in float16
+// if half, else float32.
+func codeBytes(n, out float64, bits, group int, half bool) float64 {
 	scales := out
 	if group > 0 {
 		scales = n / float64(group)
 	}
-	return n*float64(bits)/8 + 4*scales
+	size := 4.0
+	if half {
+		size = 2
+	}
+	return n*float64(bits)/8 + size*scales
 }
 
 // linearBytes is the size of the weights a step reads in full: every
@@ -45,11 +54,11 @@ func (c Config) linearBytes(dtSize int, q weightCodes) float64 {
 	H, V, dt := float64(c.HiddenSize), float64(c.VocabSize), float64(dtSize)
 	linears := dt * c.layerMACs()
 	if q.bits > 0 {
-		linears = codeBytes(c.layerMACs(), c.layerChannels(), q.bits, q.group)
+		linears = codeBytes(c.layerMACs(), c.layerChannels(), q.bits, q.group, q.half)
 	}
 	head := dt * V * H
 	if q.headBits > 0 {
-		head = codeBytes(V*H, V, q.headBits, q.headGroup)
+		head = codeBytes(V*H, V, q.headBits, q.headGroup, q.headHalf)
 	}
 	perLayer := linears + dt*2*H
 	return float64(c.NumHiddenLayers)*perLayer + dt*H + head

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/x448/float16"
 )
 
 // dot4Case is a Dot4 kernel and the one-row kernel each of its sums must
@@ -169,6 +170,58 @@ func BenchmarkDot4(b *testing.B) {
 				}
 			}
 			b.ReportMetric(8*k*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// TestHalfScaleKernels checks that the kernels over float16 scales give
+// the float32 kernels' sums over the same scales widened, bit for bit:
+// normal, subnormal, negative and zero scales, groups of 32 and 64, one
+// row of x and four.
+func TestHalfScaleKernels(t *testing.T) {
+	if !Available {
+		t.Skip("no AVX-512 VNNI")
+	}
+	rng := rand.New(rand.NewPCG(47, 48))
+	for _, c := range []struct{ group, k int }{{32, 32}, {32, 96}, {32, 128}, {32, 2048}, {32, 5632}, {64, 192}, {64, 2048}} {
+		const rows = 5
+		k, group := c.k, c.group
+		t.Run(fmt.Sprintf("group=%d/k=%d", group, k), func(t *testing.T) {
+			x := make([]float32, 4*k)
+			for i := range x {
+				x[i] = float32(2*rng.Float64() - 1)
+			}
+			w := make([]int8, rows*k)
+			for i := range w {
+				w[i] = int8(rng.IntN(256) - 128)
+			}
+			h := make([]uint16, rows*k/group)
+			s := make([]float32, len(h))
+			special := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff}
+			for i := range h {
+				h[i] = float16.Fromfloat32(float32((2*rng.Float64() - 1) * 0.02)).Bits()
+				if i < len(special) {
+					h[i] = special[i]
+				}
+				s[i] = float16.Frombits(h[i]).Float32()
+			}
+			want, got := make([]float32, rows), make([]float32, rows)
+			DotQ8GRows(&x[0], &w[0], k, rows, &s[0], group, &want[0])
+			DotQ8GRowsH(&x[0], &w[0], k, rows, &h[0], group, &got[0])
+			for r := range rows {
+				require.Equal(t, math.Float32bits(want[r]), math.Float32bits(got[r]), "DotQ8GRowsH row %d: %v, float32 scales %v", r, got[r], want[r])
+			}
+			if group != 32 || k%128 != 0 {
+				return
+			}
+			for r := range rows {
+				var want4, got4 [4]float32
+				Dot4Q8G32(&x[0], k, &w[r*k], k, &want4[0], 1, &w[0], &s[r*k/32])
+				Dot4Q8G32H(&x[0], k, &w[r*k], k, &got4[0], 1, &w[0], &h[r*k/32])
+				for i := range want4 {
+					require.Equal(t, math.Float32bits(want4[i]), math.Float32bits(got4[i]), "Dot4Q8G32H weight row %d, x row %d: %v, float32 scales %v", r, i, got4[i], want4[i])
+				}
+			}
 		})
 	}
 }

@@ -132,3 +132,16 @@ func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int
 //
 //go:noescape
 func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32)
+
+// DotQ8GRowsH is DotQ8GRows over float16 scales (GGUF's Q8_0 blocks keep
+// theirs so), each sum equal to DotQ8GRows' over the same scales widened
+// to float32.
+//
+//go:noescape
+func DotQ8GRowsH(x *float32, w *int8, k int, rows int, scales *uint16, group int, out *float32)
+
+// Dot4Q8G32H is Dot4Q8G32 over float16 scales, each sum equal to
+// Dot4Q8G32's over the same scales widened to float32.
+//
+//go:noescape
+func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *uint16)

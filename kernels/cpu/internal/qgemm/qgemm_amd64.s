@@ -118,11 +118,12 @@
 // G32X4 adds group g (0–3) of a step of 128 codes, 32 at byte offset
 // 32·g from R8, into accumulator g of each row: per row the products
 // with x's two halves at byte offset 128·g summed into a temporary, then
-// scaled by the float32 at 4·g from R12 into the accumulator, as G32 does.
+// scaled by the scale at SW·g from R12 (SCALE) into the accumulator, as
+// G32 does.
 #define G32X4(g, a0, a1, a2, a3) \
 	Q8F(32*g(R8), Z2); \
 	Q8F(32*g+16(R8), Z3); \
-	VBROADCASTSS 4*g(R12), Z6; \
+	SCALE(SW*g, R12); \
 	VMULPS       128*g(SI), Z2, Z8; \
 	VMULPS       128*g(SI)(R9*1), Z2, Z9; \
 	VMULPS       128*g(SI)(R9*2), Z2, Z10; \
@@ -132,6 +133,49 @@
 	VFMADD231PS  Z6, Z9, a1; \
 	VFMADD231PS  Z6, Z10, a2; \
 	VFMADD231PS  Z6, Z11, a3
+
+// GROWS is the body of DotQ8GRows over GDOT.
+#define GROWS \
+	MOVQ  x+0(FP), R10; \
+	MOVQ  w+8(FP), DI; \
+	MOVQ  k+16(FP), R12; \
+	MOVQ  rows+24(FP), BX; \
+	MOVQ  scales+32(FP), R8; \
+	MOVQ  group+40(FP), R9; \
+	MOVQ  out+48(FP), R11; \
+growrow: \
+	MOVQ  R10, SI; \
+	MOVQ  R12, CX; \
+	GDOT; \
+	MOVSS X0, (R11); \
+	ADDQ  $4, R11; \
+	DECQ  BX; \
+	JNZ   growrow; \
+	VZEROUPPER; \
+	RET
+
+// G32ROWS4 is the body of Dot4Q8G32 over SCALE.
+#define G32ROWS4 \
+	ARGS4; \
+	MOVQ       scales+56(FP), R12; \
+g32x4loop: \
+	CMPQ       CX, $128; \
+	JL         g32x4done; \
+	PREFETCHT0 (R11); \
+	PREFETCHT0 64(R11); \
+	G32X4(0, Z16, Z20, Z24, Z28); \
+	G32X4(1, Z17, Z21, Z25, Z29); \
+	G32X4(2, Z18, Z22, Z26, Z30); \
+	G32X4(3, Z19, Z23, Z27, Z31); \
+	ADDQ       $128, R8; \
+	ADDQ       $128, R11; \
+	ADDQ       $512, SI; \
+	ADDQ       $SW4, R12; \
+	SUBQ       $128, CX; \
+	JMP        g32x4loop; \
+g32x4done: \
+	STORE4; \
+	RET
 
 // func Dot4x4(a *int8, lda int, b *int8, ldb int, k int, out *int32, ldo int, corr *int32)
 TEXT ·Dot4x4(SB), NOSPLIT, $0-64
@@ -444,20 +488,31 @@ rrow:
 	VPERMPS   Z30, Z2, Z2; \
 	VPERMPS   Z30, Z3, Z3
 
+// SCALE_F32 and SCALE_F16 set every lane of Z6 to the scale at byte
+// offset so from register r: a float32, or a float16 widened (exactly)
+// to one. SW is the bytes of one scale (SW2–SW4: two to four times it),
+// defined with SCALE before each kernel over GDOT or G32X4.
+#define SCALE_F32(so, r) \
+	VBROADCASTSS so(r), Z6
+#define SCALE_F16(so, r) \
+	VPBROADCASTW so(r), Y6; \
+	VCVTPH2PS    Y6, Z6
+
 // G32 adds to acc one group of 32 codes at byte offset wo from DI (WIDEN),
-// against x at byte offset xo from SI, scaled by the float32 at byte
-// offset so from R8 (Z1–Z6 clobbered).
+// against x at byte offset xo from SI, scaled by the scale at byte offset
+// so from R8 (SCALE; Z1–Z6 clobbered).
 #define G32(wo, xo, so, acc) \
 	WIDEN(wo); \
-	VMULPS       xo(SI), Z2, Z4; \
-	VFMADD231PS  xo+64(SI), Z3, Z4; \
-	VBROADCASTSS so(R8), Z6; \
-	VFMADD231PS  Z6, Z4, acc
+	VMULPS      xo(SI), Z2, Z4; \
+	VFMADD231PS xo+64(SI), Z3, Z4; \
+	SCALE(so, R8); \
+	VFMADD231PS Z6, Z4, acc
 
 // GDOT is the body of the grouped dot products over WIDEN, for codes of
 // CB bytes per 32 (CB2, CB3: twice and three times CB): Σ_g scales[g]·
 // Σ_{p in group g} x[p]·code(p) for x from SI, codes from DI, k values in
-// CX, scales from R8 and the group in R9, left in X0's first lane. Groups
+// CX, scales (SCALE, SW bytes each) from R8 and the group in R9, left in
+// X0's first lane. Groups
 // of 32 (GGUF's blocks) go four a step, each into an accumulator of its
 // own (Z7, Z9, Z10, Z11), so that no group waits for the previous one's
 // scaled sum; other groups one at a time, their 32-value chunks into Z0
@@ -475,12 +530,12 @@ g32: \
 	PREFETCHT2 AHEAD(DI); \
 	PREFETCHT2 AHEAD+64(DI); \
 	G32(0, 0, 0, Z7); \
-	G32(CB, 128, 4, Z9); \
-	G32(CB2, 256, 8, Z10); \
-	G32(CB3, 384, 12, Z11); \
+	G32(CB, 128, SW, Z9); \
+	G32(CB2, 256, SW2, Z10); \
+	G32(CB3, 384, SW3, Z11); \
 	ADDQ   $(4*CB), DI; \
 	ADDQ   $512, SI; \
-	ADDQ   $16, R8; \
+	ADDQ   $SW4, R8; \
 	SUBQ   $128, CX; \
 	JMP    g32; \
 g32tail: \
@@ -503,14 +558,22 @@ chunk: \
 	SUBQ        $32, CX; \
 	TESTQ       DX, DX; \
 	JNZ         chunk; \
-	VADDPS       Z8, Z0, Z0; \
-	VBROADCASTSS (R8), Z6; \
-	VFMADD231PS  Z6, Z0, Z7; \
-	ADDQ         $4, R8; \
-	JMP          group; \
+	VADDPS      Z8, Z0, Z0; \
+	SCALE(0, R8); \
+	VFMADD231PS Z6, Z0, Z7; \
+	ADDQ        $SW, R8; \
+	JMP         group; \
 done: \
 	VMOVAPS Z7, Z0; \
 	HSUMPS
+
+// The kernels up to Dot4Q8G32 take float32 scales; the H kernels after
+// it take float16 ones.
+#define SCALE SCALE_F32
+#define SW 4
+#define SW2 8
+#define SW3 12
+#define SW4 16
 
 // func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32
 #define WIDEN WIDEN_Q8
@@ -534,24 +597,7 @@ TEXT ·DotQ8G(SB), NOSPLIT, $0-44
 // each sum made in DotQ8G's order: the rows of w, and their scales,
 // follow one another in memory.
 TEXT ·DotQ8GRows(SB), NOSPLIT, $0-56
-	MOVQ x+0(FP), R10
-	MOVQ w+8(FP), DI
-	MOVQ k+16(FP), R12
-	MOVQ rows+24(FP), BX
-	MOVQ scales+32(FP), R8
-	MOVQ group+40(FP), R9
-	MOVQ out+48(FP), R11
-
-growrow:
-	MOVQ  R10, SI
-	MOVQ  R12, CX
-	GDOT
-	MOVSS X0, (R11)
-	ADDQ  $4, R11
-	DECQ  BX
-	JNZ   growrow
-	VZEROUPPER
-	RET
+	GROWS
 #undef WIDEN
 #undef CB
 #undef CB2
@@ -898,25 +944,31 @@ q8x4done:
 
 // func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32)
 TEXT ·Dot4Q8G32(SB), NOSPLIT, $0-64
-	ARGS4
-	MOVQ scales+56(FP), R12
+	G32ROWS4
 
-g32x4loop:
-	CMPQ       CX, $128
-	JL         g32x4done
-	PREFETCHT0 (R11)
-	PREFETCHT0 64(R11)
-	G32X4(0, Z16, Z20, Z24, Z28)
-	G32X4(1, Z17, Z21, Z25, Z29)
-	G32X4(2, Z18, Z22, Z26, Z30)
-	G32X4(3, Z19, Z23, Z27, Z31)
-	ADDQ       $128, R8
-	ADDQ       $128, R11
-	ADDQ       $512, SI
-	ADDQ       $16, R12
-	SUBQ       $128, CX
-	JMP        g32x4loop
+#undef SCALE
+#undef SW
+#undef SW2
+#undef SW3
+#undef SW4
+#define SCALE SCALE_F16
+#define SW 2
+#define SW2 4
+#define SW3 6
+#define SW4 8
 
-g32x4done:
-	STORE4
-	RET
+// func DotQ8GRowsH(x *float32, w *int8, k int, rows int, scales *uint16, group int, out *float32)
+#define WIDEN WIDEN_Q8
+#define CB 32
+#define CB2 64
+#define CB3 96
+TEXT ·DotQ8GRowsH(SB), NOSPLIT, $0-56
+	GROWS
+#undef WIDEN
+#undef CB
+#undef CB2
+#undef CB3
+
+// func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *uint16)
+TEXT ·Dot4Q8G32H(SB), NOSPLIT, $0-64
+	G32ROWS4

@@ -83,3 +83,13 @@ func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int
 func Dot4Q8G32(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *float32) {
 	panic("qgemm: no assembly kernel on this architecture")
 }
+
+// DotQ8GRowsH is the assembly kernel, absent here; it panics.
+func DotQ8GRowsH(x *float32, w *int8, k int, rows int, scales *uint16, group int, out *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
+
+// Dot4Q8G32H is the assembly kernel, absent here; it panics.
+func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *uint16) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
