@@ -220,12 +220,14 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	data := i8(w.Data)
 	if w.Format == kernels.WInt8 {
-		// One scale per row is one group of k.
-		group, rs := k, f32(w.Scales)[n:n+1]
+		var group int
+		var rs []float32
 		switch {
-		case w.Group > 0 && w.Scales.DType() == kernels.F16:
+		case w.Group == 0: // one scale per row is one group of k
+			group, rs = k, f32(w.Scales)[n:n+1]
+		case w.Scales.DType() == kernels.F16:
 			group, rs = w.Group, widenF16(nil, u16(w.Scales)[n*k/w.Group:(n+1)*k/w.Group])
-		case w.Group > 0:
+		default:
 			group, rs = w.Group, f32(w.Scales)[n*k/w.Group:(n+1)*k/w.Group]
 		}
 		row := data[n*k : (n+1)*k]
