@@ -81,7 +81,8 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 // (k = K) for one goroutine, x's rows ordered as wgemv leaves them: a
 // rowDot4 where a Dot4 kernel takes the format (int8 per channel, or in
 // groups of 32 with K a multiple of 128), and a rowDotN for int8 in
-// groups, and per channel with K a multiple of 16.
+// groups, per channel with K a multiple of 16, and the 4-bit formats
+// where DotQ4L takes all of K.
 func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKernels {
 	data, scales := i8(w.Data), f32(w.Scales)
 	switch {
@@ -133,7 +134,7 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group
-	return rowKernels{one: func(x []float32, j int) float32 {
+	kern := rowKernels{one: func(x []float32, j int) float32 {
 		row, rs := data[j*k/2:(j+1)*k/2], scales[j*ng:(j+1)*ng]
 		var s float32
 		if k128 > 0 {
@@ -145,6 +146,14 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 		}
 		return s
 	}}
+	if k128 == k && k > 0 {
+		kern.rows = func(x []float32, j0, j1 int, dst []float32) {
+			_, _, _, _ = data[j1*k/2-1], scales[j1*ng-1], dst[j1-j0-1], x[k-1]
+			walk.P = &scales[j0*ng]
+			qgemm.DotQ4LRows(&x[0], &data[j0*k/2], k, j1-j0, &walk, &levels, &dst[0])
+		}
+	}
+	return kern
 }
 
 // wrowDotsQ8H is wrowDots for int8 codes data [N, k] in groups of group

@@ -140,3 +140,48 @@ func BenchmarkLaneDots(b *testing.B) {
 		report(b)
 	})
 }
+
+// TestDotQ4LRows checks that each row's result of DotQ4LRows is DotQ4L's
+// over that row and its scales, bit for bit, with every width of step
+// (one, two and four scales a step, and a scale over two steps), and that
+// it writes only its rows.
+func TestDotQ4LRows(t *testing.T) {
+	if !Available {
+		t.Skip("no AVX-512 VNNI on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var levels [16]float32
+	for i := range levels {
+		levels[i] = float32(i - 8)
+	}
+	for _, c := range []laneCase{{128, 32}, {256, 64}, {256, 128}, {512, 256}, {2048, 32}, {5632, 32}} {
+		for _, rows := range []int{1, 3, 9} {
+			t.Run(fmt.Sprintf("%v/rows=%d", c, rows), func(t *testing.T) {
+				x, _ := laneInputs(rng, c)
+				LaneOrder4(x)
+				ng := c.k / c.group
+				w := make([]int8, rows*c.k/2)
+				for i := range w {
+					w[i] = int8(rng.IntN(256) - 128)
+				}
+				scales := make([]float32, rows*ng)
+				for i := range scales {
+					scales[i] = float32(0.005 + 0.02*rng.Float64())
+				}
+				const sentinel = -7.5
+				out := make([]float32, rows+1)
+				out[rows] = sentinel
+				s, ok := NewScaleWalk(scales, c.group)
+				require.True(t, ok)
+				DotQ4LRows(&x[0], &w[0], c.k, rows, &s, &levels, &out[0])
+				for r := range rows {
+					one, ok := NewScaleWalk(scales[r*ng:], c.group)
+					require.True(t, ok)
+					want := DotQ4L(&x[0], &w[r*c.k/2], c.k, &one, &levels)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(out[r]), "row %d: %v, DotQ4L %v", r, out[r], want)
+				}
+				require.Equal(t, float32(sentinel), out[rows], "wrote past its rows")
+			})
+		}
+	}
+}

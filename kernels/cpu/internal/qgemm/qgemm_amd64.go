@@ -145,3 +145,13 @@ func DotQ8GRowsH(x *float32, w *int8, k int, rows int, scales *uint16, group int
 //
 //go:noescape
 func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *uint16)
+
+// DotQ4LRows sets out[r] = DotQ4L(x, w[r·k/2:], k, s', levels) for the
+// rows r < rows of w (k codes each, a positive multiple of Chunk4, one
+// row after another, their scales too), s' being s with P at row r's
+// scales, each sum bit for bit: the rows of a decode product taken in one
+// call. s.P is row 0's scales, and a row's steps are a whole number of
+// s.Per; the caller vouches for the bounds.
+//
+//go:noescape
+func DotQ4LRows(x *float32, w *int8, k int, rows int, s *ScaleWalk, levels *[16]float32, out *float32)

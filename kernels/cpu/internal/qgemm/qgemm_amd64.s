@@ -906,6 +906,42 @@ l4done:
 	VZEROUPPER
 	RET
 
+// L4ROW is one row of DotQ4LRows: x from R9, k codes from R13, its sum
+// stored at AX, which moves on; then the next row from top, or the end.
+#define L4ROW(LOAD, top, loop, done) \
+top: \
+	MOVQ   R9, SI; \
+	MOVQ   R13, CX; \
+	VPXORD Z0, Z0, Z0; \
+loop: \
+	L4STEP(LOAD, loop, done); \
+done: \
+	HSUMPS; \
+	MOVSS  X0, (AX); \
+	ADDQ   $4, AX; \
+	DECQ   R14; \
+	JNZ    top; \
+	VZEROUPPER; \
+	RET
+
+// func DotQ4LRows(x *float32, w *int8, k int, rows int, s *ScaleWalk, levels *[16]float32, out *float32)
+TEXT ·DotQ4LRows(SB), NOSPLIT, $0-56
+	MOVQ    s+32(FP), DX
+	LWALK
+	MOVQ    levels+40(FP), AX
+	VMOVUPS (AX), Z31
+	MOVQ    x+0(FP), R9
+	MOVQ    w+8(FP), DI
+	MOVQ    k+16(FP), R13
+	MOVQ    rows+24(FP), R14
+	MOVQ    out+48(FP), AX
+	CMPQ    BX, $2
+	JEQ     r4two
+	JGT     r4four
+	L4ROW(LD1, r4one, r4oneloop, r4onedone)
+	L4ROW(LD2, r4two, r4twoloop, r4twodone)
+	L4ROW(LD4, r4four, r4fourloop, r4fourdone)
+
 // func Dot4Q8(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8)
 TEXT ·Dot4Q8(SB), NOSPLIT, $0-56
 	ARGS4

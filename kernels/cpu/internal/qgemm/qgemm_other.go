@@ -93,3 +93,8 @@ func DotQ8GRowsH(x *float32, w *int8, k int, rows int, scales *uint16, group int
 func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre *int8, scales *uint16) {
 	panic("qgemm: no assembly kernel on this architecture")
 }
+
+// DotQ4LRows is the assembly kernel, absent here; it panics.
+func DotQ4LRows(x *float32, w *int8, k int, rows int, s *ScaleWalk, levels *[16]float32, out *float32) {
+	panic("qgemm: no assembly kernel on this architecture")
+}
