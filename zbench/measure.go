@@ -111,20 +111,20 @@ func Measure(b *testing.B, bm Bench) {
 	var probeTime time.Duration
 	var devTime time.Duration
 	for b.Loop() {
-		if flusher != nil {
+		if flusher != nil || adjacent {
 			b.StopTimer()
-			if err := flusher.FlushCache(); err != nil {
-				b.Fatal(err)
+			if flusher != nil {
+				if err := flusher.FlushCache(); err != nil {
+					b.Fatal(err)
+				}
+				if err := dev.Sync(); err != nil {
+					b.Fatal(err)
+				}
 			}
-			if err := dev.Sync(); err != nil {
-				b.Fatal(err)
+			if adjacent {
+				n, d := cpuProbe.Pass(bm.Work.ReadOnly, window)
+				probed, probeTime = probed+n, probeTime+d
 			}
-			b.StartTimer()
-		}
-		if adjacent {
-			b.StopTimer()
-			n, d := cpuProbe.Pass(bm.Work.ReadOnly, window)
-			probed, probeTime = probed+n, probeTime+d
 			b.StartTimer()
 		}
 		if timer != nil {

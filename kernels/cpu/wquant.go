@@ -162,8 +162,9 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 func wrowDotsQ8H(data []int8, scales []uint16, k, group int) rowKernels {
 	ng := k / group
 	if !qgemm.Available {
+		buf := make([]float32, 0, ng) // a row's scales widened, one goroutine's
 		return rowKernels{one: func(x []float32, j int) float32 {
-			return dotQ8G(x, data[j*k:(j+1)*k], widenF16(nil, scales[j*ng:(j+1)*ng]), group)
+			return dotQ8G(x, data[j*k:(j+1)*k], widenF16(buf[:0], scales[j*ng:(j+1)*ng]), group)
 		}}
 	}
 	rows := func(x []float32, j0, j1 int, dst []float32) {
@@ -229,18 +230,25 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 func dequantRow(dst []float32, w kernels.QWeight, n, k int) {
 	data := i8(w.Data)
 	if w.Format == kernels.WInt8 {
-		var group int
-		var rs []float32
-		switch {
-		case w.Group == 0: // one scale per row is one group of k
-			group, rs = k, f32(w.Scales)[n:n+1]
-		case w.Scales.DType() == kernels.F16:
-			group, rs = w.Group, widenF16(nil, u16(w.Scales)[n*k/w.Group:(n+1)*k/w.Group])
-		default:
-			group, rs = w.Group, f32(w.Scales)[n*k/w.Group:(n+1)*k/w.Group]
+		group, ng := k, 1 // one scale per row is one group of k
+		if w.Group > 0 {
+			group, ng = w.Group, k/w.Group
+		}
+		var s32 []float32
+		var s16 []uint16
+		if w.Scales.DType() == kernels.F16 {
+			s16 = u16(w.Scales)[n*ng : (n+1)*ng]
+		} else {
+			s32 = f32(w.Scales)[n*ng : (n+1)*ng]
 		}
 		row := data[n*k : (n+1)*k]
-		for gi, s := range rs {
+		for gi := range ng {
+			var s float32
+			if s16 != nil {
+				s = kernels.F16ToFloat32(s16[gi])
+			} else {
+				s = s32[gi]
+			}
 			lo, hi := gi*group, (gi+1)*group
 			k16 := lo
 			if qgemm.Available {

@@ -113,10 +113,13 @@ func DequantQ4(dst *float32, w *int8, k int, scales *float32, group int, levels 
 
 // DotQ4L returns Σ_p x[p]·levels[code(p)]·scale(p) over k values (a
 // positive multiple of Chunk4) of 4-bit codes packed two per byte of w (low nibble
-// first), x in LaneOrder4's order and the scales met through s.
-//
-//go:noescape
-func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32
+// first), x in LaneOrder4's order and the scales met through s: one row
+// of DotQ4LRows.
+func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32 {
+	var out float32
+	DotQ4LRows(x, w, k, 1, s, levels, &out)
+	return out
+}
 
 // Dot4Q8 sets out[r·ldo] = DotQ8(x[r·ldx:], w, k) for the four rows r < 4
 // of x (ldx float32 apart), reading w once for the four; each sum equals
@@ -149,8 +152,8 @@ func Dot4Q8G32H(x *float32, ldx int, w *int8, k int, out *float32, ldo int, pre 
 // DotQ4LRows sets out[r] = DotQ4L(x, w[r·k/2:], k, s', levels) for the
 // rows r < rows of w (k codes each, a positive multiple of Chunk4, one
 // row after another, their scales too), s' being s with P at row r's
-// scales, each sum bit for bit: the rows of a decode product taken in one
-// call. s.P is row 0's scales, and a row's steps are a whole number of
+// scales: the rows of a decode product taken in one call. s.P is row 0's
+// scales, and with more than one row a row's steps are a whole number of
 // s.Per; the caller vouches for the bounds.
 //
 //go:noescape

@@ -833,7 +833,7 @@ q4done:
 #define LD2 VBROADCASTSD (R8), Z10
 #define LD4 VBROADCASTF32X4 (R8), Z10
 
-// L4STEP is one step of DotQ4L: 128 codes from DI against x from SI, the
+// L4STEP is one step of DotQ4LRows: 128 codes from DI against x from SI, the
 // scales loaded by LOAD (exactly the step's N of them, repeated across
 // Z10) and spread to the lanes; then the walk moves on and the loop goes
 // back to top, or to done when CX is spent.
@@ -876,35 +876,6 @@ q4done:
 	SUBQ        $128, CX; \
 	JNZ         top; \
 	JMP         done
-
-// func DotQ4L(x *float32, w *int8, k int, s *ScaleWalk, levels *[16]float32) float32
-TEXT ·DotQ4L(SB), NOSPLIT, $0-44
-	MOVQ    s+24(FP), DX
-	LWALK
-	MOVQ    levels+32(FP), AX
-	VMOVUPS (AX), Z31
-	MOVQ    x+0(FP), SI
-	MOVQ    w+8(FP), DI
-	MOVQ    k+16(FP), CX
-	VPXORD  Z0, Z0, Z0
-	CMPQ    BX, $2
-	JEQ     l4two
-	JGT     l4four
-
-l4one:
-	L4STEP(LD1, l4one, l4done)
-
-l4two:
-	L4STEP(LD2, l4two, l4done)
-
-l4four:
-	L4STEP(LD4, l4four, l4done)
-
-l4done:
-	HSUMPS
-	MOVSS  X0, ret+40(FP)
-	VZEROUPPER
-	RET
 
 // L4ROW is one row of DotQ4LRows: x from R9, k codes from R13, its sum
 // stored at AX, which moves on; then the next row from top, or the end.
