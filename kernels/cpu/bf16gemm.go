@@ -38,11 +38,12 @@ func widenedBf16gemm(tA, tB blas.Transpose, m, n, k int, alpha float32, a []uint
 // beta·c over an mr×nr tile, for packed panels of k2 bfloat16 pairs, a
 // (k2·mr, a[p*mr+i] holding op(a)[i][2p] in its low half and
 // op(a)[i][2p+1] in its high half) and b (k2·nr, b[p*nr+j] holding
-// op(b)[2p][j] and op(b)[2p+1][j]); beta 0 overwrites c without reading it.
+// op(b)[2p][j] and op(b)[2p+1][j]); beta 0 overwrites c without reading it,
+// and next is sgemmKernel's prefetch hint.
 type bf16Kernel struct {
 	mr, nr int
 	name   string
-	fn     func(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32)
+	fn     func(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32, next []uint32)
 }
 
 // goBF16Kernel is the portable bfloat16 micro-kernel, the reference for
@@ -190,18 +191,18 @@ func packPairsAcross(d []uint32, src []uint16, ld, kc, cols, w int) {
 
 // kernelAsmBF16x12x32 is sgemmasm.KernelBF16x12x32 on slices (see
 // bf16Kernel).
-func kernelAsmBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32) {
+func kernelAsmBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32, next []uint32) {
 	_ = a[k2*12-1]
 	_ = b[k2*32-1]
 	_ = c[11*ldc+31]
-	sgemmasm.KernelBF16x12x32(k2, &a[0], &b[0], &c[0], ldc, alpha, beta)
+	sgemmasm.KernelBF16x12x32(k2, &a[0], &b[0], &c[0], ldc, alpha, beta, &prefetchFrom(next, b)[0])
 }
 
 // kernelGoBF16x12x32 is the portable 12×32 bfloat16 micro-kernel (see
 // bf16Kernel), with VDPBF16PS's arithmetic: each pair's two products
 // (exact in float32) added to the sum in turn, the high halves' first,
 // bfloat16 subnormals read as zero and subnormal sums flushed to zero.
-func kernelGoBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32) {
+func kernelGoBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, beta float32, _ []uint32) {
 	const mr, nr = 12, 32
 	var acc [mr][nr]float32
 	a = a[:k2*mr]

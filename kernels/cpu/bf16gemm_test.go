@@ -59,8 +59,8 @@ func TestBF16Kernel(t *testing.T) {
 				c0[i] = float32(r.Float64())
 			}
 			want, got := append([]float32(nil), c0...), append([]float32(nil), c0...)
-			kernelGoBF16x12x32(k2, a, b, want, ldc, ab[0], ab[1])
-			kernelAsmBF16x12x32(k2, a, b, got, ldc, ab[0], ab[1])
+			kernelGoBF16x12x32(k2, a, b, want, ldc, ab[0], ab[1], nil)
+			kernelAsmBF16x12x32(k2, a, b, got, ldc, ab[0], ab[1], a)
 			for i := range want {
 				require.Equal(t, want[i], got[i], "k2 %d alpha %g beta %g at %d", k2, ab[0], ab[1], i)
 			}

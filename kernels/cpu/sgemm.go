@@ -27,6 +27,11 @@ const (
 	sgemmKC = 256
 	sgemmMC = 120  // a multiple of every kernel's mr
 	sgemmNC = 4096 // a multiple of every kernel's nr
+	// pfStep is how many elements of the following panel of b a
+	// micro-kernel prefetches a step of k (a 64-byte line every four
+	// steps): the tiles of a panel, each from its own offset, fetch the
+	// next panel between them.
+	pfStep = 4
 	// sgemmSerial is the work (m·n·k) under which a product runs on the
 	// calling goroutine.
 	sgemmSerial = 64 * 64 * 64
@@ -34,13 +39,15 @@ const (
 
 // sgemmKernel is a micro-kernel: c[i*ldc+j] = alpha·Σp a[p*mr+i]·b[p*nr+j]
 // + beta·c[i*ldc+j] over an mr×nr tile, for packed panels a (k·mr) and b
-// (k·nr); beta 0 overwrites c without reading it. edge, where the kernel
+// (k·nr); beta 0 overwrites c without reading it. next is where in the
+// following panel of b the kernel may prefetch from, a hint (possibly
+// empty) that it is free to ignore. edge, where the kernel
 // has one, is fn over only the first rows (a count it takes) of a's panel,
 // for the last, partial panel of a product.
 type sgemmKernel struct {
 	mr, nr int
 	name   string
-	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32)
+	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32, next []float32)
 	edge   edgeKernel[float32]
 }
 
@@ -238,10 +245,13 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 // kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
 // ⌈kc/kstep⌉ elements deep. The last panel of a, where m is not a multiple
 // of mr, runs on edge where there is one; edge tiles that c cannot hold
-// whole go through buf.tile.
+// whole go through buf.tile. Each full tile's kernel is handed its share
+// of the following panel of b to prefetch (pfStep a step), so that a
+// panel packed ahead of time and fetched from memory is in cache when
+// its tiles start.
 func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
 	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int) []E,
-	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32), edge edgeKernel[E]) {
+	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32, next []E), edge edgeKernel[E]) {
 	kk0 := (min(k, sgemmKC) + kstep - 1) / kstep
 	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
 	mc0 := min((m+mr-1)/mr*mr, sgemmMC)
@@ -266,12 +276,16 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 				for jr := 0; jr < nc; jr += nr {
 					nn := min(nr, nc-jr)
 					bp := pb[jr*kk : (jr+nr)*kk]
+					var next []E // the following panel, nr·kk elements
+					if jr+nr < nc {
+						next = pb[(jr+nr)*kk : (jr+2*nr)*kk]
+					}
 					for ir := 0; ir < mc; ir += mr {
 						mm := min(mr, mc-ir)
 						ap := pa[ir*kk : (ir+mr)*kk]
 						ci := (ic+ir)*ldc + jc + jr
 						if mm == mr && nn == nr {
-							kern(kk, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt)
+							kern(kk, ap, bp, c[ci:ci+(mr-1)*ldc+nr], ldc, alpha, bt, next[min(len(next), ir/mr*kk*pfStep):])
 							continue
 						}
 						if edge != nil && mm < mr {
@@ -290,7 +304,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 							}
 							continue
 						}
-						kern(kk, ap, bp, tile, nr, 1, 0)
+						kern(kk, ap, bp, tile, nr, 1, 0, nil)
 						for i := range mm {
 							scaleInto(c[ci+i*ldc:ci+i*ldc+nn], tile[i*nr:i*nr+nn], alpha, bt)
 						}
@@ -385,7 +399,7 @@ func packT(d, src []float32, ld, rows, kc, w int) {
 }
 
 // kernelGo6x16 is the portable 6×16 micro-kernel (see sgemmKernel).
-func kernelGo6x16(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+func kernelGo6x16(k int, a, b, c []float32, ldc int, alpha, beta float32, _ []float32) {
 	const mr, nr = 6, 16
 	var acc [mr][nr]float32
 	a = a[:k*mr]

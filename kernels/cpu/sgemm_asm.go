@@ -19,7 +19,7 @@ func init() {
 }
 
 // kernelAsm6x16 is sgemmasm.Kernel6x16 on slices (see sgemmKernel).
-func kernelAsm6x16(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+func kernelAsm6x16(k int, a, b, c []float32, ldc int, alpha, beta float32, _ []float32) {
 	_ = a[k*6-1]
 	_ = b[k*16-1]
 	_ = c[5*ldc+15]
@@ -27,11 +27,20 @@ func kernelAsm6x16(k int, a, b, c []float32, ldc int, alpha, beta float32) {
 }
 
 // kernelAsm12x32 is sgemmasm.Kernel12x32 on slices (see sgemmKernel).
-func kernelAsm12x32(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+func kernelAsm12x32(k int, a, b, c []float32, ldc int, alpha, beta float32, next []float32) {
 	_ = a[k*12-1]
 	_ = b[k*32-1]
 	_ = c[11*ldc+31]
-	sgemmasm.Kernel12x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta)
+	sgemmasm.Kernel12x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta, &prefetchFrom(next, b)[0])
+}
+
+// prefetchFrom is where a micro-kernel prefetches from: next, or b (in
+// cache already) where there is no next.
+func prefetchFrom[E float32 | uint32](next, b []E) []E {
+	if len(next) == 0 {
+		return b
+	}
+	return next
 }
 
 // kernelAsmEdge32 is sgemmasm.KernelEdge8x32 (rows 8) or KernelEdge4x32

@@ -5,8 +5,9 @@
 #include "textflag.h"
 #include "tile12x32_amd64.h"
 
-// func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32)
-TEXT ·KernelBF16x12x32(SB), NOSPLIT, $0-48
+// func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32, next *uint32)
+TEXT ·KernelBF16x12x32(SB), NOSPLIT, $0-56
+	MOVQ next+48(FP), R9
 	MOVQ k2+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -167,6 +168,8 @@ loop512x4:
 	VPBROADCASTD 188(SI), Z7
 	BYTE $0x62; BYTE $0x62; BYTE $0x7e; BYTE $0x48; BYTE $0x52; BYTE $0xf7 // VDPBF16PS Z30, Z0, Z7
 	BYTE $0x62; BYTE $0x62; BYTE $0x76; BYTE $0x48; BYTE $0x52; BYTE $0xff // VDPBF16PS Z31, Z1, Z7
+	PREFETCHT0 (R9)
+	ADDQ $64, R9
 	ADDQ $192, SI
 	ADDQ $512, DI
 	DECQ BX

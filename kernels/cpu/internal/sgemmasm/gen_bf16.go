@@ -49,8 +49,9 @@ func main() {
 	p("#include \"textflag.h\"")
 	p("#include \"tile12x32_amd64.h\"")
 	p("")
-	p("// func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32)")
-	p("TEXT ·KernelBF16x12x32(SB), NOSPLIT, $0-48")
+	p("// func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32, next *uint32)")
+	p("TEXT ·KernelBF16x12x32(SB), NOSPLIT, $0-56")
+	p("\tMOVQ next+48(FP), R9")
 	p("\tMOVQ k2+0(FP), CX")
 	p("\tMOVQ a+8(FP), SI")
 	p("\tMOVQ b+16(FP), DI")
@@ -81,6 +82,8 @@ func main() {
 	for s := range 4 {
 		step(s)
 	}
+	p("\tPREFETCHT0 (R9)") // a line of next every four steps
+	p("\tADDQ $64, R9")
 	p("\tADDQ $192, SI")
 	p("\tADDQ $512, DI")
 	p("\tDECQ BX")

@@ -21,10 +21,12 @@ var Available512 = cpu.X86.HasAVX512F
 func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32)
 
 // Kernel12x32 is Kernel6x16's 12×32 counterpart in AVX-512F, for panels
-// a of k·12 floats and b of k·32.
+// a of k·12 floats and b of k·32. It prefetches a 64-byte line every four
+// steps of k from next on (the following panel of b, as the caller
+// spreads it over its tiles); next is only a hint, and any address will do.
 //
 //go:noescape
-func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
+func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32, next *float32)
 
 // KernelEdge8x32 is Kernel12x32 over the first 8 rows of its panel a
 // (k·12 floats, a[p*12+i] for i < 8): the 8×32 tile at c. It and
@@ -49,12 +51,12 @@ var AvailableBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BF16
 // (k2·32 pairs, b[p*32+j] likewise op(b)[2p][j] and op(b)[2p+1][j]) it
 // sets the 12×32 tile at c to alpha·a·b + beta·c, summing in float32
 // (each pair's two exact products added in turn, odd then even, with
-// bfloat16 and float32 subnormals flushed to zero). k2 ≥ 1, and the
-// caller vouches for the bounds.
+// bfloat16 and float32 subnormals flushed to zero). It prefetches from
+// next as Kernel12x32 does. k2 ≥ 1, and the caller vouches for the bounds.
 //
 //go:generate go run gen_bf16.go
 //go:noescape
-func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32)
+func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32, next *uint32)
 
 // KernelRows12x32 is the 12×32 AVX-512 micro-kernel over a read in place:
 // row i of the tile reads a[i*lda:], segs segments of k values each, the

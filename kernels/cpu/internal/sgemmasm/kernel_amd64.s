@@ -213,8 +213,9 @@ accum:
 	VZEROUPPER
 	RET
 
-// func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32)
-TEXT ·Kernel12x32(SB), NOSPLIT, $0-48
+// func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32, next *float32)
+TEXT ·Kernel12x32(SB), NOSPLIT, $0-56
+	MOVQ next+48(FP), R9
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -375,6 +376,8 @@ loop512x4:
 	VBROADCASTSS 188(SI), Z7
 	VFMADD231PS Z0, Z7, Z30
 	VFMADD231PS Z1, Z7, Z31
+	PREFETCHT0 (R9)
+	ADDQ $64, R9
 	ADDQ $192, SI
 	ADDQ $512, DI
 	DECQ BX

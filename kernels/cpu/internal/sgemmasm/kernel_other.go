@@ -18,7 +18,7 @@ func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32) {
 }
 
 // Kernel12x32 is the AVX-512 micro-kernel, absent here; it panics.
-func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32) {
+func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32, next *float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
 
@@ -38,7 +38,7 @@ var AvailableBF16 = false
 
 // KernelBF16x12x32 is the AVX-512 BF16 micro-kernel, absent here; it
 // panics.
-func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32) {
+func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta float32, next *uint32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
 

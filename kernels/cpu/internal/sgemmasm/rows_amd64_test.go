@@ -122,7 +122,7 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 	b.Run("kernel=packed", func(b *testing.B) {
 		for b.Loop() {
 			for j := range 2 {
-				Kernel12x32(k, &packed[0], &filters[j*k*32], &c[j*32], 64, 1, 0)
+				Kernel12x32(k, &packed[0], &filters[j*k*32], &c[j*32], 64, 1, 0, &filters[j*k*32])
 			}
 		}
 		flops(b)
