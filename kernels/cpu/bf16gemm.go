@@ -195,7 +195,7 @@ func kernelAsmBF16x12x32(k2 int, a, b []uint32, c []float32, ldc int, alpha, bet
 	_ = a[k2*12-1]
 	_ = b[k2*32-1]
 	_ = c[11*ldc+31]
-	sgemmasm.KernelBF16x12x32(k2, &a[0], &b[0], &c[0], ldc, alpha, beta, &prefetchFrom(next, b)[0])
+	sgemmasm.KernelBF16x12x32(k2, &a[0], &b[0], &c[0], ldc, alpha, beta, first(next))
 }
 
 // kernelGoBF16x12x32 is the portable 12×32 bfloat16 micro-kernel (see

@@ -245,10 +245,10 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 // kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
 // ⌈kc/kstep⌉ elements deep. The last panel of a, where m is not a multiple
 // of mr, runs on edge where there is one; edge tiles that c cannot hold
-// whole go through buf.tile. Each full tile's kernel is handed its share
-// of the following panel of b to prefetch (pfStep a step), so that a
-// panel packed ahead of time and fetched from memory is in cache when
-// its tiles start.
+// whole go through buf.tile. Where b's panels were packed ahead of time
+// (a weight's, which comes from memory), each full tile's kernel is handed
+// its share of the following panel to prefetch (pfStep a step), so that
+// the panel is in cache when its tiles start.
 func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
 	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int) []E,
 	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32, next []E), edge edgeKernel[E]) {
@@ -270,14 +270,15 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 				bt = 1
 			}
 			pb := packB(buf.b, pc, kc, jc, nc)
+			ahead := &pb[0] != &buf.b[0] // packed ahead of time, not by packB now
 			for ic := 0; ic < m; ic += sgemmMC {
 				mc := min(sgemmMC, m-ic)
 				packA(pa, ic, mc, pc, kc)
 				for jr := 0; jr < nc; jr += nr {
 					nn := min(nr, nc-jr)
 					bp := pb[jr*kk : (jr+nr)*kk]
-					var next []E // the following panel, nr·kk elements
-					if jr+nr < nc {
+					var next []E // the following panel, nr·kk elements, if from memory
+					if jr+nr < nc && ahead {
 						next = pb[(jr+nr)*kk : (jr+2*nr)*kk]
 					}
 					for ir := 0; ir < mc; ir += mr {

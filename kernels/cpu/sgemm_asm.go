@@ -31,16 +31,15 @@ func kernelAsm12x32(k int, a, b, c []float32, ldc int, alpha, beta float32, next
 	_ = a[k*12-1]
 	_ = b[k*32-1]
 	_ = c[11*ldc+31]
-	sgemmasm.Kernel12x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta, &prefetchFrom(next, b)[0])
+	sgemmasm.Kernel12x32(k, &a[0], &b[0], &c[0], ldc, alpha, beta, first(next))
 }
 
-// prefetchFrom is where a micro-kernel prefetches from: next, or b (in
-// cache already) where there is no next.
-func prefetchFrom[E float32 | uint32](next, b []E) []E {
-	if len(next) == 0 {
-		return b
+// first is &s[0], or nil for an empty s.
+func first[E float32 | uint32](s []E) *E {
+	if len(s) == 0 {
+		return nil
 	}
-	return next
+	return &s[0]
 }
 
 // kernelAsmEdge32 is sgemmasm.KernelEdge8x32 (rows 8) or KernelEdge4x32

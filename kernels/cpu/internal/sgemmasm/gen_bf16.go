@@ -82,8 +82,11 @@ func main() {
 	for s := range 4 {
 		step(s)
 	}
-	p("\tPREFETCHT0 (R9)") // a line of next every four steps
+	p("\tTESTQ R9, R9") // a line of next every four steps, where there is one
+	p("\tJZ fetched")
+	p("\tPREFETCHT0 (R9)")
 	p("\tADDQ $64, R9")
+	p("fetched:")
 	p("\tADDQ $192, SI")
 	p("\tADDQ $512, DI")
 	p("\tDECQ BX")

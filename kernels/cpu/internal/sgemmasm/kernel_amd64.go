@@ -21,9 +21,10 @@ var Available512 = cpu.X86.HasAVX512F
 func Kernel6x16(k int, a, b, c *float32, ldc int, alpha, beta float32)
 
 // Kernel12x32 is Kernel6x16's 12×32 counterpart in AVX-512F, for panels
-// a of k·12 floats and b of k·32. It prefetches a 64-byte line every four
-// steps of k from next on (the following panel of b, as the caller
-// spreads it over its tiles); next is only a hint, and any address will do.
+// a of k·12 floats and b of k·32. Unless next is nil, it prefetches a
+// 64-byte line every four steps of k from next on (the following panel of
+// b, as the caller spreads it over its tiles); next is only a hint, and
+// any address will do.
 //
 //go:noescape
 func Kernel12x32(k int, a, b, c *float32, ldc int, alpha, beta float32, next *float32)
