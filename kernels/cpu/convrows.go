@@ -45,6 +45,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 	}
 	chunk := max(nr, convRowsL2Floats/K/nr*nr) // columns per pass over the pixels
 	tasks := convTasks(1, M, Co, mr, nr, runtime.GOMAXPROCS(0))
+	pointwise := g.PointwiseGEMM()
 	parallelFor(len(tasks), max(1, M/len(tasks)*Co*K), func(lo, hi int) {
 		bufs := convRowsBufs.Get().(*convRowsBuf)
 		defer convRowsBufs.Put(bufs)
@@ -56,8 +57,17 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 			}
 			for c0 := t.c0; c0 < t.c1; c0 += chunk {
 				c1 := min(t.c1, c0+chunk)
-				for _, r := range runs {
+				for ri, r := range runs {
 					a, lda, segs, k0 := tileRows(g, r)
+					// A pointwise convolution's kernels prefetch the next
+					// run's rows of x (contiguous), each call over this
+					// run's panels its part: x outgrows the cache at
+					// larger batches.
+					var next []float32
+					if ri+1 < len(runs) && pointwise {
+						next = xv[runs[ri+1]*K : (runs[ri+1]+mr)*K]
+					}
+					ahead := nextRows{next: next, calls: (c1 - c0 + nr - 1) / nr, k: K}
 					last := a + (mr-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
 					_ = xv[last]
 					for col := c0; col < c1; col += nr {
@@ -75,7 +85,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 								bp = &bias[col]
 							}
 							sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
-								&p[0], &c[0], Co, rp, beta, floor, bp)
+								&p[0], &c[0], Co, rp, beta, floor, bp, ahead.part())
 							if !fused {
 								for i := range mr {
 									applyAct(c[i*Co:i*Co+nr], c[i*Co:i*Co+nr], act)
@@ -84,7 +94,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 							continue
 						}
 						sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
-							&p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
+							&p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0], ahead.part())
 						for i := range mr {
 							finishRow(ov, res, bias, bufs.tile[i*nr:(i+1)*nr], r+i, col, Co, act)
 						}
@@ -97,7 +107,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 					for col := c0; col < c1; col += nr {
 						p := panels[col*K:]
 						_ = p[K*nr-1]
-						kern(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0])
+						kern(K, &a[0], K, 1, K, &p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0], nil)
 						for i := range rows {
 							finishRow(ov, res, bias, bufs.tile[i*nr:(i+1)*nr], left[i0+i], col, Co, act)
 						}
@@ -110,7 +120,7 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 
 // rowsKernel is the in-place kernel of fewest rows (12, 8 or 4) that
 // covers rows.
-func rowsKernel(rows int) func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32) {
+func rowsKernel(rows int) func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32) {
 	switch {
 	case rows > 8:
 		return sgemmasm.KernelRows12x32
@@ -234,4 +244,26 @@ func (f rowsFilters) put() {
 	if f.pool != nil {
 		rowsFilterBufs.Put(f.pool)
 	}
+}
+
+// nextRows hands the calls of the in-place kernel over one run's panels
+// their parts of next to prefetch: calls parts spread evenly over next,
+// each at most what a call over k steps asks for (two 64-byte lines every
+// four steps), overlapping where the calls could ask for more than next
+// holds.
+type nextRows struct {
+	next     []float32
+	calls, k int
+	i        int // the calls handed their part so far
+}
+
+// part is the next call's part, or nil once next is covered.
+func (n *nextRows) part() *float32 {
+	share := min(n.k*8, (len(n.next)+n.calls-1)/max(1, n.calls))
+	off := n.i * share
+	n.i++
+	if off >= len(n.next) {
+		return nil
+	}
+	return &n.next[off]
 }

@@ -62,8 +62,8 @@ func kernel(p func(string, ...any), n int) {
 			p("\tADDQ %s, %s", by, r)
 		}
 	}
-	p("// func %s(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)", name)
-	p("TEXT ·%s(SB), NOSPLIT, $0-88", name)
+	p("// func %s(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)", name)
+	p("TEXT ·%s(SB), NOSPLIT, $0-96", name)
 	for _, l := range []string{"MOVQ a+8(FP), SI", "MOVQ lda+16(FP), R9", "SHLQ $2, R9", "LEAQ (R9)(R9*2), AX"} {
 		p("\t%s", l)
 	}
@@ -96,6 +96,7 @@ func kernel(p func(string, ...any), n int) {
 		}
 	}
 	p("%s:", label("fetched"))
+	p("\tMOVQ next+88(FP), DX")
 	for z := 8; z < 8+2*n; z++ {
 		p("\tVPXORD Z%d, Z%d, Z%d", z, z, z)
 	}
@@ -107,6 +108,14 @@ func kernel(p func(string, ...any), n int) {
 	for s := range 4 {
 		step(4*s, 128*s)
 	}
+	// Two lines of next every four steps, where there is a next: what the
+	// caller multiplies after this.
+	p("\tTESTQ DX, DX")
+	p("\tJZ %s", label("ahead"))
+	p("\tPREFETCHT0 (DX)")
+	p("\tPREFETCHT0 64(DX)")
+	p("\tADDQ $128, DX")
+	p("%s:", label("ahead"))
 	advance("$16")
 	p("\tADDQ $512, DI")
 	p("\tDECQ CX")

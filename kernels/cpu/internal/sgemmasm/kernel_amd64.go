@@ -66,20 +66,23 @@ func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta flo
 // stride ldc) to max(floor, Σ + beta·r + bias[j]) for the tile at r (the
 // same stride; c itself, or a residual), reading r only where beta is not
 // 0; bias points at 32 values, and a floor of 0 is a ReLU, of -Inf none.
-// k, segs ≥ 1, and the caller vouches for the bounds.
+// Unless next is nil, it prefetches two 64-byte lines every four steps of
+// k from next on (what the caller multiplies after this tile; only a hint,
+// any address will do). k, segs ≥ 1, and the caller vouches for the
+// bounds.
 //
 //go:generate go run gen_rows.go
 //go:noescape
-func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
 
 // KernelRows8x32 is KernelRows12x32 over the first 8 rows: an 8×32 tile.
 // It and KernelRows4x32 (the first 4) multiply the last few rows of a
 // product.
 //
 //go:noescape
-func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
 
 // KernelRows4x32 is KernelRows12x32 over the first 4 rows: a 4×32 tile.
 //
 //go:noescape
-func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)

@@ -44,16 +44,16 @@ func KernelBF16x12x32(k2 int, a, b *uint32, c *float32, ldc int, alpha, beta flo
 
 // KernelRows12x32 is the AVX-512 in-place micro-kernel, absent here; it
 // panics.
-func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32) {
+func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
 
 // KernelRows8x32 is an AVX-512 in-place kernel, absent here; it panics.
-func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32) {
+func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }
 
 // KernelRows4x32 is an AVX-512 in-place kernel, absent here; it panics.
-func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32) {
+func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32) {
 	panic("sgemmasm: no assembly kernel on this architecture")
 }

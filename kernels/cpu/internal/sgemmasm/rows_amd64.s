@@ -4,8 +4,8 @@
 
 #include "textflag.h"
 
-// func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
-TEXT ·KernelRows12x32(SB), NOSPLIT, $0-88
+// func KernelRows12x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
+TEXT ·KernelRows12x32(SB), NOSPLIT, $0-96
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
 	SHLQ $2, R9
@@ -96,6 +96,7 @@ TEXT ·KernelRows12x32(SB), NOSPLIT, $0-88
 	PREFETCHT0 (DX)
 	PREFETCHT0 64(DX)
 fetched12:
+	MOVQ next+88(FP), DX
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -277,6 +278,12 @@ loop4_12:
 	VFMADD231PS Z1, Z6, Z29
 	VFMADD231PS Z0, Z7, Z30
 	VFMADD231PS Z1, Z7, Z31
+	TESTQ DX, DX
+	JZ ahead12
+	PREFETCHT0 (DX)
+	PREFETCHT0 64(DX)
+	ADDQ $128, DX
+ahead12:
 	ADDQ $16, SI
 	ADDQ $16, R10
 	ADDQ $16, R11
@@ -562,8 +569,8 @@ accum12:
 	VZEROUPPER
 	RET
 
-// func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
-TEXT ·KernelRows8x32(SB), NOSPLIT, $0-88
+// func KernelRows8x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
+TEXT ·KernelRows8x32(SB), NOSPLIT, $0-96
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
 	SHLQ $2, R9
@@ -629,6 +636,7 @@ TEXT ·KernelRows8x32(SB), NOSPLIT, $0-88
 	PREFETCHT0 (DX)
 	PREFETCHT0 64(DX)
 fetched8:
+	MOVQ next+88(FP), DX
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -754,6 +762,12 @@ loop4_8:
 	VFMADD231PS Z1, Z2, Z21
 	VFMADD231PS Z0, Z3, Z22
 	VFMADD231PS Z1, Z3, Z23
+	TESTQ DX, DX
+	JZ ahead8
+	PREFETCHT0 (DX)
+	PREFETCHT0 64(DX)
+	ADDQ $128, DX
+ahead8:
 	ADDQ $16, SI
 	ADDQ $16, R10
 	ADDQ $16, R11
@@ -956,8 +970,8 @@ accum8:
 	VZEROUPPER
 	RET
 
-// func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
-TEXT ·KernelRows4x32(SB), NOSPLIT, $0-88
+// func KernelRows4x32(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
+TEXT ·KernelRows4x32(SB), NOSPLIT, $0-96
 	MOVQ a+8(FP), SI
 	MOVQ lda+16(FP), R9
 	SHLQ $2, R9
@@ -998,6 +1012,7 @@ TEXT ·KernelRows4x32(SB), NOSPLIT, $0-88
 	PREFETCHT0 (DX)
 	PREFETCHT0 64(DX)
 fetched4:
+	MOVQ next+88(FP), DX
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z10, Z10, Z10
@@ -1067,6 +1082,12 @@ loop4_4:
 	VFMADD231PS Z1, Z4, Z13
 	VFMADD231PS Z0, Z5, Z14
 	VFMADD231PS Z1, Z5, Z15
+	TESTQ DX, DX
+	JZ ahead4
+	PREFETCHT0 (DX)
+	PREFETCHT0 64(DX)
+	ADDQ $128, DX
+ahead4:
 	ADDQ $16, SI
 	ADDQ $16, R10
 	ADDQ $512, DI

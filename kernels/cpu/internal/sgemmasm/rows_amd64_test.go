@@ -37,7 +37,7 @@ func TestKernelRows12x32(t *testing.T) {
 	} {
 		for _, kern := range []struct {
 			rows int
-			fn   func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias *float32)
+			fn   func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
 		}{{12, KernelRows12x32}, {8, KernelRows8x32}, {4, KernelRows4x32}} {
 			t.Run(fmt.Sprintf("rows=%d/k=%d/lda=%d/segs=%d/beta=%g/floor=%g/bias=%t", kern.rows, c.k, c.lda, c.segs, c.beta, c.floor, c.bias), func(t *testing.T) {
 				r := rand.New(rand.NewPCG(uint64(c.k), uint64(c.lda)))
@@ -72,7 +72,11 @@ func TestKernelRows12x32(t *testing.T) {
 						out[i] = float32(math.NaN())
 					}
 				}
-				kern.fn(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, res, c.beta, c.floor, &bias[0])
+				next := &b[0] // a prefetch hint, with or without one
+				if c.ownResidual {
+					next = nil
+				}
+				kern.fn(c.k, &a[0], c.lda, c.segs, c.segStride, &b[0], &out[0], ldc, res, c.beta, c.floor, &bias[0], next)
 				for i := range 12 {
 					for j := range ldc {
 						got := out[i*ldc+j]
@@ -130,7 +134,7 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 	b.Run("kernel=rows", func(b *testing.B) {
 		for b.Loop() {
 			for j := range 2 {
-				KernelRows12x32(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, &c[j*32], 0, 0, &bias[0])
+				KernelRows12x32(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, &c[j*32], 0, 0, &bias[0], nil)
 			}
 		}
 		flops(b)
