@@ -52,6 +52,17 @@ func gatherAxes[T uint16 | int32](out, x []T, A, B, C int) {
 				a, c0 := lo/C, lo%C
 				c1 := min(C, c0+hi-lo)
 				rows := out[(a*C+c0)*B : (a*C+c1)*B]
+				if B == 3 { // an RGB image's pixels, written in order
+					n := c1 - c0
+					r, g, bl := x[a*B*C+c0:][:n], x[(a*B+1)*C+c0:][:n], x[(a*B+2)*C+c0:][:n]
+					rows = rows[:3*n]
+					for i := range n {
+						px := rows[3*i : 3*i+3 : 3*i+3]
+						px[0], px[1], px[2] = r[i], g[i], bl[i]
+					}
+					lo += n
+					continue
+				}
 				for b := range B {
 					src := x[(a*B+b)*C+c0 : (a*B+b)*C+c1]
 					for i, v := range src {
