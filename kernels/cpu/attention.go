@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -205,18 +206,36 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 	// and a KV head at a time.
 	bf := q.DType() == kernels.BF16 && sgemmasm.AvailableBF16
 	wide := q.DType() != kernels.F32 && !bf
+	// Float32 products of whole 32-column panels run on the in-place
+	// kernel, over a KV head's keys and values packed once (attnPanels).
+	inPlace := !bf && sgemmasm.Available512 && d%32 == 0
+	// The most keys any row sees (the last row of an entry: the masks
+	// only ever hide a suffix): a cache's capacity may be far more.
+	most := 0
+	for bi := range a.B {
+		most = max(most, a.visible(a.Sq-1, bi))
+	}
 	parallelFor(a.B*a.Hkv*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
-		scores := make([]float32, attnGemmRows*sk)
+		buf := attnBufs.Get().(*attnBuf)
+		defer attnBufs.Put(buf)
+		buf.scores = grow(buf.scores, attnGemmRows*most)
+		if inPlace {
+			buf.scores = grow(buf.scores, (attnGemmRows+11)/12*12*((most+31)/32*32))
+		}
+		scores, panels := buf.scores, &buf.panels
 		var qb, kb, vb, ob []float32
 		var pb []uint16
 		if wide || bf {
-			ob = make([]float32, attnGemmRows*d)
+			buf.ob = grow(buf.ob, attnGemmRows*d)
+			ob = buf.ob
 		}
 		if wide {
-			qb = make([]float32, attnGemmRows*d)
+			buf.qb, buf.kb, buf.vb = grow(buf.qb, attnGemmRows*d), grow(buf.kb, most*d), grow(buf.vb, most*d)
+			qb, kb, vb = buf.qb, buf.kb, buf.vb
 		}
 		if bf {
-			pb = make([]uint16, attnGemmRows*sk)
+			buf.pb = grow(buf.pb, attnGemmRows*most)
+			pb = buf.pb
 		}
 		var kt, vt []float32
 		lastKV := -1
@@ -256,13 +275,24 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 				// The keys the rows of bi's last position see: the most any
 				// tile of this KV head needs.
 				keys := a.visible(a.Sq-1, bi)
-				if wide && len(kb) < keys*d {
-					kb, vb = make([]float32, sk*d), make([]float32, sk*d)
-				}
 				kt, vt = loadRange(k, kv, kv+keys*d, kb), loadRange(v, kv, kv+keys*d, vb)
 				lastKV = kv
+				if inPlace {
+					panels.pack(kt, vt, keys, d)
+				}
 			}
 			qt := loadRange(q, first, first+nr*d, qb)
+			if inPlace {
+				ld := (n + 31) / 32 * 32
+				panels.scores(scores, qt, nr, n, ld)
+				for r := range nr {
+					row := scores[r*ld : r*ld+n]
+					softmaxRow(row, row, a.visible((r0+r)%a.Sq, bi), a.scale)
+				}
+				panels.values(dst, scores, nr, n, ld)
+				flushRange(out, first, dst)
+				continue
+			}
 			serialSgemm(blas.NoTrans, blas.Trans, nr, n, d, a.scale, qt, d, kt, d, 0, sc, n)
 			softmax()
 			serialSgemm(blas.NoTrans, blas.NoTrans, nr, d, n, 1, sc, n, vt, d, 0, dst, d)
@@ -418,4 +448,81 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 	flushK()
 	flushV()
 	return nil
+}
+
+// attnBuf is one goroutine's buffers for attend, kept between calls.
+type attnBuf struct {
+	scores, qb, kb, vb, ob []float32
+	pb                     []uint16
+	panels                 attnPanels
+}
+
+var attnBufs = sync.Pool{New: func() any { return new(attnBuf) }}
+
+// attnPanels is one goroutine's keys and values of a KV head packed for
+// the in-place kernel (KernelRows12x32): kᵀ in panels of 32 keys, d rows
+// deep, and v in panels of 32 of its d columns, keys rows deep; and the
+// padded tiles of a last group of fewer than twelve query rows.
+type attnPanels struct {
+	kp, vp, qpad, tile []float32
+	keys, d            int
+}
+
+// pack packs the first keys rows of kt and vt (rows of d values).
+func (p *attnPanels) pack(kt, vt []float32, keys, d int) {
+	p.keys, p.d = keys, d
+	p.kp = grow(p.kp, (keys+31)/32*32*d)
+	packB(p.kp, kt, d, true, 0, d, 0, keys, 32)
+	p.vp = grow(p.vp, keys*d)
+	for c0 := 0; c0 < d; c0 += 32 {
+		packB(p.vp[c0*keys:], vt, d, false, 0, keys, c0, 32, 32)
+	}
+}
+
+// scores sets the first n columns (whole panels: ld of them) of the nr
+// rows of sc, of row stride ld, to q·kᵀ over the first n keys, unscaled,
+// for the nr rows of q (rows of d values). sc holds nr rows rounded up to
+// twelve, the last group computed from q's rows padded with zeros.
+func (p *attnPanels) scores(sc, q []float32, nr, n, ld int) {
+	d := p.d
+	for g0 := 0; g0 < nr; g0 += 12 {
+		a := q[g0*d:]
+		if nr-g0 < 12 {
+			p.qpad = grow(p.qpad, 12*d)
+			clear(p.qpad[copy(p.qpad, q[g0*d:nr*d]):])
+			a = p.qpad
+		}
+		_ = a[12*d-1]
+		for j := 0; j < n; j += 32 {
+			c := sc[g0*ld+j:]
+			_ = c[11*ld+31]
+			_ = p.kp[(j+32)*d-1]
+			sgemmasm.KernelRows12x32(d, &a[0], d, 1, d, &p.kp[j*d], &c[0], ld, &c[0], 0, float32(math.Inf(-1)), &zeros32[0], nil)
+		}
+	}
+}
+
+// values sets the nr rows of dst (rows of d values) to P·v over the first
+// n keys, P being the rows of sc (row stride ld) that scores laid out.
+func (p *attnPanels) values(dst, sc []float32, nr, n, ld int) {
+	d := p.d
+	p.tile = grow(p.tile, 12*32)
+	for g0 := 0; g0 < nr; g0 += 12 {
+		a := sc[g0*ld:]
+		_ = a[11*ld+n-1]
+		for c0 := 0; c0 < d; c0 += 32 {
+			b := p.vp[c0*p.keys:]
+			_ = b[n*32-1]
+			if nr-g0 >= 12 {
+				c := dst[g0*d+c0:]
+				_ = c[11*d+31]
+				sgemmasm.KernelRows12x32(n, &a[0], ld, 1, ld, &b[0], &c[0], d, &c[0], 0, float32(math.Inf(-1)), &zeros32[0], nil)
+				continue
+			}
+			sgemmasm.KernelRows12x32(n, &a[0], ld, 1, ld, &b[0], &p.tile[0], 32, &p.tile[0], 0, float32(math.Inf(-1)), &zeros32[0], nil)
+			for i := range nr - g0 {
+				copy(dst[(g0+i)*d+c0:(g0+i)*d+c0+32], p.tile[i*32:])
+			}
+		}
+	}
 }

@@ -194,7 +194,7 @@ type gemmBuf[E float32 | uint32] struct {
 }
 
 // grow returns s with at least n elements.
-func grow[E float32 | uint32](s []E, n int) []E {
+func grow[E float32 | uint32 | uint16](s []E, n int) []E {
 	if cap(s) < n {
 		return make([]E, n)
 	}
