@@ -14,6 +14,12 @@ import (
 // multiplies every tile of its pixels by before it moves to the next.
 const convRowsL2Floats = 1 << 17
 
+// convRowsStreamFloats is the size of x, in float32 values (4 MiB), past
+// which a pointwise convolution's kernels prefetch the next tile's rows of
+// x: smaller inputs are still in the cache from the layer before, where
+// the prefetch only costs.
+const convRowsStreamFloats = 1 << 20
+
 // rowsConv reports whether Conv2D of groups groups runs as convRows: one
 // group, on our own SGEMM, where the AVX-512 in-place kernel runs.
 func rowsConv(groups int) bool {
@@ -60,11 +66,10 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 				for ri, r := range runs {
 					a, lda, segs, k0 := tileRows(g, r)
 					// A pointwise convolution's kernels prefetch the next
-					// run's rows of x (contiguous), each call over this
-					// run's panels its part: x outgrows the cache at
-					// larger batches.
+					// run's rows of x (contiguous) where x comes from
+					// memory, each call over this run's panels its part.
 					var next []float32
-					if ri+1 < len(runs) && pointwise {
+					if ri+1 < len(runs) && pointwise && len(xv) > convRowsStreamFloats {
 						next = xv[runs[ri+1]*K : (runs[ri+1]+mr)*K]
 					}
 					ahead := nextRows{next: next, calls: (c1 - c0 + nr - 1) / nr, k: K}
