@@ -50,14 +50,8 @@ func TestDot4EqualsDot1(t *testing.T) {
 				for i := range x {
 					x[i] = float32(2*rng.Float64() - 1)
 				}
-				w := make([]int8, k)
-				for i := range w {
-					w[i] = int8(rng.IntN(256) - 128)
-				}
-				s := make([]float32, k/32)
-				for i := range s {
-					s[i] = float32(0.01 + 0.01*rng.Float64())
-				}
+				w := randCodes(rng, k)
+				s := randScales(rng, k/32, 0.01, 0.01)
 				const sentinel = -7.5
 				out := make([]float32, 4*ldo)
 				for i := range out {
@@ -102,18 +96,12 @@ func TestRowsKernelsEqualOneRow(t *testing.T) {
 					for i := range x {
 						x[i] = float32(2*rng.Float64() - 1)
 					}
-					w := make([]int8, rows*k)
-					for i := range w {
-						w[i] = int8(rng.IntN(256) - 128)
-					}
+					w := randCodes(rng, rows*k)
 					perRow := 1
 					if c.group > 0 {
 						perRow = k / c.group
 					}
-					s := make([]float32, rows*perRow)
-					for i := range s {
-						s[i] = float32(0.01 + 0.01*rng.Float64())
-					}
+					s := randScales(rng, rows*perRow, 0.01, 0.01)
 					const sentinel = -7.5
 					out := make([]float32, rows+1)
 					out[rows] = sentinel
@@ -191,10 +179,7 @@ func TestHalfScaleKernels(t *testing.T) {
 			for i := range x {
 				x[i] = float32(2*rng.Float64() - 1)
 			}
-			w := make([]int8, rows*k)
-			for i := range w {
-				w[i] = int8(rng.IntN(256) - 128)
-			}
+			w := randCodes(rng, rows*k)
 			h := make([]uint16, rows*k/group)
 			s := make([]float32, len(h))
 			special := []uint16{0x0000, 0x8000, 0x0001, 0x83ff, 0x7bff, 0xfbff}

@@ -12,6 +12,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// randCodes returns n random int8 codes, every byte value alike.
+func randCodes(rng *rand.Rand, n int) []int8 {
+	w := make([]int8, n)
+	for i := range w {
+		w[i] = int8(rng.IntN(256) - 128)
+	}
+	return w
+}
+
+// randScales returns n scales drawn uniformly from [lo, lo+span).
+func randScales(rng *rand.Rand, n int, lo, span float64) []float32 {
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = float32(lo + span*rng.Float64())
+	}
+	return s
+}
+
 // laneCase is one row of a lane-ordered dot product: k values, a scale
 // per group of them (0: one for the row).
 type laneCase struct{ k, group int }
@@ -40,11 +58,7 @@ func laneInputs(rng *rand.Rand, c laneCase) ([]float32, []float32) {
 	if c.group > 0 {
 		n = c.k / c.group
 	}
-	scales := make([]float32, n)
-	for i := range scales {
-		scales[i] = float32(0.005 + 0.02*rng.Float64())
-	}
-	return x, scales
+	return x, randScales(rng, n, 0.005, 0.02)
 }
 
 func TestDotQ4L(t *testing.T) {
@@ -107,19 +121,12 @@ func TestNewScaleWalk(t *testing.T) {
 func BenchmarkLaneDots(b *testing.B) {
 	const k = 2048
 	x := make([]float32, k)
-	w := make([]int8, k/2)
-	scales := make([]float32, k/32)
 	var levels [16]float32
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range x {
 		x[i] = float32(rng.Float64() - 0.5)
 	}
-	for i := range w {
-		w[i] = int8(rng.IntN(256) - 128)
-	}
-	for i := range scales {
-		scales[i] = float32(rng.Float64())
-	}
+	w, scales := randCodes(rng, k/2), randScales(rng, k/32, 0, 1)
 	for i := range levels {
 		levels[i] = float32(i - 8)
 	}
@@ -160,14 +167,8 @@ func TestDotQ4LRows(t *testing.T) {
 				x, _ := laneInputs(rng, c)
 				LaneOrder4(x)
 				ng := c.k / c.group
-				w := make([]int8, rows*c.k/2)
-				for i := range w {
-					w[i] = int8(rng.IntN(256) - 128)
-				}
-				scales := make([]float32, rows*ng)
-				for i := range scales {
-					scales[i] = float32(0.005 + 0.02*rng.Float64())
-				}
+				w := randCodes(rng, rows*c.k/2)
+				scales := randScales(rng, rows*ng, 0.005, 0.02)
 				const sentinel = -7.5
 				out := make([]float32, rows+1)
 				out[rows] = sentinel
