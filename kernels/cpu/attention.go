@@ -255,16 +255,10 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 				continue
 			}
 			sc := scores[:nr*n]
-			softmax := func() {
-				for r := range nr {
-					row := sc[r*n : (r+1)*n]
-					softmaxRow(row, row, a.visible((r0+r)%a.Sq, bi), 1)
-				}
-			}
 			if bf {
 				kh, vh := u16(k)[kv:kv+n*d], u16(v)[kv:kv+n*d]
 				bf16SerialWith(asmBF16Kernel, false, true, nr, n, d, a.scale, u16(q)[first:first+nr*d], d, kh, d, 0, sc, n)
-				softmax()
+				a.softmaxRows(sc, n, n, r0, bi, 1)
 				p := pb[:nr*n]
 				narrow16(kernels.BF16, p, sc)
 				bf16SerialWith(asmBF16Kernel, false, false, nr, d, n, 1, p, n, vh, d, 0, dst, d)
@@ -285,16 +279,13 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 			if inPlace {
 				ld := (n + 31) / 32 * 32
 				panels.scores(scores, qt, nr, n, ld)
-				for r := range nr {
-					row := scores[r*ld : r*ld+n]
-					softmaxRow(row, row, a.visible((r0+r)%a.Sq, bi), a.scale)
-				}
+				a.softmaxRows(scores[:nr*ld], ld, n, r0, bi, a.scale)
 				panels.values(dst, scores, nr, n, ld)
 				flushRange(out, first, dst)
 				continue
 			}
 			serialSgemm(blas.NoTrans, blas.Trans, nr, n, d, a.scale, qt, d, kt, d, 0, sc, n)
-			softmax()
+			a.softmaxRows(sc, n, n, r0, bi, 1)
 			serialSgemm(blas.NoTrans, blas.NoTrans, nr, d, n, 1, sc, n, vt, d, 0, dst, d)
 			flushRange(out, first, dst)
 		}
@@ -448,6 +439,16 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dout, q, k, v *kernels.Tensor, p
 	flushK()
 	flushV()
 	return nil
+}
+
+// softmaxRows applies the masked softmax at scale to the first n scores of
+// each row of sc (row stride ld), the tile's rows from r0 of batch entry
+// bi.
+func (a attnRun) softmaxRows(sc []float32, ld, n, r0, bi int, scale float32) {
+	for r := range len(sc) / ld {
+		row := sc[r*ld : r*ld+n]
+		softmaxRow(row, row, a.visible((r0+r)%a.Sq, bi), scale)
+	}
 }
 
 // attnBuf is one goroutine's buffers for attend, kept between calls.
