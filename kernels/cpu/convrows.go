@@ -230,7 +230,9 @@ type rowsFilters struct {
 	pool *[]float32
 }
 
-var rowsFilterBufs = sync.Pool{New: func() any { return new([]float32) }}
+// scratch32 pools float32 buffers that live for one call: filters packed
+// for it, a strided convolution's subsampled input.
+var scratch32 = sync.Pool{New: func() any { return new([]float32) }}
 
 // rowsPanels returns w's filters (Co of K values, in wv) as convRows
 // reads them.
@@ -238,7 +240,7 @@ func (b *Backend) rowsPanels(w *kernels.Tensor, wv []float32, Co, K int) rowsFil
 	if f := packedOf(w, 1, K); f != nil {
 		return rowsFilters{s: f.panels}
 	}
-	buf := rowsFilterBufs.Get().(*[]float32)
+	buf := scratch32.Get().(*[]float32)
 	*buf = grow(*buf, (Co+31)/32*32*K)
 	packPanels(*buf, wv, 1, Co, K, K, 32)
 	return rowsFilters{s: *buf, pool: buf}
@@ -247,8 +249,30 @@ func (b *Backend) rowsPanels(w *kernels.Tensor, wv []float32, Co, K int) rowsFil
 // put returns a buffer packed for one call to the pool.
 func (f rowsFilters) put() {
 	if f.pool != nil {
-		rowsFilterBufs.Put(f.pool)
+		scratch32.Put(f.pool)
 	}
+}
+
+// subsampled is a 1×1 unpadded convolution of stride over 1 as the
+// pointwise convolution it is: the pixels its windows read, copied in
+// order into buf, and the geometry of a stride-1 convolution over them,
+// which convRows reads in whole tiles of twelve in place.
+func subsampled(buf *[]float32, xv []float32, g kernels.ConvDims) ([]float32, kernels.ConvDims) {
+	Ci := g.Ci
+	*buf = grow(*buf, g.M()*Ci)
+	sub := (*buf)[:g.M()*Ci]
+	parallelFor(g.N*g.Ho, g.Wo*Ci, func(lo, hi int) {
+		for row := lo; row < hi; row++ {
+			n, i := row/g.Ho, row%g.Ho
+			src := xv[(n*g.H+i*g.Stride[0])*g.W*Ci:]
+			dst := sub[row*g.Wo*Ci:]
+			for j := range g.Wo {
+				copy(dst[j*Ci:(j+1)*Ci], src[j*g.Stride[1]*Ci:])
+			}
+		}
+	})
+	g.H, g.W, g.Stride = g.Ho, g.Wo, [2]int{1, 1}
+	return sub, g
 }
 
 // nextRows hands the calls of the in-place kernel over one run's panels

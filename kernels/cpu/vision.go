@@ -35,6 +35,8 @@ const narrowGroup = 8
 // worker with its own buffer. The residual is copied into out first and
 // the product accumulated onto it (beta 1), so out may be the residual;
 // bias and activation follow on each block of rows while it is in cache.
+// On the in-place kernel, a strided 1×1 convolution multiplies the pixels
+// it reads, copied out in order, as a pointwise one (subsampled).
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
 	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
@@ -64,6 +66,11 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			res = in32(p.Residual)[:len(ov)]
 		}
 		panels := b.rowsPanels(w, wv, Co, K)
+		if g.Kh == 1 && g.Kw == 1 && g.Pad == [2]int{} && g.Stride != [2]int{1, 1} {
+			buf := scratch32.Get().(*[]float32)
+			defer scratch32.Put(buf)
+			xv, g = subsampled(buf, xv, g)
+		}
 		convRows(ov, xv, panels.s, res, bias, g, p.Act)
 		panels.put()
 		done()
