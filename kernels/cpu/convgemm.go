@@ -27,15 +27,18 @@ type convTask struct{ gr, r0, r1, c0, c1 int }
 // convTasks splits the product of each group, M output pixels by cog
 // output channels, into tasks for workers goroutines: a group per task when
 // there are as many groups as workers, else each group's pixels in ranges
-// of whole mr-row panels when there are at least four panels per share, else
-// its channels in ranges of whole nr-column panels (a small image's layer,
-// whose weights are the larger operand, split by the filters each task
-// reads), then its pixels for any workers left.
-func convTasks(groups, M, cog, mr, nr, workers int) []convTask {
+// of whole mr-row panels when there are at least four panels per share,
+// else its channels in ranges of whole nr-column panels (a small image's
+// layer, whose weights are the larger operand, split by the filters each
+// task reads), then its pixels for any workers left. inPlaceRows (a product
+// that reads its pixels where they lie, so tasks of the same pixels pack
+// nothing twice) splits the channels also wherever they outnumber the
+// pixels.
+func convTasks(groups, M, cog, mr, nr, workers int, inPlaceRows bool) []convTask {
 	want := max(1, (workers+groups-1)/groups)
 	rowUnits, colUnits := (M+mr-1)/mr, (cog+nr-1)/nr
 	pr, pc := want, 1
-	if rowUnits < 4*want {
+	if rowUnits < 4*want || inPlaceRows && cog > M {
 		pc = min(want, colUnits)
 		pr = max(1, min(rowUnits, want/pc))
 	}
@@ -79,7 +82,7 @@ func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.C
 	M, K, Co := g.M(), g.K(), g.Co
 	cog := Co / g.Groups
 	plain := g.PointwiseGEMM()
-	tasks := convTasks(g.Groups, M, cog, mr, nr, runtime.GOMAXPROCS(0))
+	tasks := convTasks(g.Groups, M, cog, mr, nr, runtime.GOMAXPROCS(0), false)
 	parallelFor(len(tasks), max(1, M/len(tasks)*cog*K), func(lo, hi int) {
 		buf := sgemmBufs.Get().(*gemmBuf[float32])
 		defer sgemmBufs.Put(buf)

@@ -50,8 +50,8 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 		beta = 1
 	}
 	chunk := max(nr, convRowsL2Floats/K/nr*nr) // columns per pass over the pixels
-	tasks := convTasks(1, M, Co, mr, nr, runtime.GOMAXPROCS(0))
 	pointwise := g.PointwiseGEMM()
+	tasks := convTasks(1, M, Co, mr, nr, runtime.GOMAXPROCS(0), pointwise)
 	parallelFor(len(tasks), max(1, M/len(tasks)*Co*K), func(lo, hi int) {
 		bufs := convRowsBufs.Get().(*convRowsBuf)
 		defer convRowsBufs.Put(bufs)
