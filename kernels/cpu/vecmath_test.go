@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -557,6 +558,56 @@ func TestVecmathReLULengths(t *testing.T) {
 				require.Equal(t, math.Float32bits(want), math.Float32bits(got[i]), "n %d: relu(%g)", n, x)
 				require.Equal(t, math.Float32bits(want), math.Float32bits(inPlace[i]), "n %d: relu(%g) in place", n, x)
 			}
+		}
+	})
+}
+
+// TestVecmathMaxWindows checks MaxWindows against Go's max folded over
+// each window, bit for bit (any NaN for a NaN), over special values, for
+// channel counts the AVX-512 loop takes and others, overlapping windows
+// and not, without writing past dst.
+func TestVecmathMaxWindows(t *testing.T) {
+	vecmathPaths(t, func(t *testing.T) {
+		nan, inf, negz := float32(math.NaN()), float32(math.Inf(1)), float32(math.Copysign(0, -1))
+		special := []float32{0, negz, nan, inf, -inf, 1, -1, 1e-45, math.MaxFloat32}
+		for _, c := range []struct{ c, n, step, taps, tapStep int }{
+			{16, 5, 32, 3, 16},  // a 3-wide window of stride 2, as ResNet's max pool
+			{64, 4, 128, 3, 64}, // the same over 64 channels
+			{48, 3, 48, 2, 96},  // stride 1, dilation 2
+			{32, 1, 0, 1, 32},   // one tap: a copy
+			{16, 6, 16, 4, 16},  // windows overlapping by three taps
+			{20, 3, 40, 3, 20},  // channels no multiple of 16
+			{3, 7, 6, 3, 3},     // an RGB image
+		} {
+			t.Run(fmt.Sprintf("c=%d/n=%d/step=%d/taps=%d/tapStep=%d", c.c, c.n, c.step, c.taps, c.tapStep), func(t *testing.T) {
+				src := vecTestData((c.n-1)*c.step+(c.taps-1)*c.tapStep+c.c, 2)
+				for i := range src {
+					if i%5 == 0 {
+						src[i] = special[(i/5)%len(special)]
+					}
+				}
+				dst := make([]float32, c.n*c.c+16)
+				for i := range dst {
+					dst[i] = -7
+				}
+				vecmath.MaxWindows(dst[:c.n*c.c], src, c.c, c.n, c.step, c.taps, c.tapStep)
+				for i, v := range dst {
+					if i >= c.n*c.c {
+						require.Equal(t, float32(-7), v, "written past dst at %d", i)
+						continue
+					}
+					j, ch := i/c.c, i%c.c
+					want := src[j*c.step+ch]
+					for tap := 1; tap < c.taps; tap++ {
+						want = max(want, src[j*c.step+tap*c.tapStep+ch])
+					}
+					if want != want {
+						require.True(t, v != v, "window %d channel %d: %g, want NaN", j, ch, v)
+						continue
+					}
+					require.Equal(t, math.Float32bits(want), math.Float32bits(v), "window %d channel %d", j, ch)
+				}
+			})
 		}
 	})
 }

@@ -66,7 +66,8 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			res = in32(p.Residual)[:len(ov)]
 		}
 		panels := b.rowsPanels(w, wv, Co, K)
-		if g.Kh == 1 && g.Kw == 1 && g.Pad == [2]int{} && g.Stride != [2]int{1, 1} {
+		switch {
+		case g.Kh == 1 && g.Kw == 1 && g.Pad == [2]int{} && g.Stride != [2]int{1, 1}:
 			buf := scratch32.Get().(*[]float32)
 			defer scratch32.Put(buf)
 			xv, g = subsampled(buf, xv, g)
@@ -223,7 +224,8 @@ func packPatch[T float32 | int8](dst, x []T, g kernels.ConvDims, r, gr, k0, k1 i
 // one (Go's max propagates NaN), in parallel over output rows. The window
 // is taken in two passes: the maximum over its rows at every pixel of the
 // input row (whole rows at a time), then over its columns at each output
-// pixel.
+// pixel, those whose windows lie inside the row in one call
+// (vecmath.MaxWindows).
 func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error {
 	g, err := check.MaxPool2D("cpu: MaxPool2D", b, out, x, p)
 	if err != nil {
@@ -233,9 +235,15 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 	ov, done := out32(out, false)
 	C, rowLen := g.C, g.W*g.C
 	inf := float32(math.Inf(-1))
-	parallelFor(g.N*g.Ho, rowLen*g.Kernel[0]+g.Wo*C*g.Kernel[1], func(lo, hi int) {
+	// Output pixels lo:hi have their windows inside the row's columns.
+	lo := (g.Pad[1] + g.Stride[1] - 1) / g.Stride[1]
+	hi := 0
+	if last := g.W - 1 + g.Pad[1] - (g.Kernel[1]-1)*g.Dilation[1]; last >= 0 {
+		hi = min(g.Wo, last/g.Stride[1]+1)
+	}
+	parallelFor(g.N*g.Ho, rowLen*g.Kernel[0]+g.Wo*C*g.Kernel[1], func(r0, r1 int) {
 		cols := make([]float32, rowLen) // the window's rows' maximum at each pixel of an input row
-		for r := lo; r < hi; r++ {
+		for r := r0; r < r1; r++ {
 			n, i := r/g.Ho, r%g.Ho
 			dst := ov[(n*g.Ho+i)*g.Wo*C:][:g.Wo*C]
 			y0 := i*g.Stride[0] - g.Pad[0]
@@ -258,32 +266,48 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 				}
 				continue
 			}
-			for j := range g.Wo {
-				px := dst[j*C : (j+1)*C]
-				x0 := j*g.Stride[1] - g.Pad[1]
-				taken := 0
-				for kw := range g.Kernel[1] {
-					xx := x0 + kw*g.Dilation[1]
-					if xx < 0 || xx >= g.W {
-						continue
-					}
-					if src := cols[xx*C : (xx+1)*C]; taken == 0 {
-						copy(px, src)
-					} else {
-						maxRow(px, px, src)
-					}
-					taken++
-				}
-				if taken == 0 { // a window wholly in the padding
-					for c := range px {
-						px[c] = inf
-					}
-				}
+			if useVecmath && lo < hi {
+				poolPixels(dst, cols, g, 0, lo)
+				vecmath.MaxWindows(dst[lo*C:hi*C], cols[(lo*g.Stride[1]-g.Pad[1])*C:], C, hi-lo,
+					g.Stride[1]*C, g.Kernel[1], g.Dilation[1]*C)
+				poolPixels(dst, cols, g, hi, g.Wo)
+				continue
 			}
+			poolPixels(dst, cols, g, 0, g.Wo)
 		}
 	})
 	done()
 	return nil
+}
+
+// poolPixels sets output pixels j0:j1 of one output row, dst, to the
+// maximum over each one's window of cols, the maximum over the window's
+// rows at each input pixel: the taps inside the image, or −Inf for a
+// window wholly in the padding.
+func poolPixels(dst, cols []float32, g kernels.PoolDims, j0, j1 int) {
+	C := g.C
+	for j := j0; j < j1; j++ {
+		px := dst[j*C : (j+1)*C]
+		x0 := j*g.Stride[1] - g.Pad[1]
+		taken := 0
+		for kw := range g.Kernel[1] {
+			xx := x0 + kw*g.Dilation[1]
+			if xx < 0 || xx >= g.W {
+				continue
+			}
+			if src := cols[xx*C : (xx+1)*C]; taken == 0 {
+				copy(px, src)
+			} else {
+				maxRow(px, px, src)
+			}
+			taken++
+		}
+		if taken == 0 { // a window wholly in the padding
+			for c := range px {
+				px[c] = float32(math.Inf(-1))
+			}
+		}
+	}
 }
 
 // maxRow sets dst[c] = max(a[c], b[c]) as Go's max: a NaN wins and

@@ -276,6 +276,11 @@ func visionTests() []test {
 		{1, 7, 9, 5, kernels.PoolParams{Kernel: [2]int{2, 2}}},
 		{2, 9, 8, 3, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{1, 1}, Pad: [2]int{1, 1}, Dilation: [2]int{2, 2}}},
 		{1, 5, 11, 33, kernels.PoolParams{Kernel: [2]int{3, 2}, Stride: [2]int{2, 3}, Pad: [2]int{1, 0}}},
+		// Channels a backend may take 16 at a time, with dilated taps and
+		// padding on both sides; and a row too narrow for any window to
+		// lie inside it.
+		{1, 6, 10, 32, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{1, 2}, Pad: [2]int{1, 1}, Dilation: [2]int{2, 2}}},
+		{2, 4, 3, 16, kernels.PoolParams{Kernel: [2]int{3, 3}, Stride: [2]int{2, 2}, Pad: [2]int{1, 1}}},
 	}
 	for _, dt := range kernels.FloatTypes {
 		for _, pc := range pools {

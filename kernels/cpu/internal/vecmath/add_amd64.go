@@ -40,6 +40,29 @@ func MaxOf(dst, a, b []float32) {
 	}
 }
 
+// MaxWindows sets dst[j·c+i], for j < n and i < c, to the maximum of
+// src[j·step+t·tapStep+i] over t < taps, as MaxOf gives it: the rows of
+// a pooling window's taps, c values each, step and tapStep values apart.
+// taps must be at least 1, and dst must not overlap src.
+func MaxWindows(dst, src []float32, c, n, step, taps, tapStep int) {
+	if n <= 0 || c <= 0 {
+		return
+	}
+	_ = dst[n*c-1]
+	_ = src[(n-1)*step+(taps-1)*tapStep+c-1]
+	if !AVX512 || c%16 != 0 || taps < 1 {
+		maxWindows(dst, src, c, n, step, taps, tapStep)
+		return
+	}
+	maxWindowsAVX512(&dst[0], &src[0], c, n, step, taps, tapStep)
+}
+
+// maxWindowsAVX512 is MaxWindows for c a multiple of 16, n and taps at
+// least 1, the bounds checked.
+//
+//go:noescape
+func maxWindowsAVX512(dst, src *float32, c, n, step, taps, tapStep int)
+
 // maxOfAVX512 sets dst[i] = max(a[i], b[i]) for i < n, n ≥ 1.
 //
 //go:noescape
@@ -49,3 +72,15 @@ func maxOfAVX512(dst, a, b *float32, n int)
 //
 //go:noescape
 func maxOfAVX2(dst, a, b *float32, n int)
+
+// maxWindows is MaxWindows one window at a time through MaxOf.
+func maxWindows(dst, src []float32, c, n, step, taps, tapStep int) {
+	for j := range n {
+		px := dst[j*c : (j+1)*c]
+		copy(px, src[j*step:j*step+c])
+		for t := 1; t < taps; t++ {
+			o := j*step + t*tapStep
+			MaxOf(px, px, src[o:o+c])
+		}
+	}
+}

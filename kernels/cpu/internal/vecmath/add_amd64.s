@@ -165,3 +165,46 @@ tail:
 done:
 	VZEROUPPER
 	RET
+
+// func maxWindowsAVX512(dst, src *float32, c, n, step, taps, tapStep int)
+//
+// For each of n windows, 16 values of c at a time: the first tap's row,
+// then MAX16 with each further tap's, stored to dst; the next window
+// starts step values on in src and c values on in dst.
+TEXT ·maxWindowsAVX512(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ c+16(FP), R12
+	SHLQ $2, R12
+	MOVQ n+24(FP), R8
+	MOVQ step+32(FP), R9
+	SHLQ $2, R9
+	MOVQ taps+40(FP), R10
+	MOVQ tapStep+48(FP), R11
+	SHLQ $2, R11
+window:
+	XORQ AX, AX
+lanes:
+	LEAQ (SI)(AX*1), DX
+	VMOVUPS (DX), Z0
+	MOVQ R10, BX
+	DECQ BX
+	JZ store
+tap:
+	ADDQ R11, DX
+	VMOVUPS (DX), Z1
+	MAX16
+	VMOVAPS Z2, Z0
+	DECQ BX
+	JNZ tap
+store:
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	CMPQ AX, R12
+	JLT lanes
+	ADDQ R9, SI
+	ADDQ R12, DI
+	DECQ R8
+	JNZ window
+	VZEROUPPER
+	RET
