@@ -275,6 +275,40 @@ func subsampled(buf *[]float32, xv []float32, g kernels.ConvDims) ([]float32, ke
 	return sub, g
 }
 
+// convRowsPadCi is the most input channels for which convRows multiplies
+// a padded convolution over a copy of x with its padding written out:
+// an image's stem (three channels, a 7×7 window) packs a seventh of its
+// pixels at the image's edges, each in many short runs, which costs more
+// than the copy; wider layers pack a cheaper share.
+const convRowsPadCi = 4
+
+// padded is a padded convolution as the unpadded one it is over x with
+// its zero padding written out: x copied into buf with Pad rows above and
+// below each image and Pad columns on both sides of each row, and the
+// geometry over that copy, whose tiles convRows reads in place up to the
+// image's edges.
+func padded(buf *[]float32, xv []float32, g kernels.ConvDims) ([]float32, kernels.ConvDims) {
+	Ci, ph, pw := g.Ci, g.Pad[0], g.Pad[1]
+	Hp, Wp := g.H+2*ph, g.W+2*pw
+	*buf = grow(*buf, g.N*Hp*Wp*Ci)
+	pad := (*buf)[:g.N*Hp*Wp*Ci]
+	parallelFor(g.N*Hp, Wp*Ci, func(lo, hi int) {
+		for row := lo; row < hi; row++ {
+			n, y := row/Hp, row%Hp-ph
+			dst := pad[row*Wp*Ci : (row+1)*Wp*Ci]
+			if y < 0 || y >= g.H {
+				clear(dst)
+				continue
+			}
+			clear(dst[:pw*Ci])
+			copy(dst[pw*Ci:], xv[(n*g.H+y)*g.W*Ci:(n*g.H+y+1)*g.W*Ci])
+			clear(dst[(pw+g.W)*Ci:])
+		}
+	})
+	g.H, g.W, g.Pad = Hp, Wp, [2]int{}
+	return pad, g
+}
+
 // nextRows hands the calls of the in-place kernel over one run's panels
 // their parts of next to prefetch: calls parts spread evenly over next,
 // each at most what a call over k steps asks for (two 64-byte lines every

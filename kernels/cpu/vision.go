@@ -36,7 +36,9 @@ const narrowGroup = 8
 // the product accumulated onto it (beta 1), so out may be the residual;
 // bias and activation follow on each block of rows while it is in cache.
 // On the in-place kernel, a strided 1×1 convolution multiplies the pixels
-// it reads, copied out in order, as a pointwise one (subsampled).
+// it reads, copied out in order, as a pointwise one (subsampled), and an
+// image's stem multiplies a copy of x with its padding written out
+// (padded).
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
 	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
@@ -71,6 +73,10 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			buf := scratch32.Get().(*[]float32)
 			defer scratch32.Put(buf)
 			xv, g = subsampled(buf, xv, g)
+		case g.Ci <= convRowsPadCi && g.Pad != [2]int{}:
+			buf := scratch32.Get().(*[]float32)
+			defer scratch32.Put(buf)
+			xv, g = padded(buf, xv, g)
 		}
 		convRows(ov, xv, panels.s, res, bias, g, p.Act)
 		panels.put()

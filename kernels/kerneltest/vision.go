@@ -179,6 +179,10 @@ func convCases() []convCase {
 		{n: 1, h: 3, w: 26, ci: 16, co: 40, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, inPlace: true, act: kernels.ActGELU},
 		{n: 1, h: 4, w: 30, ci: 16, co: 48, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
 		{n: 1, h: 6, w: 30, ci: 16, co: 64, kh: 1, kw: 1, stride: [2]int{2, 2}, bias: true, residual: true},
+		// A dilated window over three channels with uneven padding, which
+		// a backend may multiply over a copy of x with the padding written
+		// out.
+		{n: 2, h: 9, w: 14, ci: 3, co: 40, kh: 3, kw: 3, pad: [2]int{2, 1}, dil: [2]int{2, 1}, bias: true, act: relu},
 		// A strided 1×1 with uneven strides and edges its stride does not
 		// reach, which a backend may multiply as a pointwise product of
 		// the pixels it reads.
