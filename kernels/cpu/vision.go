@@ -329,8 +329,13 @@ func maxRow(dst, a, b []float32) {
 	}
 }
 
+// avgPoolChannels is how many channels one task of GlobalAvgPool sums: a
+// late layer's 2,048 channels of one image split between two workers.
+const avgPoolChannels = 512
+
 // GlobalAvgPool averages each image's channels over its pixels, in
-// float32, in parallel over images.
+// float32, pixel after pixel, in parallel over images and blocks of
+// avgPoolChannels channels.
 func (b *Backend) GlobalAvgPool(out, x *kernels.Tensor) error {
 	n, hw, C, err := check.GlobalAvgPool("cpu: GlobalAvgPool", b, out, x)
 	if err != nil {
@@ -338,15 +343,15 @@ func (b *Backend) GlobalAvgPool(out, x *kernels.Tensor) error {
 	}
 	xv := in32(x)
 	ov, done := out32(out, false)
-	parallelFor(n, hw*C, func(lo, hi int) {
-		for im := lo; im < hi; im++ {
-			acc := ov[im*C : (im+1)*C]
+	blocks := (C + avgPoolChannels - 1) / avgPoolChannels
+	parallelFor(n*blocks, hw*min(C, avgPoolChannels), func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			im, c0 := t/blocks, t%blocks*avgPoolChannels
+			c1 := min(C, c0+avgPoolChannels)
+			acc := ov[im*C+c0 : im*C+c1]
 			clear(acc)
 			for px := range hw {
-				src := xv[(im*hw+px)*C:][:C]
-				for c, v := range src {
-					acc[c] += v
-				}
+				addRow(acc, acc, xv[(im*hw+px)*C+c0:])
 			}
 			for c := range acc {
 				acc[c] /= float32(hw)

@@ -297,7 +297,7 @@ func visionTests() []test {
 				e.Check("out", out, RefMaxPool2D(xv, g), 0)
 			}})
 		}
-		for _, s := range [][4]int{{1, 1, 1, 5}, {2, 7, 7, 64}, {3, 4, 9, 33}, {1, 2, 3, 2048}} {
+		for _, s := range [][4]int{{1, 1, 1, 5}, {2, 7, 7, 64}, {3, 4, 9, 33}, {1, 2, 3, 2048}, {2, 3, 3, 1100}} {
 			ts = append(ts, test{name("GlobalAvgPool", "dtype", dt, "x", kernels.Shape(s[:])), func(e *env) {
 				x, xv := e.Input("x", dt, s[:]...)
 				out := e.Output(dt, s[0], s[3])
