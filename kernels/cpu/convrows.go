@@ -29,13 +29,14 @@ func rowsConv(groups int) bool {
 // convRows is Conv2D of one group on KernelRows12x32: out [M, Co] =
 // im2col(x) [M, K] · wᵀ [K, Co] + residual, then bias and act, without
 // packing x. Twelve output pixels of one output row whose windows stay
-// inside the image's columns are a tile whose window rows are 12 runs of
-// Kw·Ci values of x, Stride·Ci apart, which the kernel reads where they
-// lie, one segment per window row inside the image (any twelve pixels in
-// a row, for a 1×1 stride-1 convolution without padding); the residual,
-// bias and a ReLU are applied in its store. The other pixels (at the
-// image's edges, and every pixel under dilation) are packed as im2col rows
-// and multiplied twelve at a time through a tile. panels holds the filters
+// inside the image's columns (else eight, else four: KernelRows8x32 and
+// 4x32) are a tile whose window rows are 12 runs of Kw·Ci values of x,
+// Stride·Ci apart, which the kernel reads where they lie, one segment per
+// window row inside the image (any twelve pixels in a row, for a 1×1
+// stride-1 convolution without padding); the residual, bias and a ReLU
+// are applied in its store. The other pixels (at the image's edges, and
+// every pixel under dilation) are packed as im2col rows and multiplied
+// twelve at a time through a tile. panels holds the filters
 // packed in full depth: nr-column panels of K rows (packB over all of K).
 // res, when not nil, is the residual (out itself, or its own tensor).
 func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kernels.Activation) {
@@ -63,24 +64,27 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 			}
 			for c0 := t.c0; c0 < t.c1; c0 += chunk {
 				c1 := min(t.c1, c0+chunk)
-				for ri, r := range runs {
+				for ri, run := range runs {
+					r, rows := run.r, run.rows
+					kern := rowsKernel(rows)
 					a, lda, segs, k0 := tileRows(g, r)
 					// A pointwise convolution's kernels prefetch the next
 					// run's rows of x (contiguous) where x comes from
 					// memory, each call over this run's panels its part.
 					var next []float32
 					if ri+1 < len(runs) && pointwise && len(xv) > convRowsStreamFloats {
-						next = xv[runs[ri+1]*K : (runs[ri+1]+mr)*K]
+						nx := runs[ri+1]
+						next = xv[nx.r*K : (nx.r+nx.rows)*K]
 					}
 					ahead := nextRows{next: next, calls: (c1 - c0 + nr - 1) / nr, k: K}
-					last := a + (mr-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
+					last := a + (rows-1)*lda + (segs-1)*g.W*g.Ci + g.Kw*g.Ci - 1
 					_ = xv[last]
 					for col := c0; col < c1; col += nr {
 						p := panels[col*K+k0*nr:]
 						_ = p[(K-k0)*nr-1]
 						if col+nr <= Co {
 							c := ov[r*Co+col:]
-							_ = c[(mr-1)*Co+nr-1]
+							_ = c[(rows-1)*Co+nr-1]
 							rp := &c[0]
 							if res != nil {
 								rp = &res[r*Co+col]
@@ -89,18 +93,18 @@ func convRows(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act kerne
 							if bias != nil {
 								bp = &bias[col]
 							}
-							sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
+							kern(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
 								&p[0], &c[0], Co, rp, beta, floor, bp, ahead.part())
 							if !fused {
-								for i := range mr {
+								for i := range rows {
 									applyAct(c[i*Co:i*Co+nr], c[i*Co:i*Co+nr], act)
 								}
 							}
 							continue
 						}
-						sgemmasm.KernelRows12x32(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
+						kern(g.Kw*g.Ci, &xv[a], lda, segs, g.W*g.Ci,
 							&p[0], &bufs.tile[0], nr, &bufs.tile[0], 0, float32(math.Inf(-1)), &zeros32[0], ahead.part())
-						for i := range mr {
+						for i := range rows {
 							finishRow(ov, res, bias, bufs.tile[i*nr:(i+1)*nr], r+i, col, Co, act)
 						}
 					}
@@ -176,24 +180,32 @@ func finishRow(ov, res, bias, acc []float32, r, col, Co int, act kernels.Activat
 // convRowsBuf is one goroutine's buffers for convRows: the tile starts and
 // edge pixels of its task, their im2col rows, and a tile.
 type convRowsBuf struct {
-	runs, left []int
+	runs []rowRun
+	left []int
 	rows       []float32
 	tile       [12 * 32]float32
 }
 
 var convRowsBufs = sync.Pool{New: func() any { return new(convRowsBuf) }}
 
-// split sorts output pixels r0:r1 into tiles of twelve that the kernel
-// reads in place (their first pixels) and the pixels left over.
-func (b *convRowsBuf) split(g kernels.ConvDims, r0, r1 int) (runs, left []int) {
-	const mr = 12
+// rowRun is a tile that the kernel reads in place: rows output pixels
+// (12, 8 or 4) from r.
+type rowRun struct{ r, rows int }
+
+// split sorts output pixels r0:r1 into tiles that the kernel reads in
+// place, of twelve pixels where they fit, else eight or four, and the
+// pixels left over.
+func (b *convRowsBuf) split(g kernels.ConvDims, r0, r1 int) (runs []rowRun, left []int) {
 	runs, left = b.runs[:0], b.left[:0]
 	pointwise := g.PointwiseGEMM()
+next:
 	for r := r0; r < r1; {
-		if pointwise && r+mr <= r1 || inPlaceTile(g, r, r1) {
-			runs = append(runs, r)
-			r += mr
-			continue
+		for _, rows := range [...]int{12, 8, 4} {
+			if pointwise && r+rows <= r1 || inPlaceTile(g, r, r1, rows) {
+				runs = append(runs, rowRun{r, rows})
+				r += rows
+				continue next
+			}
 		}
 		left = append(left, r)
 		r++
@@ -202,11 +214,10 @@ func (b *convRowsBuf) split(g kernels.ConvDims, r0, r1 int) (runs, left []int) {
 	return runs, left
 }
 
-// inPlaceTile reports whether the twelve output pixels from r (all before
-// end) lie in one output row, their windows inside the image's columns
-// and at least one window row inside its rows, without dilation.
-func inPlaceTile(g kernels.ConvDims, r, end int) bool {
-	const mr = 12
+// inPlaceTile reports whether the mr output pixels from r (all before end)
+// lie in one output row, their windows inside the image's columns and at
+// least one window row inside its rows, without dilation.
+func inPlaceTile(g kernels.ConvDims, r, end, mr int) bool {
 	j, i := r%g.Wo, (r/g.Wo)%g.Ho
 	x0, y0 := j*g.Stride[1]-g.Pad[1], i*g.Stride[0]-g.Pad[0]
 	return g.Dilation == [2]int{1, 1} && r+mr <= end && j+mr <= g.Wo && x0 >= 0 &&

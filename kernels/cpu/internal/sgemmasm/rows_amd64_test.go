@@ -109,7 +109,8 @@ func TestKernelRows12x32(t *testing.T) {
 
 // BenchmarkKernelRows12x32 times the in-place kernel against Kernel12x32
 // on a packed panel, both over ResNet-50's first 3×3 convolution (64
-// channels, a 58-pixel padded row): 12 output pixels by 64 filters, k 576.
+// channels, a 58-pixel padded row): 12 output pixels by 64 filters, k 576;
+// and the in-place kernels of 8 and 4 rows on the same.
 func BenchmarkKernelRows12x32(b *testing.B) {
 	if !Available512 {
 		b.Skip("no AVX-512F on this CPU")
@@ -120,8 +121,8 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 	filters := make([]float32, 2*k*32)
 	c := make([]float32, 12*64)
 	bias := make([]float32, 32)
-	flops := func(b *testing.B) {
-		b.ReportMetric(float64(2*12*64*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	flops := func(b *testing.B, rows int) {
+		b.ReportMetric(float64(2*rows*64*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	}
 	b.Run("kernel=packed", func(b *testing.B) {
 		for b.Loop() {
@@ -129,7 +130,7 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 				Kernel12x32(k, &packed[0], &filters[j*k*32], &c[j*32], 64, 1, 0, &filters[j*k*32])
 			}
 		}
-		flops(b)
+		flops(b, 12)
 	})
 	b.Run("kernel=rows", func(b *testing.B) {
 		for b.Loop() {
@@ -137,6 +138,19 @@ func BenchmarkKernelRows12x32(b *testing.B) {
 				KernelRows12x32(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, &c[j*32], 0, 0, &bias[0], nil)
 			}
 		}
-		flops(b)
+		flops(b, 12)
 	})
+	for _, r := range []struct {
+		rows int
+		fn   func(k int, a *float32, lda, segs, segStride int, b, c *float32, ldc int, r *float32, beta, floor float32, bias, next *float32)
+	}{{8, KernelRows8x32}, {4, KernelRows4x32}} {
+		b.Run(fmt.Sprintf("kernel=rows%d", r.rows), func(b *testing.B) {
+			for b.Loop() {
+				for j := range 2 {
+					r.fn(3*ci, &x[0], ci, 3, w*ci, &filters[j*k*32], &c[j*32], 64, &c[j*32], 0, 0, &bias[0], nil)
+				}
+			}
+			flops(b, r.rows)
+		})
+	}
 }
