@@ -182,8 +182,8 @@ func finishRow(ov, res, bias, acc []float32, r, col, Co int, act kernels.Activat
 type convRowsBuf struct {
 	runs []rowRun
 	left []int
-	rows       []float32
-	tile       [12 * 32]float32
+	rows []float32
+	tile [12 * 32]float32
 }
 
 var convRowsBufs = sync.Pool{New: func() any { return new(convRowsBuf) }}
