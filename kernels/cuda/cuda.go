@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,12 +83,11 @@ type Backend struct {
 	errDev      devptr
 	checkBounds [numChecks]int // the bound of each check's valid range, see checkNames
 
-	workspaces []devptr // every workspace ever made, freed at Close
-	work       devptr   // the largest, in use
-	workBytes  int64
-	flush      devptr // L2-sized buffer for FlushCache
-	capturing  bool
-	closed     bool
+	work      arena  // operations' workspace (workspace)
+	partials  arena  // split-K MatMul's partial products, apart from the workspace that operations composed of MatMul hold
+	flush     devptr // L2-sized buffer for FlushCache
+	capturing bool
+	closed    bool
 
 	// record, when set, receives every launch instead of the driver, and
 	// driver calls are skipped: the dry run of the tests that check each
@@ -521,19 +521,36 @@ func (b *Backend) ResetPeak() { b.pool.ResetPeak() }
 func (b *Backend) TrimCache() { b.pool.Trim() }
 
 // workspace returns scratch memory of at least n bytes for one operation.
-// Workspaces are never freed before Close, so a captured graph may keep
-// using one.
 func (b *Backend) workspace(n int64) (devptr, error) {
-	if n <= b.workBytes {
-		return b.work, nil
-	}
-	n = max(n, 2*b.workBytes)
-	p, err := b.memAlloc(n)
+	p, err := b.work.get(n, b.memAlloc)
 	if err != nil {
 		return 0, fmt.Errorf("cuda: workspace of %d bytes: %w", n, err)
 	}
-	b.workspaces = append(b.workspaces, p)
-	b.work, b.workBytes = p, n
+	return p, nil
+}
+
+// arena is device scratch memory for one operation at a time, grown on
+// demand and never freed before Close, so a captured graph may keep using
+// what it was given.
+type arena struct {
+	all   []devptr // every buffer ever made
+	cur   devptr   // the largest, in use
+	bytes int64
+}
+
+// get returns the arena's buffer once it holds at least n bytes, making a
+// new one of at least twice the size with alloc where it holds fewer.
+func (a *arena) get(n int64, alloc func(int64) (devptr, error)) (devptr, error) {
+	if n <= a.bytes {
+		return a.cur, nil
+	}
+	n = max(n, 2*a.bytes)
+	p, err := alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	a.all = append(a.all, p)
+	a.cur, a.bytes = p, n
 	return p, nil
 }
 
@@ -571,7 +588,7 @@ func (b *Backend) Close() error {
 		if b.pool != nil {
 			b.pool.Trim()
 		}
-		for _, p := range b.workspaces {
+		for _, p := range slices.Concat(b.work.all, b.partials.all) {
 			b.memFree(p)
 		}
 		if b.flush != 0 {

@@ -81,6 +81,9 @@ func dryOps(t *testing.T, b *Backend) {
 				return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true})
 			},
 			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}) },
+			func() error { // BERT's FFN output at batch 1: split-K on the SIMT kernel
+				return b.MatMul(a(dt, 128, 768), a(dt, 128, 3072), a(dt, 768, 3072), kernels.MatMulParams{TransB: true, Bias: a(dt, 768), Beta: 1, Act: kernels.ActGELU})
+			},
 			func() error {
 				return b.MatMul(out, x, w, kernels.MatMulParams{TransB: true, Bias: y, Act: kernels.ActTanh})
 			},
@@ -200,7 +203,7 @@ func TestLaunchSignatures(t *testing.T) {
 				assert.LessOrEqual(t, r.smem, 227<<10, r.name)
 			}
 			// The paths each target must take.
-			must := []string{"matmul_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
+			must := []string{"matmul_f32", "matmul_splitk_f32", "splitk_reduce_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
 				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32",
 				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32"}
 			must = append(must, visionMust(cc[0])...)

@@ -28,6 +28,18 @@
 //      grid  = (ceil(N/128), ceil(M/128), batch), block = (256, 1, 1)
 //      exactly, dynamic shared memory 0 (16896 bytes static).
 //
+//  matmul_splitk_f32, then splitk_reduce_f32: the SIMT kernel over slices
+//  of K for one f32 product of few output tiles, which would leave most
+//  multiprocessors idle. (float* ws, const float* a, const float* b, int M,
+//  int N, int K, int transA, int transB, int kslice): block z of grid
+//  (ceil(N/128), ceil(M/128), splits) multiplies k in [z·kslice,
+//  min(K, (z+1)·kslice)) and stores the product to ws + z·M·N; kslice is a
+//  multiple of 8. (float* c, const float* ws, const float* bias, int M,
+//  int N, int splits, float alpha, float beta, int act): each output the
+//  sum of its splits in order, then the epilogue; any 1-D grid. (The
+//  16-bit SIMT kernels, which run where tensor cores do not, spill
+//  registers in this form and are left whole.)
+//
 //  matmul_tc_f16, matmul_tc_bf16 (sm_80+): tensor cores, mma.sync m16n8k16
 //    with f32 accumulation, ldmatrix, 4-stage cp.async pipeline.
 //    128x128x32 block tile, 4 warps of 64x64, padded shared memory.
@@ -233,21 +245,24 @@ template <typename T, bool KCONT, bool CHECK> struct Loader4 {
     }
 };
 
-// simt_main accumulates the block tile (bm, bn) of op(A)·op(B) into acc.
+// simt_main accumulates the block tile (bm, bn) of op(A)·op(B) into acc,
+// over K values of k; ldk is the leading dimension of an operand stored
+// with K contiguous (A [M,K], B [N,K]): K itself, or the whole product's K
+// when a and b start at a slice of it (split-K).
 // acc[i][j]: row bm + (i<4 ? 4tr+i : 64+4tr+i-4), column likewise with tc.
 // Thread tid loads: A [M,K]: row m = tid/2, k = 4(tid%2)..+3; A [K,M]:
 // k = tid/32, m = 4(tid%32)..+3; B [K,N]: k = tid/32, n = 4(tid%32)..+3;
 // B [N,K]: n = tid/2, k = 4(tid%2)..+3.
 template <typename T, bool TA, bool TB, bool CHECK>
 __device__ __forceinline__ void simt_main(const T* __restrict__ a, const T* __restrict__ b, int M, int N, int K,
-                                          int bm, int bn, bool vecA, bool vecB, float* As, float* Bs, int tr,
+                                          int ldk, int bm, int bn, bool vecA, bool vecB, float* As, float* Bs, int tr,
                                           int tc, float (&acc)[8][8]) {
     const int tid = threadIdx.x;
     const int rh = tid >> 1, ch = (tid & 1) * 4;  // K-contiguous operand: row, k
     const int rw = tid >> 5, cw = (tid & 31) * 4; // M/N-contiguous operand: k, column
-    Loader4<T, !TA, CHECK> la = !TA ? Loader4<T, !TA, CHECK>(a, M, K, bm + rh, ch, K, vecA)
+    Loader4<T, !TA, CHECK> la = !TA ? Loader4<T, !TA, CHECK>(a, M, ldk, bm + rh, ch, K, vecA)
                                     : Loader4<T, !TA, CHECK>(a, K, M, rw, bm + cw, K, vecA);
-    Loader4<T, TB, CHECK> lb = TB ? Loader4<T, TB, CHECK>(b, N, K, bn + rh, ch, K, vecB)
+    Loader4<T, TB, CHECK> lb = TB ? Loader4<T, TB, CHECK>(b, N, ldk, bn + rh, ch, K, vecB)
                                   : Loader4<T, TB, CHECK>(b, K, N, rw, bn + cw, K, vecB);
     Raw4<T> ra, rb;
     ra.zero();
@@ -314,11 +329,13 @@ __device__ __forceinline__ void stage_rows(float* srow, const float (&r0)[8], co
     *reinterpret_cast<float4*>(srow + S_LD + 64) = make_float4(r1[4], r1[5], r1[6], r1[7]);
 }
 
-template <typename T>
-__device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T* __restrict__ b,
-                                          const T* __restrict__ bias, int M, int N, int K, int transA, int transB,
-                                          long long strideA, long long strideB, long long strideC, float alpha,
-                                          float beta, int act) {
+// simt_block computes the block tile of c [M, N] (element type C) of
+// act(alpha·op(A)·op(B) + beta·c + bias) over K values of k, ldk being the
+// leading dimension of a K-contiguous operand (simt_main).
+template <typename T, typename C>
+__device__ __forceinline__ void simt_block(C* c, const T* __restrict__ a, const T* __restrict__ b,
+                                           const C* __restrict__ bias, int M, int N, int K, int ldk, int transA,
+                                           int transB, float alpha, float beta, int act) {
     // Main loop: As = smem[0, 2·S_TILE), Bs = smem[2·S_TILE, 4·S_TILE).
     // Epilogue: smem is a [32][S_LD] staging tile (4·S_TILE = 32·S_LD).
     __shared__ __align__(16) float smem[4 * S_TILE];
@@ -328,18 +345,14 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
     int tm, tn;
     tile_coords(tm, tn);
     const int bm = tm * S_BM, bn = tn * S_BN;
-    const long long z = blockIdx.z;
-    a += z * strideA;
-    b += z * strideB;
-    c += z * strideC;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int tr = (warp >> 1) * 4 + (lane >> 3); // 0..15
     const int tc = (warp & 1) * 8 + (lane & 7);   // 0..15
 
     const bool ta = transA != 0, tb = transB != 0;
-    const bool vecA = ((ta ? M : K) % 4 == 0) && aligned_to(a, 4 * sizeof(T));
-    const bool vecB = ((tb ? K : N) % 4 == 0) && aligned_to(b, 4 * sizeof(T));
+    const bool vecA = ((ta ? M : ldk) % 4 == 0) && aligned_to(a, 4 * sizeof(T));
+    const bool vecB = ((tb ? ldk : N) % 4 == 0) && aligned_to(b, 4 * sizeof(T));
     const bool fast = vecA && vecB && M % S_BM == 0 && N % S_BN == 0 && K % S_BK == 0 && K > 0;
 
     float acc[8][8];
@@ -351,17 +364,17 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
     const int sel = (ta ? 2 : 0) + (tb ? 1 : 0);
     if (fast) {
         switch (sel) {
-        case 0: simt_main<T, false, false, false>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        case 1: simt_main<T, false, true, false>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        case 2: simt_main<T, true, false, false>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        default: simt_main<T, true, true, false>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 0: simt_main<T, false, false, false>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 1: simt_main<T, false, true, false>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 2: simt_main<T, true, false, false>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        default: simt_main<T, true, true, false>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
         }
     } else {
         switch (sel) {
-        case 0: simt_main<T, false, false, true>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        case 1: simt_main<T, false, true, true>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        case 2: simt_main<T, true, false, true>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
-        default: simt_main<T, true, true, true>(a, b, M, N, K, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 0: simt_main<T, false, false, true>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 1: simt_main<T, false, true, true>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        case 2: simt_main<T, true, false, true>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
+        default: simt_main<T, true, true, true>(a, b, M, N, K, ldk, bm, bn, vecA, vecB, As, Bs, tr, tc, acc); break;
         }
     }
 
@@ -371,7 +384,7 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
     // row 2·tr + e; the 32 staging rows x 128 columns are then stored
     // row-coalesced by store_tile.
     static_assert(4 * S_TILE == 32 * S_LD, "staging tile size");
-    const bool vecC = (N % 4 == 0) && aligned_to(c, 4 * sizeof(T));
+    const bool vecC = (N % 4 == 0) && aligned_to(c, 4 * sizeof(C));
     float bv[4];
     load_bias(bias, bn + (tid & 31) * 4, N, bv);
 #pragma unroll 1
@@ -386,10 +399,52 @@ __device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T
         }
         __syncthreads();
         const int base = bm + (q >= 2 ? 64 : 0) + 2 * (q & 1);
-        store_tile<T, S_THREADS>(
+        store_tile<C, S_THREADS>(
             c, smem, S_LD, 32, [=](int r) { return base + 4 * (r >> 1) + (r & 1); }, M, N, bn, bv, alpha, beta, act,
             vecC);
         __syncthreads(); // staging tile is rewritten by the next pass
+    }
+}
+
+// simt_gemm is matmul_T: batch blockIdx.z's block tile over all of K.
+template <typename T>
+__device__ __forceinline__ void simt_gemm(T* c, const T* __restrict__ a, const T* __restrict__ b,
+                                          const T* __restrict__ bias, int M, int N, int K, int transA, int transB,
+                                          long long strideA, long long strideB, long long strideC, float alpha,
+                                          float beta, int act) {
+    const long long z = blockIdx.z;
+    simt_block<T, T>(c + z * strideC, a + z * strideA, b + z * strideB, bias, M, N, K, K, transA, transB, alpha,
+                     beta, act);
+}
+
+// simt_splitk is matmul_splitk_f32: slice blockIdx.z of K, k in
+// [z·kslice, min(K, (z+1)·kslice)), its plain product stored in float32 to
+// ws + z·M·N. kslice is a multiple of S_BK, so a slice's operands keep the
+// whole product's alignment.
+template <typename T>
+__device__ __forceinline__ void simt_splitk(float* ws, const T* __restrict__ a, const T* __restrict__ b, int M,
+                                            int N, int K, int transA, int transB, int kslice) {
+    const int z = blockIdx.z;
+    const int k0 = z * kslice, kn = min(K, k0 + kslice) - k0;
+    a += transA != 0 ? (long long)k0 * M : k0;
+    b += transB != 0 ? k0 : (long long)k0 * N;
+    simt_block<T, float>(ws + (long long)z * M * N, a, b, nullptr, M, N, kn, K, transA, transB, 1.0f, 0.0f, 0);
+}
+
+// splitk_reduce is splitk_reduce_f32: each output the sum of its splits'
+// partial products in slice order, then the epilogue, as simt_gemm's
+// store gives it.
+template <typename T>
+__device__ __forceinline__ void splitk_reduce(T* c, const float* __restrict__ ws, const T* __restrict__ bias, int M,
+                                              int N, int splits, float alpha, float beta, int act) {
+    const long long MN = (long long)M * N;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < MN;
+         i += (long long)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int z = 0; z < splits; z++) s += ws[z * MN + i];
+        const float old = beta != 0.0f ? to_f32(c[i]) : 0.0f;
+        const float bv = bias != nullptr ? to_f32(bias[i % N]) : 0.0f;
+        c[i] = from_f32<T>(epilogue(s, old, bv, alpha, beta, act));
     }
 }
 
@@ -691,6 +746,18 @@ extern "C" __global__ void __launch_bounds__(mm::S_THREADS, 2) matmul_bf16(MM_PA
     mm::simt_gemm<__nv_bfloat16>(MM_ARGS);
 }
 
+// SIMT split-K, f32, one product (no batch): grid (ceil(N/128), ceil(M/128),
+// splits), block 256, no dynamic smem; then splitk_reduce_f32 over the M·N
+// outputs, any 1-D grid (a grid-stride loop), ws holding splits·M·N floats.
+extern "C" __global__ void __launch_bounds__(mm::S_THREADS, 2)
+    matmul_splitk_f32(float* ws, const float* __restrict__ a, const float* __restrict__ b, int M, int N, int K,
+                      int transA, int transB, int kslice) {
+    mm::simt_splitk<float>(ws, a, b, M, N, K, transA, transB, kslice);
+}
+extern "C" __global__ void splitk_reduce_f32(float* c, const float* __restrict__ ws, const float* __restrict__ bias,
+                                             int M, int N, int splits, float alpha, float beta, int act) {
+    mm::splitk_reduce<float>(c, ws, bias, M, N, splits, alpha, beta, act);
+}
 // Tensor cores (sm_80+): grid (ceil(N/128), ceil(M/128), batch), block 128,
 // dynamic smem 81920 bytes (set MAX_DYNAMIC_SHARED_SIZE_BYTES). See the
 // preconditions at the top of the file.

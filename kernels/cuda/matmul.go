@@ -16,7 +16,8 @@ const tcSmem = 81920
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias). It picks, in
 // order: the Hopper wgmma/TMA kernel (16-bit, compute capability 9.0), the
 // mma.sync tensor-core kernels (16-bit, or F32 with p.TF32, from 8.0), and
-// the SIMT kernel, which takes every shape on every device.
+// the SIMT kernel, which takes every shape on every device, in slices of K
+// (splitK) where one product has too few tiles to fill the device.
 func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) error {
 	d, err := check.MatMul("cuda: matmul", b, out, a, bm, p)
 	if err != nil {
@@ -35,6 +36,11 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		name, threads, smem = "matmul_tc_"+dt.String(), 128, tcSmem
 		if dt == kernels.F32 {
 			name = "matmul_tf32"
+		}
+	}
+	if name == "matmul_f32" {
+		if splits, kslice := splitK(d, b.info.Cores); splits > 1 {
+			return wrap("matmul", b.matmulSplitK(out, a, bm, d, p, splits, kslice))
 		}
 	}
 	strideA, strideB, strideC := int64(d.M)*int64(d.K), int64(d.K)*int64(d.N), int64(d.M)*int64(d.N)
@@ -57,6 +63,46 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		}
 	}
 	return nil
+}
+
+// minSplitK is the least depth of K that a slice of split-K multiplies.
+const minSplitK = 64
+
+// splitK is how many slices of K, and how deep each (a multiple of 8), the
+// SIMT kernel multiplies one product of d in (matmul_splitk_f32): as many as
+// give each of sms multiprocessors a tile, where the product's own
+// 128×128 tiles fill fewer than half of them (BERT's products at batch 1:
+// 6 to 24 tiles on 132); 1 for a batch of products or a K too short to
+// split.
+func splitK(d check.MatMulDims, sms int) (splits, kslice int) {
+	tiles := ((d.M + 127) / 128) * ((d.N + 127) / 128)
+	if d.Batch != 1 || tiles == 0 || 2*tiles > sms {
+		return 1, d.K
+	}
+	splits = min(sms/tiles, d.K/minSplitK)
+	if splits < 2 {
+		return 1, d.K
+	}
+	kslice = ((d.K+splits-1)/splits + 7) / 8 * 8
+	return (d.K + kslice - 1) / kslice, kslice
+}
+
+// matmulSplitK is MatMul of one f32 product on the SIMT kernel in splits
+// slices of K: each slice's product into the partials arena, then
+// splitk_reduce_f32 adds them up in order and applies the epilogue.
+func (b *Backend) matmulSplitK(out, a, bm *kernels.Tensor, d check.MatMulDims, p kernels.MatMulParams, splits, kslice int) error {
+	mn := int64(d.M) * int64(d.N)
+	ws, err := b.partials.get(int64(splits)*mn*4, b.memAlloc)
+	if err != nil {
+		return fmt.Errorf("split-K partial products of %d bytes: %w", int64(splits)*mn*4, err)
+	}
+	if err := b.launch("matmul_splitk_f32", dim3{x: (d.N + 127) / 128, y: (d.M + 127) / 128, z: splits}, dim3{x: 256}, 0,
+		ws, ptrOf(a), ptrOf(bm), int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransA)), int32(boolInt(p.TransB)), int32(kslice)); err != nil {
+		return err
+	}
+	blocks := int(min((mn+255)/256, int64(8*max(1, b.info.Cores))))
+	return b.launch("splitk_reduce_f32", dim3{x: blocks}, dim3{x: 256}, 0,
+		ptrOf(out), ws, ptrOf(p.Bias), int32(d.M), int32(d.N), int32(splits), p.Alpha, p.Beta, int32(p.Act))
 }
 
 // The largest grid dimensions y and z of a launch.

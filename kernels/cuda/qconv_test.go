@@ -160,7 +160,7 @@ func TestQConvPaths(t *testing.T) {
 							assert.Equal(t, dim3{block, 1, 1}, im.block)
 							require.Len(t, im.args, 20)
 							a = im.args[0].(devptr)
-							assert.Equal(t, b.work, a, "the patches are in the workspace")
+							assert.Equal(t, b.work.cur, a, "the patches are in the workspace")
 							assert.Equal(t, ptrOf(k.x), im.args[1])
 							assert.Equal(t, []any{int32(0), int32(m), int32(gr), int32(g.H), int32(g.W), int32(g.Ci), int32(g.Ho), int32(g.Wo),
 								int32(g.Kh), int32(g.Kw), int32(g.Stride[0]), int32(g.Stride[1]), int32(g.Pad[0]), int32(g.Pad[1]),
@@ -405,8 +405,7 @@ func TestQConvReplay(t *testing.T) {
 				var recs []launchRec
 				b := dryRun(8, 0, &recs)
 				mem := &devMem{next: 1 << 20}
-				b.work = mem.alloc(qconvScratchBytes)
-				b.workBytes = qconvScratchBytes
+				b.work = arena{cur: mem.alloc(qconvScratchBytes), bytes: qconvScratchBytes}
 				fill := map[*kernels.Tensor]bool{}
 				k := c.call(dt, func(dt kernels.DType, shape ...int) *kernels.Tensor {
 					s := kernels.Shape(shape)

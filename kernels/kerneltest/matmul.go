@@ -107,6 +107,13 @@ func matmulCases() []mmCase {
 		mmCase{m: 9, n: 70, k: 33, tB: true, alpha: -0.5, beta: 1, bias: true},
 		mmCase{batch: []int{3}, m: 7, n: 66, k: 31, shared: true, tB: true, beta: 0.25},
 	)
+	// Few output tiles over a long K, which a backend may multiply in
+	// slices of K and add up: every transpose, with the whole epilogue,
+	// a K whose slices end unevenly, and K not a multiple of 4.
+	for _, t := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+		cs = append(cs, mmCase{m: 40, n: 72, k: 1000, tA: t[0], tB: t[1], alpha: 0.5, beta: 0.25, bias: true, act: kernels.ActGELU})
+	}
+	cs = append(cs, mmCase{m: 129, n: 130, k: 1027, tB: true, beta: 1})
 	// BERT's pooler: dense + tanh on the first token of each sequence.
 	cs = append(cs, mmCase{m: 3, n: 96, k: 96, tB: true, bias: true, act: kernels.ActTanh})
 	// Weights packed once (LinearPacker): rows split across workers (a
