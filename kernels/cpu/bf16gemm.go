@@ -98,7 +98,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 	defer bf16Bufs.Put(buf)
 	mr, nr := kern.mr, kern.nr
 	gemmBlocked(buf, mr, nr, 2, m, n, k, alpha, beta, c, ldc,
-		func(dst []uint32, ic, mc, pc, kc int) {
+		func(dst []uint32, ic, mc, pc, kc int) []uint32 {
 			for ir := 0; ir < mc; ir += mr {
 				mm, d := min(mr, mc-ir), dst[ir*((kc+1)/2):]
 				if tA { // op(a)[i][p] = a[p*lda+i]
@@ -107,6 +107,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 					packPairsAlong(d, a[(ic+ir)*lda+pc:], lda, mm, kc, mr)
 				}
 			}
+			return dst
 		},
 		func(dst []uint32, pc, kc, jc, nc int) []uint32 {
 			for jr := 0; jr < nc; jr += nr {

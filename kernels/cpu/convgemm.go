@@ -94,10 +94,10 @@ func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.C
 			block := max(sgemmMC, convRowFloats/n/sgemmMC*sgemmMC)
 			for r0 := t.r0; r0 < t.r1; r0 += block {
 				m := min(block, t.r1-r0)
-				packRows := func(dst []float32, ic, mc, pc, kc int) {
+				packRows := func(dst []float32, ic, mc, pc, kc int) []float32 {
 					if plain {
 						packA(dst, xv, K, false, r0+ic, mc, pc, kc, mr)
-						return
+						return dst
 					}
 					a := rows[:mr*kc]
 					for ir := 0; ir < mc; ir += mr {
@@ -107,6 +107,7 @@ func convGEMM(ov, xv, wv []float32, packed *packedB, bias []float32, g kernels.C
 						}
 						packA(dst[ir*kc:(ir+mr)*kc], a, kc, false, 0, mm, 0, kc, mr)
 					}
+					return dst
 				}
 				packFilters := func(dst []float32, pc, kc, jc, nc int) []float32 {
 					if packed != nil {

@@ -232,7 +232,51 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 	defer sgemmBufs.Put(buf)
 	mr := kern.mr
 	gemmBlocked(buf, mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc,
-		func(dst []float32, ic, mc, pc, kc int) { packA(dst, a, lda, tA, ic, mc, pc, kc, mr) },
+		func(dst []float32, ic, mc, pc, kc int) []float32 {
+			packA(dst, a, lda, tA, ic, mc, pc, kc, mr)
+			return dst
+		},
+		panelsB, kern.fn, kern.edge)
+}
+
+// packedA is a [m, k] packed once for many products against it: each
+// kc-deep block of k (sgemmKC, the last shorter) as the mr-row panels
+// gemmBlocked reads, rows padded to mPad, a multiple of mr.
+type packedA struct {
+	data     []float32
+	mr, mPad int
+}
+
+// packAllA packs a [m, k] (row stride lda) for kern's panels, the blocks
+// of rows in parallel.
+func packAllA(kern sgemmKernel, a []float32, lda, m, k int) packedA {
+	mr := kern.mr
+	p := packedA{mr: mr, mPad: (m + mr - 1) / mr * mr}
+	p.data = make([]float32, p.mPad*k)
+	blocks := (k + sgemmKC - 1) / sgemmKC
+	rowBlocks := (m + sgemmMC - 1) / sgemmMC
+	parallelFor(blocks*rowBlocks, sgemmMC*sgemmKC, func(lo, hi int) {
+		for t := lo; t < hi; t++ {
+			pc, ic := t/rowBlocks*sgemmKC, t%rowBlocks*sgemmMC
+			kc, mc := min(sgemmKC, k-pc), min(sgemmMC, m-ic)
+			packA(p.block(ic, pc, kc), a, lda, false, ic, mc, pc, kc, mr)
+		}
+	})
+	return p
+}
+
+// block is the panels of rows ic… over k pc:pc+kc.
+func (p packedA) block(ic, pc, kc int) []float32 { return p.data[pc*p.mPad+ic*kc:] }
+
+// sgemmPackedA is c = alpha·a·op(b) + beta·c on the calling goroutine for
+// a packed by packAllA with kern's panels: the product of a's rows by
+// n columns of b (panelsB, gemmBlocked's packB).
+func sgemmPackedA(kern sgemmKernel, pa packedA, m, n, k int, alpha, beta float32, c []float32, ldc int,
+	panelsB func(dst []float32, pc, kc, jc, nc int) []float32) {
+	buf := sgemmBufs.Get().(*gemmBuf[float32])
+	defer sgemmBufs.Put(buf)
+	gemmBlocked(buf, kern.mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc,
+		func(_ []float32, ic, _, pc, kc int) []float32 { return pa.block(ic, pc, kc) },
 		panelsB, kern.fn, kern.edge)
 }
 
@@ -240,8 +284,9 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 // calling goroutine, with buf's buffers: a kc-deep slice of op(b), sgemmNC
 // columns wide, packed into nr-column panels (packB), and an mc×kc block
 // of op(a) into mr-row panels (packA), the micro-kernel kern multiplying
-// one panel of each into an mr×nr tile of c. packB returns the panels to
-// read: dst once it has packed them there, or panels packed ahead of time. A packed element holds
+// one panel of each into an mr×nr tile of c. packA and packB return the
+// panels to read: dst once they have packed them there, or panels packed
+// ahead of time. A packed element holds
 // kstep values of k (1 for float32, 2 for bfloat16 pairs), so a panel is
 // ⌈kc/kstep⌉ elements deep. The last panel of a, where m is not a multiple
 // of mr, runs on edge where there is one; edge tiles that c cannot hold
@@ -250,7 +295,7 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 // its share of the following panel to prefetch (pfStep a step), so that
 // the panel is in cache when its tiles start.
 func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int, alpha, beta float32,
-	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int), packB func(dst []E, pc, kc, jc, nc int) []E,
+	c []float32, ldc int, packA func(dst []E, ic, mc, pc, kc int) []E, packB func(dst []E, pc, kc, jc, nc int) []E,
 	kern func(kk int, a, b []E, c []float32, ldc int, alpha, beta float32, next []E), edge edgeKernel[E]) {
 	kk0 := (min(k, sgemmKC) + kstep - 1) / kstep
 	nc0 := min((n+nr-1)/nr*nr, sgemmNC)
@@ -258,7 +303,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 	buf.a = grow(buf.a, mc0*kk0)
 	buf.b = grow(buf.b, kk0*nc0)
 	buf.tile = grow(buf.tile, mr*nr)
-	pa, tile := buf.a, buf.tile
+	tile := buf.tile
 
 	for jc := 0; jc < n; jc += sgemmNC {
 		nc := min(sgemmNC, n-jc)
@@ -273,7 +318,7 @@ func gemmBlocked[E float32 | uint32](buf *gemmBuf[E], mr, nr, kstep, m, n, k int
 			ahead := &pb[0] != &buf.b[0] // packed ahead of time, not by packB now
 			for ic := 0; ic < m; ic += sgemmMC {
 				mc := min(sgemmMC, m-ic)
-				packA(pa, ic, mc, pc, kc)
+				pa := packA(buf.a, ic, mc, pc, kc)
 				for jr := 0; jr < nc; jr += nr {
 					nn := min(nr, nc-jr)
 					bp := pb[jr*kk : (jr+nr)*kk]

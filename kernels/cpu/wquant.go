@@ -209,9 +209,18 @@ func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 // blockedGemmT sets y [m, n] = alpha·x [m, k] · Wᵀ + beta·y for a weight
 // W [n, k] that row(dst, r) widens a row at a time: each worker widens
 // wblock rows into a buffer that stays in cache and multiplies them with
-// the serial SGEMM, so that the float32 weight never exists whole.
+// the serial SGEMM, so that the float32 weight never exists whole; x is
+// packed once for all the blocks (packAllA).
 func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(dst []float32, r int)) {
 	blocks := (n + wblock - 1) / wblock
+	kern := sgemmMicro
+	// x is packed once for every block, where the blocks would each pack
+	// it again: m rows of k, against wblock columns at a time.
+	var pa packedA
+	shared := m > kern.mr && alpha != 0 && k > 0
+	if shared {
+		pa = packAllA(kern, xs, k, m, k)
+	}
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
 		buf := make([]float32, wblock*k)
 		for blk := lo; blk < hi; blk++ {
@@ -220,7 +229,14 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 			for r := range rows {
 				row(buf[r*k:(r+1)*k], n0+r)
 			}
-			serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, alpha, xs, k, buf[:rows*k], k, beta, y[n0:], n)
+			if !shared {
+				serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, alpha, xs, k, buf[:rows*k], k, beta, y[n0:], n)
+				continue
+			}
+			sgemmPackedA(kern, pa, m, rows, k, alpha, beta, y[n0:], n, func(dst []float32, pc, kc, jc, nc int) []float32 {
+				packB(dst, buf[:rows*k], k, true, pc, kc, jc, nc, kern.nr)
+				return dst
+			})
 		}
 	})
 }
