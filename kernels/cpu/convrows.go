@@ -241,8 +241,8 @@ type rowsFilters struct {
 	pool *[]float32
 }
 
-// scratch32 pools float32 buffers that live for one call: filters packed
-// for it, a strided convolution's subsampled input.
+// scratch32 pools float32 buffers that live for one call: filters or an
+// operand packed for it, a convolution's subsampled or padded input.
 var scratch32 = sync.Pool{New: func() any { return new([]float32) }}
 
 // rowsPanels returns w's filters (Co of K values, in wv) as convRows

@@ -243,16 +243,17 @@ func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []floa
 // kc-deep block of k (sgemmKC, the last shorter) as the mr-row panels
 // gemmBlocked reads, rows padded to mPad, a multiple of mr.
 type packedA struct {
-	data     []float32
-	mr, mPad int
+	data []float32
+	mPad int
 }
 
-// packAllA packs a [m, k] (row stride lda) for kern's panels, the blocks
-// of rows in parallel.
-func packAllA(kern sgemmKernel, a []float32, lda, m, k int) packedA {
+// packAllA packs a [m, k] (row stride lda) for kern's panels into buf,
+// grown to fit, the blocks of rows in parallel.
+func packAllA(buf *[]float32, kern sgemmKernel, a []float32, lda, m, k int) packedA {
 	mr := kern.mr
-	p := packedA{mr: mr, mPad: (m + mr - 1) / mr * mr}
-	p.data = make([]float32, p.mPad*k)
+	p := packedA{mPad: (m + mr - 1) / mr * mr}
+	*buf = grow(*buf, p.mPad*k)
+	p.data = (*buf)[:p.mPad*k]
 	blocks := (k + sgemmKC - 1) / sgemmKC
 	rowBlocks := (m + sgemmMC - 1) / sgemmMC
 	parallelFor(blocks*rowBlocks, sgemmMC*sgemmKC, func(lo, hi int) {

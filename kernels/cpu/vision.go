@@ -253,21 +253,8 @@ func (b *Backend) MaxPool2D(out, x *kernels.Tensor, p kernels.PoolParams) error 
 			n, i := r/g.Ho, r%g.Ho
 			dst := ov[(n*g.Ho+i)*g.Wo*C:][:g.Wo*C]
 			y0 := i*g.Stride[0] - g.Pad[0]
-			rows := 0
-			for kh := range g.Kernel[0] {
-				y := y0 + kh*g.Dilation[0]
-				if y < 0 || y >= g.H {
-					continue
-				}
-				if src := xv[(n*g.H+y)*rowLen:][:rowLen]; rows == 0 {
-					copy(cols, src)
-				} else {
-					maxRow(cols, cols, src)
-				}
-				rows++
-			}
-			if rows == 0 { // every window of the row wholly in the padding
-				for c := range dst {
+			if maxTaps(cols, g.Kernel[0], y0, g.Dilation[0], g.H, func(y int) []float32 { return xv[(n*g.H+y)*rowLen:][:rowLen] }) == 0 {
+				for c := range dst { // every window of the row wholly in the padding
 					dst[c] = inf
 				}
 				continue
@@ -295,25 +282,31 @@ func poolPixels(dst, cols []float32, g kernels.PoolDims, j0, j1 int) {
 	for j := j0; j < j1; j++ {
 		px := dst[j*C : (j+1)*C]
 		x0 := j*g.Stride[1] - g.Pad[1]
-		taken := 0
-		for kw := range g.Kernel[1] {
-			xx := x0 + kw*g.Dilation[1]
-			if xx < 0 || xx >= g.W {
-				continue
-			}
-			if src := cols[xx*C : (xx+1)*C]; taken == 0 {
-				copy(px, src)
-			} else {
-				maxRow(px, px, src)
-			}
-			taken++
-		}
-		if taken == 0 { // a window wholly in the padding
-			for c := range px {
+		if maxTaps(px, g.Kernel[1], x0, g.Dilation[1], g.W, func(x int) []float32 { return cols[x*C : (x+1)*C] }) == 0 {
+			for c := range px { // a window wholly in the padding
 				px[c] = float32(math.Inf(-1))
 			}
 		}
 	}
+}
+
+// maxTaps sets dst to the maximum of row(p) over a window's taps p = p0 +
+// t·dil, t < taps, that lie in [0, size), and returns how many did.
+func maxTaps(dst []float32, taps, p0, dil, size int, row func(p int) []float32) int {
+	taken := 0
+	for t := range taps {
+		p := p0 + t*dil
+		if p < 0 || p >= size {
+			continue
+		}
+		if src := row(p); taken == 0 {
+			copy(dst, src)
+		} else {
+			maxRow(dst, dst, src)
+		}
+		taken++
+	}
+	return taken
 }
 
 // maxRow sets dst[c] = max(a[c], b[c]) as Go's max: a NaN wins and

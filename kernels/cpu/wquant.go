@@ -219,7 +219,9 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 	var pa packedA
 	shared := m > kern.mr && alpha != 0 && k > 0
 	if shared {
-		pa = packAllA(kern, xs, k, m, k)
+		buf := scratch32.Get().(*[]float32)
+		defer scratch32.Put(buf)
+		pa = packAllA(buf, kern, xs, k, m, k)
 	}
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
 		buf := make([]float32, wblock*k)
