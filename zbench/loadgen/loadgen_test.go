@@ -269,14 +269,14 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
-	// Each chunk waits 10 ms per request in flight: 2 requests a second
-	// keep the TTFT bound (one in flight), 2000 (all twelve at once) do
-	// not.
-	srv := httptest.NewServer(&fakeServer{delay: 10 * time.Millisecond, perFlight: true})
+	// Each chunk waits 50 ms per request in flight: 2 requests a second
+	// keep the TTFT bound (one or two in flight, with room for a busy
+	// machine's stall), 2000 (all twelve at once, 600 ms) do not.
+	srv := httptest.NewServer(&fakeServer{delay: 50 * time.Millisecond, perFlight: true})
 	defer srv.Close()
-	items := []Item{{Prompt: "a", OutputTokens: 8}}
+	items := []Item{{Prompt: "a", OutputTokens: 4}}
 	sc := Scenario{Requests: 12, Seed: 1}
-	sums, best, err := Sweep(context.Background(), &Client{BaseURL: srv.URL}, items, sc, []float64{2, 2000}, Bounds{TTFT: 60 * time.Millisecond}, 1, nil)
+	sums, best, err := Sweep(context.Background(), &Client{BaseURL: srv.URL}, items, sc, []float64{2, 2000}, Bounds{TTFT: 350 * time.Millisecond}, 1, nil)
 	require.NoError(t, err)
 	require.Len(t, sums, 3, "two rates, then one bisection")
 	assert.True(t, sums[0].Pass)
