@@ -218,10 +218,11 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 	parallelFor(a.B*a.Hkv*tiles, 2*attnGemmRows*sk*d, func(lo, hi int) {
 		buf := attnBufs.Get().(*attnBuf)
 		defer attnBufs.Put(buf)
-		buf.scores = grow(buf.scores, attnGemmRows*most)
-		if inPlace {
-			buf.scores = grow(buf.scores, (attnGemmRows+11)/12*12*((most+31)/32*32))
+		need := attnGemmRows * most
+		if inPlace { // whole groups of twelve rows of whole panels
+			need = (attnGemmRows + 11) / 12 * 12 * ((most + 31) / 32 * 32)
 		}
+		buf.scores = grow(buf.scores, need)
 		scores, panels := buf.scores, &buf.panels
 		var qb, kb, vb, ob []float32
 		var pb []uint16

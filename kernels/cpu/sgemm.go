@@ -204,10 +204,7 @@ func grow[E float32 | uint32 | uint16](s []E, n int) []E {
 // sgemmSerialWith is the blocked SGEMM on the calling goroutine.
 func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
-	sgemmPanels(kern, tA, m, n, k, alpha, a, lda, beta, c, ldc, func(dst []float32, pc, kc, jc, nc int) []float32 {
-		packB(dst, b, ldb, tB, pc, kc, jc, nc, kern.nr)
-		return dst
-	})
+	sgemmPanels(kern, m, n, k, alpha, beta, c, ldc, panelsOfA(a, lda, tA, kern.mr), panelsOfB(b, ldb, tB, kern.nr))
 }
 
 // sgemmPackedB is c = alpha·a·wᵀ + beta·c for a [m, k] (row stride lda)
@@ -217,26 +214,38 @@ func sgemmSerialWith(kern sgemmKernel, tA, tB bool, m, n, k int, alpha float32, 
 func sgemmPackedB(kern sgemmKernel, m, n, k int, alpha float32, a []float32, lda int, f *packedB, beta float32, c []float32, ldc int) {
 	gemmParts(false, true, m, n, k, kern.mr, kern.nr, lda, k, ldc, func(m, n, ao, bo, co int) {
 		col := bo / k // the part's first column, a multiple of nr
-		sgemmPanels(kern, false, m, n, k, alpha, a[ao:], lda, beta, c[co:], ldc, func(_ []float32, pc, kc, jc, _ int) []float32 {
+		sgemmPanels(kern, m, n, k, alpha, beta, c[co:], ldc, panelsOfA(a[ao:], lda, false, kern.mr), func(_ []float32, pc, kc, jc, _ int) []float32 {
 			return f.block(0, k, pc, kc, col+jc)
 		})
 	})
 }
 
 // sgemmPanels is the blocked SGEMM on the calling goroutine over a pooled
-// gemmBuf, op(a) packed from a and op(b)'s panels from panelsB
-// (gemmBlocked's packB).
-func sgemmPanels(kern sgemmKernel, tA bool, m, n, k int, alpha float32, a []float32, lda int, beta float32, c []float32, ldc int,
-	panelsB func(dst []float32, pc, kc, jc, nc int) []float32) {
+// gemmBuf, op(a)'s panels from panelsA and op(b)'s from panelsB
+// (gemmBlocked's packA and packB).
+func sgemmPanels(kern sgemmKernel, m, n, k int, alpha, beta float32, c []float32, ldc int,
+	panelsA func(dst []float32, ic, mc, pc, kc int) []float32, panelsB func(dst []float32, pc, kc, jc, nc int) []float32) {
 	buf := sgemmBufs.Get().(*gemmBuf[float32])
 	defer sgemmBufs.Put(buf)
-	mr := kern.mr
-	gemmBlocked(buf, mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc,
-		func(dst []float32, ic, mc, pc, kc int) []float32 {
-			packA(dst, a, lda, tA, ic, mc, pc, kc, mr)
-			return dst
-		},
-		panelsB, kern.fn, kern.edge)
+	gemmBlocked(buf, kern.mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc, panelsA, panelsB, kern.fn, kern.edge)
+}
+
+// panelsOfA is gemmBlocked's packA for op(a), a of row stride lda
+// (transposed where tA), packed into dst in mr-row panels.
+func panelsOfA(a []float32, lda int, tA bool, mr int) func(dst []float32, ic, mc, pc, kc int) []float32 {
+	return func(dst []float32, ic, mc, pc, kc int) []float32 {
+		packA(dst, a, lda, tA, ic, mc, pc, kc, mr)
+		return dst
+	}
+}
+
+// panelsOfB is gemmBlocked's packB for op(b), b of row stride ldb
+// (transposed where tB), packed into dst in nr-column panels.
+func panelsOfB(b []float32, ldb int, tB bool, nr int) func(dst []float32, pc, kc, jc, nc int) []float32 {
+	return func(dst []float32, pc, kc, jc, nc int) []float32 {
+		packB(dst, b, ldb, tB, pc, kc, jc, nc, nr)
+		return dst
+	}
 }
 
 // packedA is a [m, k] packed once for many products against it: each
@@ -260,26 +269,15 @@ func packAllA(buf *[]float32, kern sgemmKernel, a []float32, lda, m, k int) pack
 		for t := lo; t < hi; t++ {
 			pc, ic := t/rowBlocks*sgemmKC, t%rowBlocks*sgemmMC
 			kc, mc := min(sgemmKC, k-pc), min(sgemmMC, m-ic)
-			packA(p.block(ic, pc, kc), a, lda, false, ic, mc, pc, kc, mr)
+			packA(p.panels(nil, ic, mc, pc, kc), a, lda, false, ic, mc, pc, kc, mr)
 		}
 	})
 	return p
 }
 
-// block is the panels of rows ic… over k pc:pc+kc.
-func (p packedA) block(ic, pc, kc int) []float32 { return p.data[pc*p.mPad+ic*kc:] }
-
-// sgemmPackedA is c = alpha·a·op(b) + beta·c on the calling goroutine for
-// a packed by packAllA with kern's panels: the product of a's rows by
-// n columns of b (panelsB, gemmBlocked's packB).
-func sgemmPackedA(kern sgemmKernel, pa packedA, m, n, k int, alpha, beta float32, c []float32, ldc int,
-	panelsB func(dst []float32, pc, kc, jc, nc int) []float32) {
-	buf := sgemmBufs.Get().(*gemmBuf[float32])
-	defer sgemmBufs.Put(buf)
-	gemmBlocked(buf, kern.mr, kern.nr, 1, m, n, k, alpha, beta, c, ldc,
-		func(_ []float32, ic, _, pc, kc int) []float32 { return pa.block(ic, pc, kc) },
-		panelsB, kern.fn, kern.edge)
-}
+// panels is gemmBlocked's packA over a packed a: the panels of rows ic…
+// over k pc:pc+kc, as packed.
+func (p packedA) panels(_ []float32, ic, _, pc, kc int) []float32 { return p.data[pc*p.mPad+ic*kc:] }
 
 // gemmBlocked is the blocked product c = alpha·op(a)·op(b) + beta·c on the
 // calling goroutine, with buf's buffers: a kc-deep slice of op(b), sgemmNC

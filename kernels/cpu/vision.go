@@ -68,15 +68,17 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			res = in32(p.Residual)[:len(ov)]
 		}
 		panels := b.rowsPanels(w, wv, Co, K)
+		var recast func(buf *[]float32, xv []float32, g kernels.ConvDims) ([]float32, kernels.ConvDims)
 		switch {
 		case g.Kh == 1 && g.Kw == 1 && g.Pad == [2]int{} && g.Stride != [2]int{1, 1}:
-			buf := scratch32.Get().(*[]float32)
-			defer scratch32.Put(buf)
-			xv, g = subsampled(buf, xv, g)
+			recast = subsampled
 		case g.Ci <= convRowsPadCi && g.Pad != [2]int{}:
+			recast = padded
+		}
+		if recast != nil {
 			buf := scratch32.Get().(*[]float32)
 			defer scratch32.Put(buf)
-			xv, g = padded(buf, xv, g)
+			xv, g = recast(buf, xv, g)
 		}
 		convRows(ov, xv, panels.s, res, bias, g, p.Act)
 		panels.put()

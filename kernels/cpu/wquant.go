@@ -214,8 +214,6 @@ func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(dst []float32, r int)) {
 	blocks := (n + wblock - 1) / wblock
 	kern := sgemmMicro
-	// x is packed once for every block, where the blocks would each pack
-	// it again: m rows of k, against wblock columns at a time.
 	var pa packedA
 	shared := m > kern.mr && alpha != 0 && k > 0
 	if shared {
@@ -224,7 +222,10 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 		pa = packAllA(buf, kern, xs, k, m, k)
 	}
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
-		buf := make([]float32, wblock*k)
+		wb := scratch32.Get().(*[]float32)
+		defer scratch32.Put(wb)
+		*wb = grow(*wb, wblock*k)
+		buf := *wb
 		for blk := lo; blk < hi; blk++ {
 			n0 := blk * wblock
 			rows := min(wblock, n-n0)
@@ -235,10 +236,7 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 				serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, alpha, xs, k, buf[:rows*k], k, beta, y[n0:], n)
 				continue
 			}
-			sgemmPackedA(kern, pa, m, rows, k, alpha, beta, y[n0:], n, func(dst []float32, pc, kc, jc, nc int) []float32 {
-				packB(dst, buf[:rows*k], k, true, pc, kc, jc, nc, kern.nr)
-				return dst
-			})
+			sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, pa.panels, panelsOfB(buf[:rows*k], k, true, kern.nr))
 		}
 	})
 }
