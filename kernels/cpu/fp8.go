@@ -79,11 +79,11 @@ func (b *Backend) FP8MatMul(out, a, bt *kernels.Tensor, p kernels.FP8MatMulParam
 	cv, done := out32(out, false)
 	// b widened a block of rows at a time, never whole.
 	table, codes := fp8Values(bt.DType()), bytesOf(bt)
-	blockedGemmT(cv, a32, g.M, g.N, g.K, 1, 0, func(dst []float32, r int) {
+	blockedGemmT(cv, a32, g.M, g.N, g.K, 1, 0, widenedRows(g.K, func(dst []float32, r int) {
 		for i, c := range codes[r*g.K : (r+1)*g.K] {
 			dst[i] = table[c]
 		}
-	})
+	}))
 	sa, sb := f32(p.AScaleInv), f32(p.BScaleInv)
 	var bias []float32
 	if p.Bias != nil {

@@ -128,6 +128,54 @@ func BenchmarkPrefillProduct(b *testing.B) {
 	}
 }
 
+// BenchmarkWGemmPrefill times WMatMul's prefill product, rows rows (a
+// serving engine's prompt chunk of 64 tokens, and 128) times a
+// weight-only quantized [5632, 2048] weight (TinyLlama's MLP
+// up-projection): int8 per channel, in groups of 32 with float16 scales
+// (GGUF's Q8_0 blocks), int4 in groups of 32 (GGUF's Q4_0): GFLOP/s.
+func BenchmarkWGemmPrefill(b *testing.B) {
+	const n, k = 5632, 2048
+	be := New()
+	rng := rand.New(rand.NewPCG(33, 34))
+	type format struct {
+		f     kernels.WeightFormat
+		group int
+		f16   bool
+	}
+	for _, c := range []format{{kernels.WInt8, 0, false}, {kernels.WInt8, 32, true}, {kernels.WInt4, 32, false}} {
+		w, _ := randQWeight(b, be, rng, c.f, c.group, n, k)
+		if c.f16 {
+			sv, err := kernels.ToFloat32(w.Scales)
+			require.NoError(b, err)
+			require.NoError(b, be.Free(w.Scales))
+			w.Scales, err = kernels.FromFloat32(be, kernels.F16, sv, w.Scales.Shape()...)
+			require.NoError(b, err)
+		}
+		for _, m := range []int{64, 128} {
+			b.Run(fmt.Sprintf("format=%v/group=%d/rows=%d", c.f, c.group, m), func(b *testing.B) {
+				xv := make([]float32, m*k)
+				for i := range xv {
+					xv[i] = float32(2*rng.Float64() - 1)
+				}
+				x, err := kernels.FromFloat32(be, kernels.F32, xv, m, k)
+				require.NoError(b, err)
+				out, err := be.Alloc(kernels.F32, m, n)
+				require.NoError(b, err)
+				for b.Loop() {
+					if err := be.WMatMul(out, x, w, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				require.NoError(b, be.Free(x))
+				require.NoError(b, be.Free(out))
+			})
+		}
+		require.NoError(b, be.Free(w.Data))
+		require.NoError(b, be.Free(w.Scales))
+	}
+}
+
 // BenchmarkWGemvDecode times WMatMul's decode product, rows rows times a
 // weight-only quantized [5632, 2048] weight (TinyLlama's MLP
 // up-projection) in int8 per channel and in groups of 32 (GGUF's Q8_0

@@ -78,7 +78,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		gemvT(cv, in32(a), bt, rows, n, k, alpha, p.Beta)
 	case blocked:
 		dt, w := bt.DType(), u16(bt)
-		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) })
+		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, widenedRows(k, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) }))
 	case batch == 1 || (shared && !p.TransA):
 		// One product: a single batch, or a batch of untransposed a against
 		// a shared b, which is one [batch·M, K]·[K, N] product; against a

@@ -291,3 +291,47 @@ func BenchmarkPack(b *testing.B) {
 		}
 	}
 }
+
+// TestQ8Panels checks that the int8 weights' panels, dequantized as they
+// are packed, equal the rows dequantized by dequantRow and then packed,
+// bit for bit: a scale per row and in groups of 32 and 128, float32 and
+// float16 scales, k-blocks of whole and partial depth, and blocks of
+// whole and partial panels.
+func TestQ8Panels(t *testing.T) {
+	t.Logf("AVX-512 assembly: %v", sgemmasm.Available512)
+	be := New()
+	rng := rand.New(rand.NewPCG(41, 42))
+	type tc struct {
+		group, k, rows int
+		f16            bool
+	}
+	cases := []tc{
+		{0, 2048, 64, false}, {0, 300, 45, false}, {32, 2048, 64, true}, {32, 288, 64, false},
+		{32, 96, 45, true}, {128, 640, 64, false}, {0, 48, 32, true},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("group=%d/k=%d/rows=%d/f16=%v", c.group, c.k, c.rows, c.f16), func(t *testing.T) {
+			const n0 = 32
+			n := n0 + c.rows + 5
+			w, _ := randQWeight(t, be, rng, kernels.WInt8, c.group, n, c.k)
+			if c.f16 {
+				sv, err := kernels.ToFloat32(w.Scales)
+				require.NoError(t, err)
+				h, err := kernels.FromFloat32(be, kernels.F16, sv, w.Scales.Shape()...)
+				require.NoError(t, err)
+				w.Scales = h
+			}
+			var buf, refBuf []float32
+			got := q8Panels(w, c.k)(&buf, n0, c.rows)
+			want := widenedRows(c.k, func(dst []float32, r int) { dequantRow(dst, w, r, c.k) })(&refBuf, n0, c.rows)
+			nc := (c.rows + 31) / 32 * 32
+			for pc := 0; pc < c.k; pc += sgemmKC {
+				kc := min(sgemmKC, c.k-pc)
+				g, r := make([]float32, nc*kc), make([]float32, nc*kc)
+				got(g, pc, kc, 0, c.rows)
+				want(r, pc, kc, 0, c.rows)
+				require.Equal(t, r, g, "k-block at %d", pc)
+			}
+		})
+	}
+}

@@ -1,11 +1,10 @@
 package cpu
 
 import (
-	"gonum.org/v1/gonum/blas"
-
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
 	"github.com/zbench/zbench/kernels/cpu/internal/qgemm"
+	"github.com/zbench/zbench/kernels/cpu/internal/sgemmasm"
 )
 
 var _ kernels.WeightQuant = (*Backend)(nil)
@@ -194,28 +193,119 @@ func widenF16(dst []float32, h []uint16) []float32 {
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock
-// rows of W at a time and multiplying them with the serial SGEMM. The
-// 4-bit formats are dequantized in DotQ4's order (permuteQ4), and x's rows
-// permuted alike, which leaves every dot product's terms the same.
+// rows of W at a time and multiplying them with the serial SGEMM: int8
+// codes as they are packed (q8Panels), the 4-bit formats in DotQ4's order
+// (permuteQ4), x's rows permuted alike, which leaves every dot product's
+// terms the same.
 func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
-	if w.Format != kernels.WInt8 {
-		for m := range g.M {
-			permuteQ4(xs[m*g.K : (m+1)*g.K])
+	if w.Format == kernels.WInt8 {
+		blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, q8Panels(w, g.K))
+		return
+	}
+	for m := range g.M {
+		permuteQ4(xs[m*g.K : (m+1)*g.K])
+	}
+	blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, widenedRows(g.K, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) }))
+}
+
+// blockPanels gives blockedGemmT the panels of a block of a weight W [n,
+// k]: for rows n0:n0+rows, gemmBlocked's packB of op(b) = Wᵀ over them,
+// with buf (one goroutine's, grown as needed) as its scratch.
+type blockPanels func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32
+
+// widenedRows is the blockPanels of a weight W [n, k] that row(dst, r)
+// widens to float32 a row at a time: the block's rows widened into buf,
+// then packed.
+func widenedRows(k int, row func(dst []float32, r int)) blockPanels {
+	return func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32 {
+		*buf = grow(*buf, rows*k)
+		b := (*buf)[:rows*k]
+		for r := range rows {
+			row(b[r*k:(r+1)*k], n0+r)
+		}
+		return panelsOfB(b, k, true, sgemmMicro.nr)
+	}
+}
+
+// q8Panels is the blockPanels of int8 codes with a scale per row or per
+// group along k (float32 or float16 scales): each full 32-row panel of a
+// k-block that starts a group (any, with a scale per row) and is a whole
+// number of 16-code chunks is dequantized as it is packed
+// (sgemmasm.PackQ8T32), the rest widened by dequantRow and packed; every
+// value is dequantRow's. A block's scales are widened to float32 in one
+// pass, then laid out per panel as PackQ8T32 reads them.
+func q8Panels(w kernels.QWeight, k int) blockPanels {
+	const nr = 32
+	data := i8(w.Data)
+	group, ng := k, 1
+	if w.Group > 0 {
+		group, ng = w.Group, k/w.Group
+	}
+	asm := sgemmasm.Available512 && sgemmMicro.nr == nr && group%16 == 0
+	return func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32 {
+		// buf: the block's scales [rows, ng], a panel's scale vectors, and
+		// room for rows widened where the assembly does not take a panel.
+		ns, nt := rows*ng, sgemmKC/16*nr
+		*buf = grow(*buf, ns+nt+nr*k)
+		scales, table, row := (*buf)[:ns], (*buf)[ns:ns+nt], (*buf)[ns+nt:]
+		if w.Scales.DType() == kernels.F16 {
+			widen16(kernels.F16, scales, u16(w.Scales)[n0*ng:(n0+rows)*ng])
+		} else {
+			copy(scales, f32(w.Scales)[n0*ng:(n0+rows)*ng])
+		}
+		return func(dst []float32, pc, kc, jc, nc int) []float32 {
+			for jr := 0; jr < nc; jr += nr {
+				r0, nn := jc+jr, min(nr, nc-jr) // rows of the block
+				d := dst[jr*kc : (jr+nr)*kc]
+				if asm && nn == nr && kc%16 == 0 && kc <= sgemmKC && (ng == 1 || pc%group == 0) {
+					g0, g1, per := pc/group, (pc+kc+group-1)/group, group/16
+					if ng == 1 {
+						per = kc / 16 // one scale a row
+					}
+					for gi := g0; gi < g1; gi++ {
+						t := table[(gi-g0)*nr : (gi-g0+1)*nr]
+						for j := range t {
+							t[j] = scales[(r0+j)*ng+gi]
+						}
+					}
+					src := data[(n0+r0)*k+pc:]
+					_ = src[(nr-1)*k+kc-1]
+					sgemmasm.PackQ8T32(&d[0], &src[0], k, kc, &table[0], per)
+					continue
+				}
+				for r := range nn {
+					dequantRow(row[r*k:(r+1)*k], w, n0+r0+r, k)
+				}
+				packT(d, row[pc:], k, nn, kc, nr)
+			}
+			return dst
 		}
 	}
-	blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) })
 }
 
 // blockedGemmT sets y [m, n] = alpha·x [m, k] · Wᵀ + beta·y for a weight
-// W [n, k] that row(dst, r) widens a row at a time: each worker widens
-// wblock rows into a buffer that stays in cache and multiplies them with
-// the serial SGEMM, so that the float32 weight never exists whole; x is
-// packed once for all the blocks (packAllA).
-func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(dst []float32, r int)) {
+// W [n, k] whose panels panels gives a block at a time: each worker takes
+// wblock rows of W at a time, whose float32 panels stay in cache, so that
+// the float32 weight never exists whole; x is packed once for all the
+// blocks (packAllA).
+func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, panels blockPanels) {
+	if alpha == 0 || k == 0 {
+		for i := range m {
+			row := y[i*n : (i+1)*n]
+			for j := range row {
+				if beta == 0 {
+					row[j] = 0
+				} else {
+					row[j] *= beta
+				}
+			}
+		}
+		return
+	}
 	blocks := (n + wblock - 1) / wblock
 	kern := sgemmMicro
 	var pa packedA
-	shared := m > kern.mr && alpha != 0 && k > 0
+	shared := m > kern.mr
 	if shared {
 		buf := scratch32.Get().(*[]float32)
 		defer scratch32.Put(buf)
@@ -224,19 +314,15 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, row func(ds
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
 		wb := scratch32.Get().(*[]float32)
 		defer scratch32.Put(wb)
-		*wb = grow(*wb, wblock*k)
-		buf := *wb
 		for blk := lo; blk < hi; blk++ {
 			n0 := blk * wblock
 			rows := min(wblock, n-n0)
-			for r := range rows {
-				row(buf[r*k:(r+1)*k], n0+r)
-			}
+			pb := panels(wb, n0, rows)
 			if !shared {
-				serialSgemm(blas.NoTrans, blas.Trans, m, rows, k, alpha, xs, k, buf[:rows*k], k, beta, y[n0:], n)
+				sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, panelsOfA(xs, k, false, kern.mr), pb)
 				continue
 			}
-			sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, pa.panels, panelsOfB(buf[:rows*k], k, true, kern.nr))
+			sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, pa.panels, pb)
 		}
 	})
 }

@@ -27,3 +27,15 @@ func PackBT32(dst, b *float32, ldb, kc int)
 //
 //go:noescape
 func PackPairs32(dst *uint32, b *uint16, ldb, k2 int)
+
+// PackQ8T32 packs a 32-column panel of the transpose of int8 codes for
+// Kernel12x32, dequantized: dst[p*32+j] = float32(codes[j*ldc+p])·
+// scales[(p/16/per)*32+j] for j < 32 and p < kc, each value one float32
+// product (as a row dequantized and then packed by PackBT32). Every per
+// chunks of 16 codes along k share a vector of 32 scales (per 2 for
+// groups of 32). It runs where Available512 holds; kc is a positive
+// multiple of 16 and per positive, and the caller vouches for the bounds
+// (32·kc floats at dst, 31·ldc+kc bytes at codes, 32·⌈kc/16/per⌉ scales).
+//
+//go:noescape
+func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int)

@@ -19,3 +19,8 @@ func PackBT32(dst, b *float32, ldb, kc int) {
 func PackPairs32(dst *uint32, b *uint16, ldb, k2 int) {
 	panic("sgemmasm: no assembly packing on this architecture")
 }
+
+// PackQ8T32 is the AVX-512 dequantizing pack, absent here; it panics.
+func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int) {
+	panic("sgemmasm: no assembly packing on this architecture")
+}
