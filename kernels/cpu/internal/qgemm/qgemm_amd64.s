@@ -116,23 +116,17 @@
 	VZEROUPPER
 
 // G32X4 adds group g (0–3) of a step of 128 codes, 32 at byte offset
-// 32·g from R8, into accumulator g of each row: per row the products
-// with x's two halves at byte offset 128·g summed into a temporary, then
-// scaled by the scale at SW·g from R12 (SCALE) into the accumulator, as
-// G32 does.
+// 32·g from R8, into accumulator g of each row, as G32 does: the codes
+// times the scale at SW·g from R12 (SCALE), then the products with x's
+// two halves at byte offset 128·g, one after the other.
 #define G32X4(g, a0, a1, a2, a3) \
 	Q8F(32*g(R8), Z2); \
 	Q8F(32*g+16(R8), Z3); \
 	SCALE(SW*g, R12); \
-	VMULPS       128*g(SI), Z2, Z8; \
-	VMULPS       128*g(SI)(R9*1), Z2, Z9; \
-	VMULPS       128*g(SI)(R9*2), Z2, Z10; \
-	VMULPS       128*g(SI)(R10*1), Z2, Z11; \
-	FMA4(128*g+64, Z3, Z8, Z9, Z10, Z11); \
-	VFMADD231PS  Z6, Z8, a0; \
-	VFMADD231PS  Z6, Z9, a1; \
-	VFMADD231PS  Z6, Z10, a2; \
-	VFMADD231PS  Z6, Z11, a3
+	VMULPS Z6, Z2, Z2; \
+	VMULPS Z6, Z3, Z3; \
+	FMA4(128*g, Z2, a0, a1, a2, a3); \
+	FMA4(128*g+64, Z3, a0, a1, a2, a3)
 
 // GROWS is the body of DotQ8GRows over GDOT.
 #define GROWS \
@@ -498,15 +492,18 @@ rrow:
 	VPBROADCASTW so(r), Y6; \
 	VCVTPH2PS    Y6, Z6
 
-// G32 adds to acc one group of 32 codes at byte offset wo from DI (WIDEN),
-// against x at byte offset xo from SI, scaled by the scale at byte offset
-// so from R8 (SCALE; Z1–Z6 clobbered).
+// G32 adds to acc one group of 32 codes at byte offset wo from DI (WIDEN)
+// times the scale at byte offset so from R8 (SCALE), each code's product
+// with its scale rounded to float32 (the weight as dequantized), against
+// x at byte offset xo from SI: the first 16 products, then the last 16
+// (Z1–Z6 clobbered).
 #define G32(wo, xo, so, acc) \
 	WIDEN(wo); \
-	VMULPS      xo(SI), Z2, Z4; \
-	VFMADD231PS xo+64(SI), Z3, Z4; \
 	SCALE(so, R8); \
-	VFMADD231PS Z6, Z4, acc
+	VMULPS      Z6, Z2, Z2; \
+	VMULPS      Z6, Z3, Z3; \
+	VFMADD231PS xo(SI), Z2, acc; \
+	VFMADD231PS xo+64(SI), Z3, acc
 
 // GDOT is the body of the grouped dot products over WIDEN, for codes of
 // CB bytes per 32 (CB2, CB3: twice and three times CB): Σ_g scales[g]·
