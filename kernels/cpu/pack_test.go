@@ -292,28 +292,33 @@ func BenchmarkPack(b *testing.B) {
 	}
 }
 
-// TestQ8Panels checks that the int8 weights' panels, dequantized as they
-// are packed, equal the rows dequantized by dequantRow and then packed,
-// bit for bit: a scale per row and in groups of 32 and 128, float32 and
-// float16 scales, k-blocks of whole and partial depth, and blocks of
-// whole and partial panels.
-func TestQ8Panels(t *testing.T) {
+// TestQuantPanels checks that the weight-only quantized weights' panels,
+// dequantized as they are packed, equal the rows dequantized by
+// dequantRow and then packed, bit for bit: int8 with a scale per row and
+// in groups of 32 and 128, float32 and float16 scales; int4 and NF4 in
+// groups of 32 and 128; k-blocks of whole and partial depth, and blocks
+// of whole and partial panels.
+func TestQuantPanels(t *testing.T) {
 	t.Logf("AVX-512 assembly: %v", sgemmasm.Available512)
 	be := New()
 	rng := rand.New(rand.NewPCG(41, 42))
 	type tc struct {
+		f              kernels.WeightFormat
 		group, k, rows int
 		f16            bool
 	}
 	cases := []tc{
-		{0, 2048, 64, false}, {0, 300, 45, false}, {32, 2048, 64, true}, {32, 288, 64, false},
-		{32, 96, 45, true}, {128, 640, 64, false}, {0, 48, 32, true},
+		{kernels.WInt8, 0, 2048, 64, false}, {kernels.WInt8, 0, 300, 45, false}, {kernels.WInt8, 32, 2048, 64, true},
+		{kernels.WInt8, 32, 288, 64, false}, {kernels.WInt8, 32, 96, 45, true}, {kernels.WInt8, 128, 640, 64, false},
+		{kernels.WInt8, 0, 48, 32, true},
+		{kernels.WInt4, 32, 2048, 64, false}, {kernels.WInt4, 32, 288, 45, false}, {kernels.WInt4, 128, 640, 64, false},
+		{kernels.WNF4, 32, 96, 64, false}, {kernels.WNF4, 64, 320, 33, false},
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("group=%d/k=%d/rows=%d/f16=%v", c.group, c.k, c.rows, c.f16), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/group=%d/k=%d/rows=%d/f16=%v", c.f, c.group, c.k, c.rows, c.f16), func(t *testing.T) {
 			const n0 = 32
 			n := n0 + c.rows + 5
-			w, _ := randQWeight(t, be, rng, kernels.WInt8, c.group, n, c.k)
+			w, _ := randQWeight(t, be, rng, c.f, c.group, n, c.k)
 			if c.f16 {
 				sv, err := kernels.ToFloat32(w.Scales)
 				require.NoError(t, err)
@@ -322,7 +327,7 @@ func TestQ8Panels(t *testing.T) {
 				w.Scales = h
 			}
 			var buf, refBuf []float32
-			got := q8Panels(w, c.k)(&buf, n0, c.rows)
+			got := quantPanels(w, c.k)(&buf, n0, c.rows)
 			want := widenedRows(c.k, func(dst []float32, r int) { dequantRow(dst, w, r, c.k) })(&refBuf, n0, c.rows)
 			nc := (c.rows + 31) / 32 * 32
 			for pc := 0; pc < c.k; pc += sgemmKC {

@@ -193,19 +193,16 @@ func widenF16(dst []float32, h []uint16) []float32 {
 }
 
 // wgemm sets y [M, N] = x [M, K] · Wᵀ, each worker dequantizing wblock
-// rows of W at a time and multiplying them with the serial SGEMM: int8
-// codes as they are packed (q8Panels), the 4-bit formats in DotQ4's order
-// (permuteQ4), x's rows permuted alike, which leaves every dot product's
-// terms the same.
+// rows of W at a time as it packs them for the SGEMM (quantPanels). The
+// 4-bit formats are dequantized in DotQ4's order (permuteQ4), and x's rows
+// permuted alike, which leaves every dot product's terms the same.
 func wgemm(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
-	if w.Format == kernels.WInt8 {
-		blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, q8Panels(w, g.K))
-		return
+	if w.Format != kernels.WInt8 {
+		for m := range g.M {
+			permuteQ4(xs[m*g.K : (m+1)*g.K])
+		}
 	}
-	for m := range g.M {
-		permuteQ4(xs[m*g.K : (m+1)*g.K])
-	}
-	blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, widenedRows(g.K, func(dst []float32, n int) { dequantRow(dst, w, n, g.K) }))
+	blockedGemmT(y, xs, g.M, g.N, g.K, 1, 0, quantPanels(w, g.K))
 }
 
 // blockPanels gives blockedGemmT the panels of a block of a weight W [n,
@@ -227,21 +224,29 @@ func widenedRows(k int, row func(dst []float32, r int)) blockPanels {
 	}
 }
 
-// q8Panels is the blockPanels of int8 codes with a scale per row or per
-// group along k (float32 or float16 scales): each full 32-row panel of a
-// k-block that starts a group (any, with a scale per row) and is a whole
-// number of 16-code chunks is dequantized as it is packed
-// (sgemmasm.PackQ8T32), the rest widened by dequantRow and packed; every
-// value is dequantRow's. A block's scales are widened to float32 in one
-// pass, then laid out per panel as PackQ8T32 reads them.
-func q8Panels(w kernels.QWeight, k int) blockPanels {
+// quantPanels is the blockPanels of a weight-only quantized W [n, k] (int8
+// codes with a scale per row or per group, float32 or float16 scales; the
+// 4-bit formats in groups): each full 32-row panel of a k-block that starts
+// a group (any, with a scale per row) and is a whole number of the
+// assembly's chunks (16 int8 codes, 32 4-bit ones) is dequantized as it is
+// packed (sgemmasm.PackQ8T32, PackQ4T32), the rest dequantized by
+// dequantRow and packed; every value is dequantRow's. A block's scales
+// are widened to float32 in one pass, then laid out per panel as the
+// assembly reads them.
+func quantPanels(w kernels.QWeight, k int) blockPanels {
 	const nr = 32
 	data := i8(w.Data)
 	group, ng := k, 1
 	if w.Group > 0 {
 		group, ng = w.Group, k/w.Group
 	}
-	asm := sgemmasm.Available512 && sgemmMicro.nr == nr && group%16 == 0
+	q8 := w.Format == kernels.WInt8
+	chunk, rowBytes := 16, k
+	if !q8 {
+		chunk, rowBytes = 32, k/2
+	}
+	levels := w.Format.Levels()
+	asm := sgemmasm.Available512 && sgemmMicro.nr == nr && group%chunk == 0
 	return func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32 {
 		// buf: the block's scales [rows, ng], a panel's scale vectors, and
 		// room for rows widened where the assembly does not take a panel.
@@ -257,10 +262,10 @@ func q8Panels(w kernels.QWeight, k int) blockPanels {
 			for jr := 0; jr < nc; jr += nr {
 				r0, nn := jc+jr, min(nr, nc-jr) // rows of the block
 				d := dst[jr*kc : (jr+nr)*kc]
-				if asm && nn == nr && kc%16 == 0 && kc <= sgemmKC && (ng == 1 || pc%group == 0) {
-					g0, g1, per := pc/group, (pc+kc+group-1)/group, group/16
+				if asm && nn == nr && kc%chunk == 0 && kc <= sgemmKC && (ng == 1 || pc%group == 0) {
+					g0, g1, per := pc/group, (pc+kc+group-1)/group, group/chunk
 					if ng == 1 {
-						per = kc / 16 // one scale a row
+						per = kc / chunk // one scale a row
 					}
 					for gi := g0; gi < g1; gi++ {
 						t := table[(gi-g0)*nr : (gi-g0+1)*nr]
@@ -268,9 +273,15 @@ func q8Panels(w kernels.QWeight, k int) blockPanels {
 							t[j] = scales[(r0+j)*ng+gi]
 						}
 					}
-					src := data[(n0+r0)*k+pc:]
-					_ = src[(nr-1)*k+kc-1]
-					sgemmasm.PackQ8T32(&d[0], &src[0], k, kc, &table[0], per)
+					if q8 {
+						src := data[(n0+r0)*k+pc:]
+						_ = src[(nr-1)*k+kc-1]
+						sgemmasm.PackQ8T32(&d[0], &src[0], k, kc, &table[0], per)
+					} else {
+						src := data[(n0+r0)*rowBytes+pc/2:]
+						_ = src[(nr-1)*rowBytes+kc/2-1]
+						sgemmasm.PackQ4T32(&d[0], &src[0], rowBytes, kc, &table[0], per, &levels)
+					}
 					continue
 				}
 				for r := range nn {

@@ -39,3 +39,13 @@ func PackPairs32(dst *uint32, b *uint16, ldb, k2 int)
 //
 //go:noescape
 func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int)
+
+// PackQ4T32 is PackQ8T32 for 4-bit codes, two a byte (ldc bytes a row):
+// each 32 values of a row, 16 bytes, are the levels of their low nibbles
+// then of their high ones (dequantRow's order), times the row's scale:
+// dst[p*32+j] = levels[nibble(j, p)]·scales[(p/32/per)*32+j] for j < 32
+// and p < kc, every per chunks of 32 values sharing a vector of 32
+// scales. kc is a positive multiple of 32.
+//
+//go:noescape
+func PackQ4T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int, levels *[16]float32)

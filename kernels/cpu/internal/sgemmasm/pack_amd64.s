@@ -577,3 +577,115 @@ q8t32same:
 	JNZ q8t32half
 	VZEROUPPER
 	RET
+
+// Q4ROWS16 sets Z0–Z15 to the levels (Z16) of 16 nibbles of each of the
+// 16 rows from SI, R10, R11 and R12 (R8 bytes apart, R9 three rows): the
+// low nibbles of 16 bytes where SHIFT is an AND with the mask in Z17, the
+// high ones where it is a right shift by 4.
+#define Q4ROW(mem, z) \
+	VPMOVZXBD mem, z; \
+	SHIFT(z); \
+	VPERMPS   Z16, z, z
+#define Q4ROWS16 \
+	Q4ROW((SI), Z0); \
+	Q4ROW((SI)(R8*1), Z1); \
+	Q4ROW((SI)(R8*2), Z2); \
+	Q4ROW((SI)(R9*1), Z3); \
+	Q4ROW((R10), Z4); \
+	Q4ROW((R10)(R8*1), Z5); \
+	Q4ROW((R10)(R8*2), Z6); \
+	Q4ROW((R10)(R9*1), Z7); \
+	Q4ROW((R11), Z8); \
+	Q4ROW((R11)(R8*1), Z9); \
+	Q4ROW((R11)(R8*2), Z10); \
+	Q4ROW((R11)(R9*1), Z11); \
+	Q4ROW((R12), Z12); \
+	Q4ROW((R12)(R8*1), Z13); \
+	Q4ROW((R12)(R8*2), Z14); \
+	Q4ROW((R12)(R9*1), Z15)
+
+// func PackQ4T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int, levels *[16]float32)
+TEXT ·PackQ4T32(SB), NOSPLIT, $8-56
+// LEVELS loads the levels into Z16 and the nibble mask into Z17 (DX
+// clobbered).
+#define LEVELS \
+	MOVQ         levels+48(FP), DX; \
+	VMOVUPS      (DX), Z16; \
+	MOVL         $15, DX; \
+	VPBROADCASTD DX, Z17
+	MOVQ dst+0(FP), R13
+	MOVQ codes+8(FP), AX
+	MOVQ ldc+16(FP), R8
+	MOVQ scales+32(FP), CX
+	LEAQ (R8)(R8*2), R9
+	MOVQ $2, R14
+
+q4t32half:
+	MOVQ AX, SI
+	LEAQ (SI)(R8*4), R10
+	LEAQ (R10)(R8*4), R11
+	LEAQ (R11)(R8*4), R12
+	MOVQ R13, DI
+	MOVQ kc+24(FP), BX
+	SHRQ $5, BX
+	MOVQ CX, R15
+	MOVQ per+40(FP), DX
+	MOVQ DX, left-8(SP)
+
+q4t32loop:
+	PREFETCHT0 128(SI)
+	PREFETCHT0 128(SI)(R8*1)
+	PREFETCHT0 128(SI)(R8*2)
+	PREFETCHT0 128(SI)(R9*1)
+	PREFETCHT0 128(R10)
+	PREFETCHT0 128(R10)(R8*1)
+	PREFETCHT0 128(R10)(R8*2)
+	PREFETCHT0 128(R10)(R9*1)
+	PREFETCHT0 128(R11)
+	PREFETCHT0 128(R11)(R8*1)
+	PREFETCHT0 128(R11)(R8*2)
+	PREFETCHT0 128(R11)(R9*1)
+	PREFETCHT0 128(R12)
+	PREFETCHT0 128(R12)(R8*1)
+	PREFETCHT0 128(R12)(R8*2)
+	PREFETCHT0 128(R12)(R9*1)
+	// Values 0–15 of the 32: the low nibbles.
+	LEVELS
+#define SHIFT(z) VPANDD Z17, z, z
+	Q4ROWS16
+#undef SHIFT
+	T16
+	VMOVUPS (R15), Z16
+	SCALED16
+	ADDQ $2048, DI
+	// Values 16–31: the high nibbles.
+	LEVELS
+#define SHIFT(z) VPSRLD $4, z, z
+	Q4ROWS16
+#undef SHIFT
+	T16
+	VMOVUPS (R15), Z16
+	SCALED16
+	ADDQ $2048, DI
+	ADDQ $16, SI
+	ADDQ $16, R10
+	ADDQ $16, R11
+	ADDQ $16, R12
+	DECQ left-8(SP)
+	JNZ q4t32same
+	ADDQ $128, R15
+	MOVQ per+40(FP), DX
+	MOVQ DX, left-8(SP)
+
+q4t32same:
+	DECQ BX
+	JNZ q4t32loop
+	MOVQ R8, BX
+	SHLQ $4, BX
+	ADDQ BX, AX
+	ADDQ $64, R13
+	ADDQ $64, CX
+	DECQ R14
+	JNZ q4t32half
+	VZEROUPPER
+	RET

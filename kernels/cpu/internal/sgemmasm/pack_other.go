@@ -24,3 +24,8 @@ func PackPairs32(dst *uint32, b *uint16, ldb, k2 int) {
 func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int) {
 	panic("sgemmasm: no assembly packing on this architecture")
 }
+
+// PackQ4T32 is the AVX-512 dequantizing pack, absent here; it panics.
+func PackQ4T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int, levels *[16]float32) {
+	panic("sgemmasm: no assembly packing on this architecture")
+}
