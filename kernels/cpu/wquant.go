@@ -234,7 +234,7 @@ func widenedRows(k int, row func(dst []float32, r int)) blockPanels {
 // are widened to float32 in one pass, then laid out per panel as the
 // assembly reads them.
 func quantPanels(w kernels.QWeight, k int) blockPanels {
-	const nr = 32
+	nr := sgemmMicro.nr // the panels' width; the assembly packs 32
 	data := i8(w.Data)
 	group, ng := k, 1
 	if w.Group > 0 {
@@ -246,11 +246,11 @@ func quantPanels(w kernels.QWeight, k int) blockPanels {
 		chunk, rowBytes = 32, k/2
 	}
 	levels := w.Format.Levels()
-	asm := sgemmasm.Available512 && sgemmMicro.nr == nr && group%chunk == 0
+	asm := sgemmasm.Available512 && nr == 32 && group%chunk == 0
 	return func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32 {
 		// buf: the block's scales [rows, ng], a panel's scale vectors, and
 		// room for rows widened where the assembly does not take a panel.
-		ns, nt := rows*ng, sgemmKC/16*nr
+		ns, nt := rows*ng, sgemmKC/16*32
 		*buf = grow(*buf, ns+nt+nr*k)
 		scales, table, row := (*buf)[:ns], (*buf)[ns:ns+nt], (*buf)[ns+nt:]
 		if w.Scales.DType() == kernels.F16 {
