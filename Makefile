@@ -68,6 +68,8 @@ unit: tokenizer-ref cpu-engines
 	ZBENCH_CPU_ENGINE=purego $(GO) test -count=1 ./kernels/cpu/
 	ZBENCH_CPU_ENGINE=openblas $(GO) test -count=1 ./kernels/cpu/
 	ZBENCH_CPU_ENGINE=onednn $(GO) test -count=1 ./kernels/cpu/
+	@echo "== the CPU backend without its assembly (-tags purego: the kernels and panel widths of a machine without AVX-512)"
+	$(GO) test -tags purego -count=1 ./kernels/cpu/... ./models/llama/
 
 ## cpu-engines: OpenBLAS's and oneDNN's runtimes, which the CPU backend loads
 ## when present.
