@@ -440,41 +440,50 @@ pairs32:
 	VZEROUPPER
 	RET
 
-// Q8ROWS16 sets Z0–Z15 to 16 codes of each of the 16 rows from SI, R10,
-// R11 and R12 (four rows each, R8 bytes apart; R9 three rows) as float32.
-#define Q8ROWS16 \
-	VPMOVSXBD (SI), Z0; \
-	VPMOVSXBD (SI)(R8*1), Z1; \
-	VPMOVSXBD (SI)(R8*2), Z2; \
-	VPMOVSXBD (SI)(R9*1), Z3; \
-	VPMOVSXBD (R10), Z4; \
-	VPMOVSXBD (R10)(R8*1), Z5; \
-	VPMOVSXBD (R10)(R8*2), Z6; \
-	VPMOVSXBD (R10)(R9*1), Z7; \
-	VPMOVSXBD (R11), Z8; \
-	VPMOVSXBD (R11)(R8*1), Z9; \
-	VPMOVSXBD (R11)(R8*2), Z10; \
-	VPMOVSXBD (R11)(R9*1), Z11; \
-	VPMOVSXBD (R12), Z12; \
-	VPMOVSXBD (R12)(R8*1), Z13; \
-	VPMOVSXBD (R12)(R8*2), Z14; \
-	VPMOVSXBD (R12)(R9*1), Z15; \
-	VCVTDQ2PS Z0, Z0; \
-	VCVTDQ2PS Z1, Z1; \
-	VCVTDQ2PS Z2, Z2; \
-	VCVTDQ2PS Z3, Z3; \
-	VCVTDQ2PS Z4, Z4; \
-	VCVTDQ2PS Z5, Z5; \
-	VCVTDQ2PS Z6, Z6; \
-	VCVTDQ2PS Z7, Z7; \
-	VCVTDQ2PS Z8, Z8; \
-	VCVTDQ2PS Z9, Z9; \
-	VCVTDQ2PS Z10, Z10; \
-	VCVTDQ2PS Z11, Z11; \
-	VCVTDQ2PS Z12, Z12; \
-	VCVTDQ2PS Z13, Z13; \
-	VCVTDQ2PS Z14, Z14; \
-	VCVTDQ2PS Z15, Z15
+// PREFETCH16 prefetches the line off bytes on in each of the 16 rows from
+// SI, R10, R11 and R12 (R8 bytes apart, R9 three rows) into L1.
+#define PREFETCH16(off) \
+	PREFETCHT0 off(SI); \
+	PREFETCHT0 off(SI)(R8*1); \
+	PREFETCHT0 off(SI)(R8*2); \
+	PREFETCHT0 off(SI)(R9*1); \
+	PREFETCHT0 off(R10); \
+	PREFETCHT0 off(R10)(R8*1); \
+	PREFETCHT0 off(R10)(R8*2); \
+	PREFETCHT0 off(R10)(R9*1); \
+	PREFETCHT0 off(R11); \
+	PREFETCHT0 off(R11)(R8*1); \
+	PREFETCHT0 off(R11)(R8*2); \
+	PREFETCHT0 off(R11)(R9*1); \
+	PREFETCHT0 off(R12); \
+	PREFETCHT0 off(R12)(R8*1); \
+	PREFETCHT0 off(R12)(R8*2); \
+	PREFETCHT0 off(R12)(R9*1)
+
+// ROWS16 applies ROW(mem, z) to each of the 16 rows from SI, R10, R11 and
+// R12 (four rows each, R8 bytes apart; R9 three rows), row i into Zi.
+#define ROWS16(ROW) \
+	ROW((SI), Z0) \
+	ROW((SI)(R8*1), Z1) \
+	ROW((SI)(R8*2), Z2) \
+	ROW((SI)(R9*1), Z3) \
+	ROW((R10), Z4) \
+	ROW((R10)(R8*1), Z5) \
+	ROW((R10)(R8*2), Z6) \
+	ROW((R10)(R9*1), Z7) \
+	ROW((R11), Z8) \
+	ROW((R11)(R8*1), Z9) \
+	ROW((R11)(R8*2), Z10) \
+	ROW((R11)(R9*1), Z11) \
+	ROW((R12), Z12) \
+	ROW((R12)(R8*1), Z13) \
+	ROW((R12)(R8*2), Z14) \
+	ROW((R12)(R9*1), Z15)
+
+// Q8ROW sets z to 16 int8 codes at mem as float32.
+#define Q8ROW(mem, z) \
+	VPMOVSXBD mem, z; \
+	VCVTDQ2PS z, z
 
 // SCALED16 multiplies Z0–Z15 by Z16 and stores them a panel row apart
 // (128 bytes) from DI.
@@ -512,97 +521,76 @@ pairs32:
 	VMOVUPS Z14, 1792(DI); \
 	VMOVUPS Z15, 1920(DI)
 
-// func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int)
-TEXT ·PackQ8T32(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), R13
-	MOVQ codes+8(FP), AX
-	MOVQ ldc+16(FP), R8
-	MOVQ scales+32(FP), CX
-	LEAQ (R8)(R8*2), R9
-	MOVQ $2, R14
-
-	// Rows 0-15 of the panel into columns 0-15 with scales 0-15 of each
-	// vector, then rows 16-31 into columns 16-31 with scales 16-31.
-q8t32half:
-	MOVQ AX, SI
-	LEAQ (SI)(R8*4), R10
-	LEAQ (R10)(R8*4), R11
-	LEAQ (R11)(R8*4), R12
-	MOVQ R13, DI
-	MOVQ kc+24(FP), BX
-	SHRQ $4, BX
-	MOVQ per+40(FP), DX
-	MOVQ CX, R15
-
-q8t32loop:
-	PREFETCHT0 256(SI)
-	PREFETCHT0 256(SI)(R8*1)
-	PREFETCHT0 256(SI)(R8*2)
-	PREFETCHT0 256(SI)(R9*1)
-	PREFETCHT0 256(R10)
-	PREFETCHT0 256(R10)(R8*1)
-	PREFETCHT0 256(R10)(R8*2)
-	PREFETCHT0 256(R10)(R9*1)
-	PREFETCHT0 256(R11)
-	PREFETCHT0 256(R11)(R8*1)
-	PREFETCHT0 256(R11)(R8*2)
-	PREFETCHT0 256(R11)(R9*1)
-	PREFETCHT0 256(R12)
-	PREFETCHT0 256(R12)(R8*1)
-	PREFETCHT0 256(R12)(R8*2)
-	PREFETCHT0 256(R12)(R9*1)
-	Q8ROWS16
-	T16
-	VMOVUPS (R15), Z16
-	SCALED16
-	ADDQ $16, SI
-	ADDQ $16, R10
-	ADDQ $16, R11
-	ADDQ $16, R12
-	ADDQ $2048, DI
-	DECQ DX
-	JNZ q8t32same
-	ADDQ $128, R15
-	MOVQ per+40(FP), DX
-
-q8t32same:
-	DECQ BX
-	JNZ q8t32loop
-	MOVQ R8, BX
-	SHLQ $4, BX
-	ADDQ BX, AX
-	ADDQ $64, R13
-	ADDQ $64, CX
-	DECQ R14
-	JNZ q8t32half
-	VZEROUPPER
-	RET
-
-// Q4ROWS16 sets Z0–Z15 to the levels (Z16) of 16 nibbles of each of the
-// 16 rows from SI, R10, R11 and R12 (R8 bytes apart, R9 three rows): the
-// low nibbles of 16 bytes where SHIFT is an AND with the mask in Z17, the
-// high ones where it is a right shift by 4.
-#define Q4ROW(mem, z) \
+// Q4LO and Q4HI set z to the levels (Z16) of the low and of the high
+// nibbles of the 16 bytes at mem (Z17: the nibble mask).
+#define Q4LO(mem, z) \
 	VPMOVZXBD mem, z; \
-	SHIFT(z); \
+	VPANDD    Z17, z, z; \
 	VPERMPS   Z16, z, z
-#define Q4ROWS16 \
-	Q4ROW((SI), Z0); \
-	Q4ROW((SI)(R8*1), Z1); \
-	Q4ROW((SI)(R8*2), Z2); \
-	Q4ROW((SI)(R9*1), Z3); \
-	Q4ROW((R10), Z4); \
-	Q4ROW((R10)(R8*1), Z5); \
-	Q4ROW((R10)(R8*2), Z6); \
-	Q4ROW((R10)(R9*1), Z7); \
-	Q4ROW((R11), Z8); \
-	Q4ROW((R11)(R8*1), Z9); \
-	Q4ROW((R11)(R8*2), Z10); \
-	Q4ROW((R11)(R9*1), Z11); \
-	Q4ROW((R12), Z12); \
-	Q4ROW((R12)(R8*1), Z13); \
-	Q4ROW((R12)(R8*2), Z14); \
-	Q4ROW((R12)(R9*1), Z15)
+#define Q4HI(mem, z) \
+	VPMOVZXBD mem, z; \
+	VPSRLD    $4, z, z; \
+	VPERMPS   Z16, z, z
+
+// Q8CHUNK packs a chunk of 16 codes of 16 rows into 16 rows of the panel
+// from DI, scaled by the vector at R15.
+#define Q8CHUNK \
+	PREFETCH16(256); \
+	ROWS16(Q8ROW); \
+	T16; \
+	VMOVUPS (R15), Z16; \
+	SCALED16; \
+	ADDQ    $2048, DI
+
+// func PackQ8T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int)
+TEXT ·PackQ8T32(SB), NOSPLIT, $8-48
+// PANEL32 is the body of the dequantizing packs: rows 0–15 of the panel
+// into columns 0–15 with scales 0–15 of each vector, then rows 16–31 into
+// columns 16–31 with scales 16–31, CHUNK a chunk of 16 bytes of each row
+// at a time (kc>>SHIFT chunks), the scale vector (R15) moving on every
+// per chunks.
+#define PANEL32(SHIFT, CHUNK) \
+	MOVQ dst+0(FP), R13; \
+	MOVQ codes+8(FP), AX; \
+	MOVQ ldc+16(FP), R8; \
+	MOVQ scales+32(FP), CX; \
+	LEAQ (R8)(R8*2), R9; \
+	MOVQ $2, R14; \
+half: \
+	MOVQ AX, SI; \
+	LEAQ (SI)(R8*4), R10; \
+	LEAQ (R10)(R8*4), R11; \
+	LEAQ (R11)(R8*4), R12; \
+	MOVQ R13, DI; \
+	MOVQ kc+24(FP), BX; \
+	SHRQ $SHIFT, BX; \
+	MOVQ CX, R15; \
+	MOVQ per+40(FP), DX; \
+	MOVQ DX, left-8(SP); \
+loop: \
+	CHUNK; \
+	ADDQ $16, SI; \
+	ADDQ $16, R10; \
+	ADDQ $16, R11; \
+	ADDQ $16, R12; \
+	DECQ left-8(SP); \
+	JNZ  same; \
+	ADDQ $128, R15; \
+	MOVQ per+40(FP), DX; \
+	MOVQ DX, left-8(SP); \
+same: \
+	DECQ BX; \
+	JNZ  loop; \
+	MOVQ R8, BX; \
+	SHLQ $4, BX; \
+	ADDQ BX, AX; \
+	ADDQ $64, R13; \
+	ADDQ $64, CX; \
+	DECQ R14; \
+	JNZ  half; \
+	VZEROUPPER; \
+	RET
+	PANEL32(4, Q8CHUNK)
 
 // func PackQ4T32(dst *float32, codes *int8, ldc, kc int, scales *float32, per int, levels *[16]float32)
 TEXT ·PackQ4T32(SB), NOSPLIT, $8-56
@@ -613,79 +601,21 @@ TEXT ·PackQ4T32(SB), NOSPLIT, $8-56
 	VMOVUPS      (DX), Z16; \
 	MOVL         $15, DX; \
 	VPBROADCASTD DX, Z17
-	MOVQ dst+0(FP), R13
-	MOVQ codes+8(FP), AX
-	MOVQ ldc+16(FP), R8
-	MOVQ scales+32(FP), CX
-	LEAQ (R8)(R8*2), R9
-	MOVQ $2, R14
-
-q4t32half:
-	MOVQ AX, SI
-	LEAQ (SI)(R8*4), R10
-	LEAQ (R10)(R8*4), R11
-	LEAQ (R11)(R8*4), R12
-	MOVQ R13, DI
-	MOVQ kc+24(FP), BX
-	SHRQ $5, BX
-	MOVQ CX, R15
-	MOVQ per+40(FP), DX
-	MOVQ DX, left-8(SP)
-
-q4t32loop:
-	PREFETCHT0 128(SI)
-	PREFETCHT0 128(SI)(R8*1)
-	PREFETCHT0 128(SI)(R8*2)
-	PREFETCHT0 128(SI)(R9*1)
-	PREFETCHT0 128(R10)
-	PREFETCHT0 128(R10)(R8*1)
-	PREFETCHT0 128(R10)(R8*2)
-	PREFETCHT0 128(R10)(R9*1)
-	PREFETCHT0 128(R11)
-	PREFETCHT0 128(R11)(R8*1)
-	PREFETCHT0 128(R11)(R8*2)
-	PREFETCHT0 128(R11)(R9*1)
-	PREFETCHT0 128(R12)
-	PREFETCHT0 128(R12)(R8*1)
-	PREFETCHT0 128(R12)(R8*2)
-	PREFETCHT0 128(R12)(R9*1)
-	// Values 0–15 of the 32: the low nibbles.
-	LEVELS
-#define SHIFT(z) VPANDD Z17, z, z
-	Q4ROWS16
-#undef SHIFT
-	T16
-	VMOVUPS (R15), Z16
-	SCALED16
-	ADDQ $2048, DI
-	// Values 16–31: the high nibbles.
-	LEVELS
-#define SHIFT(z) VPSRLD $4, z, z
-	Q4ROWS16
-#undef SHIFT
-	T16
-	VMOVUPS (R15), Z16
-	SCALED16
-	ADDQ $2048, DI
-	ADDQ $16, SI
-	ADDQ $16, R10
-	ADDQ $16, R11
-	ADDQ $16, R12
-	DECQ left-8(SP)
-	JNZ q4t32same
-	ADDQ $128, R15
-	MOVQ per+40(FP), DX
-	MOVQ DX, left-8(SP)
-
-q4t32same:
-	DECQ BX
-	JNZ q4t32loop
-	MOVQ R8, BX
-	SHLQ $4, BX
-	ADDQ BX, AX
-	ADDQ $64, R13
-	ADDQ $64, CX
-	DECQ R14
-	JNZ q4t32half
-	VZEROUPPER
-	RET
+// Q4CHUNK packs a chunk of 16 bytes (32 values) of 16 rows into 32 rows
+// of the panel from DI, the low nibbles' levels then the high ones',
+// scaled by the vector at R15.
+#define Q4CHUNK \
+	PREFETCH16(128); \
+	LEVELS; \
+	ROWS16(Q4LO); \
+	T16; \
+	VMOVUPS (R15), Z16; \
+	SCALED16; \
+	ADDQ    $2048, DI; \
+	LEVELS; \
+	ROWS16(Q4HI); \
+	T16; \
+	VMOVUPS (R15), Z16; \
+	SCALED16; \
+	ADDQ    $2048, DI
+	PANEL32(5, Q4CHUNK)
