@@ -147,8 +147,9 @@ func BenchmarkWGemmPrefill(b *testing.B) {
 		if c.f16 {
 			sv, err := kernels.ToFloat32(w.Scales)
 			require.NoError(b, err)
+			shape := w.Scales.Shape()
 			require.NoError(b, be.Free(w.Scales))
-			w.Scales, err = kernels.FromFloat32(be, kernels.F16, sv, w.Scales.Shape()...)
+			w.Scales, err = kernels.FromFloat32(be, kernels.F16, sv, shape...)
 			require.NoError(b, err)
 		}
 		for _, m := range []int{64, 128} {

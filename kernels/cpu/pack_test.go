@@ -295,8 +295,8 @@ func BenchmarkPack(b *testing.B) {
 // TestQuantPanels checks that the weight-only quantized weights' panels,
 // dequantized as they are packed, equal the rows dequantized by
 // dequantRow and then packed, bit for bit: int8 with a scale per row and
-// in groups of 32 and 128, float32 and float16 scales; int4 and NF4 in
-// groups of 32 and 128; k-blocks of whole and partial depth, and blocks
+// in groups of 32 and 128, float32 and float16 scales; int4 in groups of
+// 32 and 128, NF4 of 32 and 64; k-blocks of whole and partial depth, and blocks
 // of whole and partial panels.
 func TestQuantPanels(t *testing.T) {
 	t.Logf("AVX-512 assembly: %v", sgemmasm.Available512)

@@ -295,10 +295,10 @@ func quantPanels(w kernels.QWeight, k int) blockPanels {
 }
 
 // blockedGemmT sets y [m, n] = alpha·x [m, k] · Wᵀ + beta·y for a weight
-// W [n, k] whose panels panels gives a block at a time: each worker takes
-// wblock rows of W at a time, whose float32 panels stay in cache, so that
-// the float32 weight never exists whole; x is packed once for all the
-// blocks (packAllA).
+// W [n, k] that panels packs a block at a time: each worker takes wblock
+// rows of W at a time, whose float32 panels stay in cache, so that the
+// float32 weight never exists whole; x is packed once for all the blocks
+// (packAllA).
 func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, panels blockPanels) {
 	if alpha == 0 || k == 0 {
 		for i := range m {
