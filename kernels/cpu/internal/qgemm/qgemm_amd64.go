@@ -60,8 +60,10 @@ func DotQ8(x *float32, w *int8, k int) float32
 //go:noescape
 func DotQ8Rows(x *float32, w *int8, k int, rows int, scales *float32, out *float32)
 
-// DotQ8G returns Σ_g scales[g]·Σ_{p in group g} x[p]·w[p] over k values
-// (a multiple of group, itself a multiple of 32) of int8 codes.
+// DotQ8G returns Σ_g Σ_{p in group g} x[p]·w[p]·scales[g] over k values
+// (a multiple of group, itself a multiple of 32) of int8 codes: in groups
+// of 32 each x[p] times w[p]·scales[g] rounded to float32 (the weight as
+// dequantized), in other groups each group's sum times its scale.
 //
 //go:noescape
 func DotQ8G(x *float32, w *int8, k int, scales *float32, group int) float32

@@ -511,9 +511,9 @@ rrow:
 // CX, scales (SCALE, SW bytes each) from R8 and the group in R9, left in
 // X0's first lane. Groups
 // of 32 (GGUF's blocks) go four a step, each into an accumulator of its
-// own (Z7, Z9, Z10, Z11), so that no group waits for the previous one's
-// scaled sum; other groups one at a time, their 32-value chunks into Z0
-// and Z8.
+// own (Z7, Z9, Z10, Z11), x times each code's scaled value (G32), so that
+// no group waits for the previous one's; other groups one at a time,
+// their 32-value chunks into Z0 and Z8, each group's sum then scaled.
 #define GDOT \
 	VPXORD Z7, Z7, Z7; \
 	VPXORD Z9, Z9, Z9; \
