@@ -229,10 +229,11 @@ func widenedRows(k int, row func(dst []float32, r int)) blockPanels {
 // 4-bit formats in groups): each full 32-row panel of a k-block that starts
 // a group (any, with a scale per row) and is a whole number of the
 // assembly's chunks (16 int8 codes, 32 4-bit ones) is dequantized as it is
-// packed (sgemmasm.PackQ8T32, PackQ4T32), the rest dequantized by
-// dequantRow and packed; every value is dequantRow's. A block's scales
-// are widened to float32 in one pass, then laid out per panel as the
-// assembly reads them.
+// packed (sgemmasm.PackQ8T32, PackQ4T32); for the rest, the block's rows
+// are dequantized by dequantRow once and packed (as widenedRows does, all
+// of it where the assembly does not run). Every value is dequantRow's. A
+// block's scales are widened to float32 in one pass, then laid out per
+// panel as the assembly reads them.
 func quantPanels(w kernels.QWeight, k int) blockPanels {
 	nr := sgemmMicro.nr // the panels' width; the assembly packs 32
 	data := i8(w.Data)
@@ -245,24 +246,28 @@ func quantPanels(w kernels.QWeight, k int) blockPanels {
 	if !q8 {
 		chunk, rowBytes = 32, k/2
 	}
+	dequant := func(dst []float32, r int) { dequantRow(dst, w, r, k) }
+	if !sgemmasm.Available512 || nr != 32 || group%chunk != 0 {
+		return widenedRows(k, dequant)
+	}
 	levels := w.Format.Levels()
-	asm := sgemmasm.Available512 && nr == 32 && group%chunk == 0
 	return func(buf *[]float32, n0, rows int) func(dst []float32, pc, kc, jc, nc int) []float32 {
 		// buf: the block's scales [rows, ng], a panel's scale vectors, and
-		// room for rows widened where the assembly does not take a panel.
-		ns, nt := rows*ng, sgemmKC/16*32
-		*buf = grow(*buf, ns+nt+nr*k)
-		scales, table, row := (*buf)[:ns], (*buf)[ns:ns+nt], (*buf)[ns+nt:]
+		// its rows dequantized, for the panels the assembly does not take.
+		ns, nt := rows*ng, sgemmKC/16*nr
+		*buf = grow(*buf, ns+nt+rows*k)
+		scales, table, widened := (*buf)[:ns], (*buf)[ns:ns+nt], (*buf)[ns+nt:]
 		if w.Scales.DType() == kernels.F16 {
 			widen16(kernels.F16, scales, u16(w.Scales)[n0*ng:(n0+rows)*ng])
 		} else {
 			copy(scales, f32(w.Scales)[n0*ng:(n0+rows)*ng])
 		}
+		done := false // widened holds the block's rows
 		return func(dst []float32, pc, kc, jc, nc int) []float32 {
 			for jr := 0; jr < nc; jr += nr {
 				r0, nn := jc+jr, min(nr, nc-jr) // rows of the block
 				d := dst[jr*kc : (jr+nr)*kc]
-				if asm && nn == nr && kc%chunk == 0 && kc <= sgemmKC && (ng == 1 || pc%group == 0) {
+				if nn == nr && kc%chunk == 0 && kc <= sgemmKC && (ng == 1 || pc%group == 0) {
 					g0, g1, per := pc/group, (pc+kc+group-1)/group, group/chunk
 					if ng == 1 {
 						per = kc / chunk // one scale a row
@@ -284,10 +289,13 @@ func quantPanels(w kernels.QWeight, k int) blockPanels {
 					}
 					continue
 				}
-				for r := range nn {
-					dequantRow(row[r*k:(r+1)*k], w, n0+r0+r, k)
+				if !done {
+					for r := range rows {
+						dequant(widened[r*k:(r+1)*k], n0+r)
+					}
+					done = true
 				}
-				packT(d, row[pc:], k, nn, kc, nr)
+				packT(d, widened[r0*k+pc:], k, nn, kc, nr)
 			}
 			return dst
 		}
@@ -295,32 +303,19 @@ func quantPanels(w kernels.QWeight, k int) blockPanels {
 }
 
 // blockedGemmT sets y [m, n] = alpha·x [m, k] · Wᵀ + beta·y for a weight
-// W [n, k] that panels packs a block at a time: each worker takes wblock
-// rows of W at a time, whose float32 panels stay in cache, so that the
-// float32 weight never exists whole; x is packed once for all the blocks
+// W [n, k] that panels packs a block at a time (alpha ≠ 0, every
+// dimension positive): each worker takes wblock rows of W at a time, whose
+// float32 panels stay in cache, so that the float32 weight never exists
+// whole; x, of more rows than a tile, is packed once for all the blocks
 // (packAllA).
 func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, panels blockPanels) {
-	if alpha == 0 || k == 0 {
-		for i := range m {
-			row := y[i*n : (i+1)*n]
-			for j := range row {
-				if beta == 0 {
-					row[j] = 0
-				} else {
-					row[j] *= beta
-				}
-			}
-		}
-		return
-	}
 	blocks := (n + wblock - 1) / wblock
 	kern := sgemmMicro
-	var pa packedA
-	shared := m > kern.mr
-	if shared {
+	panelsA := panelsOfA(xs, k, false, kern.mr)
+	if m > kern.mr {
 		buf := scratch32.Get().(*[]float32)
 		defer scratch32.Put(buf)
-		pa = packAllA(buf, kern, xs, k, m, k)
+		panelsA = packAllA(buf, kern, xs, k, m, k).panels
 	}
 	parallelFor(blocks, m*wblock*k/16, func(lo, hi int) {
 		wb := scratch32.Get().(*[]float32)
@@ -328,12 +323,7 @@ func blockedGemmT(y, xs []float32, m, n, k int, alpha, beta float32, panels bloc
 		for blk := lo; blk < hi; blk++ {
 			n0 := blk * wblock
 			rows := min(wblock, n-n0)
-			pb := panels(wb, n0, rows)
-			if !shared {
-				sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, panelsOfA(xs, k, false, kern.mr), pb)
-				continue
-			}
-			sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, pa.panels, pb)
+			sgemmPanels(kern, m, rows, k, alpha, beta, y[n0:], n, panelsA, panels(wb, n0, rows))
 		}
 	})
 }
