@@ -323,19 +323,19 @@ cuda-check: cuda-toolkit cuda-stub
 	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda -short -run 'Tolerance|GoldenFile' ./bench_test/
 
 ## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu:
-## stripped and gzipped (about 20 MB for the three), each knowing the commit
+## stripped and xz-compressed (about 15 MB for the three), each knowing the commit
 ## it was built from (the zbench-commit: line on a host without the
 ## checkout's git history); scripts/gpu-session.sh unpacks them.
 gpu-bin: cuda-toolkit
 	@rm -rf $(GPU_BIN) && mkdir -p $(GPU_BIN)
 	@commit=$$(git rev-parse --short=12 HEAD)$$(git status --porcelain --untracked-files=no | grep -q . && echo -dirty || true); \
 	for p in cuda:./kernels/cuda/ bench:./bench_test/ zbench:./cmd/zbench/; do \
-		echo "go test -c -tags cuda $${p#*:} > $(GPU_BIN)/$${p%%:*}.test.gz"; \
+		echo "go test -c -tags cuda $${p#*:} > $(GPU_BIN)/$${p%%:*}.test.xz"; \
 		$(CUDA_ENV) $(GO) test -c -tags cuda -ldflags "-s -w -X github.com/zbench/zbench/zbench.buildCommit=$$commit" \
 			-o $(GPU_BIN)/$${p%%:*}.test $${p#*:}; \
-		gzip -9 $(GPU_BIN)/$${p%%:*}.test; \
+		xz -9 -T0 $(GPU_BIN)/$${p%%:*}.test; \
 	done; \
-	echo "built $(GPU_BIN)/{cuda,bench,zbench}.test.gz at $$commit ($$(du -sh $(GPU_BIN) | cut -f1)): copy the repository with bin/gpu to the GPU host and run scripts/gpu-session.sh there"
+	echo "built $(GPU_BIN)/{cuda,bench,zbench}.test.xz at $$commit ($$(du -sh $(GPU_BIN) | cut -f1)): copy the repository with bin/gpu to the GPU host and run scripts/gpu-session.sh there"
 
 ## gpu-rehearse: the GPU's verify call (scripts/gpu-verify.sh) rehearsed on
 ## this machine: make gpu-bin's binaries on the stub driver, the points'

@@ -41,12 +41,19 @@ out=${2:?usage: gpu-session.sh check|bench|verify OUT}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/bin/gpu
 mkdir -p "$out"
-# make gpu-bin leaves the binaries gzipped: unpack those newer than their
-# unpacked copy.
-for gz in "$bin"/*.test.gz; do
-  [ -e "$gz" ] || continue
-  exe=${gz%.gz}
-  if [ ! -x "$exe" ] || [ "$gz" -nt "$exe" ]; then gunzip -c "$gz" >"$exe" && chmod +x "$exe"; fi
+# make gpu-bin leaves the binaries xz-compressed: unpack those newer than
+# their unpacked copy (with Python's lzma where the host has no xz).
+for xz in "$bin"/*.test.xz; do
+  [ -e "$xz" ] || continue
+  exe=${xz%.xz}
+  if [ ! -x "$exe" ] || [ "$xz" -nt "$exe" ]; then
+    if command -v xz >/dev/null; then
+      xz -dc "$xz" >"$exe"
+    else
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$xz" >"$exe"
+    fi
+    chmod +x "$exe"
+  fi
 done
 [ -x "$bin/cuda.test" ] && [ -x "$bin/bench.test" ] || { echo "gpu-session: run make gpu-bin first (bin/gpu)" >&2; exit 1; }
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1 || true)

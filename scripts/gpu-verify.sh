@@ -11,8 +11,9 @@
 #      -count COUNT (3) at BENCHTIME (0.2s),
 #   4. Nsight Compute over the three points furthest behind the peer.
 # Each step has an estimate of its seconds; a step whose estimate no longer
-# fits in what is left is skipped, and a step that runs is cut at the
-# deadline. Results are appended to OUT as they come (zbench.txt,
+# fits in what is left is skipped, and a step that runs is cut at its cap
+# (150 s for each test step, a point's estimate for each side of it, 90 s
+# for a profile) or at the deadline, whichever comes first. Results are appended to OUT as they come (zbench.txt,
 # torch-eager.txt, the tests' logs in tests.txt, Nsight Compute's in
 # ncu.txt: with gpu-session.sh's two, seven files, within the eight a lent
 # call brings back), so a call cut short still returns everything measured
@@ -53,20 +54,23 @@ fits() {
   fi
 }
 
-# run NAME EST DIR LOG TAG CMD...: CMD in DIR, cut at the deadline, its
-# output appended to LOG with TAG before each line; notes PASS, FAIL or CUT.
+# run NAME EST CAP DIR LOG TAG CMD...: CMD in DIR, cut after CAP seconds or
+# at the deadline, whichever comes first, its output appended to LOG with
+# TAG before each line; notes PASS, FAIL or CUT.
 run() {
-  local name=$1 est=$2 dir=$3 log=$4 tag=$5 t0 rc=0
-  shift 5
+  local name=$1 est=$2 cap=$3 dir=$4 log=$5 tag=$6 t0 rc=0 limit
+  shift 6
   fits "$name" "$((est > 0 ? est : 1))" || return 0
+  limit=$(left)
+  ((cap < limit)) && limit=$cap
   t0=$(date +%s)
-  (cd "$dir" && exec timeout --kill-after=5 "$(left)" "$@") 2>&1 | sed -u "s|^|$tag|" >>"$log" || rc=$?
+  (cd "$dir" && exec timeout --kill-after=5 "$limit" "$@") 2>&1 | sed -u "s|^|$tag|" >>"$log" || rc=$?
   case $rc in
   0) note "$name: PASS ($(($(date +%s) - t0))s)" ;;
   124 | 137)
     # A benchmark line the cut left without its figures would not parse.
     sed -i '$ { /^Benchmark/ { /ns\/op/! d } }' "$log"
-    note "$name: CUT at the deadline after $(($(date +%s) - t0))s (see ${log#"$out"/})"
+    note "$name: CUT after $(($(date +%s) - t0))s (see ${log#"$out"/})"
     ;;
   *) note "$name: FAIL, exit $rc ($(($(date +%s) - t0))s, see ${log#"$out"/})" ;;
   esac
@@ -76,35 +80,35 @@ run() {
 # benchmark NAME (each level anchored).
 pattern() { echo "^Benchmark$1\$" | sed 's|/|$/^|g'; }
 
-# The points: estimated seconds (set-up included, both sides), the
-# benchmark without its Benchmark prefix (dev=@ for the device), and
-# whether the PyTorch peer has it. First the MatMul rows the README quotes
-# from no raw file, then what never ran on a GPU (TinyLlama, LoRA,
-# ResNet-50, bf16 BERT training, int8 BERT, weight-only decode, serving),
-# then what ran on an H200 only.
+# The points: estimated seconds (set-up included, both sides; each side is
+# cut after that long), the benchmark without its Benchmark prefix (dev=@
+# for the device), and whether the PyTorch peer has it. First one point of
+# each workload, the README's MatMul row that has no raw file first, then
+# the second points: the rest of the README's GPU rows and the targets,
+# then the rows with no peer.
 POINTS=$(
   cat <<'EOF'
 40 MatMul/dev=@/dtype=bf16/m=8192/n=8192/k=8192/transfer=resident torch
-40 MatMul/dev=@/dtype=f16/m=8192/n=8192/k=8192/transfer=resident torch
-30 MatMul/dev=@/dtype=tf32/m=4096/n=4096/k=4096/transfer=resident torch
-20 MatMul/dev=@/dtype=f32/m=1024/n=1024/k=1024/transfer=resident torch
-40 MatMul/dev=@/dtype=int8/m=8192/n=8192/k=8192/transfer=resident torch
-40 MatMul/dev=@/dtype=e4m3/m=8192/n=8192/k=8192/transfer=resident torch
-60 LlamaPrefill/dev=@/dtype=bf16/model=tinyllama/batch=1/seq=512 torch
 60 LlamaDecode/dev=@/dtype=bf16/model=tinyllama/batch=1/ctx=512 torch
+60 LlamaPrefill/dev=@/dtype=bf16/model=tinyllama/batch=1/seq=512 torch
 80 LlamaGenerate/dev=@/dtype=bf16/model=tinyllama/prompt=128/new=100 torch
 90 LlamaLoRA/dev=@/dtype=bf16/model=tinyllama-1.1b/batch=8/seq=512 torch
-40 ResNet/dev=@/model=resnet50/dtype=bf16/batch=1 torch
 60 ResNet/dev=@/model=resnet50/dtype=bf16/batch=256 torch
 50 BERTTrain/dev=@/dtype=bf16/batch=32/seq=128 torch
+30 BERT/dev=@/dtype=f16/batch=1/seq=128 torch
+30 Attention/dev=@/dtype=f16/batch=4/heads=16/seq=4096/hdim=128/causal=true torch
+40 MatMul/dev=@/dtype=int8/m=8192/n=8192/k=8192/transfer=resident torch
+40 MatMul/dev=@/dtype=e4m3/m=8192/n=8192/k=8192/transfer=resident torch
+30 MatMul/dev=@/dtype=tf32/m=4096/n=4096/k=4096/transfer=resident torch
+30 BERT/dev=@/dtype=f32/batch=1/seq=128 torch
+40 BERT/dev=@/dtype=f16/batch=32/seq=384 torch
+40 MatMul/dev=@/dtype=f16/m=8192/n=8192/k=8192/transfer=resident torch
+20 MatMul/dev=@/dtype=f32/m=1024/n=1024/k=1024/transfer=resident torch
+40 ResNet/dev=@/model=resnet50/dtype=bf16/batch=1 torch
+50 BERTTrain/dev=@/dtype=f32/batch=32/seq=128 torch
 30 BERT/dev=@/dtype=int8/batch=1/seq=128 -
 40 LlamaDecode/dev=@/dtype=w8a16/model=tinyllama/batch=1/ctx=512 -
 60 Serve/dev=@/model=tinyllama/scenario=offline -
-50 BERTTrain/dev=@/dtype=f32/batch=32/seq=128 torch
-30 Attention/dev=@/dtype=f16/batch=4/heads=16/seq=4096/hdim=128/causal=true torch
-30 BERT/dev=@/dtype=f16/batch=1/seq=128 torch
-40 BERT/dev=@/dtype=f16/batch=32/seq=384 torch
-30 BERT/dev=@/dtype=f32/batch=1/seq=128 torch
 EOF
 )
 
@@ -112,13 +116,13 @@ cd "$root"
 note "gpu-verify: DEV=$dev BUDGET=${budget}s COUNT=$count BENCHTIME=$benchtime, $(date -u +%FT%TZ)"
 
 # 1 and 2, side by side (the host has cores to spare, and nothing is timed).
-run "cuda tests" 90 kernels/cuda "$out/tests.txt" "[cuda] " env ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.count=1 &
-run "golden tests" 90 bench_test "$out/tests.txt" "[golden] " env ZBENCH_REQUIRE_GPU=1 "$bin/bench.test" -test.run Golden -test.count=1 &
+run "cuda tests" 90 150 kernels/cuda "$out/tests.txt" "[cuda] " env ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.count=1 &
+run "golden tests" 90 150 bench_test "$out/tests.txt" "[golden] " env ZBENCH_REQUIRE_GPU=1 "$bin/bench.test" -test.run Golden -test.count=1 &
 san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
 if [ -z "$san" ]; then
   note "memcheck: compute-sanitizer not found"
 else
-  run "memcheck" 90 kernels/cuda "$out/tests.txt" "[memcheck] " env ZBENCH_REQUIRE_GPU=1 \
+  run "memcheck" 90 150 kernels/cuda "$out/tests.txt" "[memcheck] " env ZBENCH_REQUIRE_GPU=1 \
     "$san" --tool memcheck --error-exitcode 3 "$bin/cuda.test" -test.run 'Conformance|GPU' -test.count=1 &
 fi
 wait
@@ -131,12 +135,12 @@ while read -r est point peer; do
   name=${point//@/$dev}
   fits "$name" "$est" || continue
   before=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
-  run "zbench $name" 0 bench_test "$out/zbench.txt" "" "$bin/bench.test" -test.run '^$' \
+  run "zbench $name" 0 "$est" bench_test "$out/zbench.txt" "" "$bin/bench.test" -test.run '^$' \
     -test.bench "$(pattern "$name")" -test.count "$count" -test.benchtime "$benchtime"
   after=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
   note "zbench $name: $((${after:-0} - ${before:-0})) of $count results"
   if [ "$peer" = torch ]; then
-    run "torch $name" 0 . "$out/torch-eager.txt" "" "$py" baselines/peers/torch_bench.py --device "$dev" \
+    run "torch $name" 0 "$est" . "$out/torch-eager.txt" "" "$py" baselines/peers/torch_bench.py --device "$dev" \
       --llama "$llama" --bench "$(pattern "$name")" --count "$count" --benchtime "$benchtime"
   fi
 done <<<"$POINTS"
@@ -151,13 +155,13 @@ elif [ -s "$out/zbench.txt" ] && [ -s "$out/torch-eager.txt" ]; then
   i=0
   while read -r name ratio; do
     i=$((i + 1))
-    run "ncu $name ($ratio of the peer's speed)" 60 bench_test "$out/ncu.txt" "[ncu $i] " "$ncu" \
-      --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    run "ncu $name ($ratio of the peer's speed)" 60 90 bench_test "$out/ncu.txt" "[ncu $i] " "$ncu" \
+      --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
       --section Occupancy --launch-skip 50 --launch-count 20 \
       "$bin/bench.test" -test.run '^$' -test.bench "$(pattern "$name")" -test.benchtime 3x
   done < <(grep -v '^#' <<<"$behind" || true)
 fi
 
-left_out=$(sed -nE 's/^skipped for time: (.*) \(estimated .*/\1/p; s/^(.*): CUT at the deadline.*/\1 (cut)/p' "$summary" | paste -sd';' - | sed 's/;/; /g')
+left_out=$(sed -nE 's/^skipped for time: (.*) \(estimated .*/\1/p; s/^(.*): CUT after.*/\1 (cut)/p' "$summary" | paste -sd';' - | sed 's/;/; /g')
 note "skipped or cut for time: ${left_out:-none}"
 note "gpu-verify: done in $(($(date +%s) - start))s of ${budget}s"
