@@ -271,6 +271,30 @@ def config(stdout):
     return out
 
 
+class ReferenceDeviceTest(unittest.TestCase):
+    """The Llama and LoRA references the peer runs on a GPU create every
+    tensor on their input's device: run on the meta device, any tensor made
+    on the CPU instead fails the operation it meets."""
+
+    def test_llama_and_lora_off_the_cpu(self):
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "testdata", "reference"))
+        import torch
+        import llama as llama_ref
+        import lora as lora_ref
+        cfg = llama_ref.LlamaConfig.from_dict(llama_ref.TINY_CONFIG)
+        model = llama_ref.LlamaForCausalLM(cfg)
+        lora_ref.inject(model, 8, 32, ["q_proj", "v_proj"], 0.0)
+        model = model.to("meta")
+        ids = torch.randint(3, cfg.vocab_size, (2, 16)).to("meta")
+        logits = model(ids)
+        self.assertEqual(list(logits.shape), [2, 16, cfg.vocab_size])
+        self.assertEqual(lora_ref.causal_lm_loss(logits, ids).device.type, "meta")
+        cache = [[None, None] for _ in range(cfg.num_hidden_layers)]
+        model(ids, attention_mask=torch.ones(2, 16, dtype=torch.int64).to("meta"), past_key_values=cache)
+        step = model(ids[:, :1], attention_mask=torch.ones(2, 17, dtype=torch.int64).to("meta"), past_key_values=cache)
+        self.assertEqual(list(step.shape), [2, 1, cfg.vocab_size])
+
+
 class GuardTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

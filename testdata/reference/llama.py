@@ -316,8 +316,8 @@ class LlamaAttention(nn.Module):
                 v = torch.cat((cache[1], v), dim=2)
             cache[0], cache[1] = k, v
         rep = self.heads // self.kv_heads
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
+        k = k.repeat_interleave(rep, dim=1, output_size=k.shape[1] * rep)
+        v = v.repeat_interleave(rep, dim=1, output_size=v.shape[1] * rep)
         s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(D) + mask
         p = torch.softmax(s.to(torch.float32) if s.dtype != torch.float64 else s, dim=-1).to(q.dtype)
         o = torch.matmul(p, v).transpose(1, 2).reshape(B, S, self.heads * D)
@@ -367,7 +367,7 @@ def positions(attention_mask, past):
 
 def rotary(cfg, pos, dtype):
     """cos and sin [B, S, D] for positions pos [B, S], cast to dtype."""
-    freqs = pos[:, :, None].float() * cfg.inv_freq()[None, None, :]
+    freqs = pos[:, :, None].float() * cfg.inv_freq().to(pos.device)[None, None, :]
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
 
@@ -375,10 +375,11 @@ def rotary(cfg, pos, dtype):
 def attn_mask(attention_mask, S, past, dtype):
     """The additive mask [B, 1, S, past+S]: causal, and padding keys."""
     B, K = attention_mask.shape
-    q = torch.arange(past, past + S)[:, None]
-    k = torch.arange(K)[None, :]
+    dev = attention_mask.device
+    q = torch.arange(past, past + S, device=dev)[:, None]
+    k = torch.arange(K, device=dev)[None, :]
     allowed = (k <= q)[None, None] & (attention_mask[:, None, None, :] == 1)
-    return torch.zeros(B, 1, S, K, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+    return torch.zeros(B, 1, S, K, dtype=dtype, device=dev).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 class LlamaForCausalLM(nn.Module):
@@ -403,7 +404,7 @@ class LlamaForCausalLM(nn.Module):
         B, S = input_ids.shape
         past = 0 if cache is None or cache[0][0] is None else cache[0][0].shape[2]
         if attention_mask is None:
-            attention_mask = torch.ones(B, past + S, dtype=torch.int64)
+            attention_mask = torch.ones(B, past + S, dtype=torch.int64, device=input_ids.device)
         x = self.model.embed_tokens(input_ids)
         cos, sin = rotary(self.cfg, positions(attention_mask, past), x.dtype)
         mask = attn_mask(attention_mask, S, past, x.dtype)

@@ -18,9 +18,17 @@ def llama_weights(name):
     """The model's seeded synthetic state_dict (float32, CPU), made once."""
     if name not in _llama_weights:
         cfg_dict, seed, _ = LLAMA_MODELS[name]
-        m = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig.from_dict(cfg_dict))
+        cfg = llama_ref.LlamaConfig.from_dict(cfg_dict)
         _llama_weights.clear()  # one model's weights at a time
-        _llama_weights[name] = llama_ref.synthetic_(m, seed).state_dict()
+        if hasattr(torch, "set_default_device"):
+            # torch 2: the parameters' names and shapes from a model on the
+            # meta device, with no default initialization to overwrite.
+            with torch.device("meta"):
+                m = llama_ref.LlamaForCausalLM(cfg)
+            _llama_weights[name] = {n: llama_ref.synthetic_tensor(n, seed, list(p.shape)).to(p.dtype)
+                                    for n, p in m.state_dict().items()}
+        else:
+            _llama_weights[name] = llama_ref.synthetic_(llama_ref.LlamaForCausalLM(cfg), seed).state_dict()
     return _llama_weights[name]
 
 
