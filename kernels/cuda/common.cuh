@@ -299,3 +299,46 @@ __device__ __forceinline__ unsigned pack2(float a, float b, __nv_bfloat16) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
     return *reinterpret_cast<const unsigned*>(&h);
 }
+
+// ---------------------------------------------------------------------------
+// Wide loads of x rows for the matrix-vector kernels (wquant.cu's and
+// matmul.cu's gemv): lo16 and hi16 are the 16-bit elements of a 32-bit
+// word as float32.
+
+// ldx sets v to the NV (4 or 8) elements of T at p as float32; p is
+// aligned to NV·sizeof(T) (16 bytes for f32).
+template <int NV> __device__ __forceinline__ void ldx(const float* p, float (&v)[NV]) {
+#pragma unroll
+    for (int i = 0; i < NV; i += 4) {
+        const float4 a = *reinterpret_cast<const float4*>(p + i);
+        v[i] = a.x;
+        v[i + 1] = a.y;
+        v[i + 2] = a.z;
+        v[i + 3] = a.w;
+    }
+}
+__device__ __forceinline__ float lo16(unsigned u, __half) {
+    return __half2float(__ushort_as_half((unsigned short)(u & 0xffffu)));
+}
+__device__ __forceinline__ float hi16(unsigned u, __half) {
+    return __half2float(__ushort_as_half((unsigned short)(u >> 16)));
+}
+__device__ __forceinline__ float lo16(unsigned u, __nv_bfloat16) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float hi16(unsigned u, __nv_bfloat16) { return __uint_as_float(u & 0xffff0000u); }
+template <int NV, typename T> __device__ __forceinline__ void ldx(const T* p, float (&v)[NV]) {
+    if constexpr (NV == 8) {
+        const uint4 a = *reinterpret_cast<const uint4*>(p);
+        const unsigned u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            v[2 * i] = lo16(u[i], T());
+            v[2 * i + 1] = hi16(u[i], T());
+        }
+    } else {
+        const uint2 a = *reinterpret_cast<const uint2*>(p);
+        v[0] = lo16(a.x, T());
+        v[1] = hi16(a.x, T());
+        v[2] = lo16(a.y, T());
+        v[3] = hi16(a.y, T());
+    }
+}

@@ -87,6 +87,12 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error {
 				return b.MatMul(out, x, w, kernels.MatMulParams{TransB: true, Bias: y, Act: kernels.ActTanh})
 			},
+			func() error { // a decode step's projection: one row, added to the residual
+				return b.MatMul(a(dt, 1, 64), a(dt, 1, 256), a(dt, 64, 256), kernels.MatMulParams{TransB: true, Beta: 1})
+			},
+			func() error { // eight sequences' decode step as a batch sharing the weight
+				return b.MatMul(a(dt, 2, 4, 64), a(dt, 2, 4, 256), a(dt, 64, 256), kernels.MatMulParams{TransB: true, Bias: y})
+			},
 			func() error { return b.SwapAxes(a(dt, 2, 8, 4, 64), q) },
 			func() error { return b.SwapAxes(a(dt, 2, 5, 3, 3), a(dt, 2, 3, 5, 3)) }, // rows of 6 or 12 bytes
 			func() error { return b.Attention(q, q, kv, kv, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
@@ -205,7 +211,8 @@ func TestLaunchSignatures(t *testing.T) {
 			// The paths each target must take.
 			must := []string{"matmul_f32", "matmul_splitk_f32", "splitk_reduce_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
 				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32",
-				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32"}
+				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32",
+				"matmul_gemv1_f16", "matmul_gemv4_bf16", "matmul_gemv8_f16", "matmul_gemv1_bf16"}
 			must = append(must, visionMust(cc[0])...)
 			must = append(must, quantMust(cc[0])...)
 			must = append(must, quantConvMust(cc[0])...)

@@ -40,6 +40,14 @@
 //  16-bit SIMT kernels, which run where tensor cores do not, spill
 //  registers in this form and are left whole.)
 //
+//  matmul_gemvR_f16, matmul_gemvR_bf16, R = 1, 2, 4, 8 (every target): a
+//    decode step's product, M <= R rows of a [M, K] times b stored [N, K]
+//    (transB), one product (a batch sharing b folded into M rows); one warp
+//    per 2 output columns reading 16-byte chunks of b. (T* c, const T* a,
+//    const T* b, const T* bias, int M, int N, int K, float alpha, float
+//    beta, int act); needs K % 8 == 0 and a and b 16-byte aligned.
+//      grid = ceil(N/8), block = 128, no dynamic shared memory.
+//
 //  matmul_tc_f16, matmul_tc_bf16 (sm_80+): tensor cores, mma.sync m16n8k16
 //    with f32 accumulation, ldmatrix, 4-stage cp.async pipeline.
 //    128x128x32 block tile, 4 warps of 64x64, padded shared memory.
@@ -724,6 +732,96 @@ __device__ __forceinline__ void tc_gemm(T* c, const T* __restrict__ a, const T* 
 #endif
 }
 
+// ---------------------------------------------------------------------------
+// Matrix-vector kernels: matmul_gemvR_f16, matmul_gemvR_bf16.
+//
+// A decode step's product of M <= R rows with a linear layer's [N, K]
+// weight is bound by reading the weight once; the tile kernels give it a
+// block per 128 (Hopper: 256) columns, too few blocks to keep the memory
+// system busy. Here warp w of block x computes columns n0 = 2(4x + w) and
+// n0 + 1 for all M rows: each lane reads 16-byte chunks (8 elements) of the
+// two columns' rows of b, chunk lane, lane + 32, ..., the next chunk's while
+// it multiplies this one's with the M rows of a (16-byte loads, L1/L2
+// resident), and the lanes' float32 sums are reduced across the warp. A
+// column past N repeats column N - 1, whose sums are not stored.
+
+constexpr int GV_WARPS = 4, GV_COLS = 2, GV_THREADS = 32 * GV_WARPS, GV_VEC = 8;
+
+template <typename T, int R>
+__device__ __forceinline__ void gemv(T* c, const T* __restrict__ a, const T* __restrict__ b,
+                                     const T* __restrict__ bias, int M, int N, int K, float alpha, float beta,
+                                     int act) {
+    constexpr int NC = GV_COLS;
+    const int lane = threadIdx.x & 31;
+    const long long n0 = ((long long)blockIdx.x * GV_WARPS + (threadIdx.x >> 5)) * NC;
+    if (n0 >= N) return; // whole warps
+    const T* br[NC];
+#pragma unroll
+    for (int j = 0; j < NC; j++) br[j] = b + min(n0 + j, (long long)N - 1) * K;
+    float acc[R][NC];
+#pragma unroll
+    for (int m = 0; m < R; m++)
+#pragma unroll
+        for (int j = 0; j < NC; j++) acc[m][j] = 0.0f;
+
+    const int chunks = K / GV_VEC;
+    uint4 q[NC] = {}, qn[NC] = {};
+    if (lane < chunks) {
+#pragma unroll
+        for (int j = 0; j < NC; j++) q[j] = *reinterpret_cast<const uint4*>(br[j] + (long long)lane * GV_VEC);
+    }
+#pragma unroll 1
+    for (int ch = lane; ch < chunks; ch += 32) {
+        if (ch + 32 < chunks) {
+#pragma unroll
+            for (int j = 0; j < NC; j++)
+                qn[j] = *reinterpret_cast<const uint4*>(br[j] + (long long)(ch + 32) * GV_VEC);
+        }
+        float w[NC][GV_VEC];
+#pragma unroll
+        for (int j = 0; j < NC; j++) {
+            const unsigned u[4] = {q[j].x, q[j].y, q[j].z, q[j].w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                w[j][2 * i] = lo16(u[i], T());
+                w[j][2 * i + 1] = hi16(u[i], T());
+            }
+        }
+#pragma unroll
+        for (int m = 0; m < R; m++) {
+            if (m < M) {
+                float xv[GV_VEC];
+                ldx<GV_VEC>(a + (long long)m * K + (long long)ch * GV_VEC, xv);
+#pragma unroll
+                for (int j = 0; j < NC; j++)
+#pragma unroll
+                    for (int e = 0; e < GV_VEC; e++) acc[m][j] = fmaf(xv[e], w[j][e], acc[m][j]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < NC; j++) q[j] = qn[j];
+    }
+#pragma unroll
+    for (int m = 0; m < R; m++)
+#pragma unroll
+        for (int j = 0; j < NC; j++)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[m][j] += __shfl_xor_sync(0xffffffffu, acc[m][j], o);
+    // Every lane holds every sum: lane m·NC + j stores row m, column n0 + j.
+#pragma unroll
+    for (int m = 0; m < R; m++)
+#pragma unroll
+        for (int j = 0; j < NC; j++) {
+            const long long n = n0 + j;
+            if (lane == m * NC + j && m < M && n < N) {
+                T* out = c + (long long)m * N + n;
+                const float old = beta != 0.0f ? to_f32(*out) : 0.0f;
+                const float bv = bias != nullptr ? to_f32(bias[n]) : 0.0f;
+                *out = from_f32<T>(epilogue(acc[m][j], old, bv, alpha, beta, act));
+            }
+        }
+}
+
 } // namespace mm
 
 // ---------------------------------------------------------------------------
@@ -770,3 +868,22 @@ extern "C" __global__ void __launch_bounds__(mm::TC_THREADS) matmul_tc_bf16(MM_P
 extern "C" __global__ void __launch_bounds__(mm::TC_THREADS) matmul_tf32(MM_PARAMS(float)) {
     mm::tc_gemm<float>(MM_ARGS);
 }
+// Matrix-vector, M <= R rows times a weight stored [N, K] (transB), one
+// product: grid ceil(N/8), block 128, no dynamic smem. K % 8 == 0, a and b
+// 16-byte aligned; c and bias element-aligned.
+#define MM_GEMV_PARAMS(T)                                                                                  \
+    T *c, const T *__restrict__ a, const T *__restrict__ b, const T *__restrict__ bias, int M, int N, int K, \
+        float alpha, float beta, int act
+#define MM_GEMV(R, SUF, T)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(mm::GV_THREADS) matmul_gemv##R##_##SUF(MM_GEMV_PARAMS(T)) { \
+        mm::gemv<T, R>(c, a, b, bias, M, N, K, alpha, beta, act);                                          \
+    }
+MM_GEMV(1, f16, __half)
+MM_GEMV(2, f16, __half)
+MM_GEMV(4, f16, __half)
+MM_GEMV(8, f16, __half)
+MM_GEMV(1, bf16, __nv_bfloat16)
+MM_GEMV(2, bf16, __nv_bfloat16)
+MM_GEMV(4, bf16, __nv_bfloat16)
+MM_GEMV(8, bf16, __nv_bfloat16)
+#undef MM_GEMV

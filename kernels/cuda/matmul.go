@@ -14,7 +14,8 @@ import (
 const tcSmem = 81920
 
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias). It picks, in
-// order: the Hopper wgmma/TMA kernel (16-bit, compute capability 9.0), the
+// order: the matrix-vector kernel (16-bit, a few rows times a transposed
+// weight: decoding), the Hopper wgmma/TMA kernel (16-bit, compute capability 9.0), the
 // mma.sync tensor-core kernels (16-bit, or F32 with p.TF32, from 8.0), and
 // the SIMT kernel, which takes every shape on every device, in slices of K
 // (splitK) where one product has too few tiles to fill the device.
@@ -25,6 +26,9 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	}
 	if p.Alpha == 0 {
 		p.Alpha = 1
+	}
+	if ok, err := b.matmulGEMV(out, a, bm, d, p); ok || err != nil {
+		return wrap("matmul", err)
 	}
 	if ok, err := b.matmulSM90(out, a, bm, d, p); ok || err != nil {
 		return wrap("matmul", err)
@@ -134,4 +138,34 @@ func boolInt(v bool) int {
 		return 1
 	}
 	return 0
+}
+
+// gemvMaxRows is the most rows of a that matmul_gemvR_T takes (R = 1, 2,
+// 4, 8: the kernel's sums stay in registers).
+const gemvMaxRows = 8
+
+// matmulGEMV runs MatMul on matmul_gemvR_T, the matrix-vector kernel of
+// decode steps, and returns false, nil when the call does not meet its
+// preconditions: F16 or BF16, no TransA, TransB, one product (or a batch
+// sharing b, whose rows are one [Batch·M, K] matrix), at most gemvMaxRows
+// rows, K a multiple of 8, and a and b 16-byte aligned.
+func (b *Backend) matmulGEMV(out, a, bm *kernels.Tensor, d check.MatMulDims, p kernels.MatMulParams) (bool, error) {
+	dt := out.DType()
+	rows := d.M
+	if d.Batch > 1 {
+		if !d.SharedB {
+			return false, nil
+		}
+		rows = d.Batch * d.M
+	}
+	if (dt != kernels.F16 && dt != kernels.BF16) || p.TransA || !p.TransB || rows > gemvMaxRows ||
+		d.K%8 != 0 || ptrOf(a)%16 != 0 || ptrOf(bm)%16 != 0 {
+		return false, nil
+	}
+	r := 1
+	for r < rows {
+		r *= 2
+	}
+	return true, b.launch(fmt.Sprintf("matmul_gemv%d_%s", r, dt), dim3{x: (d.N + 7) / 8}, dim3{x: 128}, 0,
+		ptrOf(out), ptrOf(a), ptrOf(bm), ptrOf(p.Bias), int32(rows), int32(d.N), int32(d.K), p.Alpha, p.Beta, int32(p.Act))
 }

@@ -107,6 +107,18 @@ func matmulCases() []mmCase {
 		mmCase{m: 9, n: 70, k: 33, tB: true, alpha: -0.5, beta: 1, bias: true},
 		mmCase{batch: []int{3}, m: 7, n: 66, k: 31, shared: true, tB: true, beta: 0.25},
 	)
+	// A GPU's matrix-vector kernels (decode): 1 to 8 rows against a
+	// transposed weight whose depth is a multiple of 8, column counts that
+	// end a warp's pair of columns and a block's eight unevenly, the whole
+	// epilogue, and a batch sharing the weight, which is one matrix of rows.
+	for _, d := range [][3]int{{1, 9, 2048}, {2, 130, 520}, {3, 1, 8}, {5, 257, 1032}, {8, 64, 4096}} {
+		cs = append(cs, mmCase{m: d[0], n: d[1], k: d[2], tB: true})
+	}
+	cs = append(cs,
+		mmCase{m: 4, n: 33, k: 64, tB: true, alpha: 2, beta: 0.5, bias: true, act: kernels.ActSiLU},
+		mmCase{m: 1, n: 96, k: 264, tB: true, beta: 1, bias: true, act: kernels.ActGELU},
+		mmCase{batch: []int{3}, m: 2, n: 41, k: 136, shared: true, tB: true, beta: -1},
+	)
 	// Few output tiles over a long K, which a backend may multiply in
 	// slices of K and add up: every transpose, with the whole epilogue,
 	// a K whose slices end unevenly, and K not a multiple of 4.
