@@ -10,10 +10,11 @@
 #   3. one point of every workload (POINTS below, most wanted first):
 #      zbench's benchmark, then the PyTorch peer's on the same point, each
 #      -count COUNT (3) at BENCHTIME (0.2s),
-#   4. Nsight Compute over the three points furthest behind the peer.
+#   4. Nsight Compute over the three points furthest behind the peer (or
+#      PROFILE's).
 # Each step has an estimate of its seconds; a step whose estimate no longer
 # fits in what is left is skipped, and a step that runs is cut at its cap
-# (150 s for each test step, a point's estimate for each side of it, 90 s
+# (150 s for each test step, a point's estimate for each side of it, 60 s
 # for a profile) or at the deadline, whichever comes first. Results are appended to OUT as they come (zbench.txt,
 # torch-eager.txt, the tests' logs in tests.txt, Nsight Compute's in
 # ncu.txt: with gpu-session.sh's two, seven files, within the eight a lent
@@ -24,7 +25,12 @@
 #
 # DEV (default cuda) names the device of the points and PY (python3) the
 # Python with PyTorch: DEV=cpu with a small BUDGET rehearses the call's
-# ordering and cut-offs on a machine without a GPU.
+# ordering and cut-offs on a machine without a GPU. ONLY (an extended
+# regexp, default every point) keeps the points whose name it matches, for
+# a call that measures what changed since a committed one; PROFILE (names
+# separated by spaces) gives the points to profile instead of the three
+# furthest behind in this call, and PROFILE_BUDGET (150) the seconds the
+# points leave for the profiles (0 when ncu is absent).
 set -euo pipefail
 out=${1:?usage: gpu-verify.sh OUT}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,6 +40,11 @@ budget=${BUDGET:-480}
 count=${COUNT:-3}
 benchtime=${BENCHTIME:-0.2s}
 py=${PY:-python3}
+only=${ONLY:-.}
+profile=${PROFILE:-}
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -n1 || true)
+reserve=${PROFILE_BUDGET:-150}
+[ -n "$ncu" ] || reserve=0
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 summary=$out/summary.txt
@@ -44,11 +55,11 @@ left() { echo $((deadline - $(date +%s))); }
 
 note() { echo "$*" | tee -a "$summary"; }
 
-# fits NAME EST: whether EST seconds are left for step NAME; records a skip
-# where they are not.
+# fits NAME EST [RESERVE]: whether EST seconds are left for step NAME with
+# RESERVE (0) more kept back; records a skip where they are not.
 fits() {
   local l
-  l=$(left)
+  l=$(($(left) - ${3:-0}))
   if ((l < $2)); then
     note "skipped for time: $1 (estimated ${2}s, ${l}s left)"
     return 1
@@ -135,7 +146,8 @@ llama=reference
 while read -r est point peer; do
   [ -n "$point" ] || continue
   name=${point//@/$dev}
-  fits "$name" "$est" || continue
+  [[ $name =~ $only ]] || continue
+  fits "$name" "$est" "$reserve" || continue
   if [[ $name == Serve/* && ! -s .cache/tokenizer-ref/llama2/tokenizer.json ]]; then
     note "skipped: $name needs .cache/tokenizer-ref/llama2/tokenizer.json (make tokenizer-ref), which the call did not carry"
     continue
@@ -151,17 +163,25 @@ while read -r est point peer; do
   fi
 done <<<"$POINTS"
 
-# 4. Nsight Compute over the three points furthest behind the peer.
-ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -n1 || true)
-if [ -z "$ncu" ]; then
-  note "profiles: ncu not found"
+# 4. Nsight Compute over PROFILE or the three points furthest behind the
+# peer.
+behind=
+if [ -n "$profile" ]; then
+  behind=$(tr ' ' '\n' <<<"$profile" | sed '/^$/d; s/$/ given/')
+  note "profiles of: $profile"
 elif [ -s "$out/zbench.txt" ] && [ -s "$out/torch-eager.txt" ]; then
   behind=$("$py" scripts/gpu-behind.py "$out/zbench.txt" "$out/torch-eager.txt" 3 2>&1 || true)
   note "furthest behind the peer: $behind"
+fi
+if [ -z "$ncu" ]; then
+  note "profiles: ncu not found"
+elif [ -n "$behind" ]; then
   i=0
   while read -r name ratio; do
     i=$((i + 1))
-    run "ncu $name ($ratio of the peer's speed)" 60 90 bench_test "$out/ncu.txt" "[ncu $i] " "$ncu" \
+    why="$ratio of the peer's speed"
+    [ "$ratio" != given ] || why="given in PROFILE"
+    run "ncu $name ($why)" 45 60 bench_test "$out/ncu.txt" "[ncu $i] " "$ncu" \
       --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
       --section Occupancy --launch-skip 50 --launch-count 20 \
       "$bin/bench.test" -test.run '^$' -test.bench "$(pattern "$name")" -test.benchtime 3x
