@@ -221,7 +221,7 @@ func TestLaunchSignatures(t *testing.T) {
 			case 8:
 				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")
 			case 9:
-				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "matmul_tf32", "flash_attn_fwd_bf16_d64")
+				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "splitk_reduce_f16", "splitk_reduce_bf16", "matmul_tf32", "flash_attn_fwd_bf16_d64")
 			}
 			for _, name := range must {
 				assert.True(t, seen[name], "no launch of %s on %s", name, target)

@@ -38,7 +38,9 @@
 //  int N, int splits, float alpha, float beta, int act): each output the
 //  sum of its splits in order, then the epilogue; any 1-D grid. (The
 //  16-bit SIMT kernels, which run where tensor cores do not, spill
-//  registers in this form and are left whole.)
+//  registers in this form and are left whole.) splitk_reduce_f16 and
+//  splitk_reduce_bf16, the same with T c and bias, reduce the slices of
+//  the Hopper kernel's split-K (matmul_sm90.cu).
 //
 //  matmul_gemvR_f16, matmul_gemvR_bf16, R = 1, 2, 4, 8 (every target): a
 //    decode step's product, M <= R rows of a [M, K] times b stored [N, K]
@@ -855,6 +857,17 @@ extern "C" __global__ void __launch_bounds__(mm::S_THREADS, 2)
 extern "C" __global__ void splitk_reduce_f32(float* c, const float* __restrict__ ws, const float* __restrict__ bias,
                                              int M, int N, int splits, float alpha, float beta, int act) {
     mm::splitk_reduce<float>(c, ws, bias, M, N, splits, alpha, beta, act);
+}
+// The reduction of the Hopper kernel's slices (matmul_sm90.cu), f16 and bf16
+// outputs: the same as splitk_reduce_f32.
+extern "C" __global__ void splitk_reduce_f16(__half* c, const float* __restrict__ ws, const __half* __restrict__ bias,
+                                             int M, int N, int splits, float alpha, float beta, int act) {
+    mm::splitk_reduce<__half>(c, ws, bias, M, N, splits, alpha, beta, act);
+}
+extern "C" __global__ void splitk_reduce_bf16(__nv_bfloat16* c, const float* __restrict__ ws,
+                                              const __nv_bfloat16* __restrict__ bias, int M, int N, int splits,
+                                              float alpha, float beta, int act) {
+    mm::splitk_reduce<__nv_bfloat16>(c, ws, bias, M, N, splits, alpha, beta, act);
 }
 // Tensor cores (sm_80+): grid (ceil(N/128), ceil(M/128), batch), block 128,
 // dynamic smem 81920 bytes (set MAX_DYNAMIC_SHARED_SIZE_BYTES). See the

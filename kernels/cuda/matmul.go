@@ -43,7 +43,7 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 		}
 	}
 	if name == "matmul_f32" {
-		if splits, kslice := splitK(d, b.info.Cores); splits > 1 {
+		if splits, kslice := simtSplit.splitK(d, b.info.Cores); splits > 1 {
 			return wrap("matmul", b.matmulSplitK(out, a, bm, d, p, splits, kslice))
 		}
 	}
@@ -69,44 +69,69 @@ func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) err
 	return nil
 }
 
-// minSplitK is the least depth of K that a slice of split-K multiplies.
-const minSplitK = 64
+// splitTile is a kernel's geometry for split-K: tiles of m×n outputs, K
+// sliced in multiples of step, each slice at least minDepth deep.
+type splitTile struct{ m, n, step, minDepth int }
 
-// splitK is how many slices of K, and how deep each (a multiple of 8), the
-// SIMT kernel multiplies one product of d in (matmul_splitk_f32): as many as
-// give each of sms multiprocessors a tile, where the product's own
-// 128×128 tiles fill fewer than half of them (BERT's products at batch 1:
-// 6 to 24 tiles on 132); 1 for a batch of products or a K too short to
-// split.
-func splitK(d check.MatMulDims, sms int) (splits, kslice int) {
-	tiles := ((d.M + 127) / 128) * ((d.N + 127) / 128)
+var (
+	// simtSplit is the SIMT kernel's (matmul_splitk_f32).
+	simtSplit = splitTile{m: 128, n: 128, step: 8, minDepth: 64}
+	// sm90Split is the Hopper kernel's: whole k-tiles, at least four, so
+	// that its pipeline fills.
+	sm90Split = splitTile{m: sm90TileM, n: sm90TileN, step: sm90TileK, minDepth: 4 * sm90TileK}
+)
+
+// splitK is how many slices of K, and how deep each (a multiple of
+// g.step), a kernel of tile g multiplies one product of d in: as many as
+// give each of sms multiprocessors a tile, where the product's own tiles
+// fill fewer than half of them (BERT's products at batch 1: 6 to 24 SIMT
+// tiles on 132); 1 for a batch of products or a K too short to split.
+func (g splitTile) splitK(d check.MatMulDims, sms int) (splits, kslice int) {
+	tiles := ((d.M + g.m - 1) / g.m) * ((d.N + g.n - 1) / g.n)
 	if d.Batch != 1 || tiles == 0 || 2*tiles > sms {
 		return 1, d.K
 	}
-	splits = min(sms/tiles, d.K/minSplitK)
+	splits = min(sms/tiles, d.K/g.minDepth)
 	if splits < 2 {
 		return 1, d.K
 	}
-	kslice = ((d.K+splits-1)/splits + 7) / 8 * 8
+	kslice = ((d.K+splits-1)/splits + g.step - 1) / g.step * g.step
 	return (d.K + kslice - 1) / kslice, kslice
+}
+
+// partialsFor returns the partials arena's buffer for splits float32
+// products of d.
+func (b *Backend) partialsFor(d check.MatMulDims, splits int) (devptr, error) {
+	n := int64(splits) * int64(d.M) * int64(d.N) * 4
+	ws, err := b.partials.get(n, b.memAlloc)
+	if err != nil {
+		return 0, fmt.Errorf("split-K partial products of %d bytes: %w", n, err)
+	}
+	return ws, nil
+}
+
+// splitReduce launches splitk_reduce_T: out = the epilogue of the sum of
+// the splits partial products at ws.
+func (b *Backend) splitReduce(out *kernels.Tensor, ws devptr, d check.MatMulDims, p kernels.MatMulParams, splits int) error {
+	mn := int64(d.M) * int64(d.N)
+	blocks := int(min((mn+255)/256, int64(8*max(1, b.info.Cores))))
+	return b.launch("splitk_reduce_"+out.DType().String(), dim3{x: blocks}, dim3{x: 256}, 0,
+		ptrOf(out), ws, ptrOf(p.Bias), int32(d.M), int32(d.N), int32(splits), p.Alpha, p.Beta, int32(p.Act))
 }
 
 // matmulSplitK is MatMul of one f32 product on the SIMT kernel in splits
 // slices of K: each slice's product into the partials arena, then
 // splitk_reduce_f32 adds them up in order and applies the epilogue.
 func (b *Backend) matmulSplitK(out, a, bm *kernels.Tensor, d check.MatMulDims, p kernels.MatMulParams, splits, kslice int) error {
-	mn := int64(d.M) * int64(d.N)
-	ws, err := b.partials.get(int64(splits)*mn*4, b.memAlloc)
+	ws, err := b.partialsFor(d, splits)
 	if err != nil {
-		return fmt.Errorf("split-K partial products of %d bytes: %w", int64(splits)*mn*4, err)
+		return err
 	}
 	if err := b.launch("matmul_splitk_f32", dim3{x: (d.N + 127) / 128, y: (d.M + 127) / 128, z: splits}, dim3{x: 256}, 0,
 		ws, ptrOf(a), ptrOf(bm), int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransA)), int32(boolInt(p.TransB)), int32(kslice)); err != nil {
 		return err
 	}
-	blocks := int(min((mn+255)/256, int64(8*max(1, b.info.Cores))))
-	return b.launch("splitk_reduce_f32", dim3{x: blocks}, dim3{x: 256}, 0,
-		ptrOf(out), ws, ptrOf(p.Bias), int32(d.M), int32(d.N), int32(splits), p.Alpha, p.Beta, int32(p.Act))
+	return b.splitReduce(out, ws, d, p, splits)
 }
 
 // The largest grid dimensions y and z of a launch.

@@ -69,7 +69,15 @@
 // Parameters: the tensor maps above; c, bias; M, N, K; transB (0 or 1);
 // strideC; alpha (the Go side passes 1 for MatMulParams.Alpha = 0), beta;
 // act (kernels.Activation code, common.cuh act_apply); sharedB (1: B has no
-// batch dimension and every batch entry multiplies the same B).
+// batch dimension and every batch entry multiplies the same B); ws and
+// kslice (split-K, below; NULL and 0 otherwise).
+//
+// Split-K (one product of few tiles, which would leave most multiprocessors
+// idle): with ws != NULL, blockIdx.z is a slice of K instead of a batch
+// entry (batch 1): slice z multiplies k in [z·kslice, min(K, (z+1)·kslice)),
+// kslice a multiple of 64, and stores its fp32 product, without the
+// epilogue, to ws + z·M·N (row-major [M, N]); splitk_reduce_T (matmul.cu)
+// then adds the slices up in order and applies the epilogue.
 #include <cuda.h>
 #include <stdint.h>
 
@@ -153,7 +161,7 @@ __device__ __forceinline__ void sm90_consume(float (&d)[128], uint32_t smem, int
 template <typename T, bool BF16>
 __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtensorMap* tmB, T* c, const T* bias, int M,
                                             int N, int K, int transB, long long strideC, float alpha, float beta,
-                                            int act, int sharedB) {
+                                            int act, int sharedB, float* ws, int kslice) {
     extern __shared__ uint8_t sm90_dyn[];
     // Round the shared base up to 1024 bytes (the 128B swizzle pattern and
     // the descriptors' base offset 0 assume it); SM90_SMEM_BYTES has room.
@@ -164,22 +172,26 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
 
     int m0, n0;
     sm90_tile_origin<SM90_BM, SM90_BN, SM90_GROUP_M>(M, N, m0, n0);
-    const int z = blockIdx.z, zb = sharedB ? 0 : z;
-    const int ktiles = (K + SM90_BK - 1) / SM90_BK;
+    // Split-K: this CTA's slice of K, from k0; else all of K.
+    const bool split = ws != nullptr;
+    const int z = split ? 0 : blockIdx.z, zb = sharedB ? 0 : z;
+    const int k0 = split ? blockIdx.z * kslice : 0;
+    const int ktiles = ((split ? min(kslice, K - k0) : K) + SM90_BK - 1) / SM90_BK;
     sm90_pipeline_init<SM90_STAGES>(full0, empty0);
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) { // the producer warpgroup: one thread issues every load
         sm90_produce<SM90_STAGES, SM90_STAGE_BYTES, SM90_BK>(
-            tmA, tmB, smem, full0, empty0, ktiles, [&](uint32_t a, uint32_t full, int k0) {
+            tmA, tmB, smem, full0, empty0, ktiles, [&](uint32_t a, uint32_t full, int dk) {
                 const uint32_t b = a + SM90_A_BYTES;
-                sm90_tma_load_3d(a, tmA, full, k0, m0, z);
+                const int k = k0 + dk;
+                sm90_tma_load_3d(a, tmA, full, k, m0, z);
                 if (transB) {
-                    sm90_tma_load_3d(b, tmB, full, k0, n0, zb);
+                    sm90_tma_load_3d(b, tmB, full, k, n0, zb);
                 } else {
 #pragma unroll
                     for (int j = 0; j < SM90_BN / 64; ++j)
-                        sm90_tma_load_3d(b + 8192 * j, tmB, full, n0 + 64 * j, k0, zb);
+                        sm90_tma_load_3d(b + 8192 * j, tmB, full, n0 + 64 * j, k, zb);
                 }
             });
         return;
@@ -219,7 +231,13 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory"); // this warpgroup's block is staged
 
     const int t = threadIdx.x % 128, col = n0 + 2 * t;
-    if (col < N) { // N is even, so col + 1 < N too
+    if (split && col < N) { // the slice's product, as it is
+        const int r0 = m0 + cw * 64, rows = min(64, M - r0);
+        float* p = ws + (long long)blockIdx.z * M * N + (long long)r0 * N + col;
+        const float* q = tile + 2 * t;
+        for (int r = 0; r < rows; ++r, p += N, q += SM90_EPI_LD)
+            *reinterpret_cast<float2*>(p) = *reinterpret_cast<const float2*>(q);
+    } else if (col < N) { // N is even, so col + 1 < N too
         const int r0 = m0 + cw * 64, rows = min(64, M - r0);
         const float2 bv = bias != nullptr ? sm90_load2(bias + col) : make_float2(0.0f, 0.0f);
         T* p = c + (long long)z * strideC + (long long)r0 * N + col;
@@ -243,7 +261,7 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
 // the file comment for the launch configuration and preconditions.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define SM90_BODY(T, BF16)                                                                                          \
-    sm90_matmul<T, BF16>(&tmA, &tmB, c, bias, M, N, K, transB, strideC, alpha, beta, act, sharedB);
+    sm90_matmul<T, BF16>(&tmA, &tmB, c, bias, M, N, K, transB, strideC, alpha, beta, act, sharedB, ws, kslice);
 #else
 #define SM90_BODY(T, BF16) __trap();
 #endif
@@ -251,7 +269,8 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
 #define SM90_KERNEL(NAME, T, BF16)                                                                                  \
     extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)                                                   \
         NAME(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, T* c, const T* bias, \
-             int M, int N, int K, int transB, long long strideC, float alpha, float beta, int act, int sharedB) {   \
+             int M, int N, int K, int transB, long long strideC, float alpha, float beta, int act, int sharedB,     \
+             float* ws, int kslice) {                                                                               \
         SM90_BODY(T, BF16)                                                                                          \
     }
 

@@ -28,7 +28,8 @@ const (
 )
 
 // matmulSM90 runs MatMul on the Hopper kernel, which multiplies with wgmma
-// from tiles that TMA copies into shared memory. It returns false, nil when
+// from tiles that TMA copies into shared memory, in slices of K (sm90Split)
+// where one product has too few tiles to fill the device. It returns false, nil when
 // the call does not meet the kernel's preconditions, and the caller then
 // uses another kernel: compute capability 9.0 (the kernel exists only in
 // the sm_90a image), F16 or BF16, no TransA, N and K multiples of 8 (TMA
@@ -98,7 +99,21 @@ func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d check.MatMulDims, p k
 		return true, errB
 	}
 
+	// One product of few tiles: slices of K into the partials arena, then
+	// splitk_reduce_T with the epilogue.
+	if splits, kslice := sm90Split.splitK(d, b.info.Cores); splits > 1 {
+		ws, err := b.partialsFor(d, splits)
+		if err != nil {
+			return true, err
+		}
+		if err := b.launch(name, dim3{x: int(tiles), y: 1, z: splits}, dim3{x: sm90Threads}, sm90Smem,
+			tmA, tmB, pc, pbias, int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransB)),
+			int64(d.M)*int64(d.N), p.Alpha, p.Beta, int32(p.Act), sharedB, ws, int32(kslice)); err != nil {
+			return true, err
+		}
+		return true, b.splitReduce(out, ws, d, p, splits)
+	}
 	return true, b.launch(name, dim3{x: int(tiles), y: 1, z: d.Batch}, dim3{x: sm90Threads}, sm90Smem,
 		tmA, tmB, pc, pbias, int32(d.M), int32(d.N), int32(d.K), int32(boolInt(p.TransB)),
-		int64(d.M)*int64(d.N), p.Alpha, p.Beta, int32(p.Act), sharedB)
+		int64(d.M)*int64(d.N), p.Alpha, p.Beta, int32(p.Act), sharedB, devptr(0), int32(0))
 }

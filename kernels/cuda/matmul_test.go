@@ -28,11 +28,38 @@ func TestSplitK(t *testing.T) {
 		{"no multiprocessors known", 1, 128, 768, 768, 0, 1, 768},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			splits, deep := splitK(check.MatMulDims{Batch: c.batch, M: c.m, N: c.n, K: c.k}, c.sms)
+			splits, deep := simtSplit.splitK(check.MatMulDims{Batch: c.batch, M: c.m, N: c.n, K: c.k}, c.sms)
 			assert.Equal(t, c.wantSplits, splits)
 			assert.Equal(t, c.wantDeep, deep)
 			if splits > 1 {
 				assert.Zero(t, deep%8, "slices start 8-aligned")
+				assert.Less(t, (splits-1)*deep, c.k, "every slice holds some of K")
+				assert.GreaterOrEqual(t, splits*deep, c.k, "the slices cover K")
+			}
+		})
+	}
+}
+
+func TestSplitKSM90(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		m, n, k              int
+		wantSplits, wantDeep int
+	}{
+		{"BERT-base attention output at batch 1: 3 tiles", 128, 768, 768, 3, 256},
+		{"BERT-base FFN out: K 3072", 128, 768, 3072, 12, 256},
+		{"TinyLlama k_proj, prefill of 512: 4 tiles", 512, 256, 2048, 8, 256},
+		{"TinyLlama down_proj, prefill of 512: 32 tiles", 512, 2048, 5632, 4, 1408},
+		{"TinyLlama gate_proj, prefill of 512: 88 tiles", 512, 5632, 2048, 1, 2048},
+		{"K of one slice's depth", 128, 768, 256, 1, 256},
+		{"K not a multiple of 64", 128, 768, 1000, 3, 384},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			splits, deep := sm90Split.splitK(check.MatMulDims{Batch: 1, M: c.m, N: c.n, K: c.k}, 132)
+			assert.Equal(t, c.wantSplits, splits)
+			assert.Equal(t, c.wantDeep, deep)
+			if splits > 1 {
+				assert.Zero(t, deep%sm90TileK, "slices are whole k-tiles")
 				assert.Less(t, (splits-1)*deep, c.k, "every slice holds some of K")
 				assert.GreaterOrEqual(t, splits*deep, c.k, "the slices cover K")
 			}
@@ -69,4 +96,35 @@ func TestMatMulSplitKLaunches(t *testing.T) {
 	require.NoError(t, b.MatMul(a(128, 768), a(128, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
 	require.Len(t, recs, 2)
 	assert.Equal(t, arena, b.partials, "a smaller product reuses the arena")
+}
+
+// TestMatMulSM90SplitKLaunches checks, on a dry run of a Hopper device,
+// that a 16-bit product of few tiles launches the Hopper kernel over its
+// slices of K into the partials arena, then the 16-bit reduction with the
+// product's epilogue, and that a product of many tiles launches it whole.
+func TestMatMulSM90SplitKLaunches(t *testing.T) {
+	var recs []launchRec
+	b := dryRun(9, 0, &recs)
+	a := func(shape ...int) *kernels.Tensor {
+		x, err := b.Alloc(kernels.BF16, shape...)
+		require.NoError(t, err)
+		return x
+	}
+	out, x, w, bias := a(128, 768), a(128, 3072), a(768, 3072), a(768)
+	p := kernels.MatMulParams{TransB: true, Bias: bias, Alpha: 0.5, Beta: 1, Act: kernels.ActGELU}
+	require.NoError(t, b.MatMul(out, x, w, p))
+	require.Len(t, recs, 2)
+	part, red := recs[0], recs[1]
+	assert.Equal(t, "matmul_sm90_bf16", part.name)
+	assert.Equal(t, dim3{x: 3, y: 1, z: 12}, part.grid)
+	assert.Equal(t, []any{b.partials.cur, int32(256)}, part.args[len(part.args)-2:], "ws and kslice")
+	assert.GreaterOrEqual(t, b.partials.bytes, int64(12*128*768*4))
+	assert.Equal(t, "splitk_reduce_bf16", red.name)
+	assert.Equal(t, []any{ptrOf(out), b.partials.cur, ptrOf(bias), int32(128), int32(768), int32(12), float32(0.5), float32(1), int32(kernels.ActGELU)}, red.args)
+
+	recs = recs[:0]
+	require.NoError(t, b.MatMul(a(4096, 768), a(4096, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
+	require.Len(t, recs, 1)
+	assert.Equal(t, dim3{x: 96, y: 1, z: 1}, recs[0].grid)
+	assert.Equal(t, []any{devptr(0), int32(0)}, recs[0].args[len(recs[0].args)-2:], "no split")
 }
