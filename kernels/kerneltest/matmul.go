@@ -22,6 +22,8 @@ type mmCase struct {
 	act     kernels.Activation
 	// packed packs b (a 2-D transposed weight) with LinearPacker first.
 	packed bool
+	// tf32 sets MatMulParams.TF32 (f32 only): checked to float16's tolerance.
+	tf32 bool
 }
 
 func (c mmCase) String() string {
@@ -50,6 +52,9 @@ func (c mmCase) String() string {
 	}
 	if c.packed {
 		s += "/packed"
+	}
+	if c.tf32 {
+		s += "/tf32"
 	}
 	return s
 }
@@ -148,6 +153,20 @@ func matmulTests() []test {
 			ts = append(ts, test{name("matmul", "dt", dt, "case", c), func(e *env) { e.matmul(dt, c) }})
 		}
 	}
+	// TF32 (MatMulParams.TF32): every transpose on a size the tensor-core
+	// kernels take, edges of their tiles, the epilogue, one product of few
+	// tiles over a long K, and sizes only the SIMT kernel takes.
+	for _, c := range []mmCase{
+		{m: 256, n: 256, k: 256}, {m: 256, n: 256, k: 256, tA: true}, {m: 256, n: 256, k: 256, tB: true},
+		{m: 256, n: 256, k: 256, tA: true, tB: true},
+		{m: 130, n: 264, k: 136, tB: true, alpha: 0.5, beta: 0.25, bias: true, act: kernels.ActGELU},
+		{batch: []int{2}, m: 72, n: 40, k: 96, shared: true, tB: true, bias: true},
+		{m: 64, n: 72, k: 1000, tB: true, beta: 1},
+		{m: 33, n: 47, k: 29, tB: true},
+	} {
+		c.tf32 = true
+		ts = append(ts, test{name("matmul", "dt", kernels.F32, "case", c), func(e *env) { e.matmul(kernels.F32, c) }})
+	}
 	ts = append(ts, test{"matmul/errors", matmulErrors}, test{"matmul/packed-upload", matmulPackedUpload}, test{"PackLinear/errors", packLinearErrors})
 	return ts
 }
@@ -183,7 +202,7 @@ func (e *env) matmul(dt kernels.DType, c mmCase) {
 	} else {
 		out = e.Output(dt, outShape...)
 	}
-	p := kernels.MatMulParams{TransA: c.tA, TransB: c.tB, Alpha: c.alpha, Beta: c.beta, Act: c.act}
+	p := kernels.MatMulParams{TransA: c.tA, TransB: c.tB, Alpha: c.alpha, Beta: c.beta, Act: c.act, TF32: c.tf32}
 	var biasv []float64
 	if c.bias {
 		p.Bias, biasv = e.Input("bias", dt, c.n)
@@ -229,7 +248,11 @@ func (e *env) matmul(dt kernels.DType, c mmCase) {
 			}
 		}
 	}
-	e.Check("out", out, want, 0)
+	tol := 0.0
+	if c.tf32 {
+		tol = kernels.Tolerance(kernels.F16) // TF32 keeps float16's 10 bits of mantissa
+	}
+	e.Check("out", out, want, tol)
 }
 
 // initialOutput returns an output tensor holding uniform values in [-1, 1)
