@@ -85,6 +85,7 @@ type Backend struct {
 
 	work      arena  // operations' workspace (workspace)
 	partials  arena  // split-K MatMul's partial products, apart from the workspace that operations composed of MatMul hold
+	transB    arena  // the Hopper tf32 MatMul's B transposed to [N, K]
 	flush     devptr // L2-sized buffer for FlushCache
 	capturing bool
 	closed    bool
@@ -588,7 +589,7 @@ func (b *Backend) Close() error {
 		if b.pool != nil {
 			b.pool.Trim()
 		}
-		for _, p := range slices.Concat(b.work.all, b.partials.all) {
+		for _, p := range slices.Concat(b.work.all, b.partials.all, b.transB.all) {
 			b.memFree(p)
 		}
 		if b.flush != 0 {

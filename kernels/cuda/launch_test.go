@@ -81,6 +81,7 @@ func dryOps(t *testing.T, b *Backend) {
 				return b.MatMul(a(dt, 3, 5), a(dt, 3, 7), a(dt, 5, 7), kernels.MatMulParams{TransB: true})
 			},
 			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}) },
+			func() error { return b.MatMul(out, x, w, kernels.MatMulParams{TF32: true, TransB: true, Bias: y}) },
 			func() error { // BERT's FFN output at batch 1: split-K on the SIMT kernel
 				return b.MatMul(a(dt, 128, 768), a(dt, 128, 3072), a(dt, 768, 3072), kernels.MatMulParams{TransB: true, Bias: a(dt, 768), Beta: 1, Act: kernels.ActGELU})
 			},
@@ -221,7 +222,7 @@ func TestLaunchSignatures(t *testing.T) {
 			case 8:
 				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")
 			case 9:
-				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "splitk_reduce_f16", "splitk_reduce_bf16", "matmul_tf32", "flash_attn_fwd_bf16_d64")
+				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "splitk_reduce_f16", "splitk_reduce_bf16", "matmul_sm90_tf32", "transpose_u32", "flash_attn_fwd_bf16_d64")
 			}
 			for _, name := range must {
 				assert.True(t, seen[name], "no launch of %s on %s", name, target)

@@ -11,6 +11,12 @@
 // beyond. out and x must not overlap.
 // Launch: block 256, grid min(ceil(n/256), 32·SMs) for n = A·B·C·du units,
 // no shared memory; any grid and block are correct.
+//
+// transpose_u32: out [C, R] from x [R, C] of 32-bit elements, through a
+// 32×32 tile in shared memory so that loads and stores both coalesce (the
+// Hopper tf32 GEMM's B, which wgmma reads K-major only). out and x must not
+// overlap. Launch: grid (ceil(C/32), ceil(R/32)), block (32, 8), no
+// dynamic shared memory.
 
 #include "common.cuh"
 
@@ -41,3 +47,18 @@ SWAP_AXES_DEFINE(u16, uint16_t)
 SWAP_AXES_DEFINE(u32, uint32_t)
 SWAP_AXES_DEFINE(u64, uint2)
 SWAP_AXES_DEFINE(u128, uint4)
+
+extern "C" __global__ void __launch_bounds__(256) transpose_u32(uint32_t* __restrict__ out,
+                                                             const uint32_t* __restrict__ x, int R, int C) {
+    __shared__ uint32_t tile[32][33]; // a column of padding: no bank conflicts on the transposed reads
+    const long long c0 = (long long)blockIdx.x * 32, r0 = (long long)blockIdx.y * 32;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const long long r = r0 + i, c = c0 + threadIdx.x;
+        if (r < R && c < C) tile[i][threadIdx.x] = x[r * C + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const long long c = c0 + i, r = r0 + threadIdx.x;
+        if (c < C && r < R) out[c * R + r] = tile[threadIdx.x][i];
+    }
+}

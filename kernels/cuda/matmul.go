@@ -15,10 +15,11 @@ const tcSmem = 81920
 
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias). It picks, in
 // order: the matrix-vector kernel (16-bit, a few rows times a transposed
-// weight: decoding), the Hopper wgmma/TMA kernel (16-bit, compute capability 9.0), the
-// mma.sync tensor-core kernels (16-bit, or F32 with p.TF32, from 8.0), and
-// the SIMT kernel, which takes every shape on every device, in slices of K
-// (splitK) where one product has too few tiles to fill the device.
+// weight: decoding), the Hopper wgmma/TMA kernel (16-bit, or F32 with
+// p.TF32, compute capability 9.0), the mma.sync tensor-core kernels
+// (16-bit, or F32 with p.TF32, from 8.0), and the SIMT kernel, which takes
+// every shape on every device; the Hopper and SIMT kernels multiply in
+// slices of K where one product has too few tiles to fill the device.
 func (b *Backend) MatMul(out, a, bm *kernels.Tensor, p kernels.MatMulParams) error {
 	d, err := check.MatMul("cuda: matmul", b, out, a, bm, p)
 	if err != nil {

@@ -1,5 +1,5 @@
-// matmul_sm90.cu: the Hopper (sm_90a) GEMM for bf16 and f16 with fp32
-// accumulation: TMA loads (cp.async.bulk.tensor with a CUtensorMap, 128-byte
+// matmul_sm90.cu: the Hopper (sm_90a) GEMM for bf16, f16 and tf32 (f32
+// operands, MatMulParams.TF32) with fp32 accumulation: TMA loads (cp.async.bulk.tensor with a CUtensorMap, 128-byte
 // swizzle) into a 4-stage shared-memory ring guarded by mbarriers, consumed
 // by wgmma.mma_async m64n256k16 from shared memory, in a warp-specialised
 // producer/consumer CTA. The bodies exist only in the sm_90a image; the
@@ -12,7 +12,9 @@
 //   C[z] = act(alpha·A[z]·op(B[z]) + beta·C[z] + bias)   (row-major, fp32 math,
 //   rounded to T on store; beta == 0 never reads C; bias may be NULL)
 // with op(B) = B for B stored [K, N] (transB = 0) and Bᵀ for B stored [N, K]
-// (transB = 1). A is [M, K] (no transA).
+// (transB = 1). A is [M, K] (no transA). tf32 (matmul_sm90_tf32): B stored
+// [N, K] only (transB = 1: wgmma reads tf32 operands K-major alone); its
+// operands' low 13 mantissa bits are not read (wgmma's tf32 truncates).
 //
 // CTA design (the "warp-specialised, 2 consumer" Hopper GEMM):
 //   tile BM×BN×BK = 128×256×64, 384 threads = 3 warpgroups.
@@ -30,6 +32,11 @@
 //                block in shared memory and its threads apply alpha, beta·C,
 //                bias and act to one pair of columns each, down the rows
 //                (coalesced loads and stores of C).
+//
+// Every stage holds 128 bytes of K per row of A and B: 64 elements of
+// f16/bf16, 32 of tf32; the layout below, in bytes, is the same for both
+// (a tf32 wgmma k8 slice is 32 bytes, as a 16-bit k16 one), and the tensor
+// maps' inner box is 64 or 32 elements.
 //
 // Shared memory (dynamic, base rounded up to 1024 bytes, needed by the
 // 128-byte swizzle): STAGES × (A 128×64 = 16 KiB, B 64×256 = 32 KiB), then
@@ -96,14 +103,30 @@
 #define SM90_EPI_LD (SM90_BN + 8) // epilogue row pitch in floats: conflict-free float2 stores
 #define SM90_SMEM_BYTES (1024 + SM90_STAGES * SM90_STAGE_BYTES + 16 * SM90_STAGES) // 197696
 
+// The operand types of the kernels (IN): f16, bf16, tf32.
+#define SM90_IN_F16 0
+#define SM90_IN_BF16 1
+#define SM90_IN_TF32 2
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// sm90_wgmma_256 issues d[64×256] += A[64×16]·B[16×256] (fp32 accumulate),
-// A and B in shared memory described by da and db. BF16 picks the input
-// type; TNSPB is wgmma's imm-trans-b: 0 for a K-major B, 1 for an N-major B.
-template <bool BF16, int TNSPB>
+// sm90_wgmma_256 issues d[64×256] += A[64×32 bytes]·B[32 bytes×256] (fp32
+// accumulate: k16 of f16 or bf16, k8 of tf32), A and B in shared memory
+// described by da and db. IN picks the input type; TNSPB is wgmma's
+// imm-trans-b: 0 for a K-major B, 1 for an N-major B (16-bit only).
+template <int IN, int TNSPB>
 __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uint64_t db) {
-    if constexpr (BF16) {
+    if constexpr (IN == SM90_IN_TF32) {
+        static_assert(TNSPB == 0, "tf32 wgmma reads B K-major only");
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "setp.ne.b32 p, %130, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " SM90_ACC_REGS
+                     ", %128, %129, p, 1, 1;\n"
+                     "}\n"
+                     : SM90_ACC_OPERANDS("+f", d)
+                     : "l"(da), "l"(db), "r"(1));
+    } else if constexpr (IN == SM90_IN_BF16) {
         asm volatile("{\n"
                      ".reg .pred p;\n"
                      "setp.ne.b32 p, %130, 0;\n"
@@ -124,7 +147,9 @@ __device__ __forceinline__ void sm90_wgmma_256(float (&d)[128], uint64_t da, uin
     }
 }
 
-// sm90_load2 reads the two adjacent elements at p (4-byte aligned) as float.
+// sm90_load2 reads the two adjacent elements at p (4-byte aligned; 8 for
+// float) as float.
+__device__ __forceinline__ float2 sm90_load2(const float* p) { return *reinterpret_cast<const float2*>(p); }
 __device__ __forceinline__ float2 sm90_load2(const __nv_bfloat16* p) {
     return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p));
 }
@@ -132,6 +157,9 @@ __device__ __forceinline__ float2 sm90_load2(const __half* p) {
     return __half22float2(*reinterpret_cast<const __half2*>(p));
 }
 // sm90_store2 rounds a and b (nearest even) into the two elements at p.
+__device__ __forceinline__ void sm90_store2(float* p, float a, float b) {
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
 __device__ __forceinline__ void sm90_store2(__nv_bfloat16* p, float a, float b) {
     *reinterpret_cast<__nv_bfloat162*>(p) = __halves2bfloat162(__float2bfloat16_rn(a), __float2bfloat16_rn(b));
 }
@@ -142,23 +170,23 @@ __device__ __forceinline__ void sm90_store2(__half* p, float a, float b) {
 // sm90_consume runs consumer warpgroup cw (0 or 1) over the ktiles stages
 // of the tile into d. smem is the 1024-aligned shared base; TNSPB as in
 // sm90_wgmma_256.
-template <bool BF16, int TNSPB>
+template <int IN, int TNSPB>
 __device__ __forceinline__ void sm90_consume(float (&d)[128], uint32_t smem, int ktiles, int cw) {
     const uint32_t full0 = smem + SM90_STAGES * SM90_STAGE_BYTES;
     sm90_consume_stages<SM90_STAGES, SM90_STAGE_BYTES>(
         d, smem, full0, full0 + 8 * SM90_STAGES, ktiles, [&](uint32_t stage) {
             const uint32_t a = stage + cw * (64 * 128), b = stage + SM90_A_BYTES;
 #pragma unroll
-            for (int kk = 0; kk < SM90_BK / 16; ++kk) {
+            for (int kk = 0; kk < 4; ++kk) { // four slices of 32 bytes of K
                 const uint64_t da = sm90_desc(a + 32 * kk, 16, 1024);
                 const uint64_t db = TNSPB ? sm90_desc(b + 2048 * kk, 8192, 1024) : sm90_desc(b + 32 * kk, 16, 1024);
-                sm90_wgmma_256<BF16, TNSPB>(d, da, db);
+                sm90_wgmma_256<IN, TNSPB>(d, da, db);
             }
         });
 }
 
 // sm90_matmul is the kernel body; see the file comment.
-template <typename T, bool BF16>
+template <typename T, int IN>
 __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtensorMap* tmB, T* c, const T* bias, int M,
                                             int N, int K, int transB, long long strideC, float alpha, float beta,
                                             int act, int sharedB, float* ws, int kslice) {
@@ -176,12 +204,13 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     const bool split = ws != nullptr;
     const int z = split ? 0 : blockIdx.z, zb = sharedB ? 0 : z;
     const int k0 = split ? blockIdx.z * kslice : 0;
-    const int ktiles = ((split ? min(kslice, K - k0) : K) + SM90_BK - 1) / SM90_BK;
+    constexpr int BK = IN == SM90_IN_TF32 ? SM90_BK / 2 : SM90_BK; // elements of K a stage holds
+    const int ktiles = ((split ? min(kslice, K - k0) : K) + BK - 1) / BK;
     sm90_pipeline_init<SM90_STAGES>(full0, empty0);
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) { // the producer warpgroup: one thread issues every load
-        sm90_produce<SM90_STAGES, SM90_STAGE_BYTES, SM90_BK>(
+        sm90_produce<SM90_STAGES, SM90_STAGE_BYTES, BK>(
             tmA, tmB, smem, full0, empty0, ktiles, [&](uint32_t a, uint32_t full, int dk) {
                 const uint32_t b = a + SM90_A_BYTES;
                 const int k = k0 + dk;
@@ -201,10 +230,14 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const int cw = wg - 1;
     float d[128];
-    if (transB)
-        sm90_consume<BF16, 0>(d, smem, ktiles, cw);
-    else
-        sm90_consume<BF16, 1>(d, smem, ktiles, cw);
+    if constexpr (IN == SM90_IN_TF32) {
+        sm90_consume<IN, 0>(d, smem, ktiles, cw); // transB = 1 (the launcher's precondition)
+    } else {
+        if (transB)
+            sm90_consume<IN, 0>(d, smem, ktiles, cw);
+        else
+            sm90_consume<IN, 1>(d, smem, ktiles, cw);
+    }
 
     // Epilogue through shared memory, once both consumers are done with
     // every stage (all loads have landed and all wgmma reads are complete):
@@ -260,19 +293,20 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
 // SM90_KERNEL defines the extern "C" kernel NAME over element type T; see
 // the file comment for the launch configuration and preconditions.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define SM90_BODY(T, BF16)                                                                                          \
-    sm90_matmul<T, BF16>(&tmA, &tmB, c, bias, M, N, K, transB, strideC, alpha, beta, act, sharedB, ws, kslice);
+#define SM90_BODY(T, IN)                                                                                            \
+    sm90_matmul<T, IN>(&tmA, &tmB, c, bias, M, N, K, transB, strideC, alpha, beta, act, sharedB, ws, kslice);
 #else
-#define SM90_BODY(T, BF16) __trap();
+#define SM90_BODY(T, IN) __trap();
 #endif
 
-#define SM90_KERNEL(NAME, T, BF16)                                                                                  \
+#define SM90_KERNEL(NAME, T, IN)                                                                                    \
     extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)                                                   \
         NAME(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, T* c, const T* bias, \
              int M, int N, int K, int transB, long long strideC, float alpha, float beta, int act, int sharedB,     \
              float* ws, int kslice) {                                                                               \
-        SM90_BODY(T, BF16)                                                                                          \
+        SM90_BODY(T, IN)                                                                                            \
     }
 
-SM90_KERNEL(matmul_sm90_bf16, __nv_bfloat16, true)
-SM90_KERNEL(matmul_sm90_f16, __half, false)
+SM90_KERNEL(matmul_sm90_bf16, __nv_bfloat16, SM90_IN_BF16)
+SM90_KERNEL(matmul_sm90_f16, __half, SM90_IN_F16)
+SM90_KERNEL(matmul_sm90_tf32, float, SM90_IN_TF32)

@@ -128,3 +128,38 @@ func TestMatMulSM90SplitKLaunches(t *testing.T) {
 	assert.Equal(t, dim3{x: 96, y: 1, z: 1}, recs[0].grid)
 	assert.Equal(t, []any{devptr(0), int32(0)}, recs[0].args[len(recs[0].args)-2:], "no split")
 }
+
+// TestMatMulSM90TF32Launches checks, on a dry run of a Hopper device, that
+// a TF32 product of B [K, N] transposes B into its arena first and gives
+// the Hopper kernel that copy, that B [N, K] goes straight to it, and that
+// a batch of Bs [K, N] is left to the mma.sync kernel.
+func TestMatMulSM90TF32Launches(t *testing.T) {
+	var recs []launchRec
+	b := dryRun(9, 0, &recs)
+	a := func(shape ...int) *kernels.Tensor {
+		x, err := b.Alloc(kernels.F32, shape...)
+		require.NoError(t, err)
+		return x
+	}
+	out, x, w := a(4096, 1024), a(4096, 512), a(512, 1024)
+	require.NoError(t, b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}))
+	require.Len(t, recs, 2)
+	tr, mm := recs[0], recs[1]
+	assert.Equal(t, "transpose_u32", tr.name)
+	assert.Equal(t, dim3{x: 32, y: 16, z: 1}, tr.grid)
+	assert.Equal(t, []any{b.transB.cur, ptrOf(w), int32(512), int32(1024)}, tr.args)
+	assert.GreaterOrEqual(t, b.transB.bytes, int64(512*1024*4))
+	assert.Equal(t, "matmul_sm90_tf32", mm.name)
+	assert.Equal(t, dim3{x: 32 * 4, y: 1, z: 1}, mm.grid)
+	assert.Equal(t, int32(1), mm.args[7], "transB")
+
+	recs = recs[:0]
+	require.NoError(t, b.MatMul(out, x, a(1024, 512), kernels.MatMulParams{TF32: true, TransB: true}))
+	require.Len(t, recs, 1)
+	assert.Equal(t, "matmul_sm90_tf32", recs[0].name)
+
+	recs = recs[:0]
+	require.NoError(t, b.MatMul(a(2, 256, 256), a(2, 256, 256), a(2, 256, 256), kernels.MatMulParams{TF32: true}))
+	require.Len(t, recs, 1)
+	assert.Equal(t, "matmul_tf32", recs[0].name)
+}

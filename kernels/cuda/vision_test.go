@@ -120,7 +120,7 @@ func TestConvPaths(t *testing.T) {
 	direct := paths{[3]string{"conv_direct", "conv_direct", "conv_direct"}, [3]string{"conv_direct", "conv_direct", "conv_direct"}}
 	want := map[string]paths{
 		"pointwise":         {[3]string{"matmul", "matmul_tc", "matmul_sm90"}, [3]string{"matmul", "matmul", "matmul"}},
-		"pointwise-inplace": {[3]string{"matmul", "matmul_tc", "matmul_sm90"}, [3]string{"matmul", "matmul_tf32", "matmul_tf32"}},
+		"pointwise-inplace": {[3]string{"matmul", "matmul_tc", "matmul_sm90"}, [3]string{"matmul", "matmul_tf32", "matmul_sm90_tf32"}},
 		"3x3":               tc("conv_tc"),
 		"3x3-n64-stride2":   tc("conv_tc_n64"),
 		"1x1-stride2":       tc("conv_tc"),
@@ -146,7 +146,7 @@ func TestConvPaths(t *testing.T) {
 					if dt == kernels.F32 {
 						k = w.f32[i]
 					}
-					if k != "matmul_tf32" { // the one kernel not named by its dtype
+					if k != "matmul_tf32" && k != "matmul_sm90_tf32" { // the kernels not named by their dtype
 						k += "_" + dt.String()
 					}
 					assert.Equal(t, k, r.name)
