@@ -1,5 +1,7 @@
 """The Llama workloads (prefill, decode, generate) and the LoRA training step."""
 
+import concurrent.futures
+
 from torchpeer.harness import *  # noqa: F401,F403  the shared timing, guard and helpers
 
 LLAMA_GOLDEN = os.path.join(os.path.dirname(REFERENCE_DIR), "golden", "llama.safetensors")
@@ -22,11 +24,15 @@ def llama_weights(name):
         _llama_weights.clear()  # one model's weights at a time
         if hasattr(torch, "set_default_device"):
             # torch 2: the parameters' names and shapes from a model on the
-            # meta device, with no default initialization to overwrite.
+            # meta device, with no default initialization to overwrite, and
+            # the values made on every core (numpy releases the GIL).
             with torch.device("meta"):
                 m = llama_ref.LlamaForCausalLM(cfg)
-            _llama_weights[name] = {n: llama_ref.synthetic_tensor(n, seed, list(p.shape)).to(p.dtype)
-                                    for n, p in m.state_dict().items()}
+            params = list(m.state_dict().items())
+            with concurrent.futures.ThreadPoolExecutor() as pool:
+                values = pool.map(lambda np_: llama_ref.synthetic_tensor(np_[0], seed, list(np_[1].shape)).to(np_[1].dtype),
+                                  params)
+                _llama_weights[name] = {n: v for (n, _), v in zip(params, values)}
         else:
             _llama_weights[name] = llama_ref.synthetic_(llama_ref.LlamaForCausalLM(cfg), seed).state_dict()
     return _llama_weights[name]
