@@ -71,6 +71,10 @@ func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d check.MatMulDims, p k
 	if pa%16 != 0 || pb%16 != 0 || pc%16 != 0 || pbias%devptr(2*dt.Size()) != 0 {
 		return false, nil
 	}
+	tiles := int64((d.M+sm90TileM-1)/sm90TileM) * int64((d.N+sm90TileN-1)/sm90TileN)
+	if tiles > math.MaxInt32 {
+		return false, nil
+	}
 	if dt == kernels.F32 && !p.TransB {
 		// wgmma reads tf32 B K-major only: B [K, N] (2-D) transposed to
 		// [N, K] first.
@@ -79,10 +83,6 @@ func (b *Backend) matmulSM90(out, a, bm *kernels.Tensor, d check.MatMulDims, p k
 			return true, err
 		}
 		pb, p.TransB = tb, true
-	}
-	tiles := int64((d.M+sm90TileM-1)/sm90TileM) * int64((d.N+sm90TileN-1)/sm90TileN)
-	if tiles > math.MaxInt32 {
-		return false, nil
 	}
 
 	es := uint64(dt.Size())
