@@ -869,6 +869,7 @@ extern "C" __global__ void splitk_reduce_bf16(__nv_bfloat16* c, const float* __r
                                               float alpha, float beta, int act) {
     mm::splitk_reduce<__nv_bfloat16>(c, ws, bias, M, N, splits, alpha, beta, act);
 }
+
 // Tensor cores (sm_80+): grid (ceil(N/128), ceil(M/128), batch), block 128,
 // dynamic smem 81920 bytes (set MAX_DYNAMIC_SHARED_SIZE_BYTES). See the
 // preconditions at the top of the file.
@@ -881,6 +882,7 @@ extern "C" __global__ void __launch_bounds__(mm::TC_THREADS) matmul_tc_bf16(MM_P
 extern "C" __global__ void __launch_bounds__(mm::TC_THREADS) matmul_tf32(MM_PARAMS(float)) {
     mm::tc_gemm<float>(MM_ARGS);
 }
+
 // Matrix-vector, M <= R rows times a weight stored [N, K] (transB), one
 // product: grid ceil(N/8), block 128, no dynamic smem. K % 8 == 0, a and b
 // 16-byte aligned; c and bias element-aligned.
