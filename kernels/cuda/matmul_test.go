@@ -67,66 +67,65 @@ func TestSplitKSM90(t *testing.T) {
 	}
 }
 
-// TestMatMulSplitKLaunches checks, on a dry run, that a product of few
-// tiles launches its slices and then the reduction over the partials
-// arena with the product's epilogue, and that the arena is kept for the
-// next product.
-func TestMatMulSplitKLaunches(t *testing.T) {
-	var recs []launchRec
-	b := dryRun(9, 0, &recs)
-	a := func(shape ...int) *kernels.Tensor {
-		x, err := b.Alloc(kernels.F32, shape...)
+// allocator returns a function that allocates tensors of dt on b.
+func allocator(t *testing.T, b *Backend, dt kernels.DType) func(shape ...int) *kernels.Tensor {
+	return func(shape ...int) *kernels.Tensor {
+		x, err := b.Alloc(dt, shape...)
 		require.NoError(t, err)
 		return x
 	}
-	out, x, w, bias := a(128, 768), a(128, 3072), a(768, 3072), a(768)
-	p := kernels.MatMulParams{TransB: true, Bias: bias, Alpha: 0.5, Beta: 1, Act: kernels.ActGELU}
-	require.NoError(t, b.MatMul(out, x, w, p))
-	require.Len(t, recs, 2)
-	part, red := recs[0], recs[1]
-	assert.Equal(t, "matmul_splitk_f32", part.name)
-	assert.Equal(t, dim3{x: 6, y: 1, z: 22}, part.grid)
-	assert.Equal(t, []any{b.partials.cur, ptrOf(x), ptrOf(w), int32(128), int32(768), int32(3072), int32(0), int32(1), int32(144)}, part.args)
-	assert.GreaterOrEqual(t, b.partials.bytes, int64(22*128*768*4))
-	assert.Equal(t, "splitk_reduce_f32", red.name)
-	assert.Equal(t, []any{ptrOf(out), b.partials.cur, ptrOf(bias), int32(128), int32(768), int32(22), float32(0.5), float32(1), int32(kernels.ActGELU)}, red.args)
-
-	arena := b.partials
-	recs = recs[:0]
-	require.NoError(t, b.MatMul(a(128, 768), a(128, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
-	require.Len(t, recs, 2)
-	assert.Equal(t, arena, b.partials, "a smaller product reuses the arena")
 }
 
-// TestMatMulSM90SplitKLaunches checks, on a dry run of a Hopper device,
-// that a 16-bit product of few tiles launches the Hopper kernel over its
-// slices of K into the partials arena, then the 16-bit reduction with the
-// product's epilogue, and that a product of many tiles launches it whole.
-func TestMatMulSM90SplitKLaunches(t *testing.T) {
-	var recs []launchRec
-	b := dryRun(9, 0, &recs)
-	a := func(shape ...int) *kernels.Tensor {
-		x, err := b.Alloc(kernels.BF16, shape...)
-		require.NoError(t, err)
-		return x
-	}
-	out, x, w, bias := a(128, 768), a(128, 3072), a(768, 3072), a(768)
-	p := kernels.MatMulParams{TransB: true, Bias: bias, Alpha: 0.5, Beta: 1, Act: kernels.ActGELU}
-	require.NoError(t, b.MatMul(out, x, w, p))
-	require.Len(t, recs, 2)
-	part, red := recs[0], recs[1]
-	assert.Equal(t, "matmul_sm90_bf16", part.name)
-	assert.Equal(t, dim3{x: 3, y: 1, z: 12}, part.grid)
-	assert.Equal(t, []any{b.partials.cur, int32(256)}, part.args[len(part.args)-2:], "ws and kslice")
-	assert.GreaterOrEqual(t, b.partials.bytes, int64(12*128*768*4))
-	assert.Equal(t, "splitk_reduce_bf16", red.name)
-	assert.Equal(t, []any{ptrOf(out), b.partials.cur, ptrOf(bias), int32(128), int32(768), int32(12), float32(0.5), float32(1), int32(kernels.ActGELU)}, red.args)
+// TestMatMulSplitKLaunches checks, on a dry run of a Hopper device, that a
+// product of few tiles (BERT's FFN output at batch 1) launches its slices
+// into the partials arena (the SIMT kernel for f32, the Hopper kernel for
+// 16-bit) and then the reduction with the product's epilogue, that the
+// arena is kept for a smaller product, and that a product of many tiles
+// runs whole.
+func TestMatMulSplitKLaunches(t *testing.T) {
+	for _, c := range []struct {
+		dt             kernels.DType
+		kernel, reduce string
+		grid           dim3
+		splits         int
+		argsTail       func(b *Backend) []any
+		wholeGrid      dim3
+	}{
+		{kernels.F32, "matmul_splitk_f32", "splitk_reduce_f32", dim3{x: 6, y: 1, z: 22}, 22,
+			func(b *Backend) []any { return []any{int32(0), int32(1), int32(144)} }, dim3{x: 6, y: 32, z: 1}},
+		{kernels.BF16, "matmul_sm90_bf16", "splitk_reduce_bf16", dim3{x: 3, y: 1, z: 12}, 12,
+			func(b *Backend) []any { return []any{b.partials.cur, int32(256)} }, dim3{x: 96, y: 1, z: 1}},
+	} {
+		t.Run(c.dt.String(), func(t *testing.T) {
+			var recs []launchRec
+			b := dryRun(9, 0, &recs)
+			a := allocator(t, b, c.dt)
+			out, x, w, bias := a(128, 768), a(128, 3072), a(768, 3072), a(768)
+			p := kernels.MatMulParams{TransB: true, Bias: bias, Alpha: 0.5, Beta: 1, Act: kernels.ActGELU}
+			require.NoError(t, b.MatMul(out, x, w, p))
+			require.Len(t, recs, 2)
+			part, red := recs[0], recs[1]
+			assert.Equal(t, c.kernel, part.name)
+			assert.Equal(t, c.grid, part.grid)
+			tail := c.argsTail(b)
+			assert.Equal(t, tail, part.args[len(part.args)-len(tail):])
+			assert.Contains(t, part.args, any(b.partials.cur), "the slices write the partials arena")
+			assert.GreaterOrEqual(t, b.partials.bytes, int64(c.splits*128*768*4))
+			assert.Equal(t, c.reduce, red.name)
+			assert.Equal(t, []any{ptrOf(out), b.partials.cur, ptrOf(bias), int32(128), int32(768), int32(c.splits), float32(0.5), float32(1), int32(kernels.ActGELU)}, red.args)
 
-	recs = recs[:0]
-	require.NoError(t, b.MatMul(a(4096, 768), a(4096, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
-	require.Len(t, recs, 1)
-	assert.Equal(t, dim3{x: 96, y: 1, z: 1}, recs[0].grid)
-	assert.Equal(t, []any{devptr(0), int32(0)}, recs[0].args[len(recs[0].args)-2:], "no split")
+			arena := b.partials
+			recs = recs[:0]
+			require.NoError(t, b.MatMul(a(128, 768), a(128, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
+			require.Len(t, recs, 2)
+			assert.Equal(t, arena, b.partials, "a smaller product reuses the arena")
+
+			recs = recs[:0]
+			require.NoError(t, b.MatMul(a(4096, 768), a(4096, 768), a(768, 768), kernels.MatMulParams{TransB: true}))
+			require.Len(t, recs, 1)
+			assert.Equal(t, c.wholeGrid, recs[0].grid)
+		})
+	}
 }
 
 // TestMatMulSM90TF32Launches checks, on a dry run of a Hopper device, that
@@ -136,11 +135,7 @@ func TestMatMulSM90SplitKLaunches(t *testing.T) {
 func TestMatMulSM90TF32Launches(t *testing.T) {
 	var recs []launchRec
 	b := dryRun(9, 0, &recs)
-	a := func(shape ...int) *kernels.Tensor {
-		x, err := b.Alloc(kernels.F32, shape...)
-		require.NoError(t, err)
-		return x
-	}
+	a := allocator(t, b, kernels.F32)
 	out, x, w := a(4096, 1024), a(4096, 512), a(512, 1024)
 	require.NoError(t, b.MatMul(out, x, w, kernels.MatMulParams{TF32: true}))
 	require.Len(t, recs, 2)
