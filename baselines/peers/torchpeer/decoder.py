@@ -38,6 +38,20 @@ def llama_weights(name):
     return _llama_weights[name]
 
 
+def ref_model(cfg, weights):
+    """llama.py's model of cfg holding weights (a state_dict; its tensors,
+    under torch 2, which builds the model on the meta device, with no
+    default initialization to overwrite)."""
+    if hasattr(torch, "set_default_device"):
+        with torch.device("meta"):
+            m = llama_ref.LlamaForCausalLM(cfg)
+        m.load_state_dict(weights, assign=True)
+        return m
+    m = llama_ref.LlamaForCausalLM(cfg)
+    m.load_state_dict(weights)
+    return m
+
+
 def llama_cases(short, gpu):
     """(model, dtypes, prefill (batch, seq)s, decode (batch, ctx)s, generate
     (prompt, new)s) as bench_test's Llama benchmarks choose them."""
@@ -131,8 +145,7 @@ def llama_model(ctx, name, dt):
         import transformers  # present: main checked
         model = llama_hf_check.hf_model(transformers, cfg_dict, llama_weights(name), "sdpa", DTYPES[dt], ctx.device)
         return HFLlama(model, transformers), cfg
-    model = llama_ref.LlamaForCausalLM(cfg)
-    model.load_state_dict(llama_weights(name))
+    model = ref_model(cfg, llama_weights(name))
     return RefLlama(model.to(device=ctx.device, dtype=DTYPES[dt]).eval()), cfg
 
 
@@ -290,8 +303,7 @@ class RefLoRA:
     """llama.py's model with lora.py's LoraLinear (PEFT's semantics)."""
 
     def __init__(self, cfg_dict, weights, init, dropout, wdtype, device):
-        model = llama_ref.LlamaForCausalLM(llama_ref.LlamaConfig.from_dict(cfg_dict))
-        model.load_state_dict(weights)
+        model = ref_model(llama_ref.LlamaConfig.from_dict(cfg_dict), weights)
         params = lora_ref.inject(model, LORA_R, LORA_ALPHA, LORA_TARGETS, dropout)
         lora_ref.load_adapter(params, init)
         model.to(device=device, dtype=wdtype)
