@@ -323,7 +323,7 @@ cuda-check: cuda-toolkit cuda-stub
 	$(CUDA_ENV) LD_LIBRARY_PATH=$(CUDA_STUB) $(GO) test -tags cuda -short -run 'Tolerance|GoldenFile' ./bench_test/
 
 ## gpu-bin: the cuda-tagged test binaries for a GPU host, in bin/gpu:
-## stripped and xz-compressed (about 15 MB for the three), each knowing the commit
+## stripped and xz-compressed (about 18 MB for the three), each knowing the commit
 ## it was built from (the zbench-commit: line on a host without the
 ## checkout's git history); scripts/gpu-session.sh unpacks them.
 gpu-bin: cuda-toolkit
