@@ -77,9 +77,23 @@ func BenchmarkMatMul(b *testing.B) {
 			b.Run(name, func(b *testing.B) { benchMatMul(b, dev, c) })
 		}
 		if !testing.Short() {
-			for _, f := range []kernels.WeightFormat{0, kernels.WInt8, kernels.WInt4, kernels.WNF4} {
-				name := fmt.Sprintf("dev=%s/dtype=%s/m=1/n=%d/k=%d/transfer=resident", dev.Name(), weightDType(f), decodeN, decodeK)
-				b.Run(name, func(b *testing.B) { benchDecodeMatMul(b, dev, f) })
+			for _, c := range []struct {
+				f  kernels.WeightFormat
+				dt kernels.DType
+			}{{0, kernels.F32}, {0, kernels.BF16}, {kernels.WInt8, kernels.F32}, {kernels.WInt4, kernels.F32}, {kernels.WNF4, kernels.F32}} {
+				dtype := weightDType(c.f)
+				if c.f == 0 {
+					dtype = c.dt.String()
+				}
+				name := fmt.Sprintf("dev=%s/dtype=%s/m=1/n=%d/k=%d/transfer=resident", dev.Name(), dtype, decodeN, decodeK)
+				gpu := dev.Info().Kind == kernels.GPU
+				switch {
+				case gpu:
+					name += "/cache=cold"
+				case c.dt != kernels.F32:
+					continue // a CPU's bf16 decode: LlamaDecode's dtype=bf16
+				}
+				b.Run(name, func(b *testing.B) { benchDecodeMatMul(b, dev, c.f, c.dt, gpu) })
 			}
 		}
 	}
@@ -87,7 +101,7 @@ func BenchmarkMatMul(b *testing.B) {
 
 // The decode product of BenchmarkMatMul: one row times TinyLlama's MLP
 // up-projection weight [5632, 2048], the memory-bound GEMV of LLM decode,
-// in float32 and weight-only quantized.
+// in float32 and bfloat16 and weight-only quantized.
 const decodeN, decodeK = 5632, 2048
 
 // weightGroups are the 4-bit formats' group sizes: int4's 128 (GPTQ's and
@@ -109,18 +123,23 @@ func weightDType(f kernels.WeightFormat) string {
 }
 
 // benchDecodeMatMul times out [1, N] = x [1, K] · Wᵀ with W [N, K] in
-// float32 (f == 0: MatMul) or weight-only quantized in f (WMatMul). Bytes
-// are the weight's as stored: the traffic that bounds decode. rel-err is
-// against the float32 product with the unquantized weight, so that the
-// speed of a format shows with its accuracy.
-func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat) {
+// dt (f == 0: MatMul, x and out in dt too) or weight-only quantized in f
+// (WMatMul, x and out in float32). Bytes are the weight's as stored: the
+// traffic that bounds decode. rel-err is against the float32 product with
+// the unquantized weight, so that the speed of a format shows with its
+// accuracy. With cold, the device's cache is flushed before every call: a
+// GPU's L2 holds this weight, a model's weights it does not
+// (cache=cold).
+func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat, dt kernels.DType, cold bool) {
 	wv, xv := uniform(5, kernels.F32, decodeN*decodeK), uniform(6, kernels.F32, decodeK)
-	x := upload(b, dev, kernels.F32, xv, 1, decodeK)
-	out := alloc(b, dev, kernels.F32, 1, decodeN)
-	bytes := 4 * float64(decodeN*decodeK)
+	x := upload(b, dev, dt, xv, 1, decodeK)
+	out := alloc(b, dev, dt, 1, decodeN)
+	bytes := float64(dt.Size()) * float64(decodeN*decodeK)
+	dtype := weightDType(f)
 	var op func() error
 	if f == 0 {
-		w := upload(b, dev, kernels.F32, wv, decodeN, decodeK)
+		dtype = dt.String()
+		w := upload(b, dev, dt, wv, decodeN, decodeK)
 		op = func() error { return dev.MatMul(out, x, w, kernels.MatMulParams{TransB: true}) }
 	} else {
 		wq, err := kernels.Group[kernels.WeightQuant](dev)
@@ -143,7 +162,7 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 	}
 	zbench.Measure(b, zbench.Bench{
 		Dev:  dev,
-		Work: zbench.Workload{FLOPs: 2 * float64(decodeN) * float64(decodeK), Bytes: bytes, DType: kernels.F32, ReadOnly: true},
+		Work: zbench.Workload{FLOPs: 2 * float64(decodeN) * float64(decodeK), Bytes: bytes, DType: dt, ReadOnly: true},
 		Op:   op,
 		Verify: func() (float64, error) {
 			got, err := kernels.ToFloat32(out)
@@ -152,7 +171,8 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 			}
 			return sampledMatMulErr(got, xv, transpose(wv, decodeN, decodeK), 1, decodeN, decodeK, 256), nil
 		},
-		MaxRelErr: dtypeTolerance(weightDType(f)),
+		MaxRelErr: dtypeTolerance(dtype),
+		Cold:      cold,
 	})
 }
 

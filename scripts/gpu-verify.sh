@@ -120,6 +120,7 @@ POINTS=$(
 20 ResNet/dev=@/model=resnet50/dtype=bf16/batch=1 torch
 20 BERTTrain/dev=@/dtype=f32/batch=32/seq=128 torch
 10 BERT/dev=@/dtype=int8/batch=1/seq=128 -
+15 MatMul/dev=@/dtype=bf16/m=1/n=5632/k=2048/transfer=resident/cache=cold -
 60 LlamaDecode/dev=@/dtype=w8a16/model=tinyllama/batch=1/ctx=512 -
 60 Serve/dev=@/model=tinyllama/scenario=offline -
 EOF
