@@ -9,7 +9,9 @@
 #   2. compute-sanitizer memcheck over the conformance suite, side by side,
 #   3. one point of every workload (POINTS below, most wanted first):
 #      zbench's benchmark, then the PyTorch peer's on the same point, each
-#      -count COUNT (3) at BENCHTIME (0.2s),
+#      -count COUNT (3) at BENCHTIME (0.2s); the peer is one process for
+#      every point (torch_bench.py --stdin), restarted after a point it did
+#      not finish in time,
 #   4. Nsight Compute over the three points furthest behind the peer (or
 #      PROFILE's).
 # Each step has an estimate of its seconds; a step whose estimate no longer
@@ -144,6 +146,65 @@ wait
 # 3. The points, zbench then the peer on each.
 llama=reference
 "$py" -c 'import transformers' 2>/dev/null && llama=hf
+
+# The peer is one torch_bench.py --stdin process for every point (one
+# start-up: importing torch and making the CUDA context took seconds a
+# point), started at its first point and again after a point it did not
+# finish: a point's pattern goes to its stdin, its results to
+# torch-eager.txt, and it says on stderr when the point is done.
+peer_dir=$(mktemp -d)
+peer_pid=
+peer_start() {
+  rm -f "$peer_dir/in" "$peer_dir/err"
+  mkfifo "$peer_dir/in" "$peer_dir/err"
+  "$py" baselines/peers/torch_bench.py --device "$dev" --llama "$llama" --count "$count" --benchtime "$benchtime" \
+    --tune off --stdin <"$peer_dir/in" >>"$out/torch-eager.txt" 2>"$peer_dir/err" &
+  peer_pid=$!
+  exec {peer_in}>"$peer_dir/in" {peer_err}<"$peer_dir/err"
+}
+peer_stop() {
+  [ -n "$peer_pid" ] || return 0
+  exec {peer_in}>&- {peer_err}<&-
+  kill "$peer_pid" 2>/dev/null || true
+  wait "$peer_pid" 2>/dev/null || true
+  peer_pid=
+}
+trap 'peer_stop; rm -rf "$peer_dir"' EXIT
+
+# peer_point NAME EST: the peer's run of point NAME, cut after EST seconds
+# or at the deadline; notes PASS, SKIP, FAIL or CUT.
+peer_point() {
+  local name=$1 est=$2 pat t0 end status=PASS line
+  fits "torch $name" 1 || return 0
+  [ -n "$peer_pid" ] || peer_start
+  pat=$(pattern "$name")
+  t0=$(date +%s)
+  end=$((t0 + est))
+  ((end < deadline)) || end=$deadline
+  # In a subshell: a peer that has ended would kill the script with SIGPIPE.
+  if ! (echo "$pat" >&"$peer_in") 2>/dev/null; then
+    peer_stop
+    note "torch $name: FAIL, the peer had ended (see torch-eager.txt)"
+    return 0
+  fi
+  while :; do
+    if ((end <= $(date +%s))) || ! IFS= read -r -t $((end - $(date +%s))) line <&"$peer_err"; then
+      # Out of time, or the peer ended: stop it; the next point starts another.
+      peer_stop
+      sed -i '$ { /^Benchmark/ { /ns\/op/! d } }' "$out/torch-eager.txt"
+      note "torch $name: CUT after $(($(date +%s) - t0))s, or the peer ended (see torch-eager.txt)"
+      return 0
+    fi
+    case $line in
+    "torch_bench: done: $pat") break ;;
+    "--- FAIL"*) status=FAIL ;;
+    "--- SKIP"*) [ "$status" = FAIL ] || status=SKIP ;;
+    *"matched no benchmark"*) status="no such benchmark" ;;
+    esac
+    echo "$line" >>"$out/torch-eager.txt"
+  done
+  note "torch $name: $status ($(($(date +%s) - t0))s)"
+}
 while read -r est point peer; do
   [ -n "$point" ] || continue
   name=${point//@/$dev}
@@ -158,11 +219,9 @@ while read -r est point peer; do
     -test.bench "$(pattern "$name")" -test.count "$count" -test.benchtime "$benchtime"
   after=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
   note "zbench $name: $((${after:-0} - ${before:-0})) of $count results"
-  if [ "$peer" = torch ]; then
-    run "torch $name" 0 "$est" . "$out/torch-eager.txt" "" "$py" baselines/peers/torch_bench.py --device "$dev" \
-      --llama "$llama" --bench "$(pattern "$name")" --count "$count" --benchtime "$benchtime"
-  fi
+  [ "$peer" != torch ] || peer_point "$name" "$est"
 done <<<"$POINTS"
+peer_stop
 
 # 4. Nsight Compute over PROFILE or the three points furthest behind the
 # peer.

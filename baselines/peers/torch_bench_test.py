@@ -317,10 +317,11 @@ class GuardTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    def peer(self, *args, libdir=None, env=None, tune=False, cpus=None, timeout=300):
+    def peer(self, *args, libdir=None, env=None, tune=False, cpus=None, timeout=300, stdin=None):
         """Runs the peer; without tune, with --tune off (the environment and
         threads as given: the guard and the workloads under test, without
-        the tuning's calibration runs); with cpus, on those CPUs alone."""
+        the tuning's calibration runs); with cpus, on those CPUs alone;
+        stdin, when given, is its input."""
         e = {k: v for k, v in os.environ.items() if k not in CLEARED}
         if libdir:
             e["LD_LIBRARY_PATH"] = libdir
@@ -328,7 +329,7 @@ class GuardTest(unittest.TestCase):
         flags = [] if tune else ["--tune", "off"]
         pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
         return subprocess.run([sys.executable, PEER, *args, *flags], capture_output=True, text=True, env=e,
-                              timeout=timeout, preexec_fn=pin)
+                              timeout=timeout, preexec_fn=pin, input=stdin)
 
     def assertRefused(self, r, *messages):
         self.assertEqual(r.returncode, 3, f"want exit status 3 (refused)\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}")
@@ -384,6 +385,23 @@ class GuardTest(unittest.TestCase):
             self.assertRuns(r)
             self.assertNotIn("\nBenchmark", r.stdout)
             self.assertIn("matched no benchmark", r.stderr)
+
+    def test_stdin_runs_each_pattern_as_it_comes(self):
+        r = self.peer("--stdin", "--benchtime", "1x", "--threads", "2", "--min-threads", "2", libdir=self.openblas,
+                      stdin="MatMul/dev=cpu/dtype=f32/m=1024/\nNoSuchBench\nMatMul/dev=cpu/dtype=bf16/m=1024/\n")
+        self.assertRuns(r)
+        rows = [l.split()[0] for l in r.stdout.splitlines() if l.startswith("Benchmark")]
+        self.assertEqual([n.split("/")[2] for n in rows], ["dtype=f32", "dtype=f32", "dtype=bf16"], rows)
+        self.assertEqual(sum(l.startswith("goos:") for l in r.stdout.splitlines()), 1, "one header for every pattern")
+        done = [l for l in r.stderr.splitlines() if l.startswith("torch_bench: done:")]
+        self.assertEqual(done, ["torch_bench: done: MatMul/dev=cpu/dtype=f32/m=1024/", "torch_bench: done: NoSuchBench",
+                                "torch_bench: done: MatMul/dev=cpu/dtype=bf16/m=1024/"])
+        self.assertIn("--bench 'NoSuchBench' matched no benchmark", r.stderr)
+
+    def test_stdin_refuses_tuning(self):
+        r = self.peer("--stdin", "--threads", "2", "--min-threads", "2", libdir=self.openblas, tune=True, stdin="")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--stdin runs without tuning", r.stderr)
 
     def test_refuses_few_threads(self):
         r = self.peer("--check", "--threads", "1", "--min-threads", "2", libdir=self.openblas)

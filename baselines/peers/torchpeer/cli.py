@@ -59,6 +59,10 @@ def make_matcher(pattern):
     return match
 
 
+# STDIN_DONE starts the line --stdin writes to stderr after each pattern.
+STDIN_DONE = "torch_bench: done:"
+
+
 def no_match_warning(pattern):
     """What the peer says when --bench matched none of its benchmarks."""
     return (f"torch_bench: warning: --bench {pattern!r} matched no benchmark (as go test -bench, the pattern is "
@@ -184,6 +188,10 @@ def main(argv=None):
     ap.add_argument("--calibrate", help=argparse.SUPPRESS)
     ap.add_argument("--launch-env", help=argparse.SUPPRESS)
     ap.add_argument("--tuning", help=argparse.SUPPRESS)
+    ap.add_argument("--stdin", action="store_true",
+                    help="read --bench patterns from stdin, one a line, run each when it comes and then write "
+                         f"{STDIN_DONE!r} and the pattern to stderr: one process, one start-up, for a caller that "
+                         "interleaves its own runs with the peer's (not with --tune auto on the CPU)")
     args = ap.parse_args(argv)
 
     if args.count < 1:
@@ -222,6 +230,8 @@ def main(argv=None):
     # The knobs are tuned per benchmark in a child of --tune auto; the
     # parent runs no benchmark itself.
     tuning = args.device == "cpu" and args.tune == "auto"
+    if args.stdin and (tuning or args.calibrate or args.check):
+        ap.error("--stdin runs without tuning (--tune off, or --device cuda), --calibrate or --check")
     if tuning and not args.check and not args.launch_child:
         every = [b.name for b in benchmarks(ctx, args.short)]
         chosen = [n for n in every if match(n)]
@@ -309,13 +319,23 @@ def main(argv=None):
     sys.stdout.flush()
 
     suffix = f"-{threads}" if threads != 1 else ""
-    failed, matched = False, 0
     calibrated = {}  # --calibrate: the fastest seconds per op of each benchmark
-    for bench in benchmarks(ctx, args.short):
-        name, tol = bench.name, bench.tol
-        if not match(name):
-            continue
-        matched += 1
+
+    def run(match):
+        """Runs the benchmarks match selects: whether one failed, and how
+        many it matched."""
+        failed, matched = False, 0
+        for bench in benchmarks(ctx, args.short):
+            name, tol = bench.name, bench.tol
+            if not match(name):
+                continue
+            matched += 1
+            if run_one(bench, name, tol):
+                failed = True
+        return failed, matched
+
+    def run_one(bench, name, tol):
+        """Runs one benchmark; whether it failed its check."""
         # TF32 for dtype=tf32 alone: the f32 cases measure IEEE float32.
         ctx.set_tf32(bench.tf32)
         ctx.reset_compiled()
@@ -324,7 +344,7 @@ def main(argv=None):
             work = bench.setup()
         except (NotImplementedError, RuntimeError) as e:
             log(f"--- SKIP: {name}: {e}")
-            continue
+            return False
         if tuning:
             work.op()  # warm-up, outside the trial
             ctx.sync()
@@ -336,10 +356,10 @@ def main(argv=None):
                 calibrated[name] = min(times.values())
                 del work
                 free_device_memory(ctx)
-                continue
+                return False
             for line in knobs.config_lines(blas):
                 emit(line)
-        err = None
+        err, failed = None, False
         for _ in range(args.count):
             work.op()  # warm-up, outside the timer
             ctx.sync()
@@ -370,11 +390,27 @@ def main(argv=None):
         del work
         ctx.set_tf32(False)
         free_device_memory(ctx)
+        return failed
+
+    if args.stdin:
+        failed = False
+        for line in sys.stdin:
+            pattern = line.strip()
+            if not pattern:
+                continue
+            f, matched = run(make_matcher(pattern))
+            if not matched:
+                log(no_match_warning(pattern))
+            failed = failed or f
+            sys.stdout.flush()
+            log(f"{STDIN_DONE} {pattern}")
+    else:
+        failed, matched = run(match)
+        if not matched:
+            log(no_match_warning(args.bench))
     if args.calibrate:
         with open(args.calibrate, "w") as f:
             json.dump(calibrated, f)
-    if not matched:
-        log(no_match_warning(args.bench))
     if failed:
         print("FAIL")
         return 1
