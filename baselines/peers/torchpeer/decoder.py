@@ -28,11 +28,12 @@ def llama_weights(name):
             # the values made on every core (numpy releases the GIL).
             with torch.device("meta"):
                 m = llama_ref.LlamaForCausalLM(cfg)
-            params = list(m.state_dict().items())
+            def make(item):
+                n, p = item
+                return n, llama_ref.synthetic_tensor(n, seed, list(p.shape)).to(p.dtype)
+
             with concurrent.futures.ThreadPoolExecutor() as pool:
-                values = pool.map(lambda np_: llama_ref.synthetic_tensor(np_[0], seed, list(np_[1].shape)).to(np_[1].dtype),
-                                  params)
-                _llama_weights[name] = {n: v for (n, _), v in zip(params, values)}
+                _llama_weights[name] = dict(pool.map(make, m.state_dict().items()))
         else:
             _llama_weights[name] = llama_ref.synthetic_(llama_ref.LlamaForCausalLM(cfg), seed).state_dict()
     return _llama_weights[name]
