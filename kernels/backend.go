@@ -105,6 +105,17 @@ type Capturer interface {
 	Capture(f func() error) (Graph, error)
 }
 
+// Profiled is implemented by devices whose profilers can be told where the
+// region of interest starts and ends: on a GPU, cuProfilerStart and
+// cuProfilerStop, between which Nsight Compute started with
+// --profile-from-start off records kernels.
+type Profiled interface {
+	// ProfileStart marks the start of the region.
+	ProfileStart() error
+	// ProfileStop marks its end.
+	ProfileStop() error
+}
+
 // CacheFlusher is implemented by devices whose caches a benchmark can evict
 // before each timed launch (cache=cold): on a GPU, a write over a buffer the
 // size of the L2 cache.

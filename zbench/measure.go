@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 	"time"
 
@@ -37,6 +38,13 @@ type Bench struct {
 	// the device timer's start mark): the cache=cold of kernel benchmarks.
 	Cold bool
 }
+
+// ProfileEnv is the environment variable that, set to a non-empty value,
+// makes Measure mark its timed loop as the profiled region on devices that
+// implement kernels.Profiled: Nsight Compute started with
+// --profile-from-start off then records the timed calls' kernels alone,
+// not those of set-up, warm-up and Verify.
+const ProfileEnv = "ZBENCH_PROFILE_TIMED"
 
 // Measure runs bm under b: one warm-up call outside the timer, Verify,
 // then the timed loop with the device synchronised in every iteration, so
@@ -110,6 +118,16 @@ func Measure(b *testing.B, bm Bench) {
 	var probed int
 	var probeTime time.Duration
 	var devTime time.Duration
+	if p, ok := dev.(kernels.Profiled); ok && os.Getenv(ProfileEnv) != "" {
+		if err := p.ProfileStart(); err != nil {
+			b.Fatal(err)
+		}
+		defer func() {
+			if err := p.ProfileStop(); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
 	for b.Loop() {
 		if flusher != nil || adjacent {
 			b.StopTimer()

@@ -143,3 +143,39 @@ func TestMeasureAdjacentBandwidth(t *testing.T) {
 		})
 	}
 }
+
+// profiledCPU is the CPU backend with the profiler's region marks
+// recorded in marks, beside the calls of an op.
+type profiledCPU struct {
+	kernels.Backend
+	marks []string
+}
+
+func (p *profiledCPU) ProfileStart() error { p.marks = append(p.marks, "start"); return nil }
+func (p *profiledCPU) ProfileStop() error  { p.marks = append(p.marks, "stop"); return nil }
+
+// TestMeasureProfiledRegion: with ProfileEnv set, the timed calls alone lie
+// between the profiler's start and stop marks; without it there are none.
+func TestMeasureProfiledRegion(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want func(n int) []string
+	}{
+		{"1", func(n int) []string {
+			return slices.Concat([]string{"op", "start"}, slices.Repeat([]string{"op"}, n), []string{"stop"})
+		}},
+		{"", func(n int) []string { return slices.Repeat([]string{"op"}, n+1) }},
+	} {
+		t.Run("env="+tc.env, func(t *testing.T) {
+			t.Setenv(ProfileEnv, tc.env)
+			dev := &profiledCPU{Backend: cpu.New()}
+			res := testing.Benchmark(func(b *testing.B) {
+				dev.marks = dev.marks[:0]
+				Measure(b, Bench{Dev: dev, Work: Workload{FLOPs: 1, DType: kernels.F32},
+					Op: func() error { dev.marks = append(dev.marks, "op"); return nil }})
+			})
+			require.Positive(t, res.N)
+			assert.Equal(t, tc.want(res.N), dev.marks)
+		})
+	}
+}

@@ -609,6 +609,25 @@ func (b *Backend) Close() error {
 	return nil
 }
 
+// ProfileStart marks the start of the region Nsight Compute records when
+// started with --profile-from-start off (cuProfilerStart).
+func (b *Backend) ProfileStart() error { return b.profiler(true) }
+
+// ProfileStop marks the end of that region (cuProfilerStop).
+func (b *Backend) ProfileStop() error { return b.profiler(false) }
+
+func (b *Backend) profiler(start bool) error {
+	if b.record != nil {
+		return nil
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := profiler(b.ctx, start); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	return nil
+}
+
 // NewTimer returns a timer of two CUDA events on the stream.
 func (b *Backend) NewTimer() (kernels.Timer, error) {
 	start, err := newEvent(b.ctx)

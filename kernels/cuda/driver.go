@@ -3,14 +3,16 @@
 package cuda
 
 // The driver calls github.com/mumax/3/cuda/cu does not wrap: events, stream
-// capture into graphs, function attributes and a kernel launch that takes
-// arguments of any size (a CUtensorMap is 128 bytes). Every function here
+// capture into graphs, function attributes, the profiler's region marks and
+// a kernel launch that takes arguments of any size (a CUtensorMap is 128
+// bytes). Every function here
 // makes the backend's context current first, because goroutines move
 // between threads and the driver's current context is per thread.
 
 /*
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stdlib.h>
 
 // SET_CTX makes ctx current on the calling thread or returns the failure;
@@ -25,6 +27,11 @@ static CUresult zbLaunch(CUcontext ctx, CUfunction f, unsigned gx, unsigned gy, 
 	if (nargs > 32) return CUDA_ERROR_INVALID_VALUE;
 	for (int i = 0; i < nargs; i++) params[i] = args + offsets[i];
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, smem, s, params, NULL);
+}
+
+static CUresult zbProfiler(CUcontext ctx, int start) {
+	SET_CTX(ctx);
+	return start ? cuProfilerStart() : cuProfilerStop();
 }
 
 static CUresult zbFuncSetSmem(CUcontext ctx, CUfunction f, int bytes) {
@@ -360,4 +367,13 @@ func (ge *graphExec) launch(ctx cu.Context, s cu.Stream) error {
 
 func (ge *graphExec) destroy(ctx cu.Context) error {
 	return result(C.zbGraphDestroy(ctxOf(ctx), ge.g, ge.exec), "cuGraphDestroy")
+}
+
+// profiler marks the start (start) or end of the profiled region in ctx.
+func profiler(ctx cu.Context, start bool) error {
+	what := "cuProfilerStop"
+	if start {
+		what = "cuProfilerStart"
+	}
+	return result(C.zbProfiler(ctxOf(ctx), C.int(boolInt(start))), what)
 }
