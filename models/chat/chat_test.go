@@ -24,7 +24,7 @@ type goldenCases struct {
 	}
 }
 
-func readGolden(t *testing.T) goldenCases {
+func readGolden(t testing.TB) goldenCases {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "golden", "chat-templates.json"))
 	require.NoError(t, err)
