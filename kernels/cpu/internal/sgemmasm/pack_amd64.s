@@ -440,45 +440,30 @@ pairs32:
 	VZEROUPPER
 	RET
 
-// PREFETCH16 prefetches the line off bytes on in each of the 16 rows from
-// SI, R10, R11 and R12 (R8 bytes apart, R9 three rows) into L1.
-#define PREFETCH16(off) \
-	PREFETCHT0 off(SI); \
-	PREFETCHT0 off(SI)(R8*1); \
-	PREFETCHT0 off(SI)(R8*2); \
-	PREFETCHT0 off(SI)(R9*1); \
-	PREFETCHT0 off(R10); \
-	PREFETCHT0 off(R10)(R8*1); \
-	PREFETCHT0 off(R10)(R8*2); \
-	PREFETCHT0 off(R10)(R9*1); \
-	PREFETCHT0 off(R11); \
-	PREFETCHT0 off(R11)(R8*1); \
-	PREFETCHT0 off(R11)(R8*2); \
-	PREFETCHT0 off(R11)(R9*1); \
-	PREFETCHT0 off(R12); \
-	PREFETCHT0 off(R12)(R8*1); \
-	PREFETCHT0 off(R12)(R8*2); \
-	PREFETCHT0 off(R12)(R9*1)
+// ROWS16 applies ROW(mem, z) to the bytes off on in each of the 16 rows
+// from SI, R10, R11 and R12 (four rows each, R8 bytes apart; R9 three
+// rows), row i into Zi.
+#define ROWS16(ROW, off) \
+	ROW(off(SI), Z0) \
+	ROW(off(SI)(R8*1), Z1) \
+	ROW(off(SI)(R8*2), Z2) \
+	ROW(off(SI)(R9*1), Z3) \
+	ROW(off(R10), Z4) \
+	ROW(off(R10)(R8*1), Z5) \
+	ROW(off(R10)(R8*2), Z6) \
+	ROW(off(R10)(R9*1), Z7) \
+	ROW(off(R11), Z8) \
+	ROW(off(R11)(R8*1), Z9) \
+	ROW(off(R11)(R8*2), Z10) \
+	ROW(off(R11)(R9*1), Z11) \
+	ROW(off(R12), Z12) \
+	ROW(off(R12)(R8*1), Z13) \
+	ROW(off(R12)(R8*2), Z14) \
+	ROW(off(R12)(R9*1), Z15)
 
-// ROWS16 applies ROW(mem, z) to each of the 16 rows from SI, R10, R11 and
-// R12 (four rows each, R8 bytes apart; R9 three rows), row i into Zi.
-#define ROWS16(ROW) \
-	ROW((SI), Z0) \
-	ROW((SI)(R8*1), Z1) \
-	ROW((SI)(R8*2), Z2) \
-	ROW((SI)(R9*1), Z3) \
-	ROW((R10), Z4) \
-	ROW((R10)(R8*1), Z5) \
-	ROW((R10)(R8*2), Z6) \
-	ROW((R10)(R9*1), Z7) \
-	ROW((R11), Z8) \
-	ROW((R11)(R8*1), Z9) \
-	ROW((R11)(R8*2), Z10) \
-	ROW((R11)(R9*1), Z11) \
-	ROW((R12), Z12) \
-	ROW((R12)(R8*1), Z13) \
-	ROW((R12)(R8*2), Z14) \
-	ROW((R12)(R9*1), Z15)
+// PFROW prefetches the line at mem into L1 (z unused).
+#define PFROW(mem, z) \
+	PREFETCHT0 mem
 
 // Q8ROW sets z to 16 int8 codes at mem as float32.
 #define Q8ROW(mem, z) \
@@ -535,8 +520,8 @@ pairs32:
 // Q8CHUNK packs a chunk of 16 codes of 16 rows into 16 rows of the panel
 // from DI, scaled by the vector at R15.
 #define Q8CHUNK \
-	PREFETCH16(256); \
-	ROWS16(Q8ROW); \
+	ROWS16(PFROW, 256); \
+	ROWS16(Q8ROW, 0); \
 	T16; \
 	VMOVUPS (R15), Z16; \
 	SCALED16; \
@@ -605,15 +590,15 @@ TEXT ·PackQ4T32(SB), NOSPLIT, $8-56
 // of the panel from DI, the low nibbles' levels then the high ones',
 // scaled by the vector at R15.
 #define Q4CHUNK \
-	PREFETCH16(128); \
+	ROWS16(PFROW, 128); \
 	LEVELS; \
-	ROWS16(Q4LO); \
+	ROWS16(Q4LO, 0); \
 	T16; \
 	VMOVUPS (R15), Z16; \
 	SCALED16; \
 	ADDQ    $2048, DI; \
 	LEVELS; \
-	ROWS16(Q4HI); \
+	ROWS16(Q4HI, 0); \
 	T16; \
 	VMOVUPS (R15), Z16; \
 	SCALED16; \
