@@ -145,12 +145,7 @@ func BenchmarkWGemmPrefill(b *testing.B) {
 	for _, c := range []format{{kernels.WInt8, 0, false}, {kernels.WInt8, 32, true}, {kernels.WInt4, 32, false}} {
 		w, _ := randQWeight(b, be, rng, c.f, c.group, n, k)
 		if c.f16 {
-			sv, err := kernels.ToFloat32(w.Scales)
-			require.NoError(b, err)
-			shape := w.Scales.Shape()
-			require.NoError(b, be.Free(w.Scales))
-			w.Scales, err = kernels.FromFloat32(be, kernels.F16, sv, shape...)
-			require.NoError(b, err)
+			halfScales(b, be, &w)
 		}
 		for _, m := range []int{64, 128} {
 			b.Run(fmt.Sprintf("format=%v/group=%d/rows=%d", c.f, c.group, m), func(b *testing.B) {
@@ -271,6 +266,17 @@ func randQWeight(tb testing.TB, be *Backend, rng *rand.Rand, f kernels.WeightFor
 	w.Scales, err = kernels.FromFloat32(be, kernels.F32, sv, sshape...)
 	require.NoError(tb, err)
 	return w, codes + 4*nscales
+}
+
+// halfScales replaces w's float32 scales by their float16 roundings, as
+// GGUF's blocks hold them.
+func halfScales(tb testing.TB, be *Backend, w *kernels.QWeight) {
+	sv, err := kernels.ToFloat32(w.Scales)
+	require.NoError(tb, err)
+	shape := w.Scales.Shape()
+	require.NoError(tb, be.Free(w.Scales))
+	w.Scales, err = kernels.FromFloat32(be, kernels.F16, sv, shape...)
+	require.NoError(tb, err)
 }
 
 // TestDecodeRowsBatchInvariant checks that a decode product's row is the

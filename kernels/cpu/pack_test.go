@@ -320,11 +320,7 @@ func TestQuantPanels(t *testing.T) {
 			n := n0 + c.rows + 5
 			w, _ := randQWeight(t, be, rng, c.f, c.group, n, c.k)
 			if c.f16 {
-				sv, err := kernels.ToFloat32(w.Scales)
-				require.NoError(t, err)
-				h, err := kernels.FromFloat32(be, kernels.F16, sv, w.Scales.Shape()...)
-				require.NoError(t, err)
-				w.Scales = h
+				halfScales(t, be, &w)
 			}
 			var buf, refBuf []float32
 			got := quantPanels(w, c.k)(&buf, n0, c.rows)
