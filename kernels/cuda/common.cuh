@@ -325,15 +325,19 @@ __device__ __forceinline__ float hi16(unsigned u, __half) {
 }
 __device__ __forceinline__ float lo16(unsigned u, __nv_bfloat16) { return __uint_as_float(u << 16); }
 __device__ __forceinline__ float hi16(unsigned u, __nv_bfloat16) { return __uint_as_float(u & 0xffff0000u); }
+// widen8 sets v to the eight 16-bit elements of T in a, in order, as
+// float32.
+template <typename T> __device__ __forceinline__ void widen8(const uint4& a, float (&v)[8]) {
+    const unsigned u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = lo16(u[i], T());
+        v[2 * i + 1] = hi16(u[i], T());
+    }
+}
 template <int NV, typename T> __device__ __forceinline__ void ldx(const T* p, float (&v)[NV]) {
     if constexpr (NV == 8) {
-        const uint4 a = *reinterpret_cast<const uint4*>(p);
-        const unsigned u[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            v[2 * i] = lo16(u[i], T());
-            v[2 * i + 1] = hi16(u[i], T());
-        }
+        widen8<T>(*reinterpret_cast<const uint4*>(p), v);
     } else {
         const uint2 a = *reinterpret_cast<const uint2*>(p);
         v[0] = lo16(a.x, T());

@@ -781,14 +781,7 @@ __device__ __forceinline__ void gemv(T* c, const T* __restrict__ a, const T* __r
         }
         float w[NC][GV_VEC];
 #pragma unroll
-        for (int j = 0; j < NC; j++) {
-            const unsigned u[4] = {q[j].x, q[j].y, q[j].z, q[j].w};
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                w[j][2 * i] = lo16(u[i], T());
-                w[j][2 * i + 1] = hi16(u[i], T());
-            }
-        }
+        for (int j = 0; j < NC; j++) widen8<T>(q[j], w[j]);
 #pragma unroll
         for (int m = 0; m < R; m++) {
             if (m < M) {
