@@ -81,11 +81,7 @@ func BenchmarkMatMul(b *testing.B) {
 				f  kernels.WeightFormat
 				dt kernels.DType
 			}{{0, kernels.F32}, {0, kernels.BF16}, {kernels.WInt8, kernels.F32}, {kernels.WInt4, kernels.F32}, {kernels.WNF4, kernels.F32}} {
-				dtype := weightDType(c.f)
-				if c.f == 0 {
-					dtype = c.dt.String()
-				}
-				name := fmt.Sprintf("dev=%s/dtype=%s/m=1/n=%d/k=%d/transfer=resident", dev.Name(), dtype, decodeN, decodeK)
+				name := fmt.Sprintf("dev=%s/dtype=%s/m=1/n=%d/k=%d/transfer=resident", dev.Name(), decodeDType(c.f, c.dt), decodeN, decodeK)
 				gpu := dev.Info().Kind == kernels.GPU
 				switch {
 				case gpu:
@@ -122,6 +118,15 @@ func weightDType(f kernels.WeightFormat) string {
 	return "f32"
 }
 
+// decodeDType names a decode product's weight as a benchmark dtype: dt's
+// for a float weight (f == 0), else weightDType's.
+func decodeDType(f kernels.WeightFormat, dt kernels.DType) string {
+	if f == 0 {
+		return dt.String()
+	}
+	return weightDType(f)
+}
+
 // benchDecodeMatMul times out [1, N] = x [1, K] · Wᵀ with W [N, K] in
 // dt (f == 0: MatMul, x and out in dt too) or weight-only quantized in f
 // (WMatMul, x and out in float32). Bytes are the weight's as stored: the
@@ -135,10 +140,8 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 	x := upload(b, dev, dt, xv, 1, decodeK)
 	out := alloc(b, dev, dt, 1, decodeN)
 	bytes := float64(dt.Size()) * float64(decodeN*decodeK)
-	dtype := weightDType(f)
 	var op func() error
 	if f == 0 {
-		dtype = dt.String()
 		w := upload(b, dev, dt, wv, decodeN, decodeK)
 		op = func() error { return dev.MatMul(out, x, w, kernels.MatMulParams{TransB: true}) }
 	} else {
@@ -171,7 +174,7 @@ func benchDecodeMatMul(b *testing.B, dev kernels.Backend, f kernels.WeightFormat
 			}
 			return sampledMatMulErr(got, xv, transpose(wv, decodeN, decodeK), 1, decodeN, decodeK, 256), nil
 		},
-		MaxRelErr: dtypeTolerance(dtype),
+		MaxRelErr: dtypeTolerance(decodeDType(f, dt)),
 		Cold:      cold,
 	})
 }
