@@ -17,10 +17,10 @@
 # Each step has an estimate of its seconds; a step whose estimate no longer
 # fits in what is left is skipped, and a step that runs is cut at its cap
 # (150 s for each test step, a point's estimate for each side of it, 60 s
-# for a profile) or at the deadline, whichever comes first. Results are appended to OUT as they come (zbench.txt,
-# torch-eager.txt, the tests' logs in tests.txt, Nsight Compute's in
-# ncu.txt: with gpu-session.sh's two, seven files, within the eight a lent
-# call brings back), so a call cut short still returns everything measured
+# for a profile) or at the deadline, whichever comes first. Results are
+# appended to OUT as they come (zbench.txt, torch-eager.txt, the tests'
+# logs in tests.txt, Nsight Compute's in ncu.txt: with gpu-session.sh's
+# two, seven files, within the eight a lent call brings back), so a call cut short still returns everything measured
 # before; OUT/summary.txt says what passed, failed or was skipped or cut,
 # how many results each point gave (0 where the device has no such
 # benchmark), and ends with the steps skipped or cut for time, by name.
@@ -68,6 +68,10 @@ fits() {
   fi
 }
 
+# drop_cut_line LOG drops LOG's last line where it is a benchmark line that a
+# cut left without its figures: it would not parse.
+drop_cut_line() { sed -i '$ { /^Benchmark/ { /ns\/op/! d } }' "$1"; }
+
 # run NAME EST CAP DIR LOG TAG CMD...: CMD in DIR, cut after CAP seconds or
 # at the deadline, whichever comes first, its output appended to LOG with
 # TAG before each line; notes PASS, FAIL or CUT.
@@ -82,8 +86,7 @@ run() {
   case $rc in
   0) note "$name: PASS ($(($(date +%s) - t0))s)" ;;
   124 | 137)
-    # A benchmark line the cut left without its figures would not parse.
-    sed -i '$ { /^Benchmark/ { /ns\/op/! d } }' "$log"
+    drop_cut_line "$log"
     note "$name: CUT after $(($(date +%s) - t0))s (see ${log#"$out"/})"
     ;;
   *) note "$name: FAIL, exit $rc ($(($(date +%s) - t0))s, see ${log#"$out"/})" ;;
@@ -98,8 +101,7 @@ pattern() { echo "^Benchmark$1\$" | sed 's|/|$/^|g'; }
 # first lent call's times with room to spare; each side is cut after that
 # long), the benchmark without its Benchmark prefix (dev=@
 # for the device), and whether the PyTorch peer has it. First one point of
-# each workload, the README's MatMul row that has no raw file first, then
-# the second points: the rest of the README's GPU rows and the targets,
+# each workload, then the second points (the rest of the issue's targets),
 # then the rows with no peer.
 POINTS=$(
   cat <<'EOF'
@@ -191,7 +193,7 @@ peer_point() {
     if ((end <= $(date +%s))) || ! IFS= read -r -t $((end - $(date +%s))) line <&"$peer_err"; then
       # Out of time, or the peer ended: stop it; the next point starts another.
       peer_stop
-      sed -i '$ { /^Benchmark/ { /ns\/op/! d } }' "$out/torch-eager.txt"
+      drop_cut_line "$out/torch-eager.txt"
       note "torch $name: CUT after $(($(date +%s) - t0))s, or the peer ended (see torch-eager.txt)"
       return 0
     fi
