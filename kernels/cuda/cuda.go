@@ -620,9 +620,7 @@ func (b *Backend) profiler(start bool) error {
 	if b.record != nil {
 		return nil
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := profiler(b.ctx, start); err != nil {
+	if err := profiler(b.ctx, start); err != nil { // one cgo call: the context made current on its thread
 		return fmt.Errorf("cuda: %w", err)
 	}
 	return nil

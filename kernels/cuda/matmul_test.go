@@ -12,54 +12,38 @@ import (
 	"github.com/zbench/zbench/kernels/check"
 )
 
+// TestSplitK checks the slices of K of the SIMT kernel (128×128 tiles,
+// slices of 8 and at least 64 deep) and the Hopper kernel (128×256 tiles,
+// whole 64-deep k-tiles, at least four).
 func TestSplitK(t *testing.T) {
 	for _, c := range []struct {
 		name                 string
+		g                    splitTile
 		batch, m, n, k, sms  int
 		wantSplits, wantDeep int
 	}{
-		{"BERT-base QKV at batch 1: 6 tiles", 1, 128, 768, 768, 132, 12, 64},
-		{"BERT-base FFN in: 24 tiles", 1, 128, 3072, 768, 132, 5, 160},
-		{"BERT-base FFN out: K 3072", 1, 128, 768, 3072, 132, 22, 144},
-		{"uneven last slice", 1, 31, 17, 4097, 132, 57, 72},
-		{"enough tiles to fill half the device", 1, 2048, 1024, 4096, 132, 1, 4096},
-		{"a batch of products", 2, 128, 768, 768, 132, 1, 768},
-		{"K too short to split", 1, 128, 768, 100, 132, 1, 100},
-		{"no multiprocessors known", 1, 128, 768, 768, 0, 1, 768},
+		{"BERT-base QKV at batch 1: 6 tiles", simtSplit, 1, 128, 768, 768, 132, 12, 64},
+		{"BERT-base FFN in: 24 tiles", simtSplit, 1, 128, 3072, 768, 132, 5, 160},
+		{"BERT-base FFN out: K 3072", simtSplit, 1, 128, 768, 3072, 132, 22, 144},
+		{"uneven last slice", simtSplit, 1, 31, 17, 4097, 132, 57, 72},
+		{"enough tiles to fill half the device", simtSplit, 1, 2048, 1024, 4096, 132, 1, 4096},
+		{"a batch of products", simtSplit, 2, 128, 768, 768, 132, 1, 768},
+		{"K too short to split", simtSplit, 1, 128, 768, 100, 132, 1, 100},
+		{"no multiprocessors known", simtSplit, 1, 128, 768, 768, 0, 1, 768},
+		{"Hopper: BERT-base attention output at batch 1, 3 tiles", sm90Split, 1, 128, 768, 768, 132, 3, 256},
+		{"Hopper: BERT-base FFN out, K 3072", sm90Split, 1, 128, 768, 3072, 132, 12, 256},
+		{"Hopper: TinyLlama k_proj, prefill of 512, 4 tiles", sm90Split, 1, 512, 256, 2048, 132, 8, 256},
+		{"Hopper: TinyLlama down_proj, prefill of 512, 32 tiles", sm90Split, 1, 512, 2048, 5632, 132, 4, 1408},
+		{"Hopper: TinyLlama gate_proj, prefill of 512, 88 tiles", sm90Split, 1, 512, 5632, 2048, 132, 1, 2048},
+		{"Hopper: K of one slice's depth", sm90Split, 1, 128, 768, 256, 132, 1, 256},
+		{"Hopper: K not a multiple of 64", sm90Split, 1, 128, 768, 1000, 132, 3, 384},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			splits, deep := simtSplit.splitK(check.MatMulDims{Batch: c.batch, M: c.m, N: c.n, K: c.k}, c.sms)
+			splits, deep := c.g.splitK(check.MatMulDims{Batch: c.batch, M: c.m, N: c.n, K: c.k}, c.sms)
 			assert.Equal(t, c.wantSplits, splits)
 			assert.Equal(t, c.wantDeep, deep)
 			if splits > 1 {
-				assert.Zero(t, deep%8, "slices start 8-aligned")
-				assert.Less(t, (splits-1)*deep, c.k, "every slice holds some of K")
-				assert.GreaterOrEqual(t, splits*deep, c.k, "the slices cover K")
-			}
-		})
-	}
-}
-
-func TestSplitKSM90(t *testing.T) {
-	for _, c := range []struct {
-		name                 string
-		m, n, k              int
-		wantSplits, wantDeep int
-	}{
-		{"BERT-base attention output at batch 1: 3 tiles", 128, 768, 768, 3, 256},
-		{"BERT-base FFN out: K 3072", 128, 768, 3072, 12, 256},
-		{"TinyLlama k_proj, prefill of 512: 4 tiles", 512, 256, 2048, 8, 256},
-		{"TinyLlama down_proj, prefill of 512: 32 tiles", 512, 2048, 5632, 4, 1408},
-		{"TinyLlama gate_proj, prefill of 512: 88 tiles", 512, 5632, 2048, 1, 2048},
-		{"K of one slice's depth", 128, 768, 256, 1, 256},
-		{"K not a multiple of 64", 128, 768, 1000, 3, 384},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			splits, deep := sm90Split.splitK(check.MatMulDims{Batch: 1, M: c.m, N: c.n, K: c.k}, 132)
-			assert.Equal(t, c.wantSplits, splits)
-			assert.Equal(t, c.wantDeep, deep)
-			if splits > 1 {
-				assert.Zero(t, deep%sm90TileK, "slices are whole k-tiles")
+				assert.Zero(t, deep%c.g.step, "slices start at a multiple of the step")
 				assert.Less(t, (splits-1)*deep, c.k, "every slice holds some of K")
 				assert.GreaterOrEqual(t, splits*deep, c.k, "the slices cover K")
 			}
