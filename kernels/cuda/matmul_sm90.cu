@@ -264,27 +264,26 @@ __device__ __forceinline__ void sm90_matmul(const CUtensorMap* tmA, const CUtens
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + cw) : "memory"); // this warpgroup's block is staged
 
     const int t = threadIdx.x % 128, col = n0 + 2 * t;
-    if (split && col < N) { // the slice's product, as it is
-        const int r0 = m0 + cw * 64, rows = min(64, M - r0);
+    if (col >= N) return; // N is even, so col + 1 < N too
+    const int r0 = m0 + cw * 64, rows = min(64, M - r0);
+    const float* q = tile + 2 * t;
+    if (split) { // the slice's product, as it is
         float* p = ws + (long long)blockIdx.z * M * N + (long long)r0 * N + col;
-        const float* q = tile + 2 * t;
         for (int r = 0; r < rows; ++r, p += N, q += SM90_EPI_LD)
             *reinterpret_cast<float2*>(p) = *reinterpret_cast<const float2*>(q);
-    } else if (col < N) { // N is even, so col + 1 < N too
-        const int r0 = m0 + cw * 64, rows = min(64, M - r0);
-        const float2 bv = bias != nullptr ? sm90_load2(bias + col) : make_float2(0.0f, 0.0f);
-        T* p = c + (long long)z * strideC + (long long)r0 * N + col;
-        const float* q = tile + 2 * t;
-        for (int r = 0; r < rows; ++r, p += N, q += SM90_EPI_LD) {
-            const float2 acc = *reinterpret_cast<const float2*>(q);
-            float v0 = alpha * acc.x, v1 = alpha * acc.y;
-            if (beta != 0.0f) {
-                const float2 old = sm90_load2(p);
-                v0 += beta * old.x;
-                v1 += beta * old.y;
-            }
-            sm90_store2(p, act_apply(v0 + bv.x, act), act_apply(v1 + bv.y, act));
+        return;
+    }
+    const float2 bv = bias != nullptr ? sm90_load2(bias + col) : make_float2(0.0f, 0.0f);
+    T* p = c + (long long)z * strideC + (long long)r0 * N + col;
+    for (int r = 0; r < rows; ++r, p += N, q += SM90_EPI_LD) {
+        const float2 acc = *reinterpret_cast<const float2*>(q);
+        float v0 = alpha * acc.x, v1 = alpha * acc.y;
+        if (beta != 0.0f) {
+            const float2 old = sm90_load2(p);
+            v0 += beta * old.x;
+            v1 += beta * old.y;
         }
+        sm90_store2(p, act_apply(v0 + bv.x, act), act_apply(v1 + bv.y, act));
     }
 }
 
