@@ -444,22 +444,17 @@ pairs32:
 // from SI, R10, R11 and R12 (four rows each, R8 bytes apart; R9 three
 // rows), row i into Zi.
 #define ROWS16(ROW, off) \
-	ROW(off(SI), Z0) \
-	ROW(off(SI)(R8*1), Z1) \
-	ROW(off(SI)(R8*2), Z2) \
-	ROW(off(SI)(R9*1), Z3) \
-	ROW(off(R10), Z4) \
-	ROW(off(R10)(R8*1), Z5) \
-	ROW(off(R10)(R8*2), Z6) \
-	ROW(off(R10)(R9*1), Z7) \
-	ROW(off(R11), Z8) \
-	ROW(off(R11)(R8*1), Z9) \
-	ROW(off(R11)(R8*2), Z10) \
-	ROW(off(R11)(R9*1), Z11) \
-	ROW(off(R12), Z12) \
-	ROW(off(R12)(R8*1), Z13) \
-	ROW(off(R12)(R8*2), Z14) \
-	ROW(off(R12)(R9*1), Z15)
+	ROWS4(ROW, off, SI, Z0, Z1, Z2, Z3) \
+	ROWS4(ROW, off, R10, Z4, Z5, Z6, Z7) \
+	ROWS4(ROW, off, R11, Z8, Z9, Z10, Z11) \
+	ROWS4(ROW, off, R12, Z12, Z13, Z14, Z15)
+
+// ROWS4 is ROWS16's four rows from base, into za–zd.
+#define ROWS4(ROW, off, base, za, zb, zc, zd) \
+	ROW(off(base), za) \
+	ROW(off(base)(R8*1), zb) \
+	ROW(off(base)(R8*2), zc) \
+	ROW(off(base)(R9*1), zd)
 
 // PFROW prefetches the line at mem into L1 (z unused).
 #define PFROW(mem, z) \
