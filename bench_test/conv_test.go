@@ -66,8 +66,9 @@ func benchConvLayers(b *testing.B) {
 	}
 }
 
-// convSetup allocates one layer's operands; the check compares the first
-// image of the batch with the float64 reference.
+// convSetup allocates one layer's operands, the filters packed where the
+// backend packs them (as models/resnet packs them when it loads); the
+// check compares the first image of the batch with the float64 reference.
 func convSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, l convLayer, n int) (func() error, zbench.Workload, func() (float64, error)) {
 	vis, err := kernels.Group[kernels.Vision](dev)
 	if err != nil {
@@ -80,6 +81,11 @@ func convSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, l convLayer,
 	bv := uniform(23, dt, l.co)
 	x := upload(b, dev, dt, xv, n, l.h, l.w, l.ci)
 	w := upload(b, dev, dt, wv, l.co, l.k, l.k, l.ci)
+	if cp, err := kernels.Group[kernels.ConvPacker](dev); err == nil {
+		if err := cp.PackConvFilters(w, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
 	p.Bias = upload(b, dev, dt, bv, l.co)
 	outLen := n * g.Ho * g.Wo * l.co
 	var rv []float32
@@ -92,7 +98,7 @@ func convSetup(b *testing.B, dev kernels.Backend, dt kernels.DType, l convLayer,
 	if l.residual {
 		bytes += float64(outLen * dt.Size())
 	}
-	work := zbench.Workload{FLOPs: g.FLOPs(), Bytes: bytes, DType: dt}
+	work := zbench.Workload{FLOPs: g.FLOPs(), LeastFLOPs: g.LeastFLOPs(), Bytes: bytes, DType: dt}
 	verify := func() (float64, error) {
 		one := g
 		one.N = 1

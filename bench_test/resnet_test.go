@@ -420,11 +420,12 @@ func resnetBench(b *testing.B, m *resnet.Model, batch int, verify func() (float6
 		dt = kernels.I8
 	}
 	work := zbench.Workload{
-		FLOPs:    m.Config.FLOPs(batch, size, size),
-		Bytes:    float64(m.WeightBytes()) + float64(batch*3*size*size*4),
-		DType:    dt,
-		Items:    float64(batch),
-		ItemUnit: "img/s",
+		FLOPs:      m.Config.FLOPs(batch, size, size),
+		LeastFLOPs: m.Config.LeastFLOPs(batch, size, size),
+		Bytes:      float64(m.WeightBytes()) + float64(batch*3*size*size*4),
+		DType:      dt,
+		Items:      float64(batch),
+		ItemUnit:   "img/s",
 	}
 	zbench.Measure(b, zbench.Bench{Dev: dev, Work: work, Op: run, Verify: verify, MaxRelErr: tol})
 }

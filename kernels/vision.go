@@ -125,6 +125,28 @@ func (g ConvDims) PointwiseGEMM() bool {
 // FLOPs is 2·M·Co·K, the multiply-adds of the convolution counted twice.
 func (g ConvDims) FLOPs() float64 { return 2 * float64(g.M()) * float64(g.Co) * float64(g.K()) }
 
+// WinogradSaving is how many times fewer multiplications Winograd's
+// minimal filtering F(2×2, 3×3) performs than a direct 3×3 convolution:
+// 16 for a 2×2 tile of outputs, where the windows take 36.
+const WinogradSaving = 2.25
+
+// LeastFLOPs is FLOPs less what the cheapest algorithm a backend may run
+// the convolution with saves: FLOPs/WinogradSaving for a 3×3 stride-1
+// convolution of one group without dilation, FLOPs for any other. The
+// roofline guard holds it to the peak (zbench/roofline.Workload).
+func (g ConvDims) LeastFLOPs() float64 {
+	if g.Winograd() {
+		return g.FLOPs() / WinogradSaving
+	}
+	return g.FLOPs()
+}
+
+// Winograd reports whether the convolution is one that Winograd's
+// F(2×2, 3×3) computes: 3×3, stride 1, one group, no dilation.
+func (g ConvDims) Winograd() bool {
+	return g.Kh == 3 && g.Kw == 3 && g.Stride == [2]int{1, 1} && g.Dilation == [2]int{1, 1} && g.Groups == 1
+}
+
 // Dims is the geometry of a convolution of x [N, H, W, Ci] by w [Co, Kh,
 // Kw, Ci/G] (both 4-D) under p, its defaults resolved and Ho, Wo
 // computed; check.Conv2D says whether it is valid.

@@ -237,10 +237,14 @@ func packPanels(dst, wv []float32, groups, cog, k, depth, nr int) {
 	})
 }
 
-// dropPacked returns st's packed form, if any, to the pool.
+// dropPacked returns st's packed form and its Winograd transform, if
+// any, to the pool.
 func (b *Backend) dropPacked(st *storage) {
 	if f := st.packed; f != nil {
 		st.packed = nil
+		b.pool.Put(f.mem, f.class)
+	}
+	if f := st.wino.Swap(nil); f != nil {
 		b.pool.Put(f.mem, f.class)
 	}
 }

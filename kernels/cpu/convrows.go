@@ -331,8 +331,12 @@ type nextRows struct {
 	i        int // the calls handed their part so far
 }
 
-// part is the next call's part, or nil once next is covered.
+// part is the next call's part, or nil once next is covered (at once
+// for no next, the zero nextRows among them).
 func (n *nextRows) part() *float32 {
+	if len(n.next) == 0 {
+		return nil
+	}
 	share := min(n.k*8, (len(n.next)+n.calls-1)/max(1, n.calls))
 	off := n.i * share
 	n.i++

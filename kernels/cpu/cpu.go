@@ -17,6 +17,7 @@ package cpu
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -54,6 +55,9 @@ type storage struct {
 	// packed is the packed form of a weight (PackConvFilters,
 	// PackLinear), or nil.
 	packed *packedB
+	// wino is the Winograd transform of a packed weight's 3×3 filters
+	// (winoPanels), made on its first such convolution, or nil.
+	wino atomic.Pointer[packedB]
 }
 
 // New returns a CPU backend using GOMAXPROCS threads, choosing the

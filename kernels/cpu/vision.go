@@ -36,9 +36,11 @@ const narrowGroup = 8
 // the product accumulated onto it (beta 1), so out may be the residual;
 // bias and activation follow on each block of rows while it is in cache.
 // On the in-place kernel, a strided 1×1 convolution multiplies the pixels
-// it reads, copied out in order, as a pointwise one (subsampled), and an
+// it reads, copied out in order, as a pointwise one (subsampled), an
 // image's stem multiplies a copy of x with its padding written out
-// (padded).
+// (padded), and a 3×3 stride-1 convolution of packed filters, wide
+// enough images and channels in multiples of 16 runs as Winograd's
+// F(2×2, 3×3) (convWinograd).
 func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error {
 	g, err := check.Conv2D("cpu: Conv2D", b, out, x, w, p)
 	if err != nil {
@@ -66,6 +68,13 @@ func (b *Backend) Conv2D(out, x, w *kernels.Tensor, p kernels.ConvParams) error 
 			res = ov
 		case p.Residual != nil:
 			res = in32(p.Residual)[:len(ov)]
+		}
+		if winoConv(g) {
+			if u := b.winoPanels(w, wv, Co, g.Ci); u != nil {
+				convWinograd(ov, xv, u, res, bias, g, p.Act)
+				done()
+				return nil
+			}
 		}
 		panels := b.rowsPanels(w, wv, Co, K)
 		var recast func(buf *[]float32, xv []float32, g kernels.ConvDims) ([]float32, kernels.ConvDims)

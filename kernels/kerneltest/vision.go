@@ -195,6 +195,19 @@ func convCases() []convCase {
 		// Many pixels by many filters: the output is multiplied in several
 		// row blocks per share of the pixels.
 		{n: 2, h: 13, w: 12, ci: 4, co: 576, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
+		// 3×3 stride-1 convolutions of channels in multiples of 16 over
+		// images of 14×14 pixels or more, which a backend may multiply as
+		// Winograd's F(2×2, 3×3): tiles across an odd width and height,
+		// a last panel of filters narrower than 32, the residual out
+		// itself or its own tensor, an activation a backend may not fuse,
+		// no padding and uneven padding, more tiles than one block of
+		// them, and fewer tiles than filters.
+		{n: 2, h: 14, w: 15, ci: 32, co: 48, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
+		{n: 1, h: 16, w: 16, ci: 16, co: 64, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, inPlace: true, act: relu},
+		{n: 1, h: 17, w: 16, ci: 48, co: 32, kh: 3, kw: 3, residual: true, act: kernels.ActGELU},
+		{n: 1, h: 13, w: 15, ci: 16, co: 16, kh: 3, kw: 3, pad: [2]int{2, 1}, bias: true},
+		{n: 2, h: 30, w: 28, ci: 16, co: 32, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, act: relu},
+		{n: 1, h: 14, w: 14, ci: 32, co: 128, kh: 3, kw: 3, pad: [2]int{1, 1}, bias: true, residual: true, act: relu},
 	}
 }
 
@@ -357,24 +370,31 @@ func visionErrors(e *env) {
 	e.requireOpErr(v.GlobalAvgPool(e.Output(kernels.F16, 1, 8), x), kernels.ErrDType, "GlobalAvgPool", "out")
 }
 
-// convPackedUpload packs filters, uploads new values over them and checks
-// that Conv2D multiplies the new ones.
+// convPackedUpload packs the filters of each 3×3 stride-1 case of one
+// group, convolves, uploads new values over them and checks that Conv2D
+// multiplies the new ones: no packed or transformed form outlives them.
 func convPackedUpload(e *env) {
-	c := convCases()[3] // 3×3, bias, ReLU
-	g := c.geometry()
-	x, xv := e.Input("x", kernels.F32, c.n, c.h, c.w, c.ci)
-	w, _ := e.mutable(kernels.F32, c.co, c.kh, c.kw, c.ci)
-	require.NoError(e, optionalGroup[kernels.ConvPacker](e).PackConvFilters(w, 1))
-	wv := make([]float64, w.Len())
-	w32 := make([]float32, w.Len())
-	for i := range wv {
-		w32[i] = float32(e.rng.Float64() - 0.5)
-		wv[i] = float64(w32[i])
+	for _, c := range convCases() {
+		if c.kh != 3 || c.kw != 3 || c.stride != [2]int{} || c.dil != [2]int{} || c.groups > 1 {
+			continue
+		}
+		g := c.geometry()
+		x, xv := e.Input("x", kernels.F32, c.n, c.h, c.w, c.ci)
+		w, old := e.mutable(kernels.F32, c.co, c.kh, c.kw, c.ci)
+		require.NoError(e, optionalGroup[kernels.ConvPacker](e).PackConvFilters(w, 1))
+		out := e.Output(kernels.F32, g.N, g.Ho, g.Wo, g.Co)
+		require.NoError(e, e.vision().Conv2D(out, x, w, kernels.ConvParams{Pad: c.pad}))
+		e.Check("out", out, RefConv2D(xv, old, g), 0)
+		wv := make([]float64, w.Len())
+		w32 := make([]float32, w.Len())
+		for i := range wv {
+			w32[i] = float32(e.rng.Float64() - 0.5)
+			wv[i] = float64(w32[i])
+		}
+		require.NoError(e, kernels.UploadFloat32(w, w32))
+		require.NoError(e, e.vision().Conv2D(out, x, w, kernels.ConvParams{Pad: c.pad}))
+		e.Check("out", out, RefConv2D(xv, wv, g), 0)
 	}
-	require.NoError(e, kernels.UploadFloat32(w, w32))
-	out := e.Output(kernels.F32, g.N, g.Ho, g.Wo, g.Co)
-	require.NoError(e, e.vision().Conv2D(out, x, w, kernels.ConvParams{Pad: c.pad}))
-	e.Check("out", out, RefConv2D(xv, wv, g), 0)
 }
 
 // packConvErrors checks that PackConvFilters names the shape it rejects.

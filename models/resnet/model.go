@@ -218,20 +218,29 @@ func (m *Model) WeightBytes() int64 { return m.params.Bytes() }
 // h×w: two per multiply-add of every convolution and of the classifier
 // (pooling, BatchNorm, additions and ReLU, all O(activations), are not
 // counted, as is the custom).
-func (c Config) FLOPs(batch, h, w int) float64 {
+func (c Config) FLOPs(batch, h, w int) float64 { return c.flops(batch, h, w, conv.flops) }
+
+// LeastFLOPs is FLOPs with each convolution's arithmetic as its cheapest
+// algorithm does it (kernels.ConvDims.LeastFLOPs): what the roofline
+// guard holds to the peak.
+func (c Config) LeastFLOPs(batch, h, w int) float64 { return c.flops(batch, h, w, conv.leastFLOPs) }
+
+// flops sums the arithmetic of one forward pass, each convolution's as
+// of counts it.
+func (c Config) flops(batch, h, w int, of func(cv conv, batch, h, w int) (float64, int, int)) float64 {
 	a := c.arch()
-	f, h, w := a.stem.flops(batch, h, w)
+	f, h, w := of(a.stem, batch, h, w)
 	h, w = poolOut(h), poolOut(w)
 	for _, st := range a.stages {
 		for _, b := range st {
 			bh, bw := h, w
 			for _, cv := range b.convs {
 				var cf float64
-				cf, bh, bw = cv.flops(batch, bh, bw)
+				cf, bh, bw = of(cv, batch, bh, bw)
 				f += cf
 			}
 			if b.down != nil {
-				df, _, _ := b.down.flops(batch, h, w)
+				df, _, _ := of(*b.down, batch, h, w)
 				f += df
 			}
 			h, w = bh, bw

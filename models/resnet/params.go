@@ -28,6 +28,16 @@ func (cv conv) flops(batch, h, w int) (f float64, ho, wo int) {
 	return 2 * float64(batch*ho*wo) * float64(cv.co) * float64(cv.ci/cv.grp*cv.k*cv.k), ho, wo
 }
 
+// leastFLOPs is flops as its cheapest algorithm does it
+// (kernels.ConvDims.LeastFLOPs), and the output size.
+func (cv conv) leastFLOPs(batch, h, w int) (f float64, ho, wo int) {
+	f, ho, wo = cv.flops(batch, h, w)
+	if cv.k == 3 && cv.stride == 1 && cv.grp == 1 {
+		f /= kernels.WinogradSaving
+	}
+	return f, ho, wo
+}
+
 // describe is the convolution's geometry on batch images of h×w, as
 // "k×k/stride ci→co h×w" (with "/g" groups when grouped), and its work as
 // flops.

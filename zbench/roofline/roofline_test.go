@@ -49,6 +49,12 @@ func TestPeakCheck(t *testing.T) {
 		// limit; and past the limit.
 		{"read stream above a measured copy rate", cpuCopyPeak, Workload{Bytes: 64e6 + 45e6}, time.Millisecond, ""},
 		{"read stream past the limit", cpuCopyPeak, Workload{Bytes: 64e6 + 121e6}, time.Millisecond, "memory bandwidth limit of 120 GB/s"},
+		// A 3×3 convolution's effective 600 GFLOP/s on a 400 GFLOP/s CPU:
+		// within the peak as Winograd's F(2×2, 3×3) does it, past it as
+		// its cheapest algorithm's arithmetic, and as a direct one.
+		{"effective rate of a fast algorithm", cpuCopyPeak, Workload{FLOPs: 600e6, LeastFLOPs: 600e6 / 2.25, DType: kernels.F32}, time.Millisecond, ""},
+		{"fast algorithm past the peak", cpuCopyPeak, Workload{FLOPs: 1000e6, LeastFLOPs: 1000e6 / 2.25, DType: kernels.F32}, time.Millisecond, "444.4 GFLOP/s (the arithmetic of its cheapest algorithm)"},
+		{"direct rate past the peak", cpuCopyPeak, Workload{FLOPs: 600e6, DType: kernels.F32}, time.Millisecond, "600 GFLOP/s in f32 exceeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.peak.Check(tc.w, tc.perOp)
