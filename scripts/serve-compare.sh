@@ -2,13 +2,14 @@
 # serve-compare.sh [OUT]: one run of zbench load against zbench serve (at its
 # defaults, then with 32-token prefill chunks) and against llama.cpp's server
 # (baselines/peers/llamacpp/serve.mjs), one server at a time on this machine,
-# on the same GGUF Q8_0 file of TinyLlama's shape: eight single-stream
-# requests, then a server-scenario sweep. Results in OUT (default
-# .cache/serve-cmp), one file per server and run.
+# on the same GGUF file of TinyLlama's shape (Q8_0, or the one G names, such
+# as .cache/gguf/tinyllama-F16.gguf): eight single-stream requests, then a
+# server-scenario sweep. Results in OUT (default .cache/serve-cmp), one file
+# per server and run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-.cache/serve-cmp}
-G=.cache/gguf/tinyllama-Q8_0.gguf
+G=${G:-.cache/gguf/tinyllama-Q8_0.gguf}
 [ -f "$G" ] || { echo "serve-compare: $G is missing: run make gguf-models" >&2; exit 1; }
 mkdir -p "$OUT"
 ZB="$OUT/zbench"

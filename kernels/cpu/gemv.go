@@ -41,7 +41,8 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 // dotRows sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the
 // m rows of a [m, K] and a weight w [N, K] of rowBytes bytes a row that
 // dots (called once per goroutine) multiplies: each row of w dotted with
-// every row of a, four rows at a time where dots gives a rowDot4, the
+// every row of a, four rows at a time where dots gives a rowDot4 (and
+// two rows of w at a time against them where it gives a rowDot4x2), the
 // other rows of a against a block of w's rows in one call where it gives
 // a rowDotN, the rows of w split over the cores in contiguous ranges and
 // taken a block at a time, so that w is read from memory once, in order,
@@ -63,12 +64,28 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 			c[i*n+j] = d
 		}
 		var sums [4]float32
+		var pairs [8]float32
 		for j0 := lo; j0 < hi; j0 += block {
 			j1 := min(j0+block, hi)
 			i := 0
 			for ; dot4 != nil && i+4 <= m; i += 4 {
-				for j := j0; j < j1; j++ {
-					dot4(a[i*k:(i+4)*k], j, min(j+gemvAhead, n-1), &sums)
+				// The first group of rows of a streams the block from
+				// memory, prefetching a few rows ahead; the second, which
+				// finds it in the cache, prefetches the next block.
+				ahead := gemvAhead
+				if i == 4 {
+					ahead = block
+				}
+				j := j0
+				for ; kern.four2 != nil && j+2 <= j1; j += 2 {
+					kern.four2(a[i*k:(i+4)*k], j, min(j+ahead, n-2), &pairs)
+					for r := range 4 {
+						put(i+r, j, pairs[2*r])
+						put(i+r, j+1, pairs[2*r+1])
+					}
+				}
+				for ; j < j1; j++ {
+					dot4(a[i*k:(i+4)*k], j, min(j+ahead, n-1), &sums)
 					for r, d := range sums {
 						put(i+r, j, d)
 					}
@@ -103,17 +120,23 @@ type rowDot func(x []float32, j int) float32
 // prefetches w's row pre.
 type rowDot4 func(x []float32, j, pre int, sums *[4]float32)
 
+// rowDot4x2 sets sums[2r+c] to the rowDot of row r of x (four rows of K
+// values) with row j+c of w, c < 2, reading each row once for the
+// others, and prefetches w's rows pre and pre+1.
+type rowDot4x2 func(x []float32, j, pre int, sums *[8]float32)
+
 // rowDotN sets dst[j-j0] to the rowDot of x with row j of w for each j0 ≤
 // j < j1, in one call.
 type rowDotN func(x []float32, j0, j1 int, dst []float32)
 
 // rowKernels are the dot products dotRows multiplies a weight's rows
-// with: one, and where not nil four and rows, whose sums equal one's bit
-// for bit.
+// with: one, and where not nil four, four2 and rows, whose sums equal
+// one's bit for bit.
 type rowKernels struct {
-	one  rowDot
-	four rowDot4
-	rows rowDotN
+	one   rowDot
+	four  rowDot4
+	four2 rowDot4x2
+	rows  rowDotN
 }
 
 // rowDots returns the rowKernels over w [N, K] (K = k ≥ 1) for one
@@ -125,11 +148,11 @@ func rowDots(w *kernels.Tensor, k int) rowKernels {
 	if useHgemv {
 		switch w.DType() {
 		case kernels.F32:
-			return hgemvDots(f32(w), k, hgemv.Dot1F32, hgemv.Dot4F32)
+			return hgemvDots(f32(w), k, hgemv.Dot1F32, hgemv.Dot4F32, hgemv.Dot4x2F32)
 		case kernels.F16:
-			return hgemvDots(u16(w), k, hgemv.Dot1F16, hgemv.Dot4F16)
+			return hgemvDots(u16(w), k, hgemv.Dot1F16, hgemv.Dot4F16, hgemv.Dot4x2F16)
 		case kernels.BF16:
-			return hgemvDots(u16(w), k, hgemv.Dot1BF16, hgemv.Dot4BF16)
+			return hgemvDots(u16(w), k, hgemv.Dot1BF16, hgemv.Dot4BF16, hgemv.Dot4x2BF16)
 		}
 	}
 	if w.DType() == kernels.BF16 {
@@ -144,14 +167,18 @@ func rowDots(w *kernels.Tensor, k int) rowKernels {
 }
 
 // hgemvDots is rowDots over the rows of ws (k values each) through one of
-// package hgemv's pairs of kernels.
-func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32, dot4 func(*float32, int, *T, int, *float32, int, *T)) rowKernels {
+// package hgemv's sets of kernels.
+func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32,
+	dot4 func(*float32, int, *T, int, *float32, int, *T), dot4x2 func(*float32, int, *T, int, int, *float32, int, *T)) rowKernels {
 	return rowKernels{one: func(x []float32, j int) float32 {
 		_, _ = ws[j*k+k-1], x[k-1]
 		return dot1(&x[0], &ws[j*k], k)
 	}, four: func(x []float32, j, pre int, sums *[4]float32) {
 		_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
 		dot4(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
+	}, four2: func(x []float32, j, pre int, sums *[8]float32) {
+		_, _, _ = ws[(j+2)*k-1], ws[(pre+2)*k-1], x[4*k-1]
+		dot4x2(&x[0], k, &ws[j*k], k, k, &sums[0], 2, &ws[pre*k])
 	}}
 }
 

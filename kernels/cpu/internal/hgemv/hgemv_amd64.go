@@ -13,9 +13,11 @@ import "golang.org/x/sys/cpu"
 // Available reports whether the kernels run on this CPU: AVX-512F.
 var Available = cpu.X86.HasAVX512F
 
-// Dot1F32 returns Σ_p x[p]·w[p] for p < k, summed in float32 over 64
-// lanes. k is positive (the last k mod 16 values are read under a mask);
-// the caller vouches for the bounds.
+// Dot1F32 returns Σ_p x[p]·w[p] for p < k, summed in float32 over 32
+// lanes: chunk c of 16 values into accumulator c mod 2, then the two
+// added and their lanes reduced, the order every kernel here keeps. k is
+// positive (the last k mod 16 values are read under a mask); the caller
+// vouches for the bounds.
 //
 //go:noescape
 func Dot1F32(x *float32, w *float32, k int) float32
@@ -49,3 +51,24 @@ func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *
 //
 //go:noescape
 func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
+
+// Dot4x2F32 sets out[r·ldo+c] = Dot1F32(x[r·ldx:], w[c·ldw:], k) for the
+// four rows r < 4 of x and the two rows c < 2 of w (ldw values apart),
+// each row of x read once for the two and each of w once for the four;
+// each sum equals Dot1F32's bit for bit. It prefetches the two rows of
+// the weight at pre (ldw apart) as it reads w. The caller vouches for the
+// bounds of x, w, pre and out.
+//
+//go:noescape
+func Dot4x2F32(x *float32, ldx int, w *float32, ldw int, k int, out *float32, ldo int, pre *float32)
+
+// Dot4x2F16 is Dot4x2F32 for float16 weights, each sum equal to Dot1F16's.
+//
+//go:noescape
+func Dot4x2F16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
+
+// Dot4x2BF16 is Dot4x2F32 for bfloat16 weights, each sum equal to
+// Dot1BF16's.
+//
+//go:noescape
+func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)

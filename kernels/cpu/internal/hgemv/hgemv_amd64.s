@@ -28,22 +28,25 @@
 	VPERMILPS     $0xb1, X0, X1; \
 	VADDPS        X1, X0, X0
 
+// The kernels sum a row in one order, whatever else they do: the k values in
+// chunks of 16 (the last one partial, read under a mask, the other lanes zero),
+// chunk c added into accumulator c mod 2 by one FMA, then the two accumulators
+// added and their lanes reduced by HSUM. Each kernel's sums therefore equal
+// Dot1's bit for bit, however many rows of x and w it takes at once.
+
 // DOT1 is the body of the Dot1 kernels over WIDEN and WIDENZ, for
 // weights of WB bytes per 16 values (WB2, WB3: twice and three times WB):
-// one row of w from R8 against x from SI, k values in CX; 64 values a
-// step over four accumulators (Z16–Z19), then 16, then the rest under a
-// mask.
+// one row of w from R8 against x from SI, k values in CX, into Z16 and
+// Z17; 64 values a step, then 32, 16 and the rest under a mask.
 #define DOT1 \
 	MOVQ   x+0(FP), SI; \
 	MOVQ   w+8(FP), R8; \
 	MOVQ   k+16(FP), CX; \
 	VPXORD Z16, Z16, Z16; \
 	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
 loop64: \
 	CMPQ        CX, $64; \
-	JLT         loop16; \
+	JLT         step32; \
 	PREFETCHT2  AHEAD(R8); \
 	PREFETCHT2  AHEAD+64(R8); \
 	WIDEN((R8), Z4); \
@@ -52,65 +55,80 @@ loop64: \
 	WIDEN(WB3(R8), Z7); \
 	VFMADD231PS (SI), Z4, Z16; \
 	VFMADD231PS 64(SI), Z5, Z17; \
-	VFMADD231PS 128(SI), Z6, Z18; \
-	VFMADD231PS 192(SI), Z7, Z19; \
+	VFMADD231PS 128(SI), Z6, Z16; \
+	VFMADD231PS 192(SI), Z7, Z17; \
 	ADDQ        $256, SI; \
 	ADDQ        $(4*WB), R8; \
 	SUBQ        $64, CX; \
 	JMP         loop64; \
-loop16: \
+step32: \
+	CMPQ        CX, $32; \
+	JLT         step16; \
+	WIDEN((R8), Z4); \
+	WIDEN(WB(R8), Z5); \
+	VFMADD231PS (SI), Z4, Z16; \
+	VFMADD231PS 64(SI), Z5, Z17; \
+	ADDQ        $128, SI; \
+	ADDQ        $(2*WB), R8; \
+	SUBQ        $32, CX; \
+step16: \
 	CMPQ        CX, $16; \
-	JLT         tail; \
+	JLT         tail0; \
 	WIDEN((R8), Z4); \
 	VFMADD231PS (SI), Z4, Z16; \
 	ADDQ        $64, SI; \
 	ADDQ        $WB, R8; \
 	SUBQ        $16, CX; \
-	JMP         loop16; \
-tail: \
 	TESTQ       CX, CX; \
 	JZ          sum; \
-	MOVL        $1, AX; \
-	SHLL        CX, AX; \
-	DECL        AX; \
-	KMOVW       AX, K1; \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1; \
+	VMOVUPS.Z   (SI), K1, Z0; \
+	WIDENZ((R8), Z4); \
+	VFMADD231PS Z0, Z4, Z17; \
+	JMP         sum; \
+tail0: \
+	TESTQ       CX, CX; \
+	JZ          sum; \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1; \
 	VMOVUPS.Z   (SI), K1, Z0; \
 	WIDENZ((R8), Z4); \
 	VFMADD231PS Z0, Z4, Z16; \
 sum: \
-	SUM4(Z16, Z17, Z18, Z19, ret+24(FP)); \
+	SUM2(Z16, Z17, ret+24(FP)); \
 	VZEROUPPER; \
 	RET
 
 // FMA4 adds the 16 values at byte offset off of each of the four rows of
-// x (SI, SI+R9, SI+2·R9, SI+R10) times wz into accumulator j of each row
-// (Z16+j, Z20+j, Z24+j, Z28+j).
+// x (SI, SI+R9, SI+2·R9, SI+R10) times wz into a0…a3, one accumulator of each row.
 #define FMA4(off, wz, a0, a1, a2, a3) \
 	VFMADD231PS off(SI), wz, a0; \
 	VFMADD231PS off(SI)(R9*1), wz, a1; \
 	VFMADD231PS off(SI)(R9*2), wz, a2; \
 	VFMADD231PS off(SI)(R10*1), wz, a3
 
-// TAIL4 adds the lanes of mask K1 of x's row at xm times Z4 into acc.
-#define TAIL4(xm, acc) \
+// TAIL4 adds the lanes of mask K1 of x's row at xm times wz into acc.
+#define TAIL4(xm, wz, acc) \
 	VMOVUPS.Z   xm, K1, Z0; \
-	VFMADD231PS Z0, Z4, acc
+	VFMADD231PS Z0, wz, acc
 
-// SUM4 folds a row's four accumulators (a0+a1)+(a2+a3), reduces them
-// with HSUM and stores the sum at dst: the one epilogue of DOT1 and DOT4.
-#define SUM4(a0, a1, a2, a3, dst) \
-	VADDPS a1, a0, a0; \
-	VADDPS a3, a2, a2; \
-	VADDPS a2, a0, Z0; \
+// SUM2 adds a row's two accumulators, reduces them with HSUM and stores
+// the sum at dst: the one epilogue of every kernel.
+#define SUM2(a0, a1, dst) \
+	VADDPS a1, a0, Z0; \
 	HSUM; \
 	MOVSS  X0, dst
 
 // DOT4 is the body of the Dot4 kernels: DOT1 for four rows of x at once,
 // x from SI with rows R9 bytes apart, against one row of w from R8, each
-// weight vector widened once for the four; every row's sum is made in
-// DOT1's order, so that each equals the Dot1 kernel's bit for bit. The
-// sums go to DI, DX bytes apart. The weight from R11 is prefetched as
-// the weight from R8 is read, a step of 64 values at a time.
+// weight vector widened once for the four (row r's accumulators Z16+2r and
+// Z17+2r). The sums go to DI, DX bytes apart. The weight from R11 is
+// prefetched as the weight from R8 is read, a step of 64 values at a time.
 #define DOT4 \
 	MOVQ   x+0(FP), SI; \
 	MOVQ   ldx+8(FP), R9; \
@@ -130,17 +148,9 @@ sum: \
 	VPXORD Z21, Z21, Z21; \
 	VPXORD Z22, Z22, Z22; \
 	VPXORD Z23, Z23, Z23; \
-	VPXORD Z24, Z24, Z24; \
-	VPXORD Z25, Z25, Z25; \
-	VPXORD Z26, Z26, Z26; \
-	VPXORD Z27, Z27, Z27; \
-	VPXORD Z28, Z28, Z28; \
-	VPXORD Z29, Z29, Z29; \
-	VPXORD Z30, Z30, Z30; \
-	VPXORD Z31, Z31, Z31; \
 loop64: \
 	CMPQ CX, $64; \
-	JLT  loop16; \
+	JLT  step32; \
 	PREFETCHT0 (R11); \
 	PREFETCHT0 WB(R11); \
 	PREFETCHT0 WB2(R11); \
@@ -149,25 +159,33 @@ loop64: \
 	WIDEN(WB(R8), Z5); \
 	WIDEN(WB2(R8), Z6); \
 	WIDEN(WB3(R8), Z7); \
-	FMA4(0, Z4, Z16, Z20, Z24, Z28); \
-	FMA4(64, Z5, Z17, Z21, Z25, Z29); \
-	FMA4(128, Z6, Z18, Z22, Z26, Z30); \
-	FMA4(192, Z7, Z19, Z23, Z27, Z31); \
+	FMA4(0, Z4, Z16, Z18, Z20, Z22); \
+	FMA4(64, Z5, Z17, Z19, Z21, Z23); \
+	FMA4(128, Z6, Z16, Z18, Z20, Z22); \
+	FMA4(192, Z7, Z17, Z19, Z21, Z23); \
 	ADDQ $256, SI; \
 	ADDQ $(4*WB), R8; \
 	ADDQ $(4*WB), R11; \
 	SUBQ $64, CX; \
 	JMP  loop64; \
-loop16: \
-	CMPQ CX, $16; \
-	JLT  tail; \
+step32: \
+	CMPQ CX, $32; \
+	JLT  step16; \
 	WIDEN((R8), Z4); \
-	FMA4(0, Z4, Z16, Z20, Z24, Z28); \
+	WIDEN(WB(R8), Z5); \
+	FMA4(0, Z4, Z16, Z18, Z20, Z22); \
+	FMA4(64, Z5, Z17, Z19, Z21, Z23); \
+	ADDQ $128, SI; \
+	ADDQ $(2*WB), R8; \
+	SUBQ $32, CX; \
+step16: \
+	CMPQ CX, $16; \
+	JLT  tail0; \
+	WIDEN((R8), Z4); \
+	FMA4(0, Z4, Z16, Z18, Z20, Z22); \
 	ADDQ $64, SI; \
 	ADDQ $WB, R8; \
 	SUBQ $16, CX; \
-	JMP  loop16; \
-tail: \
 	TESTQ CX, CX; \
 	JZ    sum; \
 	MOVL  $1, AX; \
@@ -175,16 +193,185 @@ tail: \
 	DECL  AX; \
 	KMOVW AX, K1; \
 	WIDENZ((R8), Z4); \
-	TAIL4((SI), Z16); \
-	TAIL4((SI)(R9*1), Z20); \
-	TAIL4((SI)(R9*2), Z24); \
-	TAIL4((SI)(R10*1), Z28); \
+	TAIL4((SI), Z4, Z17); \
+	TAIL4((SI)(R9*1), Z4, Z19); \
+	TAIL4((SI)(R9*2), Z4, Z21); \
+	TAIL4((SI)(R10*1), Z4, Z23); \
+	JMP   sum; \
+tail0: \
+	TESTQ CX, CX; \
+	JZ    sum; \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1; \
+	WIDENZ((R8), Z4); \
+	TAIL4((SI), Z4, Z16); \
+	TAIL4((SI)(R9*1), Z4, Z18); \
+	TAIL4((SI)(R9*2), Z4, Z20); \
+	TAIL4((SI)(R10*1), Z4, Z22); \
 sum: \
-	SUM4(Z16, Z17, Z18, Z19, (DI)); \
-	SUM4(Z20, Z21, Z22, Z23, (DI)(DX*1)); \
-	SUM4(Z24, Z25, Z26, Z27, (DI)(DX*2)); \
+	SUM2(Z16, Z17, (DI)); \
+	SUM2(Z18, Z19, (DI)(DX*1)); \
+	SUM2(Z20, Z21, (DI)(DX*2)); \
 	LEAQ (DX)(DX*2), DX; \
-	SUM4(Z28, Z29, Z30, Z31, (DI)(DX*1)); \
+	SUM2(Z22, Z23, (DI)(DX*1)); \
+	VZEROUPPER; \
+	RET
+
+// DOT4X2 is the body of the Dot4x2 kernels: DOT4 against two rows of w at
+// once, from R8 and R11 (R11 − R8 bytes apart), each row of x loaded once for
+// the two and each weight vector widened once for the four rows of x: 16
+// FMAs to four weight vectors and eight of x, where DOT4 takes four to
+// one and four. Pair (r, c)'s accumulators are Z8+4r+2c and Z9+4r+2c; the
+// sums go to DI + r·DX + 4c. The two weight rows from R12 and R13 are
+// prefetched as R8 and R11 are read, a step of 32 values at a time.
+#define DOT4X2 \
+	MOVQ   x+0(FP), SI; \
+	MOVQ   ldx+8(FP), R9; \
+	SHLQ   $2, R9; \
+	LEAQ   (R9)(R9*2), R10; \
+	MOVQ   w+16(FP), R8; \
+	MOVQ   ldw+24(FP), BX; \
+	SHLQ   $WSHIFT, BX; \
+	LEAQ   (R8)(BX*1), R11; \
+	MOVQ   k+32(FP), CX; \
+	MOVQ   out+40(FP), DI; \
+	MOVQ   ldo+48(FP), DX; \
+	SHLQ   $2, DX; \
+	MOVQ   pre+56(FP), R12; \
+	LEAQ   (R12)(BX*1), R13; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23; \
+loop32: \
+	CMPQ CX, $32; \
+	JLT  step16; \
+	PREFETCHT0 (R12); \
+	PREFETCHT0 WB(R12); \
+	PREFETCHT0 (R13); \
+	PREFETCHT0 WB(R13); \
+	WIDEN((R8), Z4); \
+	WIDEN((R11), Z5); \
+	VMOVUPS (SI), Z0; \
+	VMOVUPS (SI)(R9*1), Z1; \
+	VMOVUPS (SI)(R9*2), Z2; \
+	VMOVUPS (SI)(R10*1), Z3; \
+	VFMADD231PS Z0, Z4, Z8; \
+	VFMADD231PS Z0, Z5, Z10; \
+	VFMADD231PS Z1, Z4, Z12; \
+	VFMADD231PS Z1, Z5, Z14; \
+	VFMADD231PS Z2, Z4, Z16; \
+	VFMADD231PS Z2, Z5, Z18; \
+	VFMADD231PS Z3, Z4, Z20; \
+	VFMADD231PS Z3, Z5, Z22; \
+	WIDEN(WB(R8), Z6); \
+	WIDEN(WB(R11), Z7); \
+	VMOVUPS 64(SI), Z24; \
+	VMOVUPS 64(SI)(R9*1), Z25; \
+	VMOVUPS 64(SI)(R9*2), Z26; \
+	VMOVUPS 64(SI)(R10*1), Z27; \
+	VFMADD231PS Z24, Z6, Z9; \
+	VFMADD231PS Z24, Z7, Z11; \
+	VFMADD231PS Z25, Z6, Z13; \
+	VFMADD231PS Z25, Z7, Z15; \
+	VFMADD231PS Z26, Z6, Z17; \
+	VFMADD231PS Z26, Z7, Z19; \
+	VFMADD231PS Z27, Z6, Z21; \
+	VFMADD231PS Z27, Z7, Z23; \
+	ADDQ $128, SI; \
+	ADDQ $(2*WB), R8; \
+	ADDQ $(2*WB), R11; \
+	ADDQ $(2*WB), R12; \
+	ADDQ $(2*WB), R13; \
+	SUBQ $32, CX; \
+	JMP  loop32; \
+step16: \
+	CMPQ CX, $16; \
+	JLT  tail0; \
+	WIDEN((R8), Z4); \
+	WIDEN((R11), Z5); \
+	VMOVUPS (SI), Z0; \
+	VMOVUPS (SI)(R9*1), Z1; \
+	VMOVUPS (SI)(R9*2), Z2; \
+	VMOVUPS (SI)(R10*1), Z3; \
+	VFMADD231PS Z0, Z4, Z8; \
+	VFMADD231PS Z0, Z5, Z10; \
+	VFMADD231PS Z1, Z4, Z12; \
+	VFMADD231PS Z1, Z5, Z14; \
+	VFMADD231PS Z2, Z4, Z16; \
+	VFMADD231PS Z2, Z5, Z18; \
+	VFMADD231PS Z3, Z4, Z20; \
+	VFMADD231PS Z3, Z5, Z22; \
+	ADDQ $64, SI; \
+	ADDQ $WB, R8; \
+	ADDQ $WB, R11; \
+	SUBQ $16, CX; \
+	TESTQ CX, CX; \
+	JZ    sum; \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1; \
+	WIDENZ((R8), Z4); \
+	WIDENZ((R11), Z5); \
+	VMOVUPS.Z (SI), K1, Z0; \
+	VMOVUPS.Z (SI)(R9*1), K1, Z1; \
+	VMOVUPS.Z (SI)(R9*2), K1, Z2; \
+	VMOVUPS.Z (SI)(R10*1), K1, Z3; \
+	VFMADD231PS Z0, Z4, Z9; \
+	VFMADD231PS Z0, Z5, Z11; \
+	VFMADD231PS Z1, Z4, Z13; \
+	VFMADD231PS Z1, Z5, Z15; \
+	VFMADD231PS Z2, Z4, Z17; \
+	VFMADD231PS Z2, Z5, Z19; \
+	VFMADD231PS Z3, Z4, Z21; \
+	VFMADD231PS Z3, Z5, Z23; \
+	JMP   sum; \
+tail0: \
+	TESTQ CX, CX; \
+	JZ    sum; \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1; \
+	WIDENZ((R8), Z4); \
+	WIDENZ((R11), Z5); \
+	VMOVUPS.Z (SI), K1, Z0; \
+	VMOVUPS.Z (SI)(R9*1), K1, Z1; \
+	VMOVUPS.Z (SI)(R9*2), K1, Z2; \
+	VMOVUPS.Z (SI)(R10*1), K1, Z3; \
+	VFMADD231PS Z0, Z4, Z8; \
+	VFMADD231PS Z0, Z5, Z10; \
+	VFMADD231PS Z1, Z4, Z12; \
+	VFMADD231PS Z1, Z5, Z14; \
+	VFMADD231PS Z2, Z4, Z16; \
+	VFMADD231PS Z2, Z5, Z18; \
+	VFMADD231PS Z3, Z4, Z20; \
+	VFMADD231PS Z3, Z5, Z22; \
+sum: \
+	SUM2(Z8, Z9, (DI)); \
+	SUM2(Z10, Z11, 4(DI)); \
+	SUM2(Z12, Z13, (DI)(DX*1)); \
+	SUM2(Z14, Z15, 4(DI)(DX*1)); \
+	SUM2(Z16, Z17, (DI)(DX*2)); \
+	SUM2(Z18, Z19, 4(DI)(DX*2)); \
+	LEAQ (DX)(DX*2), DX; \
+	SUM2(Z20, Z21, (DI)(DX*1)); \
+	SUM2(Z22, Z23, 4(DI)(DX*1)); \
 	VZEROUPPER; \
 	RET
 
@@ -192,6 +379,7 @@ sum: \
 #define WB 64
 #define WB2 128
 #define WB3 192
+#define WSHIFT 2
 #define WIDEN WIDEN_F32
 #define WIDENZ WIDENZ_F32
 
@@ -202,16 +390,22 @@ TEXT ·Dot1F32(SB), NOSPLIT, $0-28
 // func Dot4F32(x *float32, ldx int, w *float32, k int, out *float32, ldo int, pre *float32)
 TEXT ·Dot4F32(SB), NOSPLIT, $0-56
 	DOT4
+
+// func Dot4x2F32(x *float32, ldx int, w *float32, ldw int, k int, out *float32, ldo int, pre *float32)
+TEXT ·Dot4x2F32(SB), NOSPLIT, $0-64
+	DOT4X2
 #undef WIDEN
 #undef WIDENZ
 #undef WB
 #undef WB2
 #undef WB3
+#undef WSHIFT
 
 // The 16-bit weights: 32 bytes per 16 values.
 #define WB 32
 #define WB2 64
 #define WB3 96
+#define WSHIFT 1
 #define WIDEN WIDEN_F16
 #define WIDENZ WIDENZ_F16
 
@@ -222,6 +416,10 @@ TEXT ·Dot1F16(SB), NOSPLIT, $0-28
 // func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4F16(SB), NOSPLIT, $0-56
 	DOT4
+
+// func Dot4x2F16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
+TEXT ·Dot4x2F16(SB), NOSPLIT, $0-64
+	DOT4X2
 #undef WIDEN
 #undef WIDENZ
 #define WIDEN WIDEN_BF16
@@ -234,3 +432,7 @@ TEXT ·Dot1BF16(SB), NOSPLIT, $0-28
 // func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4BF16(SB), NOSPLIT, $0-56
 	DOT4
+
+// func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
+TEXT ·Dot4x2BF16(SB), NOSPLIT, $0-64
+	DOT4X2

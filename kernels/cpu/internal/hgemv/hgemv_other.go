@@ -37,3 +37,18 @@ func Dot4F16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *
 func Dot4BF16(x *float32, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16) {
 	panic("hgemv: no assembly kernel on this architecture")
 }
+
+// Dot4x2F32 is the assembly kernel, absent here; it panics.
+func Dot4x2F32(x *float32, ldx int, w *float32, ldw int, k int, out *float32, ldo int, pre *float32) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4x2F16 is the assembly kernel, absent here; it panics.
+func Dot4x2F16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4x2BF16 is the assembly kernel, absent here; it panics.
+func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
