@@ -17,6 +17,13 @@
 #define WIDEN_BF16(mem, z) VPMOVZXWD mem, z; VPSLLD $16, z, z
 #define WIDENZ_BF16(mem, z) VPMOVZXWD.Z mem, K1, z; VPSLLD $16, z, z
 
+// MASK sets K1 to the low CX lanes (CX < 16), for a partial chunk.
+#define MASK \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVW AX, K1
+
 // HSUM sets the low lane of X0 to the sum of Z0's 16 lanes (Z1 clobbered).
 #define HSUM \
 	VEXTRACTF32X8 $1, Z0, Y1; \
@@ -81,10 +88,7 @@ step16: \
 	SUBQ        $16, CX; \
 	TESTQ       CX, CX; \
 	JZ          sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
+	MASK; \
 	VMOVUPS.Z   (SI), K1, Z0; \
 	WIDENZ((R8), Z4); \
 	VFMADD231PS Z0, Z4, Z17; \
@@ -92,10 +96,7 @@ step16: \
 tail0: \
 	TESTQ       CX, CX; \
 	JZ          sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
+	MASK; \
 	VMOVUPS.Z   (SI), K1, Z0; \
 	WIDENZ((R8), Z4); \
 	VFMADD231PS Z0, Z4, Z16; \
@@ -188,10 +189,7 @@ step16: \
 	SUBQ $16, CX; \
 	TESTQ CX, CX; \
 	JZ    sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
+	MASK; \
 	WIDENZ((R8), Z4); \
 	TAIL4((SI), Z4, Z17); \
 	TAIL4((SI)(R9*1), Z4, Z19); \
@@ -201,10 +199,7 @@ step16: \
 tail0: \
 	TESTQ CX, CX; \
 	JZ    sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
+	MASK; \
 	WIDENZ((R8), Z4); \
 	TAIL4((SI), Z4, Z16); \
 	TAIL4((SI)(R9*1), Z4, Z18); \
@@ -218,6 +213,50 @@ sum: \
 	SUM2(Z22, Z23, (DI)(DX*1)); \
 	VZEROUPPER; \
 	RET
+
+// XLOAD4 loads 16 values at byte offset off of each of the four rows of x
+// into z0…z3; XLOADZ4 the lanes of mask K1 from offset 0, zeroing the others.
+#define XLOAD4(off, z0, z1, z2, z3) \
+	VMOVUPS off(SI), z0; \
+	VMOVUPS off(SI)(R9*1), z1; \
+	VMOVUPS off(SI)(R9*2), z2; \
+	VMOVUPS off(SI)(R10*1), z3
+#define XLOADZ4 \
+	VMOVUPS.Z (SI), K1, Z0; \
+	VMOVUPS.Z (SI)(R9*1), K1, Z1; \
+	VMOVUPS.Z (SI)(R9*2), K1, Z2; \
+	VMOVUPS.Z (SI)(R10*1), K1, Z3
+
+// PAIRS0 adds the chunk of the four rows of x in x0…x3 times the chunks of
+// the two rows of w in w0 and w1 into the pairs' accumulators 0
+// (Z8+4r+2c); PAIRS1 into their accumulators 1 (Z9+4r+2c).
+#define PAIRS0(x0, x1, x2, x3, w0, w1) \
+	VFMADD231PS x0, w0, Z8; \
+	VFMADD231PS x0, w1, Z10; \
+	VFMADD231PS x1, w0, Z12; \
+	VFMADD231PS x1, w1, Z14; \
+	VFMADD231PS x2, w0, Z16; \
+	VFMADD231PS x2, w1, Z18; \
+	VFMADD231PS x3, w0, Z20; \
+	VFMADD231PS x3, w1, Z22
+#define PAIRS1(x0, x1, x2, x3, w0, w1) \
+	VFMADD231PS x0, w0, Z9; \
+	VFMADD231PS x0, w1, Z11; \
+	VFMADD231PS x1, w0, Z13; \
+	VFMADD231PS x1, w1, Z15; \
+	VFMADD231PS x2, w0, Z17; \
+	VFMADD231PS x2, w1, Z19; \
+	VFMADD231PS x3, w0, Z21; \
+	VFMADD231PS x3, w1, Z23
+
+// TAIL4X2 adds the last, partial chunk (CX values) of the four rows of x
+// and the two of w into the pairs' accumulators PAIRS.
+#define TAIL4X2(PAIRS) \
+	MASK; \
+	WIDENZ((R8), Z4); \
+	WIDENZ((R11), Z5); \
+	XLOADZ4; \
+	PAIRS(Z0, Z1, Z2, Z3, Z4, Z5)
 
 // DOT4X2 is the body of the Dot4x2 kernels: DOT4 against two rows of w at
 // once, from R8 and R11 (R11 − R8 bytes apart), each row of x loaded once for
@@ -266,32 +305,12 @@ loop32: \
 	PREFETCHT0 WB(R13); \
 	WIDEN((R8), Z4); \
 	WIDEN((R11), Z5); \
-	VMOVUPS (SI), Z0; \
-	VMOVUPS (SI)(R9*1), Z1; \
-	VMOVUPS (SI)(R9*2), Z2; \
-	VMOVUPS (SI)(R10*1), Z3; \
-	VFMADD231PS Z0, Z4, Z8; \
-	VFMADD231PS Z0, Z5, Z10; \
-	VFMADD231PS Z1, Z4, Z12; \
-	VFMADD231PS Z1, Z5, Z14; \
-	VFMADD231PS Z2, Z4, Z16; \
-	VFMADD231PS Z2, Z5, Z18; \
-	VFMADD231PS Z3, Z4, Z20; \
-	VFMADD231PS Z3, Z5, Z22; \
 	WIDEN(WB(R8), Z6); \
 	WIDEN(WB(R11), Z7); \
-	VMOVUPS 64(SI), Z24; \
-	VMOVUPS 64(SI)(R9*1), Z25; \
-	VMOVUPS 64(SI)(R9*2), Z26; \
-	VMOVUPS 64(SI)(R10*1), Z27; \
-	VFMADD231PS Z24, Z6, Z9; \
-	VFMADD231PS Z24, Z7, Z11; \
-	VFMADD231PS Z25, Z6, Z13; \
-	VFMADD231PS Z25, Z7, Z15; \
-	VFMADD231PS Z26, Z6, Z17; \
-	VFMADD231PS Z26, Z7, Z19; \
-	VFMADD231PS Z27, Z6, Z21; \
-	VFMADD231PS Z27, Z7, Z23; \
+	XLOAD4(0, Z0, Z1, Z2, Z3); \
+	XLOAD4(64, Z24, Z25, Z26, Z27); \
+	PAIRS0(Z0, Z1, Z2, Z3, Z4, Z5); \
+	PAIRS1(Z24, Z25, Z26, Z27, Z6, Z7); \
 	ADDQ $128, SI; \
 	ADDQ $(2*WB), R8; \
 	ADDQ $(2*WB), R11; \
@@ -304,64 +323,20 @@ step16: \
 	JLT  tail0; \
 	WIDEN((R8), Z4); \
 	WIDEN((R11), Z5); \
-	VMOVUPS (SI), Z0; \
-	VMOVUPS (SI)(R9*1), Z1; \
-	VMOVUPS (SI)(R9*2), Z2; \
-	VMOVUPS (SI)(R10*1), Z3; \
-	VFMADD231PS Z0, Z4, Z8; \
-	VFMADD231PS Z0, Z5, Z10; \
-	VFMADD231PS Z1, Z4, Z12; \
-	VFMADD231PS Z1, Z5, Z14; \
-	VFMADD231PS Z2, Z4, Z16; \
-	VFMADD231PS Z2, Z5, Z18; \
-	VFMADD231PS Z3, Z4, Z20; \
-	VFMADD231PS Z3, Z5, Z22; \
+	XLOAD4(0, Z0, Z1, Z2, Z3); \
+	PAIRS0(Z0, Z1, Z2, Z3, Z4, Z5); \
 	ADDQ $64, SI; \
 	ADDQ $WB, R8; \
 	ADDQ $WB, R11; \
 	SUBQ $16, CX; \
 	TESTQ CX, CX; \
 	JZ    sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
-	WIDENZ((R8), Z4); \
-	WIDENZ((R11), Z5); \
-	VMOVUPS.Z (SI), K1, Z0; \
-	VMOVUPS.Z (SI)(R9*1), K1, Z1; \
-	VMOVUPS.Z (SI)(R9*2), K1, Z2; \
-	VMOVUPS.Z (SI)(R10*1), K1, Z3; \
-	VFMADD231PS Z0, Z4, Z9; \
-	VFMADD231PS Z0, Z5, Z11; \
-	VFMADD231PS Z1, Z4, Z13; \
-	VFMADD231PS Z1, Z5, Z15; \
-	VFMADD231PS Z2, Z4, Z17; \
-	VFMADD231PS Z2, Z5, Z19; \
-	VFMADD231PS Z3, Z4, Z21; \
-	VFMADD231PS Z3, Z5, Z23; \
+	TAIL4X2(PAIRS1); \
 	JMP   sum; \
 tail0: \
 	TESTQ CX, CX; \
 	JZ    sum; \
-	MOVL  $1, AX; \
-	SHLL  CX, AX; \
-	DECL  AX; \
-	KMOVW AX, K1; \
-	WIDENZ((R8), Z4); \
-	WIDENZ((R11), Z5); \
-	VMOVUPS.Z (SI), K1, Z0; \
-	VMOVUPS.Z (SI)(R9*1), K1, Z1; \
-	VMOVUPS.Z (SI)(R9*2), K1, Z2; \
-	VMOVUPS.Z (SI)(R10*1), K1, Z3; \
-	VFMADD231PS Z0, Z4, Z8; \
-	VFMADD231PS Z0, Z5, Z10; \
-	VFMADD231PS Z1, Z4, Z12; \
-	VFMADD231PS Z1, Z5, Z14; \
-	VFMADD231PS Z2, Z4, Z16; \
-	VFMADD231PS Z2, Z5, Z18; \
-	VFMADD231PS Z3, Z4, Z20; \
-	VFMADD231PS Z3, Z5, Z22; \
+	TAIL4X2(PAIRS0); \
 sum: \
 	SUM2(Z8, Z9, (DI)); \
 	SUM2(Z10, Z11, 4(DI)); \

@@ -79,20 +79,8 @@ func TestDot4EqualsDot1(t *testing.T) {
 		for _, k := range []int{1, 7, 15, 16, 17, 63, 64, 65, 100, 129, 2048, 2051} {
 			t.Run(fmt.Sprintf("%s/k=%d", kind.name, k), func(t *testing.T) {
 				ldx, ldo := k+5, 3
-				x := make([]float32, 4*ldx)
-				for i := range x {
-					x[i] = float32(2*rng.Float64() - 1)
-				}
-				wv := make([]float32, k)
-				for i := range wv {
-					wv[i] = float32(2*rng.Float64() - 1)
-				}
-				w := kind.row(wv)
-				const sentinel = -7.5
-				out := make([]float32, 4*ldo)
-				for i := range out {
-					out[i] = sentinel
-				}
+				x, w := uniform(rng, 4*ldx), kind.row(uniform(rng, k))
+				out := sentinels(4 * ldo)
 				kind.dot4(x, ldx, w, k, out, ldo)
 				for i, v := range out {
 					if i%ldo != 0 {
@@ -121,20 +109,8 @@ func TestDot4x2EqualsDot1(t *testing.T) {
 		for _, k := range []int{1, 7, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 100, 2048, 2051} {
 			t.Run(fmt.Sprintf("%s/k=%d", kind.name, k), func(t *testing.T) {
 				ldx, ldw, ldo := k+5, k+3, 5
-				x := make([]float32, 4*ldx)
-				for i := range x {
-					x[i] = float32(2*rng.Float64() - 1)
-				}
-				wv := make([]float32, 2*ldw)
-				for i := range wv {
-					wv[i] = float32(2*rng.Float64() - 1)
-				}
-				w := kind.row(wv)
-				const sentinel = -7.5
-				out := make([]float32, 4*ldo)
-				for i := range out {
-					out[i] = sentinel
-				}
+				x, w := uniform(rng, 4*ldx), kind.row(uniform(rng, 2*ldw))
+				out := sentinels(4 * ldo)
 				kind.dot4x2(x, ldx, w, ldw, k, out, ldo)
 				for i, v := range out {
 					r, c := i/ldo, i%ldo
@@ -148,6 +124,27 @@ func TestDot4x2EqualsDot1(t *testing.T) {
 			})
 		}
 	}
+}
+
+// sentinel marks the values of out a kernel must not write.
+const sentinel = -7.5
+
+// uniform is n values drawn uniformly from [-1, 1).
+func uniform(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(2*rng.Float64() - 1)
+	}
+	return v
+}
+
+// sentinels is n values of sentinel.
+func sentinels(n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = sentinel
+	}
+	return v
 }
 
 // BenchmarkDot4 times the Dot4 kernels against four Dot1 calls on rows

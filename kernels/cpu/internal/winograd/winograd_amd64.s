@@ -2,6 +2,27 @@
 
 #include "textflag.h"
 
+// LOAD4X4 loads a 4×4 tile of 16 channels into Z0–Z15 (Z4i+j for row i,
+// column j): its rows from SI, R9, R10 and R11, its columns CX bytes apart
+// (DX = 3·CX).
+#define LOAD4X4 \
+	VMOVUPS (SI), Z0; \
+	VMOVUPS (SI)(CX*1), Z1; \
+	VMOVUPS (SI)(CX*2), Z2; \
+	VMOVUPS (SI)(DX*1), Z3; \
+	VMOVUPS (R9), Z4; \
+	VMOVUPS (R9)(CX*1), Z5; \
+	VMOVUPS (R9)(CX*2), Z6; \
+	VMOVUPS (R9)(DX*1), Z7; \
+	VMOVUPS (R10), Z8; \
+	VMOVUPS (R10)(CX*1), Z9; \
+	VMOVUPS (R10)(CX*2), Z10; \
+	VMOVUPS (R10)(DX*1), Z11; \
+	VMOVUPS (R11), Z12; \
+	VMOVUPS (R11)(CX*1), Z13; \
+	VMOVUPS (R11)(CX*2), Z14; \
+	VMOVUPS (R11)(DX*1), Z15
+
 // func inputAVX512(n int, x *float32, rs, cs int, v *float32, vs int)
 //
 // The 4×4 tile d[i][j] = x[i·rs + j·cs + c] to v[(4i+j)·vs + c] = (Bᵀ d B)[i][j],
@@ -27,22 +48,7 @@ TEXT ·inputAVX512(SB), NOSPLIT, $0-48
 	LEAQ (R8)(R12*4), AX
 	LEAQ (AX)(R12*4), BX
 inloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS (SI)(CX*1), Z1
-	VMOVUPS (SI)(CX*2), Z2
-	VMOVUPS (SI)(DX*1), Z3
-	VMOVUPS (R9), Z4
-	VMOVUPS (R9)(CX*1), Z5
-	VMOVUPS (R9)(CX*2), Z6
-	VMOVUPS (R9)(DX*1), Z7
-	VMOVUPS (R10), Z8
-	VMOVUPS (R10)(CX*1), Z9
-	VMOVUPS (R10)(CX*2), Z10
-	VMOVUPS (R10)(DX*1), Z11
-	VMOVUPS (R11), Z12
-	VMOVUPS (R11)(CX*1), Z13
-	VMOVUPS (R11)(CX*2), Z14
-	VMOVUPS (R11)(DX*1), Z15
+	LOAD4X4
 	VSUBPS Z8, Z0, Z16
 	VADDPS Z8, Z4, Z20
 	VSUBPS Z4, Z8, Z24
@@ -131,22 +137,7 @@ TEXT ·outputAVX512(SB), NOSPLIT, $0-68
 	MOVQ bias+56(FP), BX
 	VBROADCASTSS floor+64(FP), Z31
 outloop:
-	VMOVUPS (SI), Z0
-	VMOVUPS (SI)(CX*1), Z1
-	VMOVUPS (SI)(CX*2), Z2
-	VMOVUPS (SI)(DX*1), Z3
-	VMOVUPS (R9), Z4
-	VMOVUPS (R9)(CX*1), Z5
-	VMOVUPS (R9)(CX*2), Z6
-	VMOVUPS (R9)(DX*1), Z7
-	VMOVUPS (R10), Z8
-	VMOVUPS (R10)(CX*1), Z9
-	VMOVUPS (R10)(CX*2), Z10
-	VMOVUPS (R10)(DX*1), Z11
-	VMOVUPS (R11), Z12
-	VMOVUPS (R11)(CX*1), Z13
-	VMOVUPS (R11)(CX*2), Z14
-	VMOVUPS (R11)(DX*1), Z15
+	LOAD4X4
 	VADDPS Z4, Z0, Z16
 	VADDPS Z8, Z16, Z16
 	VSUBPS Z8, Z4, Z20
