@@ -207,19 +207,28 @@ func (b *Backend) packB(name string, w *kernels.Tensor, groups, k, depth int, re
 	if w.DType() != kernels.F32 || !ownSGEMM() || !read {
 		return nil
 	}
-	cog := w.Shape()[0] / groups
-	nr := sgemmMicro.nr
+	f, err := b.newPacked(f32(w), groups, w.Shape()[0]/groups, k, depth, sgemmMicro.nr)
+	if err != nil {
+		return fmt.Errorf("%s: w %v: %w", name, w, err)
+	}
+	st.packed = f
+	return nil
+}
+
+// newPacked packs wv, groups of cog rows of k values, into a packedB of
+// nr-column panels in blocks depth deep, in memory from the backend's
+// pool.
+func (b *Backend) newPacked(wv []float32, groups, cog, k, depth, nr int) (*packedB, error) {
 	cogP := (cog + nr - 1) / nr * nr
 	n := groups * k * cogP
 	mem, class, err := b.pool.Get(int64(n) * 4)
 	if err != nil {
-		return fmt.Errorf("%s: w %v: %w", name, w, err)
+		return nil, err
 	}
 	f := &packedB{groups: groups, nr: nr, cogP: cogP, depth: depth, mem: mem, class: class,
 		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
-	packPanels(f.panels, f32(w), groups, cog, k, depth, nr)
-	st.packed = f
-	return nil
+	packPanels(f.panels, wv, groups, cog, k, depth, nr)
+	return f, nil
 }
 
 // packPanels packs wv, groups of cog rows of k values, as packedB lays

@@ -4,7 +4,6 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/cpu/internal/winograd"
@@ -70,7 +69,7 @@ func convWinograd(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act k
 			for b0 := t.r0; b0 < t.r1; b0 += block {
 				nt := min(block, t.r1-b0)
 				ntP := (nt + mr - 1) / mr * mr
-				v, m := bufs.grow(ntP*16*Ci, ntP*16*nP)
+				v, m := bufs.grow(ntP*16*Ci, ntP*16*nP, 16*max(Ci, nP))
 				clear(v[nt*16*Ci:])
 				for i := range nt {
 					winoInput(v[i*16*Ci:(i+1)*16*Ci], xv, g, b0+i, bufs)
@@ -111,9 +110,9 @@ func convWinograd(ov, xv, panels, res, bias []float32, g kernels.ConvDims, act k
 // of tile: read in place where it lies inside the image, else copied
 // with its padding into bufs.edge first.
 func winoInput(v, xv []float32, g kernels.ConvDims, tile int, bufs *winoBuf) {
-	Ci, tw, th := g.Ci, (g.Wo+1)/2, (g.Ho+1)/2
-	img, ty, tx := tile/(th*tw), tile/tw%th, tile%tw
-	y0, x0 := 2*ty-g.Pad[0], 2*tx-g.Pad[1]
+	Ci := g.Ci
+	img, oy, ox := tileAt(g, tile)
+	y0, x0 := oy-g.Pad[0], ox-g.Pad[1]
 	if y0 >= 0 && x0 >= 0 && y0+4 <= g.H && x0+4 <= g.W {
 		at := ((img*g.H+y0)*g.W + x0) * Ci
 		_ = xv[at+(3*g.W+4)*Ci-1]
@@ -136,8 +135,8 @@ func winoInput(v, xv []float32, g kernels.ConvDims, tile int, bufs *winoBuf) {
 // the residual, bias and floor: in place where all four pixels lie in
 // the image, else through bufs.edge.
 func winoOutput(ov, m []float32, nP int, res, bias []float32, g kernels.ConvDims, tile, c0, n int, floor float32, bufs *winoBuf) {
-	Co, tw, th := g.Co, (g.Wo+1)/2, (g.Ho+1)/2
-	img, oy, ox := tile/(th*tw), 2*(tile/tw%th), 2*(tile%tw)
+	Co := g.Co
+	img, oy, ox := tileAt(g, tile)
 	at := ((img*g.Ho+oy)*g.Wo+ox)*Co + c0
 	var bp *float32
 	if bias != nil {
@@ -172,6 +171,13 @@ func winoOutput(ov, m []float32, nP int, res, bias []float32, g kernels.ConvDims
 	}
 }
 
+// tileAt is the image of tile and its first output pixel's row and
+// column: tiles are numbered image by image, row by row, ⌈Wo/2⌉ a row.
+func tileAt(g kernels.ConvDims, tile int) (img, oy, ox int) {
+	tw, th := (g.Wo+1)/2, (g.Ho+1)/2
+	return tile / (th * tw), 2 * (tile / tw % th), 2 * (tile % tw)
+}
+
 // winoBuf is one goroutine's buffers for convWinograd: a block's
 // transformed windows and products, and a window or tile at the image's
 // edge.
@@ -181,11 +187,11 @@ type winoBuf struct {
 
 var winoBufs = sync.Pool{New: func() any { return new(winoBuf) }}
 
-// grow returns the block's buffers, of nv and nm values, with room in
-// edge for any window or tile of the call.
-func (b *winoBuf) grow(nv, nm int) (v, m []float32) {
-	b.v, b.m = grow(b.v, nv), grow(b.m, nm)
-	b.edge = grow(b.edge, max(nv, nm)/12) // 16 rows of a tile's Ci or 4 of its n
+// grow returns the block's buffers, of nv and nm values, and makes edge
+// at least ne values: room for a window (16 rows of Ci) or a tile (4
+// pixels of n channels).
+func (b *winoBuf) grow(nv, nm, ne int) (v, m []float32) {
+	b.v, b.m, b.edge = grow(b.v, nv), grow(b.m, nm), grow(b.edge, ne)
 	return b.v[:nv], b.m[:nm]
 }
 
@@ -204,29 +210,14 @@ func (b *Backend) winoPanels(w *kernels.Tensor, wv []float32, Co, Ci int) []floa
 	if f := st.wino.Load(); f != nil {
 		return f.panels
 	}
-	f := b.packWino(wv, Co, Ci)
-	if f == nil {
+	u := make([]float32, 16*Co*Ci)
+	winograd.Filter(u, wv, Co, Ci)
+	f, err := b.newPacked(u, 16, Co, Ci, Ci, 32)
+	if err != nil {
 		return nil
 	}
 	if !st.wino.CompareAndSwap(nil, f) {
 		b.pool.Put(f.mem, f.class)
 	}
 	return st.wino.Load().panels
-}
-
-// packWino is winoPanels' form of wv in a buffer from the backend's
-// pool, or nil where the pool has none.
-func (b *Backend) packWino(wv []float32, Co, Ci int) *packedB {
-	cogP := (Co + 31) / 32 * 32
-	n := 16 * cogP * Ci
-	mem, class, err := b.pool.Get(int64(n) * 4)
-	if err != nil {
-		return nil
-	}
-	f := &packedB{groups: 16, nr: 32, cogP: cogP, depth: Ci, mem: mem, class: class,
-		panels: unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), n)}
-	u := make([]float32, 16*Co*Ci)
-	winograd.Filter(u, wv, Co, Ci)
-	packPanels(f.panels, u, 16, Co, Ci, Ci, 32)
-	return f
 }

@@ -21,21 +21,24 @@ func (cv conv) out(h, w int) (int, int) {
 	return kernels.ConvOutSize(h, cv.k, cv.stride, cv.pad, 1), kernels.ConvOutSize(w, cv.k, cv.stride, cv.pad, 1)
 }
 
+// dims is the convolution's geometry on batch images of h×w.
+func (cv conv) dims(batch, h, w int) kernels.ConvDims {
+	p := kernels.ConvParams{Stride: [2]int{cv.stride, cv.stride}, Pad: [2]int{cv.pad, cv.pad}, Groups: cv.grp}
+	return p.Dims(kernels.Shape{batch, h, w, cv.ci}, kernels.Shape{cv.co, cv.k, cv.k, cv.ci / cv.grp})
+}
+
 // flops is the convolution's work on batch images of h×w, two per
-// multiply-add, and its output size.
+// multiply-add (kernels.ConvDims.FLOPs), and its output size.
 func (cv conv) flops(batch, h, w int) (f float64, ho, wo int) {
-	ho, wo = cv.out(h, w)
-	return 2 * float64(batch*ho*wo) * float64(cv.co) * float64(cv.ci/cv.grp*cv.k*cv.k), ho, wo
+	g := cv.dims(batch, h, w)
+	return g.FLOPs(), g.Ho, g.Wo
 }
 
 // leastFLOPs is flops as its cheapest algorithm does it
 // (kernels.ConvDims.LeastFLOPs), and the output size.
 func (cv conv) leastFLOPs(batch, h, w int) (f float64, ho, wo int) {
-	f, ho, wo = cv.flops(batch, h, w)
-	if cv.k == 3 && cv.stride == 1 && cv.grp == 1 {
-		f /= kernels.WinogradSaving
-	}
-	return f, ho, wo
+	g := cv.dims(batch, h, w)
+	return g.LeastFLOPs(), g.Ho, g.Wo
 }
 
 // describe is the convolution's geometry on batch images of h×w, as
