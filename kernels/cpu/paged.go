@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zbench/zbench/kernels"
 	"github.com/zbench/zbench/kernels/check"
@@ -62,11 +63,11 @@ func (b *Backend) PagedCacheWrite(pool, x, table, start *kernels.Tensor) error {
 }
 
 // PagedAttention gathers each sequence's keys and values from the pools'
-// blocks into caches of their own [B, Hkv, T, D] and attends as
-// CachedAttention does. T is the longest length rounded up to a power of
-// two, so that a server's steps, whose lengths grow by one each, reuse a
-// few sizes of buffers from the pool instead of leaving one of every size
-// in it.
+// blocks into caches of their own and attends as CachedAttention does.
+// Where Sq is 1, consecutive rows that read one table row at consecutive
+// lengths (a ragged step's tokens of one sequence) are one sequence's
+// queries: its blocks are gathered once and attended with those rows as
+// its Sq, which is the same arithmetic as one row at a time.
 func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scale float32) error {
 	const op = "cpu: PagedAttention"
 	g, err := check.PagedAttention(op, b, out, q, k, v, table, lens, scale)
@@ -74,7 +75,6 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 		return err
 	}
 	tab, ls := i32(table)[:g.B*g.M], i32(lens)[:g.B]
-	T := 0
 	for bi, n := range ls {
 		if int(n) < g.Sq {
 			return check.Op(op).That(false, kernels.ErrValue,
@@ -83,13 +83,99 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 		if err := pagedBlocks(op, g.PagedDims, tab, bi, int(n), fmt.Sprintf("lens[%d] = %d", bi, n), "the keys attended"); err != nil {
 			return err
 		}
-		T = max(T, int(n))
 	}
-	pow := 1
-	for pow < T {
-		pow *= 2
+	if g.Sq > 1 {
+		return b.pagedAttend(out, q, k, v, tab, ls, g)
 	}
-	T = pow
+	// Rows of one sequence, each run of more than one its own call; the
+	// single rows between them go together.
+	row := g.Hq * g.D * q.DType().Size()
+	for lo := 0; lo < g.B; {
+		hi := lo + 1
+		if pagedRun(tab, ls, g.M, lo) {
+			for pagedRun(tab, ls, g.M, hi-1) {
+				hi++
+			}
+			err = b.pagedAttendRun(out, q, k, v, tab[lo*g.M:(lo+1)*g.M], ls[lo:hi], lo, g)
+		} else {
+			for hi < g.B && !pagedRun(tab, ls, g.M, hi) {
+				hi++
+			}
+			s := g
+			s.B = hi - lo
+			err = b.pagedAttend(rowsOf(out, lo, hi, row), rowsOf(q, lo, hi, row), k, v, tab[lo*g.M:hi*g.M], ls[lo:hi], s)
+		}
+		if err != nil {
+			return err
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// pagedRun reports whether row b of a Sq = 1 call starts a run: the next
+// row reads the same table row one position further.
+func pagedRun(tab, ls []int32, M, b int) bool {
+	return b+1 < len(ls) && ls[b+1] == ls[b]+1 && slices.Equal(tab[(b+1)*M:(b+2)*M], tab[b*M:(b+1)*M])
+}
+
+// rowsOf is rows [lo, hi) of t's leading axis, rows of size bytes, as a
+// tensor sharing t's memory, for the backend's own calls.
+func rowsOf(t *kernels.Tensor, lo, hi, size int) *kernels.Tensor {
+	s := append(kernels.Shape{hi - lo}, t.Shape()[1:]...)
+	return kernels.NewTensor(t.Backend(), t.DType(), s, &storage{buf: bytesOf(t)[lo*size : hi*size]})
+}
+
+// pagedAttendRun attends rows lo… of a Sq = 1 call, one sequence's
+// consecutive queries (table row tab, lengths ls), as that sequence's Sq
+// queries: q's rows are laid out [1, Hq, Sq, D] for the call and its
+// output laid back.
+func (b *Backend) pagedAttendRun(out, q, k, v *kernels.Tensor, tab, ls []int32, lo int, g check.PagedAttentionDims) error {
+	n := len(ls)
+	qr, err := b.Alloc(q.DType(), 1, g.Hq, n, g.D)
+	if err != nil {
+		return err
+	}
+	or, err := b.Alloc(q.DType(), 1, g.Hq, n, g.D)
+	if err != nil {
+		return errors.Join(err, b.Free(qr))
+	}
+	d := g.D * q.DType().Size()
+	// row s of the run, head h: [lo+s, h] in q and out, [h, s] in qr and or.
+	move := func(dst, src []byte, toRun bool) {
+		for s := range n {
+			for h := range g.Hq {
+				a, r := ((lo+s)*g.Hq+h)*d, (h*n+s)*d
+				if toRun {
+					copy(dst[r:r+d], src[a:a+d])
+				} else {
+					copy(dst[a:a+d], src[r:r+d])
+				}
+			}
+		}
+	}
+	move(bytesOf(qr), bytesOf(q), true)
+	s := g
+	s.B, s.Sq = 1, n
+	err = b.pagedAttend(or, qr, k, v, tab, ls[n-1:], s)
+	if err == nil {
+		move(bytesOf(out), bytesOf(or), false)
+	}
+	return errors.Join(err, b.Free(qr), b.Free(or))
+}
+
+// pagedAttend is PagedAttention on checked arguments (tab and ls of g.B
+// rows): each sequence's blocks gathered into caches [B, Hkv, T, D], T
+// the longest length rounded up to a power of two so that a server's
+// steps, whose lengths grow by one each, reuse a few sizes of buffers
+// from the pool instead of leaving one of every size in it.
+func (b *Backend) pagedAttend(out, q, k, v *kernels.Tensor, tab, ls []int32, g check.PagedAttentionDims) error {
+	T := 1
+	for _, n := range ls {
+		for T < int(n) {
+			T *= 2
+		}
+	}
 	kc, err := b.Alloc(k.DType(), g.B, g.H, T, g.D)
 	if err != nil {
 		return err

@@ -74,24 +74,47 @@ func pagedTests() []test {
 		for _, c := range []struct {
 			B, Hq, Hkv, Sq, N, P, M, D int
 			lens                       []int32
+			// seq, where set, names each row's sequence: rows of one
+			// sequence read one table row, as a ragged step's tokens do.
+			seq []int
 		}{
-			{1, 1, 1, 1, 1, 1, 1, 2, []int32{1}},
-			{1, 32, 4, 1, 80, 16, 70, 64, []int32{1037}}, // TinyLlama's heads at batch 1
-			{3, 8, 2, 1, 30, 8, 9, 128, []int32{1, 70, 33}},
-			{2, 6, 6, 9, 12, 16, 3, 34, []int32{9, 40}}, // a prefill chunk after a cached prefix
-			{2, 4, 1, 17, 8, 5, 4, 24, []int32{17, 20}},
+			{1, 1, 1, 1, 1, 1, 1, 2, []int32{1}, nil},
+			{1, 32, 4, 1, 80, 16, 70, 64, []int32{1037}, nil}, // TinyLlama's heads at batch 1
+			{3, 8, 2, 1, 30, 8, 9, 128, []int32{1, 70, 33}, nil},
+			{2, 6, 6, 9, 12, 16, 3, 34, []int32{9, 40}, nil}, // a prefill chunk after a cached prefix
+			{2, 4, 1, 17, 8, 5, 4, 24, []int32{17, 20}, nil},
+			// A ragged step: two single tokens, a chunk of four after a
+			// cached prefix, a chunk of three from the start, a single.
+			{10, 8, 2, 1, 40, 4, 6, 64, []int32{7, 21, 10, 11, 12, 13, 1, 2, 3, 5}, []int{0, 1, 2, 2, 2, 2, 3, 3, 3, 4}},
+			// Only chunks, one right after the other.
+			{5, 4, 4, 1, 12, 8, 3, 32, []int32{5, 6, 17, 18, 19}, []int{0, 0, 1, 1, 1}},
 		} {
 			ts = append(ts, test{name("PagedAttention", "dtype", dt, "q", kernels.Shape{c.B, c.Hq, c.Sq, c.D}, "pool", kernels.Shape{c.N, c.Hkv, c.P, c.D}), func(e *env) {
 				q, qv := e.Input("q", dt, c.B, c.Hq, c.Sq, c.D)
 				k, kv := e.Uniform("k", dt, -2, 2, c.N, c.Hkv, c.P, c.D)
 				v, vv := e.Input("v", dt, c.N, c.Hkv, c.P, c.D)
-				table := e.pagedTable(c.B, c.M, c.N)
+				seq, seqs := c.seq, c.B
+				if seq == nil {
+					seq = make([]int, c.B)
+					for b := range seq {
+						seq[b] = b
+					}
+				} else {
+					seqs = seq[len(seq)-1] + 1
+				}
 				// Blocks past each sequence's length may name any block:
 				// they must not be read.
-				for b := range c.B {
+				seqTable := e.pagedTable(seqs, c.M, c.N)
+				for b, sq := range seq {
 					for j := (int(c.lens[b]) + c.P - 1) / c.P; j < c.M; j++ {
-						table[b*c.M+j] = -1
+						if sq == seqs-1 || seq[b+1] != sq { // its sequence's last row
+							seqTable[sq*c.M+j] = -1
+						}
 					}
+				}
+				table := make([]int32, c.B*c.M)
+				for b, sq := range seq {
+					copy(table[b*c.M:(b+1)*c.M], seqTable[sq*c.M:(sq+1)*c.M])
 				}
 				out := e.Output(dt, c.B, c.Hq, c.Sq, c.D)
 				require.NoError(e, e.paged().PagedAttention(out, q, k, v, e.Ints("table", table, c.B, c.M), e.Ints("lens", c.lens, c.B), 0))

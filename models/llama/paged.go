@@ -17,10 +17,10 @@ var ErrNoBlocks = errors.New("no free KV-cache blocks")
 // value pools [blocks, kv heads, block size, head dim] in the model's
 // dtype, preallocated, whose blocks sequences take as they grow and give
 // back when they end, each sequence's blocks listed in its own table
-// (kernels.PagedKV). A step runs any set of sequences, each with the same
-// number of new tokens: a decode step of every running sequence, or a
-// chunk of one sequence's prompt. A PagedCache is used by one goroutine
-// at a time.
+// (kernels.PagedKV). A step runs any set of sequences, each with its own
+// number of new tokens, in one pass: the decode token of every running
+// sequence beside chunks of new prompts. A PagedCache is used by one
+// goroutine at a time.
 type PagedCache struct {
 	m               *Model
 	pk              kernels.PagedKV
@@ -29,20 +29,23 @@ type PagedCache struct {
 	k, v            []*kernels.Tensor
 	free            []int32
 	set             *nn.TensorSet
-	steps           map[stepKey]*pagedStep
+	steps           map[pagedKey]*pagedStep
 	last            *pagedStep
 	clock           int64 // counts steps, for the buffers' last use
 	quantized       int
 	maxBatch, total int
 }
 
-// maxPromptSteps is how many steps' buffers of more than one new token a
-// sequence (prompt chunks, whose lengths vary from request to request) a
+// maxPromptSteps is how many steps' buffers with more tokens than
+// sequences (prompt chunks, whose lengths vary from step to step) a
 // PagedCache keeps; the least recently used beyond them are freed.
 const maxPromptSteps = 4
 
-// pagedStep is a step's buffers and its sequences' block table [B, M],
-// in a set of their own.
+// pagedKey identifies a paged step's buffers: its tokens and sequences.
+type pagedKey struct{ tokens, seqs int }
+
+// pagedStep is a step's buffers, one row per token, and each token's
+// copy of its sequence's block table [tokens, M], in a set of their own.
 type pagedStep struct {
 	*step
 	table, logits, next *kernels.Tensor
@@ -73,7 +76,7 @@ func (m *Model) NewPagedCache(blocks, blockSize, maxBatch int) (*PagedCache, err
 	}
 	c := m.Config
 	pc := &PagedCache{m: m, pk: pk, blockSize: blockSize, maxBlocks: (c.MaxPositionEmbeddings + blockSize - 1) / blockSize,
-		set: nn.NewTensorSet(m.be), steps: map[stepKey]*pagedStep{}, quantized: m.quantized, maxBatch: maxBatch, total: blocks}
+		set: nn.NewTensorSet(m.be), steps: map[pagedKey]*pagedStep{}, quantized: m.quantized, maxBatch: maxBatch, total: blocks}
 	a := nn.Allocator{Set: pc.set}
 	dt := m.Precision.DType()
 	for range c.NumHiddenLayers {
@@ -112,26 +115,29 @@ func (pc *PagedCache) Close() error {
 	return errors.Join(errs...)
 }
 
-// Step runs S new tokens of each sequence of seqs (tokens[i] for
-// seqs[i], all of length S ≥ 1; a sequence at most once) after the tokens
-// each has cached, taking the blocks they need from the pool (ErrNoBlocks,
-// and nothing done, when it has too few), and leaves the logits of each
-// sequence's last new token for Logits and Greedy.
+// Step runs the new tokens of each sequence of seqs (tokens[i] for
+// seqs[i], at least one each; a sequence at most once) after the tokens
+// each has cached, all in one pass over the weights, taking the blocks
+// they need from the pool (ErrNoBlocks, and nothing done, when it has too
+// few), and leaves the logits of each sequence's last new token for
+// Logits and Greedy. Each token is a row of the pass: it is written to
+// its sequence's blocks and attends through that sequence's table to
+// the keys up to its own position.
 func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
-	B, c := len(seqs), pc.m.Config
-	if B == 0 || B > pc.maxBatch || len(tokens) != B {
-		return fmt.Errorf("llama: a step of %d sequences and %d token lists, for at most %d: %w", B, len(tokens), pc.maxBatch, ErrInput)
+	R, c := len(seqs), pc.m.Config
+	if R == 0 || R > pc.maxBatch || len(tokens) != R {
+		return fmt.Errorf("llama: a step of %d sequences and %d token lists, for at most %d: %w", R, len(tokens), pc.maxBatch, ErrInput)
 	}
 	if pc.quantized != pc.m.quantized {
 		return fmt.Errorf("llama: the model was quantized after the cache was made: make a new one: %w", ErrInput)
 	}
-	S := len(tokens[0])
-	need := 0
+	need, N := 0, 0
 	seen := map[*Seq]bool{}
 	for i, s := range seqs {
+		S := len(tokens[i])
 		switch {
-		case len(tokens[i]) != S || S == 0:
-			return fmt.Errorf("llama: sequence %d of the step has %d new tokens, want %d (at least 1): %w", i, len(tokens[i]), S, ErrInput)
+		case S == 0:
+			return fmt.Errorf("llama: sequence %d of the step has no new tokens: %w", i, ErrInput)
 		case seen[s]:
 			return fmt.Errorf("llama: sequence %d is in the step twice: %w", i, ErrInput)
 		case s.n+S > c.MaxPositionEmbeddings:
@@ -145,37 +151,39 @@ func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
 			}
 		}
 		need += max(0, pc.BlocksFor(s.n+S)-len(s.blocks))
+		N += S
 	}
 	if need > len(pc.free) {
 		return fmt.Errorf("llama: the step needs %d more blocks, %d of %d are free: %w", need, len(pc.free), pc.total, ErrNoBlocks)
 	}
-	st, err := pc.stepFor(B, S)
+	st, err := pc.stepFor(N, R)
 	if err != nil {
 		return err
 	}
-	for _, s := range seqs {
-		for len(s.blocks) < pc.BlocksFor(s.n+S) {
+	M := pc.maxBlocks
+	ids, pos, lens := make([]int32, N), make([]int32, N), make([]int32, N)
+	last, table := make([]int32, R), make([]int32, N*M)
+	t := 0
+	for b, s := range seqs {
+		for len(s.blocks) < pc.BlocksFor(s.n+len(tokens[b])) {
 			s.blocks, pc.free = append(s.blocks, pc.free[len(pc.free)-1]), pc.free[:len(pc.free)-1]
 		}
-	}
-	ids, pos := make([]int32, B*S), make([]int32, B*S)
-	start, lens, last := make([]int32, B), make([]int32, B), make([]int32, B)
-	table := make([]int32, B*pc.maxBlocks)
-	for b, s := range seqs {
-		for i, id := range tokens[b] {
-			ids[b*S+i], pos[b*S+i] = int32(id), int32(s.n+i)
-		}
-		start[b], lens[b], last[b] = int32(s.n), int32(s.n+S), int32(b*S+S-1)
-		row := table[b*pc.maxBlocks : (b+1)*pc.maxBlocks]
+		row := table[t*M : (t+1)*M]
 		for j := range row {
 			row[j] = -1
 		}
 		copy(row, s.blocks)
+		for i, id := range tokens[b] {
+			ids[t], pos[t], lens[t] = int32(id), int32(s.n+i), int32(s.n+i+1)
+			copy(table[t*M:(t+1)*M], row)
+			t++
+		}
+		last[b] = int32(t - 1)
 	}
 	for _, u := range []struct {
 		t    *kernels.Tensor
 		vals []int32
-	}{{st.ids, ids}, {st.pos, pos}, {st.start, start}, {st.attnLens, lens}, {st.last, last}, {st.table, table}} {
+	}{{st.ids, ids}, {st.pos, pos}, {st.start, pos}, {st.attnLens, lens}, {st.last, last}, {st.table, table}} {
 		if err := kernels.UploadInt32(u.t, u.vals); err != nil {
 			return fmt.Errorf("llama: inputs: %w", err)
 		}
@@ -194,54 +202,54 @@ func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range seqs {
-		s.n += S
+	for b, s := range seqs {
+		s.n += len(tokens[b])
 	}
 	pc.last = st
 	return nil
 }
 
-// stepFor returns the buffers of steps of B sequences of S new tokens,
-// allocating them the first time. Those of decode steps (S = 1) are kept;
-// of the others, the maxPromptSteps used last.
-func (pc *PagedCache) stepFor(B, S int) (*pagedStep, error) {
+// stepFor returns the buffers of steps of N tokens of R sequences,
+// allocating them the first time. Those of decode steps (a token per
+// sequence) are kept; of the others, the maxPromptSteps used last.
+func (pc *PagedCache) stepFor(N, R int) (*pagedStep, error) {
 	pc.clock++
-	key := stepKey{S: S, B: B}
+	key := pagedKey{tokens: N, seqs: R}
 	if st, ok := pc.steps[key]; ok {
 		st.used = pc.clock
 		return st, nil
 	}
-	if S > 1 {
+	if N > R {
 		if err := pc.evictPromptSteps(maxPromptSteps - 1); err != nil {
 			return nil, err
 		}
 	}
 	set := nn.NewTensorSet(pc.m.be)
-	st, err := pc.m.newStep(set, B, S, false, pc.quantized)
+	st, err := pc.m.newStep(set, N, 1, R, false, pc.quantized)
 	if err != nil {
 		return nil, errors.Join(err, set.Free())
 	}
 	a := nn.Allocator{Set: set}
-	ps := &pagedStep{step: st, table: a.Ints("block_table", nil, B, pc.maxBlocks),
-		logits: a.Tensor(pc.m.Precision.DType(), B, pc.m.Config.VocabSize), next: a.Ints("next", nil, B), set: set, used: pc.clock}
+	ps := &pagedStep{step: st, table: a.Ints("block_table", nil, N, pc.maxBlocks),
+		logits: a.Tensor(pc.m.Precision.DType(), R, pc.m.Config.VocabSize), next: a.Ints("next", nil, R), set: set, used: pc.clock}
 	if err := a.Err(); err != nil {
-		return nil, errors.Join(fmt.Errorf("llama: buffers of a %d×%d step: %w", B, S, err), set.Free())
+		return nil, errors.Join(fmt.Errorf("llama: buffers of a step of %d tokens of %d sequences: %w", N, R, err), set.Free())
 	}
 	pc.steps[key] = ps
 	return ps, nil
 }
 
-// evictPromptSteps frees the least recently used buffers of steps of more
-// than one new token until keep are left, never the last step's.
+// evictPromptSteps frees the least recently used buffers of steps with
+// more tokens than sequences until keep are left, never the last step's.
 func (pc *PagedCache) evictPromptSteps(keep int) error {
 	for {
 		var (
 			oldest *pagedStep
-			key    stepKey
+			key    pagedKey
 			n      int
 		)
 		for k, st := range pc.steps {
-			if k.S == 1 {
+			if k.tokens == k.seqs {
 				continue
 			}
 			n++
@@ -254,7 +262,7 @@ func (pc *PagedCache) evictPromptSteps(keep int) error {
 		}
 		delete(pc.steps, key)
 		if err := oldest.set.Free(); err != nil {
-			return fmt.Errorf("llama: freeing the buffers of a %d×%d step: %w", key.B, key.S, err)
+			return fmt.Errorf("llama: freeing the buffers of a step of %d tokens of %d sequences: %w", key.tokens, key.seqs, err)
 		}
 	}
 }

@@ -31,8 +31,9 @@ func greedySession(t *testing.T, m *Model, prompt []int, n int) []int {
 
 // TestPagedMatchesSession checks that sequences of different lengths
 // that join a running batch at different steps, some with their prompt in
-// chunks, generate greedily what each generates alone in a Session, and
-// that blocks released by a finished sequence serve a new one.
+// chunks, in ragged steps beside the running sequences' tokens, generate
+// greedily what each generates alone in a Session, and that blocks
+// released by a finished sequence serve a new one.
 func TestPagedMatchesSession(t *testing.T) {
 	cfg := testConfig()
 	m := loadTest(t, cfg, nn.F32)
@@ -72,42 +73,43 @@ func TestPagedMatchesSession(t *testing.T) {
 			break
 		}
 		require.Less(t, step, 100)
-		// One decode step of every running request, first: running
-		// requests come before new ones.
+		// One step: a token of every running request, then a chunk of
+		// each request that has joined and not yet run its whole prompt,
+		// where the pool keeps a block for each running request's next
+		// step.
 		var seqs []*Seq
 		var toks [][]int
-		var running []*req
+		var in []*req
+		free := pc.FreeBlocks()
 		for _, r := range reqs {
 			if r.started && len(r.got) < r.n {
-				seqs, toks, running = append(seqs, &r.seq), append(toks, []int{next[r]}), append(running, r)
+				seqs, toks, in = append(seqs, &r.seq), append(toks, []int{next[r]}), append(in, r)
+				free -= pc.BlocksFor(r.seq.Len()+1) - len(r.seq.blocks)
 			}
 		}
-		if len(seqs) > 0 {
-			require.NoError(t, pc.Step(seqs, toks))
-			ids, err := pc.Greedy()
-			require.NoError(t, err)
-			for i, r := range running {
-				r.got, next[r] = append(r.got, ids[i]), ids[i]
-			}
-		}
-		// Then a prefill chunk of each request that has joined and not
-		// yet run its whole prompt, where the pool keeps a block for each
-		// running request's next step.
+		running := len(in)
 		for _, r := range reqs {
 			if step < r.joinAt || r.prefilled == len(r.prompt) {
 				continue
 			}
 			end := min(len(r.prompt), r.prefilled+r.chunk)
-			if pc.BlocksFor(end)-len(r.seq.blocks) > pc.FreeBlocks()-len(running) {
+			if need := pc.BlocksFor(end) - len(r.seq.blocks); need > free-running {
 				waited++ // until a finished request gives its blocks back
 				continue
+			} else {
+				free -= need
 			}
-			require.NoError(t, pc.Step([]*Seq{&r.seq}, [][]int{r.prompt[r.prefilled:end]}))
+			seqs, toks, in = append(seqs, &r.seq), append(toks, r.prompt[r.prefilled:end]), append(in, r)
 			r.prefilled = end
-			if end == len(r.prompt) {
-				ids, err := pc.Greedy()
-				require.NoError(t, err)
-				r.got, next[r] = append(r.got, ids[0]), ids[0]
+		}
+		if len(seqs) > 0 {
+			require.NoError(t, pc.Step(seqs, toks))
+			ids, err := pc.Greedy()
+			require.NoError(t, err)
+			for i, r := range in {
+				if r.started || r.prefilled == len(r.prompt) {
+					r.got, next[r] = append(r.got, ids[i]), ids[i]
+				}
 			}
 		}
 		for _, r := range reqs {
@@ -140,8 +142,7 @@ func TestPagedErrors(t *testing.T) {
 	}{
 		{nil, nil, "a step of 0 sequences"},
 		{[]*Seq{&a, &b, {}}, [][]int{{1}, {1}, {1}}, "for at most 2"},
-		{[]*Seq{&a, &b}, [][]int{{1}, {1, 2}}, "sequence 1 of the step has 2 new tokens, want 1"},
-		{[]*Seq{&a}, [][]int{{}}, "has 0 new tokens"},
+		{[]*Seq{&a, &b}, [][]int{{1}, {}}, "sequence 1 of the step has no new tokens"},
 		{[]*Seq{&a, &a}, [][]int{{1}, {1}}, "in the step twice"},
 		{[]*Seq{&a}, [][]int{{97}}, "token id 97 at position 0 of sequence 0 is outside the vocabulary"},
 		{[]*Seq{&a}, [][]int{make([]int, 65)}, "exceed max_position_embeddings 64"},
@@ -184,11 +185,11 @@ func TestPagedPromptBuffersBounded(t *testing.T) {
 		pc.Release(&s)
 		prompts := 0
 		for k := range pc.steps {
-			if k.S > 1 {
+			if k.tokens > k.seqs {
 				prompts++
 			}
 		}
 		assert.LessOrEqual(t, prompts, maxPromptSteps, "after a prompt of %d", n)
-		assert.Contains(t, pc.steps, stepKey{S: n, B: 1})
+		assert.Contains(t, pc.steps, pagedKey{tokens: n, seqs: 1})
 	}
 }

@@ -199,7 +199,7 @@ func (m *Model) greedy(next, logits *kernels.Tensor) ([]int, error) {
 // stepKey identifies a step's buffers: tokens per sequence, and whether
 // it computes the logits of every position.
 type stepKey struct {
-	S, B int // B: the paged cache's steps, whose batch varies
+	S    int
 	full bool
 }
 
@@ -208,13 +208,13 @@ type step struct {
 	S               int
 	ids, pos, start *kernels.Tensor // I32 [B, S], [B, S], [B]
 	flatIDs         *kernels.Tensor // ids as [B·S]
-	attnLens, last  *kernels.Tensor // I32 [B], [B]
+	attnLens, last  *kernels.Tensor // I32 [B], [outs]
 	x, h            *kernels.Tensor // [B·S, H]: the residual stream, the normalised input
 	q, k, v         *kernels.Tensor // [B, S, heads, D]
 	qT, att, attT   *kernels.Tensor // [B, Hq, S, D], [B, Hq, S, D], [B·S, Hq·D]
 	attT4           *kernels.Tensor // attT as [B, S, Hq, D]
 	gate, up        *kernels.Tensor // [B·S, I]
-	xLast, hLast    *kernels.Tensor // [B, H]
+	xLast, hLast    *kernels.Tensor // [outs, H]: the rows whose logits are wanted
 	full            *kernels.Tensor // [B·S, V] when every position's logits are wanted
 	q2, k2, v2      *kernels.Tensor // 2-D views of q, k, v
 	layer           layerBufs       // the above as every layer's buffers, in place
@@ -230,7 +230,7 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 	if st, ok := s.steps[key]; ok {
 		return st, nil
 	}
-	st, err := s.m.newStep(s.set, s.batch, S, full, s.quantized)
+	st, err := s.m.newStep(s.set, s.batch, S, s.batch, full, s.quantized)
 	if err != nil {
 		return nil, err
 	}
@@ -239,15 +239,15 @@ func (s *Session) stepFor(S int, full bool) (*step, error) {
 }
 
 // newStep allocates in set the buffers of a forward over B sequences of S
-// new tokens each (the logits of every position when full), with the
-// quantized modules' scratch when quantized > 0.
-func (m *Model) newStep(set *nn.TensorSet, B, S int, full bool, quantized int) (*step, error) {
+// new tokens each (the logits of every position when full, else of outs
+// rows), with the quantized modules' scratch when quantized > 0.
+func (m *Model) newStep(set *nn.TensorSet, B, S, outs int, full bool, quantized int) (*step, error) {
 	c := m.Config
 	dt := m.Precision.DType()
 	a := nn.Allocator{Set: set}
 	st := &step{S: S}
 	st.ids, st.pos = a.Ints("input_ids", nil, B, S), a.Ints("position_ids", nil, B, S)
-	st.start, st.attnLens, st.last = a.Ints("start", nil, B), a.Ints("lens", nil, B), a.Ints("last", nil, B)
+	st.start, st.attnLens, st.last = a.Ints("start", nil, B), a.Ints("lens", nil, B), a.Ints("last", nil, outs)
 	st.flatIDs = a.View(st.ids, B*S)
 	st.x, st.h = a.Tensor(dt, B*S, c.HiddenSize), a.Tensor(dt, B*S, c.HiddenSize)
 	st.q = a.Tensor(dt, B, S, c.NumAttentionHeads, c.HeadDim)
@@ -263,7 +263,7 @@ func (m *Model) newStep(set *nn.TensorSet, B, S int, full bool, quantized int) (
 	}
 	st.attT4 = a.View(st.attT, B, S, c.NumAttentionHeads, c.HeadDim)
 	st.gate, st.up = a.Tensor(dt, B*S, c.IntermediateSize), a.Tensor(dt, B*S, c.IntermediateSize)
-	st.xLast, st.hLast = a.Tensor(dt, B, c.HiddenSize), a.Tensor(dt, B, c.HiddenSize)
+	st.xLast, st.hLast = a.Tensor(dt, outs, c.HiddenSize), a.Tensor(dt, outs, c.HiddenSize)
 	if full {
 		st.full = a.Tensor(dt, B*S, c.VocabSize)
 	}

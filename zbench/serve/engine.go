@@ -29,11 +29,12 @@ var (
 
 // Options are the engine's limits and its scheduling policy's knobs.
 type Options struct {
-	// MaxBatch is the most sequences a decode step runs.
+	// MaxBatch is the most sequences a step runs: those decoding and
+	// those whose prompt it prefills.
 	MaxBatch int
-	// ChunkTokens is the most prompt tokens a prefill step runs: a
-	// longer prompt is prefilled in chunks, a decode step of the running
-	// sequences between two chunks.
+	// ChunkTokens is the most prompt tokens a step runs beside the
+	// running sequences' tokens: a longer prompt is prefilled in chunks
+	// over several steps.
 	ChunkTokens int
 	// Blocks and BlockSize size the KV-cache pool: Blocks blocks of
 	// BlockSize positions.
@@ -75,10 +76,11 @@ type seq struct {
 	first   time.Time
 }
 
-// An Engine runs requests with continuous batching: every step, the
-// running sequences decode one token each, and one chunk of the oldest
-// waiting request's prompt is prefilled where the pool has the blocks for
-// it while leaving one free for each running sequence; a request joins
+// An Engine runs requests with continuous batching, each step one pass
+// over the weights (llama.PagedCache.Step): the running sequences' next
+// token each, and beside them up to ChunkTokens tokens of the waiting
+// prompts, oldest first, each where the pool has the blocks for its
+// chunk while leaving one free for each running sequence. A request joins
 // the running batch when its prompt is done and leaves it when it
 // finishes, is cancelled, or (the pool short of a block for a running
 // sequence) is preempted: its blocks are freed and it waits again, its
@@ -92,9 +94,11 @@ type Engine struct {
 	stop   chan struct{}
 	once   sync.Once
 	stats  *Stats
-	// seqs and toks are a decode step's arguments, kept between steps.
+	// seqs, toks and in are a step's arguments and its requests, kept
+	// between steps.
 	seqs []*llama.Seq
 	toks [][]int
+	in   []*seq
 }
 
 // NewEngine makes an engine over m with a pool of o.Blocks blocks.
@@ -205,10 +209,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		waiting, running = e.dropCancelled(waiting), e.dropCancelled(running)
 		var err error
-		if running, waiting, err = e.decode(running, waiting); err != nil {
-			return err
-		}
-		if running, waiting, err = e.prefill(running, waiting); err != nil {
+		if running, waiting, err = e.step(running, waiting); err != nil {
 			return err
 		}
 		e.stats.setLoad(len(waiting)+int(e.stats.queued.Load()), len(running), e.pc.Blocks()-e.pc.FreeBlocks())
@@ -236,9 +237,14 @@ func (e *Engine) finish(s *seq, reason string, err error) {
 	close(s.events)
 }
 
-// decode runs one decode step of the running sequences, preempting the
-// newest while the pool lacks a block for the others.
-func (e *Engine) decode(running, waiting []*seq) ([]*seq, []*seq, error) {
+// step runs one step: a token of each running sequence, preempting the
+// newest while the pool lacks a block for the others, and chunks of the
+// waiting prompts in their order while the step has room for their
+// tokens and sequences and the pool the blocks for them, each leaving
+// one free for each running sequence. A prompt done, its request's first
+// token is chosen and it joins the running batch.
+func (e *Engine) step(running, waiting []*seq) ([]*seq, []*seq, error) {
+	free := e.pc.FreeBlocks()
 	for len(running) > 0 {
 		need := 0
 		for _, s := range running {
@@ -246,88 +252,89 @@ func (e *Engine) decode(running, waiting []*seq) ([]*seq, []*seq, error) {
 				need++
 			}
 		}
-		if need <= e.pc.FreeBlocks() {
+		if need <= free {
+			free -= need
 			break
 		}
 		last := running[len(running)-1]
 		e.pc.Release(&last.cache)
+		free = e.pc.FreeBlocks()
 		e.stats.preempted.Add(1)
 		running, waiting = running[:len(running)-1], append([]*seq{last}, waiting...)
 	}
-	if len(running) == 0 {
-		return running, waiting, nil
-	}
-	seqs, toks := e.seqs[:0], e.toks[:0]
+	seqs, toks, in := e.seqs[:0], e.toks[:0], e.in[:0]
 	for _, s := range running {
 		n := s.cache.Len()
-		seqs, toks = append(seqs, &s.cache), append(toks, s.tokens[n:n+1])
+		seqs, toks, in = append(seqs, &s.cache), append(toks, s.tokens[n:n+1]), append(in, s)
+	}
+	budget := e.o.ChunkTokens
+	for _, s := range waiting {
+		if budget == 0 || len(in) >= e.o.MaxBatch {
+			break
+		}
+		start := s.cache.Len()
+		end := min(len(s.tokens), start+budget)
+		need := e.pc.BlocksFor(end) - e.pc.BlocksFor(start)
+		if need > free-len(running) {
+			break // until running sequences give blocks back
+		}
+		free -= need
+		budget -= end - start
+		seqs, toks, in = append(seqs, &s.cache), append(toks, s.tokens[start:end]), append(in, s)
+	}
+	e.seqs, e.toks, e.in = seqs, toks, in
+	if len(in) == 0 {
+		return running, waiting, nil
 	}
 	if err := e.pc.Step(seqs, toks); err != nil {
-		return running, waiting, fmt.Errorf("serve: decode step of %d: %w", len(running), err)
+		return running, waiting, fmt.Errorf("serve: a step of %d sequences: %w", len(in), err)
 	}
-	e.stats.step(len(running))
-	ids, err := e.choose(running)
+	if len(running) > 0 {
+		e.stats.step(len(running))
+	}
+	e.stats.prefilled.Add(int64(e.o.ChunkTokens - budget))
+	// The sequences with a token to choose: the running ones, and those
+	// whose prompt this step finished, all but maybe the last prompt.
+	done := 0
+	for _, s := range in[len(running):] {
+		if s.cache.Len() == len(s.tokens) {
+			done++
+		}
+	}
+	ready := in[:len(running)+done]
+	ids, err := e.choose(ready)
 	if err != nil {
 		return running, waiting, err
 	}
 	kept := running[:0]
-	for i, s := range running {
+	for i, s := range ready {
 		if e.emit(s, ids[i]) {
 			kept = append(kept, s)
 		}
 	}
-	return kept, waiting, nil
+	return kept, waiting[done:], nil
 }
 
-// prefill runs the next chunk of the oldest waiting request's prompt
-// where the pool has the blocks for it and one for each running sequence;
-// a prompt done, the request's first token is chosen and it joins the
-// running batch.
-func (e *Engine) prefill(running, waiting []*seq) ([]*seq, []*seq, error) {
-	if len(waiting) == 0 || len(running) >= e.o.MaxBatch {
-		return running, waiting, nil
-	}
-	s := waiting[0]
-	start := s.cache.Len()
-	end := min(len(s.tokens), start+e.o.ChunkTokens)
-	need := e.pc.BlocksFor(end) - e.pc.BlocksFor(start)
-	if need > e.pc.FreeBlocks()-len(running) {
-		return running, waiting, nil // until running sequences give blocks back
-	}
-	if err := e.pc.Step([]*llama.Seq{&s.cache}, [][]int{s.tokens[start:end]}); err != nil {
-		return running, waiting, fmt.Errorf("serve: prefill of %d tokens: %w", end-start, err)
-	}
-	e.stats.prefilled.Add(int64(end - start))
-	if end < len(s.tokens) {
-		return running, waiting, nil
-	}
-	ids, err := e.choose([]*seq{s})
-	if err != nil {
-		return running, waiting, err
-	}
-	waiting = waiting[1:]
-	if e.emit(s, ids[0]) {
-		running = append(running, s)
-	}
-	return running, waiting, nil
-}
-
-// choose picks each sequence's next token from the last step's logits:
-// on the device when every one is greedy, else on the host with each
-// sequence's sampler.
+// choose picks the next token of each of ss, the first sequences of the
+// last step, from its logits: on the device when every one is greedy,
+// else on the host with each sequence's sampler.
 func (e *Engine) choose(ss []*seq) ([]int, error) {
 	device := true
 	for _, s := range ss {
 		device = device && s.req.Sampling.OnDevice()
 	}
 	if device {
-		return e.pc.Greedy()
+		ids, err := e.pc.Greedy()
+		if err != nil {
+			return nil, err
+		}
+		return ids[:len(ss)], nil
 	}
 	logits, err := e.pc.Logits()
 	if err != nil {
 		return nil, err
 	}
-	V := len(logits) / len(ss)
+	V := e.m.Config.VocabSize
 	ids := make([]int, len(ss))
 	for i, s := range ss {
 		ids[i] = s.sampler.Pick(logits[i*V:(i+1)*V], s.tokens)
