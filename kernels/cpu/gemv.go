@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sync"
 
 	"gonum.org/v1/gonum/blas/blas32"
 
@@ -42,11 +43,13 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 // m rows of a [m, K] and a weight w [N, K] of rowBytes bytes a row that
 // dots (called once per goroutine) multiplies: each row of w dotted with
 // every row of a, four rows at a time where dots gives a rowDot4 (and
-// two rows of w at a time against them where it gives a rowDot4x2), the
-// other rows of a against a block of w's rows in one call where it gives
-// a rowDotN, the rows of w split over the cores in contiguous ranges and
-// taken a block at a time, so that w is read from memory once, in order,
-// at its own size. Every output is the same rowDot sum whatever m is.
+// two rows of w at a time against them where it gives a rowDot4x2; a
+// last two or three rows go the same way, padded with zeros to four),
+// the other rows of a against a block of w's rows in one call where it
+// gives a rowDotN, the rows of w split over the cores in contiguous
+// ranges and taken a block at a time, so that w is read from memory
+// once, in order, at its own size. Every output is the same rowDot sum
+// whatever m is.
 func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dots func() rowKernels) {
 	block := max(1, gemvBlockBytes/rowBytes)
 	parallelFor(n, m*k, func(lo, hi int) {
@@ -63,12 +66,29 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 			}
 			c[i*n+j] = d
 		}
+		fours := 0 // rows of a that go four at a time
+		var padded []float32
+		if dot4 != nil {
+			fours = m &^ 3
+			if m-fours >= 2 {
+				buf := padBufs.Get().(*[]float32)
+				defer padBufs.Put(buf)
+				*buf = grow(*buf, 4*k)
+				padded = (*buf)[:4*k]
+				copy(padded, a[fours*k:m*k])
+				clear(padded[(m-fours)*k:])
+				fours = m
+			}
+		}
 		var sums [4]float32
 		var pairs [8]float32
 		for j0 := lo; j0 < hi; j0 += block {
 			j1 := min(j0+block, hi)
-			i := 0
-			for ; dot4 != nil && i+4 <= m; i += 4 {
+			for i := 0; i < fours; i += 4 {
+				x, rows := padded, m-i
+				if i+4 <= m {
+					x, rows = a[i*k:(i+4)*k], 4
+				}
 				// The first group of rows of a streams the block from
 				// memory, prefetching a few rows ahead; the second, which
 				// finds it in the cache, prefetches the next block.
@@ -78,20 +98,20 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 				}
 				j := j0
 				for ; kern.four2 != nil && j+2 <= j1; j += 2 {
-					kern.four2(a[i*k:(i+4)*k], j, min(j+ahead, n-2), &pairs)
-					for r := range 4 {
+					kern.four2(x, j, min(j+ahead, n-2), &pairs)
+					for r := range rows {
 						put(i+r, j, pairs[2*r])
 						put(i+r, j+1, pairs[2*r+1])
 					}
 				}
 				for ; j < j1; j++ {
-					dot4(a[i*k:(i+4)*k], j, min(j+ahead, n-1), &sums)
-					for r, d := range sums {
-						put(i+r, j, d)
+					dot4(x, j, min(j+ahead, n-1), &sums)
+					for r := range rows {
+						put(i+r, j, sums[r])
 					}
 				}
 			}
-			for ; i < m; i++ {
+			for i := fours; i < m; i++ {
 				x := a[i*k : (i+1)*k]
 				switch {
 				case kern.rows != nil && many == nil:
@@ -110,6 +130,9 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 		}
 	})
 }
+
+// padBufs holds the buffers of dotRows' last rows padded to four.
+var padBufs = sync.Pool{New: func() any { return new([]float32) }}
 
 // rowDot returns Σ_p x[p]·w[j, p] over the K values of row j of a weight
 // w [N, K].

@@ -211,7 +211,7 @@ func BenchmarkWGemvDecode(b *testing.B) {
 // out in dtype dt: GB/s of the weight read and GFLOP/s.
 func benchDecodeRows(b *testing.B, be *Backend, dt kernels.DType, n, k, bytes int, mul func(out, x *kernels.Tensor, i int) error) {
 	rng := rand.New(rand.NewPCG(31, 32))
-	for _, m := range []int{1, 4, 8, 16} {
+	for _, m := range []int{1, 2, 3, 4, 6, 8, 16} {
 		b.Run(fmt.Sprintf("rows=%d", m), func(b *testing.B) {
 			xv := make([]float32, m*k)
 			for i := range xv {
@@ -337,7 +337,7 @@ func TestDecodeRowsBatchInvariant(t *testing.T) {
 			for i := range maxRows {
 				alone = append(alone, product(xv[i*w.k:(i+1)*w.k], 1)...)
 			}
-			for _, m := range []int{2, 4, 5, 8, 13, 16} {
+			for _, m := range []int{2, 3, 4, 5, 6, 7, 8, 11, 13, 16} {
 				got := product(xv[:m*w.k], m)
 				for i, v := range got {
 					require.Equal(t, math.Float32bits(alone[i]), math.Float32bits(v), "m=%d: row %d column %d: %v in the batch, %v alone", m, i/n, i%n, v, alone[i])
