@@ -17,7 +17,7 @@ go build -o "$ZB" ./cmd/zbench
 LOAD=(--prompt-words 16:48 --output-tokens 32:64 --seed 1)
 run_load() { # name url
 	"$ZB" load --url "$2" --scenario singlestream --requests 8 "${LOAD[@]}" -o "$OUT/$1-singlestream.txt" 2>>"$OUT/$1.log" || true
-	"$ZB" load --url "$2" --sweep 0.25,0.5,1,1.5,2 --refine 1 --requests 24 "${LOAD[@]}" -o "$OUT/$1-sweep.txt" 2>>"$OUT/$1.log" || true
+	"$ZB" load --url "$2" --sweep 0.25,0.5,1,1.5,2,2.5,3 --refine 1 --requests 24 "${LOAD[@]}" -o "$OUT/$1-sweep.txt" 2>>"$OUT/$1.log" || true
 }
 wait_up() { for _ in $(seq 1 120); do curl -sf "$1/v1/models" >/dev/null && return 0; sleep 1; done; return 1; }
 serve() { # name port command...

@@ -1,6 +1,6 @@
 #!/bin/bash
 # serve-soak.sh [OUT] [RATE] [SECONDS]: a soak of zbench serve on the GGUF
-# Q8_0 file of TinyLlama's shape: the server-scenario load of
+# file of TinyLlama's shape (Q8_0, or the one G names): the server-scenario load of
 # serve-compare.sh at RATE requests a second (default 0.3) for SECONDS
 # (default 600) worth of requests, with the server's /metrics read after a
 # warm-up, every minute of the load, right after it and again 10 seconds
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-.cache/serve-soak}
 RATE=${2:-0.3}
 SECONDS_LOAD=${3:-600}
-G=.cache/gguf/tinyllama-Q8_0.gguf
+G=${G:-.cache/gguf/tinyllama-Q8_0.gguf}
 [ -f "$G" ] || { echo "serve-soak: $G is missing: run make gguf-models" >&2; exit 1; }
 mkdir -p "$OUT"
 ZB="$OUT/zbench"
