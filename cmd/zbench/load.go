@@ -34,6 +34,11 @@ stderr:
                 --tpot-bound;
   singlestream  one request at a time.
 
+A server run sends --requests, and with --min-duration goes on until its
+arrivals span that long (MLPerf's min_query_count and min_duration): a
+short run at a rate the server cannot sustain ends before its queue
+builds, and passes where a long one fails.
+
 --sweep runs the server scenario at each rate of a comma-separated,
 ascending list until one fails, then bisects between the last rate that
 passed and the first that failed --refine times (between a quarter of the
@@ -89,6 +94,7 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		sweep       = fs.String("sweep", "", "server: ascending comma-separated `rates` to sweep")
 		refine      = fs.Int("refine", 2, "sweep: bisections after the first failing rate")
 		requests    = fs.Int("requests", 64, "requests per run")
+		minDuration = fs.Duration("min-duration", 0, "server: send on past --requests until the arrivals span this long (MLPerf's min_duration)")
 		concurrency = fs.Int("concurrency", 0, "offline: most requests in flight (0: all)")
 		dataset     = fs.String("dataset", "", "JSONL or ShareGPT JSON `file` of requests (default: synthetic)")
 		tokPath     = fs.String("tokenizer", "", "ShareGPT: tokenizer.json or tokenizer.model `file`, or checkpoint directory, counting output tokens")
@@ -136,6 +142,8 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("--timeout %v: want a positive duration", *timeout)
 	case *ttftBound < 0 || *tpotBound < 0:
 		return usageErrorf("--ttft-bound and --tpot-bound: want 0 or more")
+	case *minDuration < 0:
+		return usageErrorf("--min-duration %v: want 0 or more", *minDuration)
 	}
 	items, source, err := loadItems(*dataset, *tokPath, *words, *outTokens, *requests, *seed)
 	if err != nil {
@@ -165,9 +173,13 @@ func runLoad(args []string, stdout, stderr io.Writer) error {
 		w = f
 	}
 	bounds := loadgen.Bounds{TTFT: *ttftBound, TPOT: *tpotBound}
-	fmt.Fprintf(w, "loadgen-url: %s\nloadgen-model: %s\nloadgen-api: %s\nloadgen-dataset: %s\nloadgen-seed: %d\nloadgen-ttft-bound: %v\nloadgen-tpot-bound: %v\n%s",
-		*url, c.Model, map[bool]string{false: "/v1/completions", true: "/v1/chat/completions"}[*chat], source, *seed, *ttftBound, *tpotBound, loadgen.Units)
-	sc := loadgen.Scenario{Kind: kind, Rate: *rate, Requests: *requests, Concurrency: *concurrency, Seed: *seed}
+	fmt.Fprintf(w, "loadgen-url: %s\nloadgen-model: %s\nloadgen-api: %s\nloadgen-dataset: %s\nloadgen-seed: %d\nloadgen-ttft-bound: %v\nloadgen-tpot-bound: %v\n",
+		*url, c.Model, map[bool]string{false: "/v1/completions", true: "/v1/chat/completions"}[*chat], source, *seed, *ttftBound, *tpotBound)
+	if *minDuration > 0 {
+		fmt.Fprintf(w, "loadgen-min-duration: %v\n", *minDuration)
+	}
+	fmt.Fprint(w, loadgen.Units)
+	sc := loadgen.Scenario{Kind: kind, Rate: *rate, Requests: *requests, Concurrency: *concurrency, Seed: *seed, MinDuration: *minDuration}
 	write := func(s loadgen.Summary) error {
 		fmt.Fprintln(stderr, s.Verdict())
 		return s.WriteBench(w, benchName(*name, s.Scenario))

@@ -90,6 +90,7 @@ func TestLoad(t *testing.T) {
 		{[]string{"--scenario", "offline", "--requests", "6", "--dataset", sharegptSmall, "--tokenizer", llamaTiny},
 			[]string{"BenchmarkLoad/scenario=offline"}, sharegptSmall + " format=sharegpt conversations=30 requests=6 tokenizer=" + llamaTiny},
 		{[]string{"--rate", "50", "--requests", "5"}, []string{"BenchmarkLoad/scenario=server/rate=50"}, "synthetic prompt-words=32:256 output-tokens=16:128"},
+		{[]string{"--rate", "100", "--requests", "2", "--min-duration", "200ms"}, []string{"BenchmarkLoad/scenario=server/rate=100"}, "synthetic prompt-words=32:256 output-tokens=16:128"},
 		{[]string{"--sweep", "20,40", "--requests", "3", "--name", "BenchmarkServe"},
 			[]string{"BenchmarkServe/scenario=server/rate=20", "BenchmarkServe/scenario=server/rate=40"}, "synthetic prompt-words=32:256 output-tokens=16:128"},
 	} {
@@ -107,6 +108,10 @@ func TestLoad(t *testing.T) {
 					assert.Equal(t, 1.0, v)
 					assert.Equal(t, "/v1/completions", res.GetConfig("loadgen-api"))
 					assert.Equal(t, c.dataset, res.GetConfig("loadgen-dataset"))
+					if slices.Contains(c.args, "--min-duration") {
+						assert.Equal(t, "200ms", res.GetConfig("loadgen-min-duration"))
+						assert.Greater(t, res.Iters, 10, "sent on past --requests for 200 ms at 100/s")
+					}
 				}
 			}
 			require.NoError(t, r.Err())
@@ -216,6 +221,7 @@ func TestLoadErrors(t *testing.T) {
 		{[]string{"--scenario", "burst"}, `unknown scenario "burst"`, true},
 		{[]string{"--requests", "0"}, "--requests 0", true},
 		{[]string{"--rate", "-1"}, "--rate -1", true},
+		{[]string{"--min-duration", "-1s"}, "--min-duration -1s", true},
 		{[]string{"--scenario", "offline", "--sweep", "1,2"}, "--sweep runs the server scenario", true},
 		{[]string{"--sweep", "1,x"}, `--sweep "1,x"`, true},
 		{[]string{"--prompt-words", "9:3"}, "--prompt-words", true},

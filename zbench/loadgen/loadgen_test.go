@@ -149,6 +149,8 @@ func TestScenarios(t *testing.T) {
 		{sc: Scenario{Kind: Offline, Requests: 6}, mostMax: 6, maxStart: 120 * time.Millisecond},
 		// 8 arrivals at 100/s: the last near 70 ms after the first.
 		{sc: Scenario{Kind: Server, Requests: 8, Rate: 100, Seed: 3}, mostMax: 8, minSpan: 10 * time.Millisecond},
+		// At least 2 requests and arrivals over 300 ms at 100/s: about 30.
+		{sc: Scenario{Kind: Server, Requests: 2, Rate: 100, Seed: 4, MinDuration: 300 * time.Millisecond}, mostMax: 40, minSpan: 250 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%v/%d", c.sc.Kind, c.sc.Concurrency), func(t *testing.T) {
 			f := &fakeServer{delay: 20 * time.Millisecond}
@@ -157,11 +159,17 @@ func TestScenarios(t *testing.T) {
 			var calls atomic.Int32
 			o, err := Run(context.Background(), &Client{BaseURL: srv.URL}, items, c.sc, func(done, total int) {
 				calls.Add(1)
-				assert.Equal(t, c.sc.Requests, total)
+				assert.Equal(t, max(c.sc.Expected(), done), total)
 			})
 			require.NoError(t, err)
-			require.Len(t, o.Results, c.sc.Requests)
-			assert.Equal(t, int32(c.sc.Requests), calls.Load())
+			if c.sc.MinDuration == 0 {
+				require.Len(t, o.Results, c.sc.Requests)
+			} else {
+				// Poisson arrivals: the count is near rate × duration.
+				assert.InDelta(t, c.sc.Expected(), len(o.Results), 15)
+				assert.Greater(t, len(o.Results), c.sc.Requests)
+			}
+			assert.Equal(t, int32(len(o.Results)), calls.Load())
 			assert.LessOrEqual(t, f.most.Load(), c.mostMax)
 			first, last := o.Results[0].Start, o.Results[0].Start
 			for i, r := range o.Results {
@@ -198,7 +206,8 @@ func maxTime(a, b time.Time) time.Time {
 
 func TestRunErrors(t *testing.T) {
 	c := &Client{BaseURL: "http://127.0.0.1:1"}
-	for _, sc := range []Scenario{{Kind: Server, Requests: 1}, {Kind: Offline}, {Kind: Offline, Requests: 1, Concurrency: -1}} {
+	for _, sc := range []Scenario{{Kind: Server, Requests: 1}, {Kind: Offline}, {Kind: Offline, Requests: 1, Concurrency: -1},
+		{Kind: Server, Requests: 1, Rate: 1, MinDuration: -time.Second}} {
 		_, err := Run(context.Background(), c, []Item{{Prompt: "a", OutputTokens: 1}}, sc, nil)
 		assert.ErrorIs(t, err, ErrScenario, "%+v", sc)
 	}

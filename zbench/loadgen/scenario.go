@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -49,6 +50,11 @@ type Scenario struct {
 	// Requests is how many are sent, the dataset's items in order,
 	// again from the first when they run out.
 	Requests int
+	// MinDuration makes Server send on, past Requests, until its arrivals
+	// span at least this long: MLPerf's min_duration beside its
+	// min_query_count, so that a run at a rate near the server's capacity
+	// lasts long enough for its queue to build.
+	MinDuration time.Duration
 	// Concurrency bounds Offline's requests in flight (0: all).
 	Concurrency int
 	// Seed seeds Server's arrival times.
@@ -63,8 +69,20 @@ func (sc Scenario) check() error {
 		return fmt.Errorf("%w: server rate %g requests/s outside (0, 1e6]", ErrScenario, sc.Rate)
 	case sc.Concurrency < 0:
 		return fmt.Errorf("%w: concurrency %d", ErrScenario, sc.Concurrency)
+	case sc.MinDuration < 0:
+		return fmt.Errorf("%w: minimum duration %v", ErrScenario, sc.MinDuration)
 	}
 	return nil
+}
+
+// Expected is how many requests sc sends: Requests, or for Server with a
+// MinDuration, the arrivals that duration holds on average where they are
+// more.
+func (sc Scenario) Expected() int {
+	if sc.Kind != Server {
+		return sc.Requests
+	}
+	return max(sc.Requests, int(math.Ceil(sc.Rate*sc.MinDuration.Seconds())))
 }
 
 // An Outcome is a scenario's results, in the order sent, and the time from
@@ -86,7 +104,8 @@ func Run(ctx context.Context, c *Client, items []Item, sc Scenario, progress fun
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%w: no requests to send", ErrDataset)
 	}
-	o := &Outcome{Scenario: sc, Results: make([]Result, sc.Requests)}
+	total := sc.Expected()
+	o := &Outcome{Scenario: sc, Results: make([]Result, total)}
 	var (
 		mu   sync.Mutex
 		done int
@@ -100,7 +119,7 @@ func Run(ctx context.Context, c *Client, items []Item, sc Scenario, progress fun
 		d := done
 		mu.Unlock()
 		if progress != nil {
-			progress(d, sc.Requests)
+			progress(d, max(total, d))
 		}
 	}
 	start := time.Now()
@@ -138,10 +157,19 @@ func Run(ctx context.Context, c *Client, items []Item, sc Scenario, progress fun
 		at := time.Duration(0)
 		timer := time.NewTimer(0)
 		defer timer.Stop()
-		for i := range sc.Requests {
+		for i := 0; ; i++ {
 			if i > 0 {
 				at += time.Duration(rng.ExpFloat64() / sc.Rate * float64(time.Second))
 			}
+			if i >= sc.Requests && at >= sc.MinDuration {
+				sent = i
+				break
+			}
+			mu.Lock()
+			if i == len(o.Results) {
+				o.Results = append(o.Results, Result{})
+			}
+			mu.Unlock()
 			timer.Reset(time.Until(start.Add(at)))
 			select {
 			case <-timer.C:
