@@ -4,12 +4,14 @@
 # (baselines/peers/llamacpp/serve.mjs), one server at a time on this machine,
 # on the same GGUF file of TinyLlama's shape (Q8_0, or the one G names, such
 # as .cache/gguf/tinyllama-F16.gguf): eight single-stream requests, then a
-# server-scenario sweep. Results in OUT (default .cache/serve-cmp), one file
-# per server and run.
+# server-scenario sweep whose every rate runs at least MIN_DURATION
+# (default 2m; zbench load's --min-duration). Results in OUT (default
+# .cache/serve-cmp), one file per server and run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-.cache/serve-cmp}
 G=${G:-.cache/gguf/tinyllama-Q8_0.gguf}
+MIN_DURATION=${MIN_DURATION:-2m}
 [ -f "$G" ] || { echo "serve-compare: $G is missing: run make gguf-models" >&2; exit 1; }
 mkdir -p "$OUT"
 ZB="$OUT/zbench"
@@ -17,7 +19,7 @@ go build -o "$ZB" ./cmd/zbench
 LOAD=(--prompt-words 16:48 --output-tokens 32:64 --seed 1)
 run_load() { # name url
 	"$ZB" load --url "$2" --scenario singlestream --requests 8 "${LOAD[@]}" -o "$OUT/$1-singlestream.txt" 2>>"$OUT/$1.log" || true
-	"$ZB" load --url "$2" --sweep 0.25,0.5,1,1.5,2,2.5,3 --refine 1 --requests 24 "${LOAD[@]}" -o "$OUT/$1-sweep.txt" 2>>"$OUT/$1.log" || true
+	"$ZB" load --url "$2" --sweep 0.25,0.5,1,1.5,2,2.5,3 --refine 1 --requests 24 --min-duration "$MIN_DURATION" "${LOAD[@]}" -o "$OUT/$1-sweep.txt" 2>>"$OUT/$1.log" || true
 }
 wait_up() { for _ in $(seq 1 120); do curl -sf "$1/v1/models" >/dev/null && return 0; sleep 1; done; return 1; }
 serve() { # name port command...
