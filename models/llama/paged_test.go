@@ -93,12 +93,12 @@ func TestPagedMatchesSession(t *testing.T) {
 				continue
 			}
 			end := min(len(r.prompt), r.prefilled+r.chunk)
-			if need := pc.BlocksFor(end) - len(r.seq.blocks); need > free-running {
+			need := pc.BlocksFor(end) - len(r.seq.blocks)
+			if need > free-running {
 				waited++ // until a finished request gives its blocks back
 				continue
-			} else {
-				free -= need
 			}
+			free -= need
 			seqs, toks, in = append(seqs, &r.seq), append(toks, r.prompt[r.prefilled:end]), append(in, r)
 			r.prefilled = end
 		}
