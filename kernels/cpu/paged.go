@@ -91,19 +91,23 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 	// single rows between them go together.
 	row := g.Hq * g.D * q.DType().Size()
 	for lo := 0; lo < g.B; {
-		hi := lo + 1
-		if pagedRun(tab, ls, g.M, lo) {
+		hi, run := lo+1, pagedRun(tab, ls, g.M, lo)
+		if run {
 			for pagedRun(tab, ls, g.M, hi-1) {
 				hi++
 			}
-			err = b.pagedAttendRun(out, q, k, v, tab[lo*g.M:(lo+1)*g.M], ls[lo:hi], lo, g)
 		} else {
 			for hi < g.B && !pagedRun(tab, ls, g.M, hi) {
 				hi++
 			}
+		}
+		qs, outs := rowsOf(q, lo, hi, row), rowsOf(out, lo, hi, row)
+		if run {
+			err = b.pagedAttendRun(outs, qs, k, v, tab[lo*g.M:(lo+1)*g.M], ls[lo:hi], g)
+		} else {
 			s := g
 			s.B = hi - lo
-			err = b.pagedAttend(rowsOf(out, lo, hi, row), rowsOf(q, lo, hi, row), k, v, tab[lo*g.M:hi*g.M], ls[lo:hi], s)
+			err = b.pagedAttend(outs, qs, k, v, tab[lo*g.M:hi*g.M], ls[lo:hi], s)
 		}
 		if err != nil {
 			return err
@@ -126,12 +130,20 @@ func rowsOf(t *kernels.Tensor, lo, hi, size int) *kernels.Tensor {
 	return kernels.NewTensor(t.Backend(), t.DType(), s, &storage{buf: bytesOf(t)[lo*size : hi*size]})
 }
 
-// pagedAttendRun attends rows lo… of a Sq = 1 call, one sequence's
-// consecutive queries (table row tab, lengths ls), as that sequence's Sq
-// queries: q's rows are laid out [1, Hq, Sq, D] for the call and its
-// output laid back.
-func (b *Backend) pagedAttendRun(out, q, k, v *kernels.Tensor, tab, ls []int32, lo int, g check.PagedAttentionDims) error {
+// pagedAttendRun attends the rows q and out (views [n, Hq, 1, D] of a
+// Sq = 1 call's) of one sequence's consecutive queries (table row tab,
+// lengths ls) as that sequence's n queries: SwapAxes lays them out [1,
+// Hq, n, D] for the call and its output back.
+func (b *Backend) pagedAttendRun(out, q, k, v *kernels.Tensor, tab, ls []int32, g check.PagedAttentionDims) error {
 	n := len(ls)
+	rows, err := q.Reshape(1, n, g.Hq, g.D)
+	if err != nil {
+		return err
+	}
+	outRows, err := out.Reshape(1, n, g.Hq, g.D)
+	if err != nil {
+		return err
+	}
 	qr, err := b.Alloc(q.DType(), 1, g.Hq, n, g.D)
 	if err != nil {
 		return err
@@ -140,26 +152,14 @@ func (b *Backend) pagedAttendRun(out, q, k, v *kernels.Tensor, tab, ls []int32, 
 	if err != nil {
 		return errors.Join(err, b.Free(qr))
 	}
-	d := g.D * q.DType().Size()
-	// row s of the run, head h: [lo+s, h] in q and out, [h, s] in qr and or.
-	move := func(dst, src []byte, toRun bool) {
-		for s := range n {
-			for h := range g.Hq {
-				a, r := ((lo+s)*g.Hq+h)*d, (h*n+s)*d
-				if toRun {
-					copy(dst[r:r+d], src[a:a+d])
-				} else {
-					copy(dst[a:a+d], src[r:r+d])
-				}
-			}
-		}
-	}
-	move(bytesOf(qr), bytesOf(q), true)
 	s := g
 	s.B, s.Sq = 1, n
-	err = b.pagedAttend(or, qr, k, v, tab, ls[n-1:], s)
+	err = b.SwapAxes(qr, rows)
 	if err == nil {
-		move(bytesOf(out), bytesOf(or), false)
+		err = b.pagedAttend(or, qr, k, v, tab, ls[n-1:], s)
+	}
+	if err == nil {
+		err = b.SwapAxes(outRows, or)
 	}
 	return errors.Join(err, b.Free(qr), b.Free(or))
 }

@@ -104,12 +104,14 @@ func pagedTests() []test {
 				}
 				// Blocks past each sequence's length may name any block:
 				// they must not be read.
-				seqTable := e.pagedTable(seqs, c.M, c.N)
+				longest := make([]int, seqs)
 				for b, sq := range seq {
-					for j := (int(c.lens[b]) + c.P - 1) / c.P; j < c.M; j++ {
-						if sq == seqs-1 || seq[b+1] != sq { // its sequence's last row
-							seqTable[sq*c.M+j] = -1
-						}
+					longest[sq] = max(longest[sq], int(c.lens[b]))
+				}
+				seqTable := e.pagedTable(seqs, c.M, c.N)
+				for sq, n := range longest {
+					for j := (n + c.P - 1) / c.P; j < c.M; j++ {
+						seqTable[sq*c.M+j] = -1
 					}
 				}
 				table := make([]int32, c.B*c.M)

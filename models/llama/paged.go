@@ -183,7 +183,7 @@ func (pc *PagedCache) Step(seqs []*Seq, tokens [][]int) error {
 	for _, u := range []struct {
 		t    *kernels.Tensor
 		vals []int32
-	}{{st.ids, ids}, {st.pos, pos}, {st.start, pos}, {st.attnLens, lens}, {st.last, last}, {st.table, table}} {
+	}{{st.ids, ids}, {st.pos, pos}, {st.attnLens, lens}, {st.last, last}, {st.table, table}} {
 		if err := kernels.UploadInt32(u.t, u.vals); err != nil {
 			return fmt.Errorf("llama: inputs: %w", err)
 		}

@@ -206,7 +206,7 @@ type stepKey struct {
 // step is the buffers of a forward over S new tokens of every sequence.
 type step struct {
 	S               int
-	ids, pos, start *kernels.Tensor // I32 [B, S], [B, S], [B]
+	ids, pos, start *kernels.Tensor // I32 [B, S], [B, S], [B] (pos when S is 1)
 	flatIDs         *kernels.Tensor // ids as [B·S]
 	attnLens, last  *kernels.Tensor // I32 [B], [outs]
 	x, h            *kernels.Tensor // [B·S, H]: the residual stream, the normalised input
@@ -247,7 +247,12 @@ func (m *Model) newStep(set *nn.TensorSet, B, S, outs int, full bool, quantized 
 	a := nn.Allocator{Set: set}
 	st := &step{S: S}
 	st.ids, st.pos = a.Ints("input_ids", nil, B, S), a.Ints("position_ids", nil, B, S)
-	st.start, st.attnLens, st.last = a.Ints("start", nil, B), a.Ints("lens", nil, B), a.Ints("last", nil, outs)
+	st.attnLens, st.last = a.Ints("lens", nil, B), a.Ints("last", nil, outs)
+	if S == 1 { // a sequence's one new token goes where it is
+		st.start = a.View(st.pos, B)
+	} else {
+		st.start = a.Ints("start", nil, B)
+	}
 	st.flatIDs = a.View(st.ids, B*S)
 	st.x, st.h = a.Tensor(dt, B*S, c.HiddenSize), a.Tensor(dt, B*S, c.HiddenSize)
 	st.q = a.Tensor(dt, B, S, c.NumAttentionHeads, c.HeadDim)
@@ -315,7 +320,10 @@ func (s *Session) run(S int, ids, last []int32, full bool) error {
 		t    *kernels.Tensor
 		vals []int32
 	}
-	uploads := []upload{{st.ids, ids}, {st.pos, pos}, {st.start, s.lens}, {st.attnLens, lens}}
+	uploads := []upload{{st.ids, ids}, {st.pos, pos}, {st.attnLens, lens}}
+	if S > 1 { // else start is pos
+		uploads = append(uploads, upload{st.start, s.lens})
+	}
 	if !full {
 		uploads = append(uploads, upload{st.last, last})
 	}
