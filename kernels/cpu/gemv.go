@@ -32,11 +32,22 @@ const gemvAhead = 4
 // with.
 var useHgemv = hgemv.Available
 
+// usePairs selects package hgemv's pair kernels in gemvT for bfloat16
+// rows of a against a bfloat16 weight.
+var usePairs = hgemv.AvailablePairs
+
 // gemvT sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the m
 // rows of a [m, K] and w [N, K] stored in any float dtype, through
-// dotRows over rowDots.
-func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) {
-	dotRows(c, a, m, n, k, alpha, beta, k*w.DType().Size(), func() rowKernels { return rowDots(w, k) })
+// dotRows: bfloat16 by bfloat16 in pairDots where the CPU has them, the
+// products summed two by two as the bfloat16 GEMM sums them; else a
+// widened to float32 against rowDots.
+func gemvT(c []float32, a, w *kernels.Tensor, m, n, k int, alpha, beta float32) {
+	if usePairs && a.DType() == kernels.BF16 && w.DType() == kernels.BF16 {
+		ws := u16(w)
+		dotRows(c, u16(a)[:m*k], m, n, k, alpha, beta, 2*k, func() rowKernels[uint16] { return pairDots(ws, k) })
+		return
+	}
+	dotRows(c, in32(a), m, n, k, alpha, beta, k*w.DType().Size(), func() rowKernels[float32] { return rowDots(w, k) })
 }
 
 // dotRows sets c[i, n] = alpha·Σ_k a[i, k]·w[n, k] + beta·c[i, n] for the
@@ -49,8 +60,8 @@ func gemvT(c, a []float32, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 // gives a rowDotN, the rows of w split over the cores in contiguous
 // ranges and taken a block at a time, so that w is read from memory
 // once, in order, at its own size. Every output is the same rowDot sum
-// whatever m is.
-func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dots func() rowKernels) {
+// whatever m is. The rows of a are float32, or bfloat16 for pair kernels.
+func dotRows[X float32 | uint16](c []float32, a []X, m, n, k int, alpha, beta float32, rowBytes int, dots func() rowKernels[X]) {
 	block := max(1, gemvBlockBytes/rowBytes)
 	parallelFor(n, m*k, func(lo, hi int) {
 		kern := dots()
@@ -67,12 +78,13 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 			c[i*n+j] = d
 		}
 		fours := 0 // rows of a that go four at a time
-		var padded []float32
+		var padded []X
 		if dot4 != nil {
 			fours = m &^ 3
-			if m-fours >= 2 {
-				buf := padBufs.Get().(*[]float32)
-				defer padBufs.Put(buf)
+			if m-fours >= 2 || (fours > 0 && m-fours == 1) {
+				pool := padPool[X]()
+				buf := pool.Get().(*[]X)
+				defer pool.Put(buf)
 				*buf = grow(*buf, 4*k)
 				padded = (*buf)[:4*k]
 				copy(padded, a[fours*k:m*k])
@@ -90,22 +102,25 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 					x, rows = a[i*k:(i+4)*k], 4
 				}
 				// The first group of rows of a streams the block from
-				// memory, prefetching a few rows ahead; the second, which
-				// finds it in the cache, prefetches the next block.
-				ahead := gemvAhead
-				if i == 4 {
-					ahead = block
+				// memory, prefetching a few rows ahead; the later ones,
+				// which find it in the cache, prefetch a share each of the
+				// next block, so that memory streams while they compute.
+				pre := func(j int) int { return j + gemvAhead }
+				if g := i / 4; g > 0 {
+					later := (fours+3)/4 - 1
+					from := j0 + block + (g-1)*block/later
+					pre = func(j int) int { return from + (j-j0)/later }
 				}
 				j := j0
 				for ; kern.four2 != nil && j+2 <= j1; j += 2 {
-					kern.four2(x, j, min(j+ahead, n-2), &pairs)
+					kern.four2(x, j, min(pre(j), n-2), &pairs)
 					for r := range rows {
 						put(i+r, j, pairs[2*r])
 						put(i+r, j+1, pairs[2*r+1])
 					}
 				}
 				for ; j < j1; j++ {
-					dot4(x, j, min(j+ahead, n-1), &sums)
+					dot4(x, j, min(pre(j), n-1), &sums)
 					for r := range rows {
 						put(i+r, j, sums[r])
 					}
@@ -131,35 +146,48 @@ func dotRows(c, a []float32, m, n, k int, alpha, beta float32, rowBytes int, dot
 	})
 }
 
-// padBufs holds the buffers of dotRows' last rows padded to four.
-var padBufs = sync.Pool{New: func() any { return new([]float32) }}
+// padBufs32 and padBufs16 hold the buffers of dotRows' last rows padded
+// to four, float32 and bfloat16.
+var (
+	padBufs32 = sync.Pool{New: func() any { return new([]float32) }}
+	padBufs16 = sync.Pool{New: func() any { return new([]uint16) }}
+)
+
+// padPool is the pool of padded rows of X.
+func padPool[X float32 | uint16]() *sync.Pool {
+	var x X
+	if _, ok := any(x).(uint16); ok {
+		return &padBufs16
+	}
+	return &padBufs32
+}
 
 // rowDot returns Σ_p x[p]·w[j, p] over the K values of row j of a weight
 // w [N, K].
-type rowDot func(x []float32, j int) float32
+type rowDot[X float32 | uint16] func(x []X, j int) float32
 
 // rowDot4 sets sums[r] to the rowDot of row r of x (four rows of K
 // values) with row j of w, reading w's row once for the four, and
 // prefetches w's row pre.
-type rowDot4 func(x []float32, j, pre int, sums *[4]float32)
+type rowDot4[X float32 | uint16] func(x []X, j, pre int, sums *[4]float32)
 
 // rowDot4x2 sets sums[2r+c] to the rowDot of row r of x (four rows of K
 // values) with row j+c of w, c < 2, reading each row once for the
 // others, and prefetches w's rows pre and pre+1.
-type rowDot4x2 func(x []float32, j, pre int, sums *[8]float32)
+type rowDot4x2[X float32 | uint16] func(x []X, j, pre int, sums *[8]float32)
 
 // rowDotN sets dst[j-j0] to the rowDot of x with row j of w for each j0 ≤
 // j < j1, in one call.
-type rowDotN func(x []float32, j0, j1 int, dst []float32)
+type rowDotN[X float32 | uint16] func(x []X, j0, j1 int, dst []float32)
 
 // rowKernels are the dot products dotRows multiplies a weight's rows
 // with: one, and where not nil four, four2 and rows, whose sums equal
 // one's bit for bit.
-type rowKernels struct {
-	one   rowDot
-	four  rowDot4
-	four2 rowDot4x2
-	rows  rowDotN
+type rowKernels[X float32 | uint16] struct {
+	one   rowDot[X]
+	four  rowDot4[X]
+	four2 rowDot4x2[X]
+	rows  rowDotN[X]
 }
 
 // rowDots returns the rowKernels over w [N, K] (K = k ≥ 1) for one
@@ -167,7 +195,7 @@ type rowKernels struct {
 // where they run; else the rows widened to float32 (bfloat16 as it is
 // read, in dotBF16) in a buffer of the goroutine's and dotted by blas32,
 // without a rowDot4.
-func rowDots(w *kernels.Tensor, k int) rowKernels {
+func rowDots(w *kernels.Tensor, k int) rowKernels[float32] {
 	if useHgemv {
 		switch w.DType() {
 		case kernels.F32:
@@ -180,29 +208,35 @@ func rowDots(w *kernels.Tensor, k int) rowKernels {
 	}
 	if w.DType() == kernels.BF16 {
 		ws := u16(w)
-		return rowKernels{one: func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }}
+		return rowKernels[float32]{one: func(x []float32, j int) float32 { return dotBF16(x, ws[j*k:(j+1)*k]) }}
 	}
 	buf := make([]float32, k)
-	return rowKernels{one: func(x []float32, j int) float32 {
+	return rowKernels[float32]{one: func(x []float32, j int) float32 {
 		v := loadRange(w, j*k, (j+1)*k, buf)
 		return blas32.Dot(blas32.Vector{N: k, Inc: 1, Data: x}, blas32.Vector{N: k, Inc: 1, Data: v})
 	}}
 }
 
 // hgemvDots is rowDots over the rows of ws (k values each) through one of
-// package hgemv's sets of kernels.
-func hgemvDots[T float32 | uint16](ws []T, k int, dot1 func(*float32, *T, int) float32,
-	dot4 func(*float32, int, *T, int, *float32, int, *T), dot4x2 func(*float32, int, *T, int, int, *float32, int, *T)) rowKernels {
-	return rowKernels{one: func(x []float32, j int) float32 {
+// package hgemv's sets of kernels, x's values of type X.
+func hgemvDots[X, T float32 | uint16](ws []T, k int, dot1 func(*X, *T, int) float32,
+	dot4 func(*X, int, *T, int, *float32, int, *T), dot4x2 func(*X, int, *T, int, int, *float32, int, *T)) rowKernels[X] {
+	return rowKernels[X]{one: func(x []X, j int) float32 {
 		_, _ = ws[j*k+k-1], x[k-1]
 		return dot1(&x[0], &ws[j*k], k)
-	}, four: func(x []float32, j, pre int, sums *[4]float32) {
+	}, four: func(x []X, j, pre int, sums *[4]float32) {
 		_, _, _ = ws[j*k+k-1], ws[pre*k+k-1], x[4*k-1]
 		dot4(&x[0], k, &ws[j*k], k, &sums[0], 1, &ws[pre*k])
-	}, four2: func(x []float32, j, pre int, sums *[8]float32) {
+	}, four2: func(x []X, j, pre int, sums *[8]float32) {
 		_, _, _ = ws[(j+2)*k-1], ws[(pre+2)*k-1], x[4*k-1]
 		dot4x2(&x[0], k, &ws[j*k], k, k, &sums[0], 2, &ws[pre*k])
 	}}
+}
+
+// pairDots is the rowKernels over bfloat16 rows ws (k values each) for
+// bfloat16 rows of x: package hgemv's pair kernels.
+func pairDots(ws []uint16, k int) rowKernels[uint16] {
+	return hgemvDots(ws, k, hgemv.Dot1PairsBF16, hgemv.Dot4PairsBF16, hgemv.Dot4x2PairsBF16)
 }
 
 // dotBF16 is Σ a[i]·w[i] for bfloat16 w, widened in the loop (a bfloat16

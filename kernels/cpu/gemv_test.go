@@ -211,7 +211,7 @@ func BenchmarkWGemvDecode(b *testing.B) {
 // out in dtype dt: GB/s of the weight read and GFLOP/s.
 func benchDecodeRows(b *testing.B, be *Backend, dt kernels.DType, n, k, bytes int, mul func(out, x *kernels.Tensor, i int) error) {
 	rng := rand.New(rand.NewPCG(31, 32))
-	for _, m := range []int{1, 2, 3, 4, 6, 8, 16} {
+	for _, m := range []int{1, 2, 3, 4, 5, 6, 8, 9, 16} {
 		b.Run(fmt.Sprintf("rows=%d", m), func(b *testing.B) {
 			xv := make([]float32, m*k)
 			for i := range xv {

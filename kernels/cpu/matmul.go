@@ -75,7 +75,7 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 	switch {
 	case gemv:
 		// gemvT widens b as it reads it.
-		gemvT(cv, in32(a), bt, rows, n, k, alpha, p.Beta)
+		gemvT(cv, a, bt, rows, n, k, alpha, p.Beta)
 	case blocked:
 		dt, w := bt.DType(), u16(bt)
 		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, widenedRows(k, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) }))

@@ -73,7 +73,7 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 		}
 	}
 	rowBytes := w.Data.Len() / g.N
-	dotRows(y, xs, g.M, g.N, g.K, 1, 0, rowBytes, func() rowKernels { return wrowDots(w, g.K, walk, k128) })
+	dotRows(y, xs, g.M, g.N, g.K, 1, 0, rowBytes, func() rowKernels[float32] { return wrowDots(w, g.K, walk, k128) })
 }
 
 // wrowDots returns the rowKernels over a weight-only quantized W [N, K]
@@ -82,7 +82,7 @@ func wgemv(y, xs []float32, w kernels.QWeight, g check.WMatMulDims) {
 // groups of 32 with K a multiple of 128), and a rowDotN for int8 in
 // groups, per channel with K a multiple of 16, and the 4-bit formats
 // where DotQ4L takes all of K.
-func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKernels {
+func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKernels[float32] {
 	data, scales := i8(w.Data), f32(w.Scales)
 	switch {
 	case w.Format == kernels.WInt8 && w.Group == 0:
@@ -92,9 +92,9 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 		}
 		dot := func(x []float32, j int) float32 { return dotQ8(x, data[j*k:(j+1)*k]) * scales[j] }
 		if k16 == 0 {
-			return rowKernels{one: dot}
+			return rowKernels[float32]{one: dot}
 		}
-		kern := rowKernels{one: dot, four: func(x []float32, j, pre int, sums *[4]float32) {
+		kern := rowKernels[float32]{one: dot, four: func(x []float32, j, pre int, sums *[4]float32) {
 			_, _, _ = data[j*k+k-1], data[pre*k+k-1], x[4*k-1]
 			qgemm.Dot4Q8(&x[0], k, &data[j*k], k16, &sums[0], 1, &data[pre*k])
 			wr := data[j*k : (j+1)*k]
@@ -117,9 +117,9 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 			return dotQ8G(x, data[j*k:(j+1)*k], scales[j*ng:(j+1)*ng], w.Group)
 		}
 		if !qgemm.Available {
-			return rowKernels{one: dot}
+			return rowKernels[float32]{one: dot}
 		}
-		kern := rowKernels{one: dot, rows: func(x []float32, j0, j1 int, dst []float32) {
+		kern := rowKernels[float32]{one: dot, rows: func(x []float32, j0, j1 int, dst []float32) {
 			_, _, _, _ = data[j1*k-1], scales[j1*ng-1], dst[j1-j0-1], x[k-1]
 			qgemm.DotQ8GRows(&x[0], &data[j0*k], k, j1-j0, &scales[j0*ng], w.Group, &dst[0])
 		}}
@@ -133,7 +133,7 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 	}
 	levels := w.Format.Levels()
 	ng := k / w.Group
-	kern := rowKernels{one: func(x []float32, j int) float32 {
+	kern := rowKernels[float32]{one: func(x []float32, j int) float32 {
 		row, rs := data[j*k/2:(j+1)*k/2], scales[j*ng:(j+1)*ng]
 		var s float32
 		if k128 > 0 {
@@ -158,11 +158,11 @@ func wrowDots(w kernels.QWeight, k int, walk qgemm.ScaleWalk, k128 int) rowKerne
 // wrowDotsQ8H is wrowDots for int8 codes data [N, k] in groups of group
 // with float16 scales: the kernels over float16 scales where the CPU has
 // them, else dotQ8G over each row's scales widened.
-func wrowDotsQ8H(data []int8, scales []uint16, k, group int) rowKernels {
+func wrowDotsQ8H(data []int8, scales []uint16, k, group int) rowKernels[float32] {
 	ng := k / group
 	if !qgemm.Available {
 		buf := make([]float32, 0, ng) // a row's scales widened, one goroutine's
-		return rowKernels{one: func(x []float32, j int) float32 {
+		return rowKernels[float32]{one: func(x []float32, j int) float32 {
 			return dotQ8G(x, data[j*k:(j+1)*k], widenF16(buf[:0], scales[j*ng:(j+1)*ng]), group)
 		}}
 	}
@@ -170,7 +170,7 @@ func wrowDotsQ8H(data []int8, scales []uint16, k, group int) rowKernels {
 		_, _, _, _ = data[j1*k-1], scales[j1*ng-1], dst[j1-j0-1], x[k-1]
 		qgemm.DotQ8GRowsH(&x[0], &data[j0*k], k, j1-j0, &scales[j0*ng], group, &dst[0])
 	}
-	kern := rowKernels{rows: rows, one: func(x []float32, j int) float32 {
+	kern := rowKernels[float32]{rows: rows, one: func(x []float32, j int) float32 {
 		var d [1]float32
 		rows(x, j, j+1, d[:])
 		return d[0]

@@ -72,3 +72,35 @@ func Dot4x2F16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo
 //
 //go:noescape
 func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
+
+// AvailablePairs reports whether the pair kernels run on this CPU:
+// AVX-512F, BW and BF16.
+var AvailablePairs = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
+
+// Dot1PairsBF16 returns Σ_p x[p]·w[p] for p < k, x and w in bfloat16,
+// summed by VDPBF16PS in float32 over 16 lanes of two products each:
+// chunk c of 32 values into accumulator c mod 2 (lane j adds values 2j+1,
+// then 2j, subnormals flushed to zero), then the two added and their lanes
+// reduced, the order every pair kernel keeps. k is positive (the last
+// k mod 32 values are read under a mask); the caller vouches for the
+// bounds.
+//
+//go:noescape
+func Dot1PairsBF16(x *uint16, w *uint16, k int) float32
+
+// Dot4PairsBF16 sets out[r·ldo] = Dot1PairsBF16(x[r·ldx:], w, k) for the
+// four rows r < 4 of x (ldx values apart), reading w once for the four;
+// each sum equals Dot1PairsBF16's bit for bit. It prefetches the weight
+// at pre as it reads w. The caller vouches for the bounds of x, w and out.
+//
+//go:noescape
+func Dot4PairsBF16(x *uint16, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
+
+// Dot4x2PairsBF16 sets out[r·ldo+c] = Dot1PairsBF16(x[r·ldx:], w[c·ldw:],
+// k) for the four rows r < 4 of x and the two rows c < 2 of w, each row
+// read once for the others; each sum equals Dot1PairsBF16's bit for bit.
+// It prefetches the two rows of the weight at pre (ldw apart) as it reads
+// w. The caller vouches for the bounds of x, w, pre and out.
+//
+//go:noescape
+func Dot4x2PairsBF16(x *uint16, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)

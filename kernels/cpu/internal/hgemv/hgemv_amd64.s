@@ -411,3 +411,294 @@ TEXT ·Dot4BF16(SB), NOSPLIT, $0-56
 // func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4x2BF16(SB), NOSPLIT, $0-64
 	DOT4X2
+#undef WIDEN
+#undef WIDENZ
+#undef WB
+#undef WB2
+#undef WB3
+#undef WSHIFT
+
+// The pair kernels dot a bfloat16 x with bfloat16 weights by VDPBF16PS,
+// two products per float32 lane, in one order whatever they do: the k
+// values in chunks of 32 (the last one partial, read under a mask, the
+// other values zero), chunk c added into accumulator c mod 2 by one
+// VDPBF16PS, then the two accumulators added and their lanes reduced by
+// HSUM.
+
+// VDP is VDPBF16PS Z(d), Z(s1), Z(s2) (Intel's operand order), which Go's
+// assembler does not know, EVEX-encoded (EVEX.512.F3.0F38.W0 52 /r):
+// lane j of Z(d) gets Z(s1)'s and Z(s2)'s values 2j+1 multiplied and added,
+// then their values 2j.
+#define VDP(d, s1, s2) \
+	BYTE $0x62; \
+	BYTE $(0x02 | ((((d)>>3)&1)^1)<<7 | ((((s2)>>4)&1)^1)<<6 | ((((s2)>>3)&1)^1)<<5 | ((((d)>>4)&1)^1)<<4); \
+	BYTE $((((s1)&15)^15)<<3 | 0x06); \
+	BYTE $(0x40 | ((((s1)>>4)&1)^1)<<3); \
+	BYTE $0x52; \
+	BYTE $(0xc0 | ((d)&7)<<3 | ((s2)&7))
+
+// MASKW sets K1 to the low CX 16-bit lanes (CX < 32), for a partial chunk.
+#define MASKW \
+	MOVL  $1, AX; \
+	SHLL  CX, AX; \
+	DECL  AX; \
+	KMOVD AX, K1
+
+// func Dot1PairsBF16(x *uint16, w *uint16, k int) float32
+TEXT ·Dot1PairsBF16(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), SI
+	MOVQ   w+8(FP), R8
+	MOVQ   k+16(FP), CX
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+
+p1loop64:
+	CMPQ       CX, $64
+	JLT        p1step32
+	PREFETCHT2 AHEAD(R8)
+	PREFETCHT2 AHEAD+64(R8)
+	VMOVDQU16  (R8), Z4
+	VMOVDQU16  64(R8), Z5
+	VMOVDQU16  (SI), Z0
+	VMOVDQU16  64(SI), Z1
+	VDP(16, 0, 4)
+	VDP(17, 1, 5)
+	ADDQ       $128, SI
+	ADDQ       $128, R8
+	SUBQ       $64, CX
+	JMP        p1loop64
+
+p1step32:
+	CMPQ      CX, $32
+	JLT       p1tail0
+	VMOVDQU16 (R8), Z4
+	VMOVDQU16 (SI), Z0
+	VDP(16, 0, 4)
+	ADDQ      $64, SI
+	ADDQ      $64, R8
+	SUBQ      $32, CX
+	TESTQ     CX, CX
+	JZ        p1sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	VMOVDQU16.Z (SI), K1, Z0
+	VDP(17, 0, 4)
+	JMP       p1sum
+
+p1tail0:
+	TESTQ CX, CX
+	JZ    p1sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	VMOVDQU16.Z (SI), K1, Z0
+	VDP(16, 0, 4)
+
+p1sum:
+	SUM2(Z16, Z17, ret+24(FP))
+	VZEROUPPER
+	RET
+
+// PXLOAD4 loads 32 values at byte offset off of each of the four rows of
+// x (SI, SI+R9, SI+2·R9, SI+R10) into z0…z3; PXLOADZ4 the lanes of mask K1
+// from offset 0, zeroing the others.
+#define PXLOAD4(off, z0, z1, z2, z3) \
+	VMOVDQU16 off(SI), z0; \
+	VMOVDQU16 off(SI)(R9*1), z1; \
+	VMOVDQU16 off(SI)(R9*2), z2; \
+	VMOVDQU16 off(SI)(R10*1), z3
+#define PXLOADZ4 \
+	VMOVDQU16.Z (SI), K1, Z0; \
+	VMOVDQU16.Z (SI)(R9*1), K1, Z1; \
+	VMOVDQU16.Z (SI)(R9*2), K1, Z2; \
+	VMOVDQU16.Z (SI)(R10*1), K1, Z3
+
+// PDOT4 adds the chunk of the four rows of x in registers x0…x3 times the
+// weight in register w into the rows' accumulators a (row r's is a+2r).
+#define PDOT4(x0, x1, x2, x3, w, a) \
+	VDP(a, x0, w); \
+	VDP(a+2, x1, w); \
+	VDP(a+4, x2, w); \
+	VDP(a+6, x3, w)
+
+// func Dot4PairsBF16(x *uint16, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
+TEXT ·Dot4PairsBF16(SB), NOSPLIT, $0-56
+	MOVQ   x+0(FP), SI
+	MOVQ   ldx+8(FP), R9
+	SHLQ   $1, R9
+	LEAQ   (R9)(R9*2), R10
+	MOVQ   w+16(FP), R8
+	MOVQ   k+24(FP), CX
+	MOVQ   out+32(FP), DI
+	MOVQ   ldo+40(FP), DX
+	SHLQ   $2, DX
+	MOVQ   pre+48(FP), R11
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+p4loop64:
+	CMPQ       CX, $64
+	JLT        p4step32
+	PREFETCHT0 (R11)
+	PREFETCHT0 64(R11)
+	VMOVDQU16  (R8), Z4
+	VMOVDQU16  64(R8), Z5
+	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	PXLOAD4(64, Z24, Z25, Z26, Z27)
+	PDOT4(0, 1, 2, 3, 4, 16)
+	PDOT4(24, 25, 26, 27, 5, 17)
+	ADDQ       $128, SI
+	ADDQ       $128, R8
+	ADDQ       $128, R11
+	SUBQ       $64, CX
+	JMP        p4loop64
+
+p4step32:
+	CMPQ      CX, $32
+	JLT       p4tail0
+	VMOVDQU16 (R8), Z4
+	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	PDOT4(0, 1, 2, 3, 4, 16)
+	ADDQ      $64, SI
+	ADDQ      $64, R8
+	SUBQ      $32, CX
+	TESTQ     CX, CX
+	JZ        p4sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	PXLOADZ4
+	PDOT4(0, 1, 2, 3, 4, 17)
+	JMP       p4sum
+
+p4tail0:
+	TESTQ CX, CX
+	JZ    p4sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	PXLOADZ4
+	PDOT4(0, 1, 2, 3, 4, 16)
+
+p4sum:
+	SUM2(Z16, Z17, (DI))
+	SUM2(Z18, Z19, (DI)(DX*1))
+	SUM2(Z20, Z21, (DI)(DX*2))
+	LEAQ (DX)(DX*2), DX
+	SUM2(Z22, Z23, (DI)(DX*1))
+	VZEROUPPER
+	RET
+
+// PPAIRS adds the chunk of the four rows of x in registers x0…x3 times the
+// chunks of the two rows of w in w0 and w1 into the pairs' accumulators a
+// (pair (r, c)'s is a+4r+2c).
+#define PPAIRS(x0, x1, x2, x3, w0, w1, a) \
+	VDP(a, x0, w0); \
+	VDP(a+2, x0, w1); \
+	VDP(a+4, x1, w0); \
+	VDP(a+6, x1, w1); \
+	VDP(a+8, x2, w0); \
+	VDP(a+10, x2, w1); \
+	VDP(a+12, x3, w0); \
+	VDP(a+14, x3, w1)
+
+// func Dot4x2PairsBF16(x *uint16, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
+TEXT ·Dot4x2PairsBF16(SB), NOSPLIT, $0-64
+	MOVQ   x+0(FP), SI
+	MOVQ   ldx+8(FP), R9
+	SHLQ   $1, R9
+	LEAQ   (R9)(R9*2), R10
+	MOVQ   w+16(FP), R8
+	MOVQ   ldw+24(FP), BX
+	SHLQ   $1, BX
+	LEAQ   (R8)(BX*1), R11
+	MOVQ   k+32(FP), CX
+	MOVQ   out+40(FP), DI
+	MOVQ   ldo+48(FP), DX
+	SHLQ   $2, DX
+	MOVQ   pre+56(FP), R12
+	LEAQ   (R12)(BX*1), R13
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+p42loop64:
+	CMPQ       CX, $64
+	JLT        p42step32
+	PREFETCHT0 (R12)
+	PREFETCHT0 64(R12)
+	PREFETCHT0 (R13)
+	PREFETCHT0 64(R13)
+	VMOVDQU16  (R8), Z4
+	VMOVDQU16  (R11), Z5
+	VMOVDQU16  64(R8), Z6
+	VMOVDQU16  64(R11), Z7
+	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	PXLOAD4(64, Z24, Z25, Z26, Z27)
+	PPAIRS(0, 1, 2, 3, 4, 5, 8)
+	PPAIRS(24, 25, 26, 27, 6, 7, 9)
+	ADDQ       $128, SI
+	ADDQ       $128, R8
+	ADDQ       $128, R11
+	ADDQ       $128, R12
+	ADDQ       $128, R13
+	SUBQ       $64, CX
+	JMP        p42loop64
+
+p42step32:
+	CMPQ      CX, $32
+	JLT       p42tail0
+	VMOVDQU16 (R8), Z4
+	VMOVDQU16 (R11), Z5
+	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	PPAIRS(0, 1, 2, 3, 4, 5, 8)
+	ADDQ      $64, SI
+	ADDQ      $64, R8
+	ADDQ      $64, R11
+	SUBQ      $32, CX
+	TESTQ     CX, CX
+	JZ        p42sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	VMOVDQU16.Z (R11), K1, Z5
+	PXLOADZ4
+	PPAIRS(0, 1, 2, 3, 4, 5, 9)
+	JMP       p42sum
+
+p42tail0:
+	TESTQ CX, CX
+	JZ    p42sum
+	MASKW
+	VMOVDQU16.Z (R8), K1, Z4
+	VMOVDQU16.Z (R11), K1, Z5
+	PXLOADZ4
+	PPAIRS(0, 1, 2, 3, 4, 5, 8)
+
+p42sum:
+	SUM2(Z8, Z9, (DI))
+	SUM2(Z10, Z11, 4(DI))
+	SUM2(Z12, Z13, (DI)(DX*1))
+	SUM2(Z14, Z15, 4(DI)(DX*1))
+	SUM2(Z16, Z17, (DI)(DX*2))
+	SUM2(Z18, Z19, 4(DI)(DX*2))
+	LEAQ (DX)(DX*2), DX
+	SUM2(Z20, Z21, (DI)(DX*1))
+	SUM2(Z22, Z23, 4(DI)(DX*1))
+	VZEROUPPER
+	RET

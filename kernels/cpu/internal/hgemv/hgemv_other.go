@@ -52,3 +52,22 @@ func Dot4x2F16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo
 func Dot4x2BF16(x *float32, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16) {
 	panic("hgemv: no assembly kernel on this architecture")
 }
+
+// AvailablePairs reports whether the pair kernels run on this CPU: never
+// without the assembly.
+var AvailablePairs = false
+
+// Dot1PairsBF16 is the assembly kernel, absent here; it panics.
+func Dot1PairsBF16(x *uint16, w *uint16, k int) float32 {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4PairsBF16 is the assembly kernel, absent here; it panics.
+func Dot4PairsBF16(x *uint16, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
+
+// Dot4x2PairsBF16 is the assembly kernel, absent here; it panics.
+func Dot4x2PairsBF16(x *uint16, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16) {
+	panic("hgemv: no assembly kernel on this architecture")
+}
