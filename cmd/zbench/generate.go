@@ -123,6 +123,9 @@ func runGenerate(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
+	if err := m.Pack(); err != nil {
+		return err
+	}
 	if err := dev.Sync(); err != nil {
 		return fmt.Errorf("loading: %w", err)
 	}

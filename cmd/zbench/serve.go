@@ -95,6 +95,9 @@ func runServe(args []string, stdout, stderr io.Writer) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, m.Close()) }()
+	if err := m.Pack(); err != nil {
+		return err
+	}
 	if tok == nil {
 		return fmt.Errorf("serving needs a tokenizer: %w", tokErr)
 	}

@@ -97,18 +97,7 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 	buf := bf16Bufs.Get().(*gemmBuf[uint32])
 	defer bf16Bufs.Put(buf)
 	mr, nr := kern.mr, kern.nr
-	gemmBlocked(buf, mr, nr, 2, m, n, k, alpha, beta, c, ldc,
-		func(dst []uint32, ic, mc, pc, kc int) []uint32 {
-			for ir := 0; ir < mc; ir += mr {
-				mm, d := min(mr, mc-ir), dst[ir*((kc+1)/2):]
-				if tA { // op(a)[i][p] = a[p*lda+i]
-					packPairsAcross(d, a[pc*lda+ic+ir:], lda, kc, mm, mr)
-				} else {
-					packPairsAlong(d, a[(ic+ir)*lda+pc:], lda, mm, kc, mr)
-				}
-			}
-			return dst
-		},
+	gemmBlocked(buf, mr, nr, 2, m, n, k, alpha, beta, c, ldc, pairPanelsOfA(a, lda, tA, mr),
 		func(dst []uint32, pc, kc, jc, nc int) []uint32 {
 			for jr := 0; jr < nc; jr += nr {
 				nn, d := min(nr, nc-jr), dst[jr*((kc+1)/2):]
@@ -121,6 +110,39 @@ func bf16SerialWith(kern bf16Kernel, tA, tB bool, m, n, k int, alpha float32, a 
 			return dst
 		},
 		kern.fn, nil)
+}
+
+// packedBf16gemm is c = alpha·a·wᵀ + beta·c for bfloat16 a [m, k] (row
+// stride lda) and a weight w [n, k] packed by PackLinear (f), split over
+// goroutines by gemmParts: the GEMM reads w's pair panels as they were
+// packed instead of packing them.
+func (g bf16Gemm) packedBf16gemm(m, n, k int, alpha float32, a []uint16, lda int, f *packedB, beta float32, c []float32, ldc int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	gemmParts(false, true, m, n, k, mr, nr, lda, k, ldc, func(m, n, ao, bo, co int) {
+		col := bo / k // the part's first column, a multiple of nr
+		buf := bf16Bufs.Get().(*gemmBuf[uint32])
+		defer bf16Bufs.Put(buf)
+		gemmBlocked(buf, mr, nr, 2, m, n, k, alpha, beta, c[co:], ldc, pairPanelsOfA(a[ao:], lda, false, mr),
+			func(_ []uint32, pc, kc, jc, _ int) []uint32 { return f.pairBlock(pc, kc, col+jc) },
+			g.kern.fn, nil)
+	})
+}
+
+// pairPanelsOfA is gemmBlocked's packA for a bfloat16 op(a), a of row
+// stride lda (transposed where tA), packed into dst in mr-row panels of
+// k-pairs.
+func pairPanelsOfA(a []uint16, lda int, tA bool, mr int) func(dst []uint32, ic, mc, pc, kc int) []uint32 {
+	return func(dst []uint32, ic, mc, pc, kc int) []uint32 {
+		for ir := 0; ir < mc; ir += mr {
+			mm, d := min(mr, mc-ir), dst[ir*((kc+1)/2):]
+			if tA { // op(a)[i][p] = a[p*lda+i]
+				packPairsAcross(d, a[pc*lda+ic+ir:], lda, kc, mm, mr)
+			} else {
+				packPairsAlong(d, a[(ic+ir)*lda+pc:], lda, mm, kc, mr)
+			}
+		}
+		return dst
+	}
 }
 
 // packPairsAlong packs a rows×kc block of src (row stride ld) whose k runs

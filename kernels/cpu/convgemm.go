@@ -145,12 +145,22 @@ func ownSGEMM() bool {
 // nr-column panels as packB lays them out over the group's whole width
 // (padded to cogP columns), block after block, in memory from the
 // backend's pool. The blocks are sgemmKC deep for gemmBlocked, K deep (one
-// block) for convRows.
+// block) for convRows. A bfloat16 linear weight is packed for our
+// bfloat16 GEMM instead: pairs holds its panels of k-pairs as
+// packPairsAlong lays them out, in sgemmKC-deep blocks, and panels is nil.
 type packedB struct {
 	groups, nr, cogP, depth int
 	panels                  []float32
+	pairs                   []uint32
 	mem                     *hostBuf
 	class                   int64
+}
+
+// pairBlock returns the pair panels of a bfloat16 weight's kc-deep block
+// at row pc of its transpose from column col (a multiple of nr) on.
+func (f *packedB) pairBlock(pc, kc, col int) []uint32 {
+	base, kk := pc/2*f.cogP, (kc+1)/2
+	return f.pairs[base+col*kk : base+f.cogP*kk]
 }
 
 // block returns the panels of group gr's kc-deep block at row pc of its
@@ -179,13 +189,14 @@ func (b *Backend) PackConvFilters(w *kernels.Tensor, groups int) error {
 	if rowsConv(groups) {
 		depth = k // convRows reads the filters
 	}
-	return b.packB(name, w, groups, k, depth, s[0]/groups > narrowGroup)
+	return b.packB(name, w, groups, k, depth, w.DType() == kernels.F32 && s[0]/groups > narrowGroup)
 }
 
-// PackLinear packs w, an F32 linear layer's weight [N, K], for MatMul's
-// products against its transpose on our own SGEMM (see
-// kernels.LinearPacker). Other dtypes and other engines keep their own
-// paths: there the packed form would go unread.
+// PackLinear packs w, an F32 or F16 linear layer's weight [N, K], for
+// MatMul's products against its transpose on our own SGEMM (an F16 one
+// widened to float32, as the products widen it), or a BF16 one for our
+// bfloat16 GEMM (see kernels.LinearPacker). Other dtypes and other
+// engines keep their own paths: there the packed form would go unread.
 func (b *Backend) PackLinear(w *kernels.Tensor) error {
 	const name = "cpu: PackLinear"
 	if err := check.Op(name).Tensor("w", w, b).Err(); err != nil {
@@ -195,19 +206,54 @@ func (b *Backend) PackLinear(w *kernels.Tensor) error {
 	if len(s) != 2 {
 		return fmt.Errorf("%s: w %v: want a linear layer's weight [N, K]: %w", name, w, kernels.ErrShape)
 	}
+	if w.DType() == kernels.BF16 {
+		return b.packPairs(name, w, s[0], s[1])
+	}
 	return b.packB(name, w, 1, s[1], sgemmKC, true)
 }
 
+// packPairs keeps w, a BF16 weight [n, k], also packed (packedB.pairs)
+// where the backend's bfloat16 GEMM is our own; it drops any packed form
+// w had.
+func (b *Backend) packPairs(name string, w *kernels.Tensor, n, k int) error {
+	st := w.Storage().(*storage)
+	b.dropPacked(st)
+	g, ok := b.bf16.(bf16Gemm)
+	if !ok {
+		return nil
+	}
+	nr := g.kern.nr
+	cogP := (n + nr - 1) / nr * nr
+	size := (k + 1) / 2 * cogP
+	mem, class, err := b.pool.Get(int64(size) * 4)
+	if err != nil {
+		return fmt.Errorf("%s: w %v: %w", name, w, err)
+	}
+	f := &packedB{groups: 1, nr: nr, cogP: cogP, depth: sgemmKC, mem: mem, class: class,
+		pairs: unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(mem.buf))), size)}
+	wv := u16(w)
+	blocks, panels := (k+sgemmKC-1)/sgemmKC, cogP/nr
+	parallelFor(blocks*panels, sgemmKC*nr, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			pc, jc := i/panels*sgemmKC, i%panels*nr
+			kc := min(sgemmKC, k-pc)
+			packPairsAlong(f.pairBlock(pc, kc, jc), wv[jc*k+pc:], k, min(nr, n-jc), kc, nr)
+		}
+	})
+	st.packed = f
+	return nil
+}
+
 // packB keeps w, groups of rows of k values, also packed (packedB, in
-// blocks depth deep) where it is F32, the engine our SGEMM and read is
-// set; it drops any packed form w had.
+// blocks depth deep, an F16 w widened to float32) where it is F32 or F16,
+// the engine our SGEMM and read is set; it drops any packed form w had.
 func (b *Backend) packB(name string, w *kernels.Tensor, groups, k, depth int, read bool) error {
 	st := w.Storage().(*storage)
 	b.dropPacked(st)
-	if w.DType() != kernels.F32 || !ownSGEMM() || !read {
+	if (w.DType() != kernels.F32 && w.DType() != kernels.F16) || !ownSGEMM() || !read {
 		return nil
 	}
-	f, err := b.newPacked(f32(w), groups, w.Shape()[0]/groups, k, depth, sgemmMicro.nr)
+	f, err := b.newPacked(in32(w), groups, w.Shape()[0]/groups, k, depth, sgemmMicro.nr)
 	if err != nil {
 		return fmt.Errorf("%s: w %v: %w", name, w, err)
 	}
@@ -262,8 +308,17 @@ func (b *Backend) dropPacked(st *storage) {
 // our own SGEMM in blocks depth deep, or nil where there is none for them.
 func packedOf(w *kernels.Tensor, groups, depth int) *packedB {
 	f := w.Storage().(*storage).packed
-	if f == nil || f.groups != groups || f.nr != sgemmMicro.nr || f.depth != depth {
+	if f == nil || f.panels == nil || f.groups != groups || f.nr != sgemmMicro.nr || f.depth != depth {
 		return nil
 	}
 	return f
+}
+
+// pairsOf returns w's packed form for our bfloat16 GEMM (packPairs), or
+// nil where there is none.
+func pairsOf(w *kernels.Tensor) *packedB {
+	if f := w.Storage().(*storage).packed; f != nil && f.pairs != nil {
+		return f
+	}
+	return nil
 }

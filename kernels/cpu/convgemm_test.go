@@ -85,36 +85,45 @@ func TestPackedFiltersSameBits(t *testing.T) {
 
 // TestPackedLinearSameBits checks that MatMul reads a weight packed by
 // PackLinear (the same products in the same order: the same bits as
-// unpacked), for rows split across workers and for columns split, and
-// that Upload drops the packed form; on an engine other than our SGEMM,
-// that PackLinear packs nothing.
+// unpacked), in float32, float16 (widened once) and bfloat16 (pairs for
+// our bfloat16 GEMM), for rows split across workers, for columns split
+// and for an odd K over two blocks, and that Upload drops the packed
+// form; on an engine that would not read it, that PackLinear packs
+// nothing.
 func TestPackedLinearSameBits(t *testing.T) {
 	be := New()
-	for _, d := range [][3]int{{128, 768, 768}, {24, 3072, 300}} {
-		m, n, k := d[0], d[1], d[2]
-		x, err := kernels.FromFloat32(be, kernels.F32, seq(m*k, 0.37), m, k)
-		require.NoError(t, err)
-		w, err := kernels.FromFloat32(be, kernels.F32, seq(n*k, 0.11), n, k)
-		require.NoError(t, err)
-		out, err := be.Alloc(kernels.F32, m, n)
-		require.NoError(t, err)
-		mm := func() []float32 {
-			require.NoError(t, be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}))
-			return slices.Clone(f32(out))
-		}
-		want := mm()
-		require.NoError(t, be.PackLinear(w))
-		if !ownSGEMM() {
-			require.Nil(t, w.Storage().(*storage).packed, "packed for an engine that does not read them")
-			require.Equal(t, want, mm())
-			return
-		}
-		require.NotNil(t, w.Storage().(*storage).packed)
-		require.Equal(t, want, mm(), "%v", d)
-		require.NoError(t, kernels.UploadFloat32(w, seq(w.Len(), 0.11)))
-		require.Nil(t, w.Storage().(*storage).packed, "Upload drops the packed weight")
-		for _, tt := range []*kernels.Tensor{x, w, out} {
-			require.NoError(t, be.Free(tt))
+	for _, dt := range kernels.FloatTypes {
+		for _, d := range [][3]int{{128, 768, 768}, {24, 3072, 300}, {40, 100, 257}} {
+			m, n, k := d[0], d[1], d[2]
+			x, err := kernels.FromFloat32(be, dt, seq(m*k, 0.37), m, k)
+			require.NoError(t, err)
+			w, err := kernels.FromFloat32(be, dt, seq(n*k, 0.11), n, k)
+			require.NoError(t, err)
+			out, err := be.Alloc(dt, m, n)
+			require.NoError(t, err)
+			mm := func() []float32 {
+				require.NoError(t, be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}))
+				v, err := kernels.ToFloat32(out)
+				require.NoError(t, err)
+				return v
+			}
+			want := mm()
+			require.NoError(t, be.PackLinear(w))
+			packs := ownSGEMM()
+			if dt == kernels.BF16 {
+				_, packs = be.bf16.(bf16Gemm)
+			}
+			if !packs {
+				require.Nil(t, w.Storage().(*storage).packed, "packed for an engine that does not read them")
+			} else {
+				require.NotNil(t, w.Storage().(*storage).packed)
+			}
+			require.Equal(t, want, mm(), "%v %v", dt, d)
+			require.NoError(t, kernels.UploadFloat32(w, seq(w.Len(), 0.11)))
+			require.Nil(t, w.Storage().(*storage).packed, "Upload drops the packed weight")
+			for _, tt := range []*kernels.Tensor{x, w, out} {
+				require.NoError(t, be.Free(tt))
+			}
 		}
 	}
 }

@@ -77,6 +77,10 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		// gemvT widens b as it reads it.
 		gemvT(cv, a, bt, rows, n, k, alpha, p.Beta)
 	case blocked:
+		if pb := packedOf(bt, 1, sgemmKC); pb != nil { // widened once by PackLinear
+			sgemmPackedB(sgemmMicro, rows, n, k, alpha, in32(a), k, pb, p.Beta, cv, n)
+			break
+		}
 		dt, w := bt.DType(), u16(bt)
 		blockedGemmT(cv, in32(a), rows, n, k, alpha, p.Beta, widenedRows(k, func(dst []float32, r int) { widen16(dt, dst, w[r*k:(r+1)*k]) }))
 	case batch == 1 || (shared && !p.TransA):
@@ -86,6 +90,12 @@ func (b *Backend) MatMul(out, a, bt *kernels.Tensor, p kernels.MatMulParams) err
 		if pb := packedOf(bt, 1, sgemmKC); pb != nil && p.TransB && !p.TransA && !bf {
 			sgemmPackedB(sgemmMicro, batch*m, n, k, alpha, a32, ac, pb, p.Beta, cv, n)
 			break
+		}
+		if g, ok := bg.(bf16Gemm); ok && bf && p.TransB && !p.TransA {
+			if f := pairsOf(bt); f != nil {
+				g.packedBf16gemm(batch*m, n, k, alpha, u16(a), ac, f, p.Beta, cv, n)
+				break
+			}
 		}
 		prod(batch*m, 0, 0, 0, 0, 1)
 	default:

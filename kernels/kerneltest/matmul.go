@@ -330,28 +330,32 @@ func matmulErrors(e *env) {
 }
 
 // matmulPackedUpload packs a weight, uploads new values over it and checks
-// that MatMul multiplies the new ones.
+// that MatMul multiplies the new ones, in float32 and bfloat16.
 func matmulPackedUpload(e *env) {
 	const m, n, k = 40, 50, 60
-	a, av := e.Input("a", kernels.F32, m, k)
-	w, _ := e.mutable(kernels.F32, n, k)
-	require.NoError(e, optionalGroup[kernels.LinearPacker](e).PackLinear(w))
-	w32 := make([]float32, w.Len())
-	for i := range w32 {
-		w32[i] = float32(e.rng.Float64() - 0.5)
-	}
-	require.NoError(e, kernels.UploadFloat32(w, w32))
-	out := e.Output(kernels.F32, m, n)
-	require.NoError(e, e.b.MatMul(out, a, w, kernels.MatMulParams{TransB: true}))
-	want := make([]float64, m*n)
-	for i := range m {
-		for j := range n {
-			for l := range k {
-				want[i*n+j] += av[i*k+l] * float64(w32[j*k+l])
+	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16} {
+		a, av := e.Input("a/"+dt.String(), dt, m, k)
+		w, _ := e.mutable(dt, n, k)
+		require.NoError(e, optionalGroup[kernels.LinearPacker](e).PackLinear(w))
+		w32 := make([]float32, w.Len())
+		for i := range w32 {
+			w32[i] = float32(e.rng.Float64() - 0.5)
+		}
+		require.NoError(e, kernels.UploadFloat32(w, w32))
+		stored, err := kernels.ToFloat32(w)
+		require.NoError(e, err)
+		out := e.Output(dt, m, n)
+		require.NoError(e, e.b.MatMul(out, a, w, kernels.MatMulParams{TransB: true}))
+		want := make([]float64, m*n)
+		for i := range m {
+			for j := range n {
+				for l := range k {
+					want[i*n+j] += av[i*k+l] * float64(stored[j*k+l])
+				}
 			}
 		}
+		e.Check("out/"+dt.String(), out, want, 0)
 	}
-	e.Check("out", out, want, 0)
 }
 
 // packLinearErrors checks that PackLinear names the shape it rejects.

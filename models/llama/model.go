@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/zbench/zbench/kernels"
+	"github.com/zbench/zbench/models/layers"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -137,6 +138,25 @@ func (m *Model) Backend() kernels.Backend { return m.be }
 
 // Close frees the weights.
 func (m *Model) Close() error { return m.params.Free() }
+
+// Pack packs the float weights of the decoder layers' linear modules into
+// the layout the backend's products read (layers.Pack), once, for a model
+// that serves inference: its prefill products then pack only their
+// activations. The packed form takes as much memory again as the weights
+// it packs, and the weights must not change afterwards except through
+// Upload.
+func (m *Model) Pack() error {
+	var lins []*linear
+	for i := range m.w.layers {
+		for _, mod := range m.w.layers[i].modules() {
+			lins = append(lins, mod.lin)
+		}
+	}
+	if err := layers.Pack(m.be, lins...); err != nil {
+		return fmt.Errorf("llama: %w", err)
+	}
+	return nil
+}
 
 // WeightBytes is the size of the weights on the device: what a decode
 // step reads at least once (for a quantized model, the int8 weights with

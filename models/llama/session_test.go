@@ -104,6 +104,26 @@ func TestDecodeMatchesForward(t *testing.T) {
 	assert.Equal(t, kernels.IndexOfMax(logits[V:]), greedy[1])
 }
 
+// TestPackSameLogits checks that a model's logits over a prompt long
+// enough for the prefill GEMM are the same bits before and after Pack, in
+// float32, float16 and bfloat16.
+func TestPackSameLogits(t *testing.T) {
+	cfg := testConfig()
+	for _, p := range []nn.Precision{nn.F32, nn.F16, nn.BF16} {
+		m := loadTest(t, cfg, p)
+		ids := make([]int32, 40)
+		for i, id := range randomIDs(3, len(ids), cfg.VocabSize) {
+			ids[i] = int32(id)
+		}
+		want, err := m.Forward(Inputs{IDs: ids}, 1, len(ids))
+		require.NoError(t, err)
+		require.NoError(t, m.Pack())
+		got, err := m.Forward(Inputs{IDs: ids}, 1, len(ids))
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%v", p)
+	}
+}
+
 // TestPadding checks that left and right padding give every real token
 // the logits it has unpadded, and padded positions zeros.
 func TestPadding(t *testing.T) {
