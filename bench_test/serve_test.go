@@ -91,6 +91,9 @@ func benchServe(b *testing.B, dev kernels.Backend, sm serveModel) {
 	if err != nil {
 		b.Fatalf("%s: %v", sm.name, err)
 	}
+	if err := m.Pack(); err != nil { // as zbench serve packs the weights
+		b.Fatalf("%s: %v", sm.name, err)
+	}
 	// Blocks for every sequence of a full batch at its longest: a chunk of
 	// prompt and the output, or the context.
 	const blockSize, chunk = 16, 256

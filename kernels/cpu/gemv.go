@@ -55,7 +55,8 @@ func gemvT(c []float32, a, w *kernels.Tensor, m, n, k int, alpha, beta float32) 
 // dots (called once per goroutine) multiplies: each row of w dotted with
 // every row of a, four rows at a time where dots gives a rowDot4 (and
 // two rows of w at a time against them where it gives a rowDot4x2; a
-// last two or three rows go the same way, padded with zeros to four),
+// last two or three rows, or a last one after others, go the same way,
+// padded with zeros to four),
 // the other rows of a against a block of w's rows in one call where it
 // gives a rowDotN, the rows of w split over the cores in contiguous
 // ranges and taken a block at a time, so that w is read from memory

@@ -235,7 +235,8 @@ func plotLine(lp *linePlot, shortLabels bool) (*figure, error) {
 
 // xAxis sets up the x axis of p for the sorted positive values xs:
 // logarithmic when they span a factor of 8 or more, ticked at each value
-// when there are at most 12. It reports whether the axis is logarithmic.
+// when there are at most 12 (valueTicks). It reports whether the axis is
+// logarithmic.
 func xAxis(p *plot.Plot, xs []float64) bool {
 	logScale := xs[len(xs)-1]/xs[0] >= 8
 	if logScale {
@@ -243,15 +244,33 @@ func xAxis(p *plot.Plot, xs []float64) bool {
 	}
 	switch {
 	case len(xs) <= 12:
-		ticks := make([]plot.Tick, len(xs))
-		for i, x := range xs {
-			ticks[i] = plot.Tick{Value: x, Label: formatTick(x)}
-		}
-		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.X.Tick.Marker = plot.ConstantTicks(valueTicks(xs, logScale))
 	case logScale:
 		p.X.Tick.Marker = logTicks{}
 	}
 	return logScale
+}
+
+// valueTicks ticks each of the sorted positive values xs, labelling those
+// at least a 25th of the axis (logarithmic or not) past the last one
+// labelled, so that labels of close values do not run into each other.
+func valueTicks(xs []float64, logScale bool) []plot.Tick {
+	pos := func(x float64) float64 {
+		if logScale {
+			return math.Log(x)
+		}
+		return x
+	}
+	gap := (pos(xs[len(xs)-1]) - pos(xs[0])) / 25
+	ticks := make([]plot.Tick, len(xs))
+	last := math.Inf(-1)
+	for i, x := range xs {
+		ticks[i] = plot.Tick{Value: x}
+		if pos(x)-last >= gap {
+			ticks[i].Label, last = formatTick(x), pos(x)
+		}
+	}
+	return ticks
 }
 
 // yAxis sets up the y axis of p for values from lo to hi: logarithmic

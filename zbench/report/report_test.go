@@ -477,3 +477,28 @@ func TestCrossHardware(t *testing.T) {
 		})
 	}
 }
+
+// TestValueTicks checks which of an axis's values get a label: every one
+// when they are spread out, not one crowding the last labelled.
+func TestValueTicks(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		xs     []float64
+		log    bool
+		labels []string
+	}{
+		{"spread", []float64{1, 2, 3, 4}, false, []string{"1", "2", "3", "4"}},
+		{"one", []float64{5}, false, []string{"5"}},
+		{"crowded on a log axis", []float64{0.125, 0.1875, 0.25, 1.5, 1.75, 2, 2.125, 2.25}, true,
+			[]string{"0.125", "0.1875", "0.25", "1.5", "1.75", "2", "", "2.25"}},
+		{"crowded on a linear axis", []float64{0, 0.1, 10, 20}, false, []string{"0", "", "10", "20"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, tk := range valueTicks(c.xs, c.log) {
+				got = append(got, tk.Label)
+			}
+			require.Equal(t, c.labels, got)
+		})
+	}
+}
