@@ -236,14 +236,7 @@ func BenchmarkPackedLinear(b *testing.B) {
 			if packed {
 				require.NoError(b, be.PackLinear(w))
 			}
-			b.Run(fmt.Sprintf("n=%d/k=%d/packed=%v", n, k, packed), func(b *testing.B) {
-				for b.Loop() {
-					if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+			b.Run(fmt.Sprintf("n=%d/k=%d/packed=%v", n, k, packed), func(b *testing.B) { benchLinear(b, be, out, x, w, m, n, k) })
 			require.NoError(b, be.Free(w))
 		}
 		require.NoError(b, be.Free(x))
@@ -270,19 +263,22 @@ func BenchmarkPackedLinear16(b *testing.B) {
 			if packed {
 				require.NoError(b, be.PackLinear(w))
 			}
-			b.Run(fmt.Sprintf("dtype=%v/packed=%v", dt, packed), func(b *testing.B) {
-				for b.Loop() {
-					if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
+			b.Run(fmt.Sprintf("dtype=%v/packed=%v", dt, packed), func(b *testing.B) { benchLinear(b, be, out, x, w, m, n, k) })
 			require.NoError(b, be.Free(w))
 		}
 		require.NoError(b, be.Free(x))
 		require.NoError(b, be.Free(out))
 	}
+}
+
+// benchLinear times out = x·wᵀ, x [m, k] and w [n, k]: GFLOP/s.
+func benchLinear(b *testing.B, be *Backend, out, x, w *kernels.Tensor, m, n, k int) {
+	for b.Loop() {
+		if err := be.MatMul(out, x, w, kernels.MatMulParams{TransB: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
 // BenchmarkPack times the transposing packs of blocks of a (mc×kc) and

@@ -35,6 +35,27 @@
 	VPERMILPS     $0xb1, X0, X1; \
 	VADDPS        X1, X0, X0
 
+// ZERO16_23 and ZERO8_23 zero the accumulators Z16…Z23 and Z8…Z23.
+#define ZERO16_23 \
+	VPXORD Z16, Z16, Z16; \
+	VPXORD Z17, Z17, Z17; \
+	VPXORD Z18, Z18, Z18; \
+	VPXORD Z19, Z19, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VPXORD Z21, Z21, Z21; \
+	VPXORD Z22, Z22, Z22; \
+	VPXORD Z23, Z23, Z23
+#define ZERO8_23 \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	ZERO16_23
+
 // The kernels sum a row in one order, whatever else they do: the k values in
 // chunks of 16 (the last one partial, read under a mask, the other lanes zero),
 // chunk c added into accumulator c mod 2 by one FMA, then the two accumulators
@@ -141,14 +162,7 @@ sum: \
 	MOVQ   ldo+40(FP), DX; \
 	SHLQ   $2, DX; \
 	MOVQ   pre+48(FP), R11; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
-	VPXORD Z20, Z20, Z20; \
-	VPXORD Z21, Z21, Z21; \
-	VPXORD Z22, Z22, Z22; \
-	VPXORD Z23, Z23, Z23; \
+	ZERO16_23; \
 loop64: \
 	CMPQ CX, $64; \
 	JLT  step32; \
@@ -280,22 +294,7 @@ sum: \
 	SHLQ   $2, DX; \
 	MOVQ   pre+56(FP), R12; \
 	LEAQ   (R12)(BX*1), R13; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
-	VPXORD Z16, Z16, Z16; \
-	VPXORD Z17, Z17, Z17; \
-	VPXORD Z18, Z18, Z18; \
-	VPXORD Z19, Z19, Z19; \
-	VPXORD Z20, Z20, Z20; \
-	VPXORD Z21, Z21, Z21; \
-	VPXORD Z22, Z22, Z22; \
-	VPXORD Z23, Z23, Z23; \
+	ZERO8_23; \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  step16; \
@@ -532,14 +531,7 @@ TEXT ·Dot4PairsBF16(SB), NOSPLIT, $0-56
 	MOVQ   ldo+40(FP), DX
 	SHLQ   $2, DX
 	MOVQ   pre+48(FP), R11
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZERO16_23
 
 p4loop64:
 	CMPQ       CX, $64
@@ -621,22 +613,7 @@ TEXT ·Dot4x2PairsBF16(SB), NOSPLIT, $0-64
 	SHLQ   $2, DX
 	MOVQ   pre+56(FP), R12
 	LEAQ   (R12)(BX*1), R13
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+	ZERO8_23
 
 p42loop64:
 	CMPQ       CX, $64
