@@ -5,7 +5,8 @@
 // vector dotted with a row of a weight stored in float32, float16 or
 // bfloat16, the 16-bit values widened in registers (VCVTPH2PS, or a
 // 16-bit shift for bfloat16), so that the weight is read from memory at
-// its own size, once, in order.
+// its own size, once, in order; and a bfloat16 vector dotted with a
+// bfloat16 row two products a lane (VDPBF16PS, the pair kernels).
 package hgemv
 
 import "golang.org/x/sys/cpu"
