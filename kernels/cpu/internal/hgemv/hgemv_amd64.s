@@ -146,15 +146,15 @@ sum: \
 	HSUM; \
 	MOVSS  X0, dst
 
-// DOT4 is the body of the Dot4 kernels: DOT1 for four rows of x at once,
-// x from SI with rows R9 bytes apart, against one row of w from R8, each
-// weight vector widened once for the four (row r's accumulators Z16+2r and
-// Z17+2r). The sums go to DI, DX bytes apart. The weight from R11 is
-// prefetched as the weight from R8 is read, a step of 64 values at a time.
-#define DOT4 \
+// ARGS4(xshift) loads the arguments of a Dot4 kernel (x, ldx, w, k, out,
+// ldo, pre) into SI, R9 (ldx in bytes, x's values 1<<xshift bytes), R10
+// (3·R9), R8, CX, DI, DX (ldo in bytes) and R11, and zeroes the rows'
+// accumulators; SUMS4 stores row r's sum (Z16+2r, Z17+2r) at DI + r·DX
+// and returns.
+#define ARGS4(xshift) \
 	MOVQ   x+0(FP), SI; \
 	MOVQ   ldx+8(FP), R9; \
-	SHLQ   $2, R9; \
+	SHLQ   $xshift, R9; \
 	LEAQ   (R9)(R9*2), R10; \
 	MOVQ   w+16(FP), R8; \
 	MOVQ   k+24(FP), CX; \
@@ -162,7 +162,58 @@ sum: \
 	MOVQ   ldo+40(FP), DX; \
 	SHLQ   $2, DX; \
 	MOVQ   pre+48(FP), R11; \
-	ZERO16_23; \
+	ZERO16_23
+#define SUMS4 \
+	SUM2(Z16, Z17, (DI)); \
+	SUM2(Z18, Z19, (DI)(DX*1)); \
+	SUM2(Z20, Z21, (DI)(DX*2)); \
+	LEAQ (DX)(DX*2), DX; \
+	SUM2(Z22, Z23, (DI)(DX*1)); \
+	VZEROUPPER; \
+	RET
+
+// ARGS4X2(xshift, wshift) loads the arguments of a Dot4x2 kernel (x, ldx,
+// w, ldw, k, out, ldo, pre) into SI, R9, R10 as ARGS4 does, R8 and R11
+// (the two rows of w, w's values 1<<wshift bytes), CX, DI, DX, R12 and R13
+// (the two rows to prefetch), and zeroes the pairs' accumulators; SUMS4X2
+// stores pair (r, c)'s sum (Z8+4r+2c, Z9+4r+2c) at DI + r·DX + 4c and
+// returns.
+#define ARGS4X2(xshift, wshift) \
+	MOVQ   x+0(FP), SI; \
+	MOVQ   ldx+8(FP), R9; \
+	SHLQ   $xshift, R9; \
+	LEAQ   (R9)(R9*2), R10; \
+	MOVQ   w+16(FP), R8; \
+	MOVQ   ldw+24(FP), BX; \
+	SHLQ   $wshift, BX; \
+	LEAQ   (R8)(BX*1), R11; \
+	MOVQ   k+32(FP), CX; \
+	MOVQ   out+40(FP), DI; \
+	MOVQ   ldo+48(FP), DX; \
+	SHLQ   $2, DX; \
+	MOVQ   pre+56(FP), R12; \
+	LEAQ   (R12)(BX*1), R13; \
+	ZERO8_23
+#define SUMS4X2 \
+	SUM2(Z8, Z9, (DI)); \
+	SUM2(Z10, Z11, 4(DI)); \
+	SUM2(Z12, Z13, (DI)(DX*1)); \
+	SUM2(Z14, Z15, 4(DI)(DX*1)); \
+	SUM2(Z16, Z17, (DI)(DX*2)); \
+	SUM2(Z18, Z19, 4(DI)(DX*2)); \
+	LEAQ (DX)(DX*2), DX; \
+	SUM2(Z20, Z21, (DI)(DX*1)); \
+	SUM2(Z22, Z23, 4(DI)(DX*1)); \
+	VZEROUPPER; \
+	RET
+
+// DOT4 is the body of the Dot4 kernels: DOT1 for four rows of x at once,
+// x from SI with rows R9 bytes apart, against one row of w from R8, each
+// weight vector widened once for the four (row r's accumulators Z16+2r and
+// Z17+2r). The sums go to DI, DX bytes apart. The weight from R11 is
+// prefetched as the weight from R8 is read, a step of 64 values at a time.
+#define DOT4 \
+	ARGS4(2); \
 loop64: \
 	CMPQ CX, $64; \
 	JLT  step32; \
@@ -220,16 +271,11 @@ tail0: \
 	TAIL4((SI)(R9*2), Z4, Z20); \
 	TAIL4((SI)(R10*1), Z4, Z22); \
 sum: \
-	SUM2(Z16, Z17, (DI)); \
-	SUM2(Z18, Z19, (DI)(DX*1)); \
-	SUM2(Z20, Z21, (DI)(DX*2)); \
-	LEAQ (DX)(DX*2), DX; \
-	SUM2(Z22, Z23, (DI)(DX*1)); \
-	VZEROUPPER; \
-	RET
+	SUMS4
 
-// XLOAD4 loads 16 values at byte offset off of each of the four rows of x
-// into z0…z3; XLOADZ4 the lanes of mask K1 from offset 0, zeroing the others.
+// XLOAD4 loads the 64 bytes at byte offset off of each of the four rows of
+// x (16 float32 or 32 bfloat16 values) into z0…z3; XLOADZ4 the float32
+// lanes of mask K1 from offset 0, zeroing the others.
 #define XLOAD4(off, z0, z1, z2, z3) \
 	VMOVUPS off(SI), z0; \
 	VMOVUPS off(SI)(R9*1), z1; \
@@ -280,21 +326,7 @@ sum: \
 // sums go to DI + r·DX + 4c. The two weight rows from R12 and R13 are
 // prefetched as R8 and R11 are read, a step of 32 values at a time.
 #define DOT4X2 \
-	MOVQ   x+0(FP), SI; \
-	MOVQ   ldx+8(FP), R9; \
-	SHLQ   $2, R9; \
-	LEAQ   (R9)(R9*2), R10; \
-	MOVQ   w+16(FP), R8; \
-	MOVQ   ldw+24(FP), BX; \
-	SHLQ   $WSHIFT, BX; \
-	LEAQ   (R8)(BX*1), R11; \
-	MOVQ   k+32(FP), CX; \
-	MOVQ   out+40(FP), DI; \
-	MOVQ   ldo+48(FP), DX; \
-	SHLQ   $2, DX; \
-	MOVQ   pre+56(FP), R12; \
-	LEAQ   (R12)(BX*1), R13; \
-	ZERO8_23; \
+	ARGS4X2(2, WSHIFT); \
 loop32: \
 	CMPQ CX, $32; \
 	JLT  step16; \
@@ -337,17 +369,7 @@ tail0: \
 	JZ    sum; \
 	TAIL4X2(PAIRS0); \
 sum: \
-	SUM2(Z8, Z9, (DI)); \
-	SUM2(Z10, Z11, 4(DI)); \
-	SUM2(Z12, Z13, (DI)(DX*1)); \
-	SUM2(Z14, Z15, 4(DI)(DX*1)); \
-	SUM2(Z16, Z17, (DI)(DX*2)); \
-	SUM2(Z18, Z19, 4(DI)(DX*2)); \
-	LEAQ (DX)(DX*2), DX; \
-	SUM2(Z20, Z21, (DI)(DX*1)); \
-	SUM2(Z22, Z23, 4(DI)(DX*1)); \
-	VZEROUPPER; \
-	RET
+	SUMS4X2
 
 // The float32 weights: 64 bytes per 16 values.
 #define WB 64
@@ -497,14 +519,9 @@ p1sum:
 	VZEROUPPER
 	RET
 
-// PXLOAD4 loads 32 values at byte offset off of each of the four rows of
-// x (SI, SI+R9, SI+2·R9, SI+R10) into z0…z3; PXLOADZ4 the lanes of mask K1
-// from offset 0, zeroing the others.
-#define PXLOAD4(off, z0, z1, z2, z3) \
-	VMOVDQU16 off(SI), z0; \
-	VMOVDQU16 off(SI)(R9*1), z1; \
-	VMOVDQU16 off(SI)(R9*2), z2; \
-	VMOVDQU16 off(SI)(R10*1), z3
+// PXLOADZ4 loads the 16-bit lanes of mask K1 at offset 0 of each of the
+// four rows of x (full chunks go through XLOAD4, the same bytes), zeroing
+// the others.
 #define PXLOADZ4 \
 	VMOVDQU16.Z (SI), K1, Z0; \
 	VMOVDQU16.Z (SI)(R9*1), K1, Z1; \
@@ -521,17 +538,7 @@ p1sum:
 
 // func Dot4PairsBF16(x *uint16, ldx int, w *uint16, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4PairsBF16(SB), NOSPLIT, $0-56
-	MOVQ   x+0(FP), SI
-	MOVQ   ldx+8(FP), R9
-	SHLQ   $1, R9
-	LEAQ   (R9)(R9*2), R10
-	MOVQ   w+16(FP), R8
-	MOVQ   k+24(FP), CX
-	MOVQ   out+32(FP), DI
-	MOVQ   ldo+40(FP), DX
-	SHLQ   $2, DX
-	MOVQ   pre+48(FP), R11
-	ZERO16_23
+	ARGS4(1)
 
 p4loop64:
 	CMPQ       CX, $64
@@ -540,8 +547,8 @@ p4loop64:
 	PREFETCHT0 64(R11)
 	VMOVDQU16  (R8), Z4
 	VMOVDQU16  64(R8), Z5
-	PXLOAD4(0, Z0, Z1, Z2, Z3)
-	PXLOAD4(64, Z24, Z25, Z26, Z27)
+	XLOAD4(0, Z0, Z1, Z2, Z3)
+	XLOAD4(64, Z24, Z25, Z26, Z27)
 	PDOT4(0, 1, 2, 3, 4, 16)
 	PDOT4(24, 25, 26, 27, 5, 17)
 	ADDQ       $128, SI
@@ -554,7 +561,7 @@ p4step32:
 	CMPQ      CX, $32
 	JLT       p4tail0
 	VMOVDQU16 (R8), Z4
-	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	XLOAD4(0, Z0, Z1, Z2, Z3)
 	PDOT4(0, 1, 2, 3, 4, 16)
 	ADDQ      $64, SI
 	ADDQ      $64, R8
@@ -576,13 +583,7 @@ p4tail0:
 	PDOT4(0, 1, 2, 3, 4, 16)
 
 p4sum:
-	SUM2(Z16, Z17, (DI))
-	SUM2(Z18, Z19, (DI)(DX*1))
-	SUM2(Z20, Z21, (DI)(DX*2))
-	LEAQ (DX)(DX*2), DX
-	SUM2(Z22, Z23, (DI)(DX*1))
-	VZEROUPPER
-	RET
+	SUMS4
 
 // PPAIRS adds the chunk of the four rows of x in registers x0…x3 times the
 // chunks of the two rows of w in w0 and w1 into the pairs' accumulators a
@@ -599,21 +600,7 @@ p4sum:
 
 // func Dot4x2PairsBF16(x *uint16, ldx int, w *uint16, ldw int, k int, out *float32, ldo int, pre *uint16)
 TEXT ·Dot4x2PairsBF16(SB), NOSPLIT, $0-64
-	MOVQ   x+0(FP), SI
-	MOVQ   ldx+8(FP), R9
-	SHLQ   $1, R9
-	LEAQ   (R9)(R9*2), R10
-	MOVQ   w+16(FP), R8
-	MOVQ   ldw+24(FP), BX
-	SHLQ   $1, BX
-	LEAQ   (R8)(BX*1), R11
-	MOVQ   k+32(FP), CX
-	MOVQ   out+40(FP), DI
-	MOVQ   ldo+48(FP), DX
-	SHLQ   $2, DX
-	MOVQ   pre+56(FP), R12
-	LEAQ   (R12)(BX*1), R13
-	ZERO8_23
+	ARGS4X2(1, 1)
 
 p42loop64:
 	CMPQ       CX, $64
@@ -626,8 +613,8 @@ p42loop64:
 	VMOVDQU16  (R11), Z5
 	VMOVDQU16  64(R8), Z6
 	VMOVDQU16  64(R11), Z7
-	PXLOAD4(0, Z0, Z1, Z2, Z3)
-	PXLOAD4(64, Z24, Z25, Z26, Z27)
+	XLOAD4(0, Z0, Z1, Z2, Z3)
+	XLOAD4(64, Z24, Z25, Z26, Z27)
 	PPAIRS(0, 1, 2, 3, 4, 5, 8)
 	PPAIRS(24, 25, 26, 27, 6, 7, 9)
 	ADDQ       $128, SI
@@ -643,7 +630,7 @@ p42step32:
 	JLT       p42tail0
 	VMOVDQU16 (R8), Z4
 	VMOVDQU16 (R11), Z5
-	PXLOAD4(0, Z0, Z1, Z2, Z3)
+	XLOAD4(0, Z0, Z1, Z2, Z3)
 	PPAIRS(0, 1, 2, 3, 4, 5, 8)
 	ADDQ      $64, SI
 	ADDQ      $64, R8
@@ -668,14 +655,4 @@ p42tail0:
 	PPAIRS(0, 1, 2, 3, 4, 5, 8)
 
 p42sum:
-	SUM2(Z8, Z9, (DI))
-	SUM2(Z10, Z11, 4(DI))
-	SUM2(Z12, Z13, (DI)(DX*1))
-	SUM2(Z14, Z15, 4(DI)(DX*1))
-	SUM2(Z16, Z17, (DI)(DX*2))
-	SUM2(Z18, Z19, 4(DI)(DX*2))
-	LEAQ (DX)(DX*2), DX
-	SUM2(Z20, Z21, (DI)(DX*1))
-	SUM2(Z22, Z23, 4(DI)(DX*1))
-	VZEROUPPER
-	RET
+	SUMS4X2
