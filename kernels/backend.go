@@ -24,6 +24,10 @@ type DeviceInfo struct {
 
 	ClockMHz int   // GPU: the multiprocessors' peak clock; 0 if unknown
 	L2Bytes  int64 // GPU: size of the L2 cache; 0 if unknown
+	// Attention is the fused attention kernel family a GPU runs ("mma"
+	// from compute capability 8.0, "wgmma" on Hopper when chosen); empty
+	// where attention is composed of other operations, and on CPU.
+	Attention string
 }
 
 // MemStats counts a backend's allocations through its caching pool.

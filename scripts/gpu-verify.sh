@@ -5,8 +5,10 @@
 # make gpu-bin into bin/gpu and calls this): a lent GPU's one call. Within
 # BUDGET seconds (default 480) it runs, in this order,
 #   1. the CUDA tests and the golden tests on the device (ZBENCH_REQUIRE_GPU=1;
-#      the CPU's goldens are make test's) and
-#   2. compute-sanitizer memcheck over the conformance suite, side by side,
+#      the CPU's goldens are make test's), the attention conformance cases
+#      again on the Hopper wgmma kernel (ZBENCH_CUDA_FLASH=wgmma), and
+#   2. compute-sanitizer memcheck over the conformance suite (attention on
+#      the wgmma kernel), side by side,
 #   3. one point of every workload (POINTS below, most wanted first):
 #      zbench's benchmark, then the PyTorch peer's on the same point, each
 #      -count COUNT (3) at BENCHTIME (0.2s); the peer is one process for
@@ -18,10 +20,10 @@
 # fits in what is left is skipped, and a step that runs is cut at its cap
 # (150 s for each test step, a point's estimate for each side of it, 60 s
 # for a profile) or at the deadline, whichever comes first. Results are
-# appended to OUT as they come (zbench.txt, torch-eager.txt, the tests'
-# logs in tests.txt, Nsight Compute's in ncu.txt: with gpu-session.sh's
-# two, seven files, within the eight a lent call brings back), so a call cut short still returns everything measured
-# before; OUT/summary.txt says what passed, failed or was skipped or cut,
+# appended to OUT as they come (zbench.txt, zbench-wgmma.txt, torch-eager.txt,
+# the tests' logs in tests.txt, Nsight Compute's in ncu.txt: with
+# gpu-session.sh's two, eight files, the most a lent call brings back), so a
+# call cut short still returns everything measured before; OUT/summary.txt says what passed, failed or was skipped or cut,
 # how many results each point gave (0 where the device has no such
 # benchmark), and ends with the steps skipped or cut for time, by name.
 #
@@ -100,7 +102,9 @@ pattern() { echo "^Benchmark$1\$" | sed 's|/|$/^|g'; }
 # The points: estimated seconds (set-up included, both sides, from the
 # first lent call's times with room to spare; each side is cut after that
 # long), the benchmark without its Benchmark prefix (dev=@
-# for the device), and whether the PyTorch peer has it. First one point of
+# for the device), whether the PyTorch peer has it and, for a variant of
+# an earlier point, the environment that makes it one (its results go to
+# zbench-VALUE.txt, VALUE being the variable's). First one point of
 # each workload, then the second points (the rest of the issue's targets),
 # then the rows with no peer.
 POINTS=$(
@@ -114,11 +118,13 @@ POINTS=$(
 25 BERTTrain/dev=@/dtype=bf16/batch=32/seq=128 torch
 25 BERT/dev=@/dtype=f16/batch=1/seq=128 torch
 25 Attention/dev=@/dtype=f16/batch=4/heads=16/seq=4096/hdim=128/causal=true torch
+15 Attention/dev=@/dtype=f16/batch=4/heads=16/seq=4096/hdim=128/causal=true - ZBENCH_CUDA_FLASH=wgmma
 20 MatMul/dev=@/dtype=int8/m=8192/n=8192/k=8192/transfer=resident torch
 25 MatMul/dev=@/dtype=e4m3/m=8192/n=8192/k=8192/transfer=resident torch
 15 MatMul/dev=@/dtype=tf32/m=4096/n=4096/k=4096/transfer=resident torch
 15 BERT/dev=@/dtype=f32/batch=1/seq=128 torch
 20 BERT/dev=@/dtype=f16/batch=32/seq=384 torch
+15 BERT/dev=@/dtype=f16/batch=32/seq=384 - ZBENCH_CUDA_FLASH=wgmma
 20 MatMul/dev=@/dtype=f16/m=8192/n=8192/k=8192/transfer=resident torch
 10 MatMul/dev=@/dtype=f32/m=1024/n=1024/k=1024/transfer=resident torch
 20 ResNet/dev=@/model=resnet50/dtype=bf16/batch=1 torch
@@ -135,12 +141,14 @@ note "gpu-verify: DEV=$dev BUDGET=${budget}s COUNT=$count BENCHTIME=$benchtime, 
 
 # 1 and 2, side by side (the host has cores to spare, and nothing is timed).
 run "cuda tests" 90 150 kernels/cuda "$out/tests.txt" "[cuda] " env ZBENCH_REQUIRE_GPU=1 "$bin/cuda.test" -test.count=1 &
+run "cuda attention tests, wgmma" 30 60 kernels/cuda "$out/tests.txt" "[cuda-wgmma] " env ZBENCH_REQUIRE_GPU=1 ZBENCH_CUDA_FLASH=wgmma \
+  "$bin/cuda.test" -test.run 'Conformance/Attention|LaunchSignatures' -test.count=1 &
 run "golden tests" 90 150 bench_test "$out/tests.txt" "[golden] " env ZBENCH_REQUIRE_GPU=1 "$bin/bench.test" -test.run "Golden/dev=$dev" -test.count=1 &
 san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n1 || true)
 if [ -z "$san" ]; then
   note "memcheck: compute-sanitizer not found"
 else
-  run "memcheck" 90 150 kernels/cuda "$out/tests.txt" "[memcheck] " env ZBENCH_REQUIRE_GPU=1 \
+  run "memcheck" 90 150 kernels/cuda "$out/tests.txt" "[memcheck] " env ZBENCH_REQUIRE_GPU=1 ZBENCH_CUDA_FLASH=wgmma \
     "$san" --tool memcheck --error-exitcode 3 "$bin/cuda.test" -test.run 'Conformance|GPU' -test.count=1 &
 fi
 wait
@@ -207,21 +215,27 @@ peer_point() {
   done
   note "torch $name: $status ($(($(date +%s) - t0))s)"
 }
-while read -r est point peer; do
+while read -r est point peer envs; do
   [ -n "$point" ] || continue
   name=${point//@/$dev}
   [[ $name =~ $only ]] || continue
+  log=$out/zbench.txt
+  if [ -n "$envs" ]; then # a variant of an earlier point: its own file
+    log=$out/zbench-${envs##*=}.txt
+    name="$name ($envs)"
+  fi
   fits "$name" "$est" "$reserve" || continue
   if [[ $name == Serve/* && ! -s .cache/tokenizer-ref/llama2/tokenizer.json ]]; then
     note "skipped: $name needs .cache/tokenizer-ref/llama2/tokenizer.json (make tokenizer-ref), which the call did not carry"
     continue
   fi
-  before=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
-  run "zbench $name" 0 "$est" bench_test "$out/zbench.txt" "" "$bin/bench.test" -test.run '^$' \
-    -test.bench "$(pattern "$name")" -test.count "$count" -test.benchtime "$benchtime"
-  after=$(grep -c "^Benchmark$name-" "$out/zbench.txt" 2>/dev/null || true)
+  bench=${point//@/$dev}
+  before=$(grep -c "^Benchmark$bench-" "$log" 2>/dev/null || true)
+  run "zbench $name" 0 "$est" bench_test "$log" "" env $envs "$bin/bench.test" -test.run '^$' \
+    -test.bench "$(pattern "$bench")" -test.count "$count" -test.benchtime "$benchtime"
+  after=$(grep -c "^Benchmark$bench-" "$log" 2>/dev/null || true)
   note "zbench $name: $((${after:-0} - ${before:-0})) of $count results"
-  [ "$peer" != torch ] || peer_point "$name" "$est"
+  [ "$peer" != torch ] || peer_point "$bench" "$est"
 done <<<"$POINTS"
 peer_stop
 

@@ -87,6 +87,9 @@ func Config(devs []kernels.Backend) ([]string, error) {
 				fmt.Sprintf("gpu-mem-bytes: %d", info.Memory),
 				fmt.Sprintf("gpu-sm-clock-mhz: %d", info.ClockMHz),
 				fmt.Sprintf("gpu-l2-bytes: %d", info.L2Bytes))
+			if info.Attention != "" {
+				lines = append(lines, "gpu-attention: flash-"+info.Attention)
+			}
 		}
 	}
 	return lines, nil

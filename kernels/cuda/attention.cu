@@ -31,7 +31,9 @@
 
 #include "common.cuh"
 #include "sm80.cuh"
+#include "sm90.cuh"
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -71,6 +73,113 @@ static __device__ __forceinline__ float attn_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+// The per-lane steps of a tile of scores, shared by the mma.sync and the
+// wgmma kernels, whose accumulators have the same layout: in a 16-row
+// slice of the tile, n-block j (8 keys) of a lane holds s[j][e], row
+// g + 8·(e >> 1) and key 8j + 2·tq + (e & 1) (g = lane / 4, tq = lane % 4),
+// so the four lanes of a quad (lane ^ 1, lane ^ 2) hold the same two rows.
+
+// attn_scores scales the raw scores s of keys from key0 to log2 units (sl2
+// = scale·log2(e)) and, when mask is set, hides with −inf the keys at or past
+// each row's limit: min(kv_end, lim) for the lane's first row, min(kv_end,
+// lim + 8) for its second (lim grows by one a row under a causal mask and
+// is at least kv_end otherwise).
+template <int NS>
+static __device__ __forceinline__ void attn_scores(float (&s)[NS][4], float sl2, bool mask, int key0, int lim,
+                                                   int kv_end, int tq) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[j][e] *= sl2;
+    if (mask) {
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int l = min(kv_end, lim + (e >> 1) * 8);
+                if (key0 + j * 8 + 2 * tq + (e & 1) >= l) s[j][e] = -INFINITY;
+            }
+    }
+}
+
+// attn_softmax is the online softmax of a tile: it raises the running row
+// maxima m to the tile's, turns s into exp2(s − m), sets alpha to the factor
+// by which earlier sums and outputs shrink, and updates the running sums l
+// (each lane's share of its rows; attn_store adds the quad's up).
+template <int NS>
+static __device__ __forceinline__ void attn_softmax(float (&s)[NS][4], float (&m)[2], float (&l)[2],
+                                                    float (&alpha)[2]) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float mx = m[hh];
+#pragma unroll
+        for (int j = 0; j < NS; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * hh], s[j][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with no visible key so far keeps max −inf; subtract 0
+        // then, so exp2(−inf − 0) = 0 and nothing becomes NaN.
+        const float ms = mx == -INFINITY ? 0.0f : mx;
+        alpha[hh] = attn_exp2(m[hh] - ms); // 0 when m = −inf
+        m[hh] = mx;
+        float ls = l[hh] * alpha[hh];
+#pragma unroll
+        for (int j = 0; j < NS; ++j) {
+            const float p0 = attn_exp2(s[j][2 * hh] - ms);
+            const float p1 = attn_exp2(s[j][2 * hh + 1] - ms);
+            s[j][2 * hh] = p0;
+            s[j][2 * hh + 1] = p1;
+            ls += p0 + p1;
+        }
+        l[hh] = ls;
+    }
+}
+
+// attn_rescale multiplies the output accumulators o of the lane's two rows
+// by alpha.
+template <int ND> static __device__ __forceinline__ void attn_rescale(float (&o)[ND][4], const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < ND; ++j) {
+        o[j][0] *= alpha[0];
+        o[j][1] *= alpha[0];
+        o[j][2] *= alpha[1];
+        o[j][3] *= alpha[1];
+    }
+}
+
+// attn_p_frag sets a to the A fragment (m16k16, rounded to T) of keys
+// 16kn … 16kn + 15 of the probabilities p: the C fragments of n-blocks 2kn
+// (keys 0-7) and 2kn + 1 (keys 8-15).
+template <typename T, int NS>
+static __device__ __forceinline__ void attn_p_frag(const float (&p)[NS][4], int kn, uint32_t (&a)[4]) {
+    a[0] = pack2(p[2 * kn][0], p[2 * kn][1], T());
+    a[1] = pack2(p[2 * kn][2], p[2 * kn][3], T());
+    a[2] = pack2(p[2 * kn + 1][0], p[2 * kn + 1][1], T());
+    a[3] = pack2(p[2 * kn + 1][2], p[2 * kn + 1][3], T());
+}
+
+// attn_store writes the lane's two rows of out = o / rowsum, rounded once,
+// from o_lane (its first row, column 2·tq; the second row is 8 rows down),
+// rows_l being how many rows from the first exist; a row that saw no key
+// has sum 0 and gives zeros.
+template <typename T, int ND>
+static __device__ __forceinline__ void attn_store(const float (&o)[ND][4], const float (&l)[2], T* o_lane,
+                                                  int rows_l) {
+    constexpr int D = ND * 8;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        float sum = l[hh];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (hh * 8 < rows_l) {
+            T* dst = o_lane + hh * 8 * D;
+#pragma unroll
+            for (int j = 0; j < ND; ++j)
+                *reinterpret_cast<uint32_t*>(dst + j * 8) = pack2(o[j][2 * hh] * inv, o[j][2 * hh + 1] * inv, T());
+        }
+    }
 }
 
 #endif // __CUDA_ARCH__ >= 800
@@ -288,61 +397,15 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
             }
         }
 
-        // Scores in log2 units; masked ones −inf. Element e of n-block j is
-        // row g + 8·(e >> 1), key key0 + 8j + 2·tq + (e & 1).
+        // Scores in log2 units, masked ones −inf; the online softmax.
         const int key0 = t * BN;
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int j = 0; j < NS; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[mt][j][e] *= sl2;
-        if (key0 + BN > lim_min) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int j = 0; j < NS; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int lim = min(kv_end, lim_l + mt * 16 + (e >> 1) * 8);
-                        const int col = key0 + j * 8 + 2 * tq + (e & 1);
-                        if (col >= lim) s[mt][j][e] = -INFINITY;
-                    }
+        for (int mt = 0; mt < MT; ++mt) {
+            float alpha[2];
+            attn_scores(s[mt], sl2, key0 + BN > lim_min, key0, lim_l + mt * 16, kv_end, tq);
+            attn_softmax(s[mt], m_run[mt], l_run[mt], alpha);
+            attn_rescale(o[mt], alpha);
         }
-
-        // Online softmax. The four lanes of a quad (lane ^ 1, lane ^ 2) hold
-        // the same rows; each keeps a partial row sum, reduced at the end.
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-                float mx = m_run[mt][hh];
-#pragma unroll
-                for (int j = 0; j < NS; ++j)
-                    mx = fmaxf(mx, fmaxf(s[mt][j][2 * hh], s[mt][j][2 * hh + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                // A row with no visible key so far keeps max −inf; subtract 0
-                // then, so exp2(−inf − 0) = 0 and nothing becomes NaN.
-                const float ms = mx == -INFINITY ? 0.0f : mx;
-                const float alpha = attn_exp2(m_run[mt][hh] - ms); // 0 when m_run = −inf
-                m_run[mt][hh] = mx;
-                float ls = l_run[mt][hh] * alpha;
-#pragma unroll
-                for (int j = 0; j < ND; ++j) {
-                    o[mt][j][2 * hh] *= alpha;
-                    o[mt][j][2 * hh + 1] *= alpha;
-                }
-#pragma unroll
-                for (int j = 0; j < NS; ++j) {
-                    const float p0 = attn_exp2(s[mt][j][2 * hh] - ms);
-                    const float p1 = attn_exp2(s[mt][j][2 * hh + 1] - ms);
-                    s[mt][j][2 * hh] = p0;
-                    s[mt][j][2 * hh + 1] = p1;
-                    ls += p0 + p1;
-                }
-                l_run[mt][hh] = ls;
-            }
 
         // O += P·V, P rounded to T. The A fragment of key step kn is the C
         // fragments of n-blocks 2kn (keys 0-7) and 2kn+1 (keys 8-15).
@@ -350,12 +413,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
         for (int kn = 0; kn < KN; ++kn) {
             uint32_t pa[MT][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                pa[mt][0] = pack2(s[mt][2 * kn][0], s[mt][2 * kn][1], T());
-                pa[mt][1] = pack2(s[mt][2 * kn][2], s[mt][2 * kn][3], T());
-                pa[mt][2] = pack2(s[mt][2 * kn + 1][0], s[mt][2 * kn + 1][1], T());
-                pa[mt][3] = pack2(s[mt][2 * kn + 1][2], s[mt][2 * kn + 1][3], T());
-            }
+            for (int mt = 0; mt < MT; ++mt) attn_p_frag<T>(s[mt], kn, pa[mt]);
 #pragma unroll
             for (int jj = 0; jj < D / 16; ++jj) {
                 uint32_t bv[4];
@@ -369,23 +427,9 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
         }
     }
 
-    // out = O / rowsum, rounded once; a row that saw no key has sum 0 → zeros.
+    // out = O / rowsum.
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            float l = l_run[mt][hh];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-            if (mt * 16 + hh * 8 < rows_l) { // row row_l + 16mt + 8hh < Sq
-                T* dst = o_lane + (mt * 16 + hh * 8) * D;
-#pragma unroll
-                for (int j = 0; j < ND; ++j)
-                    *reinterpret_cast<uint32_t*>(dst + j * 8) =
-                        pack2(o[mt][j][2 * hh] * inv, o[mt][j][2 * hh + 1] * inv, T());
-            }
-        }
+    for (int mt = 0; mt < MT; ++mt) attn_store<T>(o[mt], l_run[mt], o_lane + mt * 16 * D, rows_l - mt * 16);
 #else
     __trap();
 #endif
@@ -418,3 +462,293 @@ ATTN_KERNEL(flash_attn_fwd_f16_d64, __half, 64)
 ATTN_KERNEL(flash_attn_fwd_f16_d128, __half, 128)
 ATTN_KERNEL(flash_attn_fwd_bf16_d64, __nv_bfloat16, 64)
 ATTN_KERNEL(flash_attn_fwd_bf16_d128, __nv_bfloat16, 128)
+
+// ---------------------------------------------------------------------------
+// Hopper (sm_90a): the same attention with wgmma and TMA, in the structure of
+// FlashAttention-3. One CTA of three warpgroups per (128 query rows, query
+// head, batch entry):
+//   warpgroup 0  producer (setmaxnreg.dec to 24): one thread loads the CTA's
+//                Q tile once and then K and V tiles of 128 keys into a ring of
+//                STAGES stages (full and empty mbarriers, sm90_pipeline_init),
+//                all by TMA with the 128-byte swizzle;
+//   warpgroups 1, 2  consumers (setmaxnreg.inc to 240): consumer c owns query
+//                rows [64c, 64c + 64) of the tile. S = Q·Kᵀ is wgmma
+//                m64n128k16 from shared memory (Q and K both K-major); P stays
+//                in registers as wgmma's A fragments and O += P·V is wgmma
+//                m64nDk16 with A from registers and V N-major (imm-trans-b 1).
+//                The scores of tile t are computed while P·V of tile t − 1
+//                runs: both groups are issued, the consumer waits for the
+//                first, runs the online softmax on it, then waits for the
+//                second before rescaling O, and gives tile t − 1's stage back.
+// The two consumers interleave on the tensor cores by themselves: while one
+// runs its softmax, the other's wgmma runs. Masks, the online softmax and
+// the output rounding are the mma.sync kernel's (attn_scores, attn_softmax,
+// attn_store).
+//
+// Shared memory (dynamic, base rounded up to 1024 bytes for the swizzle):
+//   Q: D/64 panels of 128 rows × 128 bytes (64 elements of d), panel p at
+//      16 KiB·p; consumer c's rows start 8 KiB into each panel. As wgmma A
+//      (K-major): SBO 1024 (8 rows), the k-th 16-wide slice at
+//      16 KiB·(k / 4) + 32·(k % 4).
+//   stage s: K then V, each D/64 panels of 128 keys × 128 bytes at 16 KiB·p.
+//      K as B of S (K-major, N = keys): as Q. V as B of O (N-major, K =
+//      keys): LBO 16 KiB (next 64 columns of d), SBO 1024 (next 8 keys), the
+//      kn-th 16-key slice at 2048·kn.
+//   then one mbarrier for Q, STAGES full and STAGES empty ones.
+// Tensor maps (kernels/cuda/attention.go; 3-D, innermost first, 128B
+// swizzle, zeros outside): q {D, Sq, B·Hq}, k and v {D, Sk, B·Hkv}, byte
+// strides {2D, 2·S·D}, box {64, 128, 1}. The head is the outer dimension, so
+// a tile never reads past its head's rows: rows past Sq or Sk read zeros.
+
+#define FA90_BM 128 // query rows per CTA
+#define FA90_BN 128 // keys per K/V tile
+#define FA90_THREADS 384
+#define FA90_PANEL 16384 // one 128-row × 128-byte box
+
+// fa90_stages is the depth of the K/V ring by head dimension: as deep as
+// 227 KiB of shared memory allows (a stage is 32 KiB at d64, 64 KiB at d128).
+template <int D> __host__ __device__ constexpr int fa90_stages() { return D == 64 ? 4 : 3; }
+
+// fa90_smem_bytes is the dynamic shared memory of the kernel of head
+// dimension D: alignment slack, Q, the stages and 1 + 2·STAGES mbarriers.
+template <int D> constexpr int fa90_smem_bytes() {
+    return 1024 + FA90_BM * D * 2 + fa90_stages<D>() * 2 * FA90_BN * D * 2 + 8 * (1 + 2 * fa90_stages<D>());
+}
+static_assert(fa90_smem_bytes<64>() == 148552 && fa90_smem_bytes<128>() == 230456,
+              "the launch comment below states these sizes");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+// fa90_qk issues s[64×128] (+)= A[64×16]·B[128×16]ᵀ, A and B K-major in
+// shared memory (descriptors da, db); acc 0 overwrites s.
+template <typename T> __device__ __forceinline__ void fa90_qk(float (&s)[64], uint64_t da, uint64_t db, int acc);
+// fa90_pv issues o[64×N] += a[64×16]·B[16×N], a a register fragment and B
+// N-major in shared memory (descriptor db); N = 2·len(o).
+template <typename T, int N>
+__device__ __forceinline__ void fa90_pv(float (&o)[N / 2], const uint32_t (&a)[4], uint64_t db);
+
+#define FA90_MMA(T, AB)                                                                                            \
+    template <> __device__ __forceinline__ void fa90_qk<T>(float (&s)[64], uint64_t da, uint64_t db, int acc) {    \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB " " SM90_ACC64_REGS                         \
+                     ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                             \
+                     : SM90_ACC64_OPERANDS("+f", s)                                                                \
+                     : "l"(da), "l"(db), "r"(acc));                                                                \
+    }                                                                                                              \
+    template <> __device__ __forceinline__ void fa90_pv<T, 128>(float (&o)[64], const uint32_t (&a)[4], uint64_t db) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32." AB " " SM90_ACC64_REGS                         \
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                               \
+                     : SM90_ACC64_OPERANDS("+f", o)                                                                \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                               \
+    }                                                                                                              \
+    template <> __device__ __forceinline__ void fa90_pv<T, 64>(float (&o)[32], const uint32_t (&a)[4], uint64_t db) { \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                  \
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." AB " " SM90_ACC32_REGS                          \
+                     ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                               \
+                     : SM90_ACC32_OPERANDS("+f", o)                                                                \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                               \
+    }
+FA90_MMA(__half, "f16.f16")
+FA90_MMA(__nv_bfloat16, "bf16.bf16")
+#undef FA90_MMA
+
+// fa90_flat views an accumulator tile [NB][4] as the flat list wgmma binds.
+template <int NB> __device__ __forceinline__ float (&fa90_flat(float (&d)[NB][4]))[NB * 4] {
+    return reinterpret_cast<float(&)[NB * 4]>(d);
+}
+
+// fa90_fence_frags keeps the compiler from reusing the registers of P's
+// fragments while a wgmma still reads them (as sm90_fence_acc for
+// accumulators).
+__device__ __forceinline__ void fa90_fence_frags(uint32_t (&p)[FA90_BN / 16][4]) {
+#pragma unroll
+    for (int kn = 0; kn < FA90_BN / 16; ++kn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(p[kn][e])::"memory");
+}
+
+// fa90_fwd is the kernel body; see the comment above.
+template <typename T, int D>
+__device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorMap* tmK, const CUtensorMap* tmV,
+                                         T* __restrict__ out, int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
+                                         const int* __restrict__ keylens) {
+    constexpr int STAGES = fa90_stages<D>(), PANELS = D / 64, ND = D / 8, NS = FA90_BN / 8;
+    constexpr int KV_BYTES = FA90_BN * D * 2, STAGE_BYTES = 2 * KV_BYTES, Q_BYTES = FA90_BM * D * 2;
+    extern __shared__ uint8_t fa90_dyn[];
+    const uint32_t raw = (uint32_t)__cvta_generic_to_shared(fa90_dyn);
+    const uint32_t sQ = (raw + 1023u) & ~1023u, st0 = sQ + Q_BYTES;
+    const uint32_t qbar = st0 + STAGES * STAGE_BYTES, full0 = qbar + 8, empty0 = full0 + 8 * STAGES;
+
+    // Heaviest (causal) row blocks first.
+    const int m0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * FA90_BM;
+    const int h = blockIdx.y, b = blockIdx.z, hk = h / (Hq / Hkv);
+    if (scale == 0.0f) scale = 1.0f / sqrtf((float)D);
+    int kv_limit = Sk;
+    if (keylens != nullptr) kv_limit = min(max(keylens[b], 0), Sk);
+    const int diag = Sk - Sq, rows = min(FA90_BM, Sq - m0);
+    int kv_end = kv_limit; // keys any row of the CTA sees
+    if (causal) kv_end = min(kv_end, m0 + rows + diag);
+    T* const og = out + ((long long)b * Hq + h) * (long long)Sq * D;
+    if (kv_end <= 0) { // every row fully masked: zeros
+        const uint4 z = make_uint4(0u, 0u, 0u, 0u);
+        for (int i = threadIdx.x; i < rows * (D / 8); i += FA90_THREADS)
+            *reinterpret_cast<uint4*>(og + (long long)(m0 + i / (D / 8)) * D + (i % (D / 8)) * 8) = z;
+        return;
+    }
+    const int ntiles = (kv_end + FA90_BN - 1) / FA90_BN;
+
+    if (threadIdx.x == 0) sm90_mbar_init(qbar, 1);
+    sm90_pipeline_init<STAGES>(full0, empty0); // fences the inits, syncs the CTA
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) { // the producer
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+        if (threadIdx.x == 0) {
+            sm90_prefetch_map(tmQ);
+            sm90_prefetch_map(tmK);
+            sm90_prefetch_map(tmV);
+            sm90_mbar_expect_tx(qbar, Q_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p) sm90_tma_load_3d(sQ + FA90_PANEL * p, tmQ, qbar, 64 * p, m0, b * Hq + h);
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int t = 0; t < ntiles; ++t) {
+                sm90_mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                const uint32_t full = full0 + 8 * stage, kst = st0 + stage * STAGE_BYTES;
+                sm90_mbar_expect_tx(full, STAGE_BYTES);
+#pragma unroll
+                for (int p = 0; p < PANELS; ++p) {
+                    sm90_tma_load_3d(kst + FA90_PANEL * p, tmK, full, 64 * p, t * FA90_BN, b * Hkv + hk);
+                    sm90_tma_load_3d(kst + KV_BYTES + FA90_PANEL * p, tmV, full, 64 * p, t * FA90_BN, b * Hkv + hk);
+                }
+                if (++stage == STAGES) {
+                    stage = 0;
+                    phase ^= 1;
+                }
+            }
+        }
+        return;
+    }
+
+    // Consumers: rows [r0, r0 + 64); this lane's rows row_l and row_l + 8.
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int cw = wg - 1, lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const int tq = lane % 4, r0 = m0 + 64 * cw, row_l = r0 + 16 * warp + lane / 4;
+    const bool leader = threadIdx.x % 128 == 0;
+    // Row r sees keys [0, min(kv_end, lim0 + r − r0)): see attn_scores.
+    const int lim0 = causal ? r0 + diag + 1 : kv_end;
+    const int lim_l = lim0 + (row_l - r0), lim_min = min(kv_end, lim0);
+    const float sl2 = scale * ATTN_LOG2E;
+    const uint32_t qa = sQ + cw * (64 * 128);
+
+    float s[NS][4], o[ND][4], m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f}, alpha[2];
+    uint32_t pf[FA90_BN / 16][4];
+#pragma unroll
+    for (int j = 0; j < ND; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[j][e] = 0.0f;
+
+    // issue_qk: S = Q·K of the stage at kst; issue_pv: O += P·V of the
+    // stage whose V is at vst.
+    auto issue_qk = [&](uint32_t kst) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            const uint32_t off = FA90_PANEL * (kk / 4) + 32 * (kk % 4);
+            fa90_qk<T>(fa90_flat(s), sm90_desc(qa + off, 16, 1024), sm90_desc(kst + off, 16, 1024), kk);
+        }
+    };
+    auto issue_pv = [&](uint32_t vst) {
+#pragma unroll
+        for (int kn = 0; kn < FA90_BN / 16; ++kn)
+            fa90_pv<T, D>(fa90_flat(o), pf[kn], sm90_desc(vst + 2048 * kn, FA90_PANEL, 1024));
+    };
+    // softmax: tile t's scores in s to probabilities, alpha set.
+    auto softmax = [&](int t) {
+        const int key0 = t * FA90_BN;
+        attn_scores(s, sl2, key0 + FA90_BN > lim_min, key0, lim_l, kv_end, tq);
+        attn_softmax(s, m_run, l_run, alpha);
+    };
+    auto pack = [&] {
+#pragma unroll
+        for (int kn = 0; kn < FA90_BN / 16; ++kn) attn_p_frag<T>(s, kn, pf[kn]);
+    };
+
+    sm90_mbar_wait(qbar, 0);
+    int stage = 0;
+    uint32_t phase = 0;
+    sm90_mbar_wait(full0, 0);
+    sm90_wgmma_fence();
+    issue_qk(st0);
+    sm90_wgmma_commit();
+    sm90_wgmma_wait<0>();
+    sm90_fence_acc(fa90_flat(s));
+    softmax(0); // O is still zero: nothing to rescale
+    pack();
+    int prev = 0;
+    if (++stage == STAGES) {
+        stage = 0;
+        phase ^= 1;
+    }
+#pragma unroll 1
+    for (int t = 1; t < ntiles; ++t) {
+        sm90_mbar_wait(full0 + 8 * stage, phase);
+        sm90_wgmma_fence();
+        issue_qk(st0 + stage * STAGE_BYTES);
+        sm90_wgmma_commit();
+        issue_pv(st0 + prev * STAGE_BYTES + KV_BYTES);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<1>(); // S of tile t
+        sm90_fence_acc(fa90_flat(s));
+        softmax(t);
+        sm90_wgmma_wait<0>(); // P·V of tile t − 1
+        sm90_fence_acc(fa90_flat(o));
+        fa90_fence_frags(pf);
+        if (leader) sm90_mbar_arrive(empty0 + 8 * prev);
+        attn_rescale(o, alpha);
+        pack();
+        prev = stage;
+        if (++stage == STAGES) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    sm90_wgmma_fence();
+    issue_pv(st0 + prev * STAGE_BYTES + KV_BYTES);
+    sm90_wgmma_commit();
+    sm90_wgmma_wait<0>();
+    sm90_fence_acc(fa90_flat(o));
+    fa90_fence_frags(pf);
+
+    attn_store<T>(o, l_run, og + (long long)row_l * D + 2 * tq, Sq - row_l);
+}
+
+#endif // __CUDA_ARCH_FEAT_SM90_ALL
+
+// Kernels. Launch configuration (all four):
+//   grid  = (ceil(Sq / 128), Hq, B)   (do not launch when B·Hq·Sq = 0)
+//   block = (384, 1, 1)
+//   dynamic shared bytes: d64 → 148552, d128 → 230456 (set
+//     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
+// Parameters: the tensor maps above, then as the mma.sync kernels after
+// their pointers (B dropped: the grid gives it). Preconditions: compute
+// capability 9.0; out 16-byte aligned; q, k, v as their tensor maps need
+// (16-byte aligned); the rest as the mma.sync kernels.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FA90_BODY(T, D) fa90_fwd<T, D>(&tmQ, &tmK, &tmV, out, Hq, Hkv, Sq, Sk, scale, causal, keylens);
+#else
+#define FA90_BODY(T, D) __trap();
+#endif
+
+#define FA90_KERNEL(NAME, T, D)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(FA90_THREADS, 1)                                                 \
+        NAME(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,                    \
+             const __grid_constant__ CUtensorMap tmV, T* out, int Hq, int Hkv, int Sq, int Sk, float scale,      \
+             int causal, const int* keylens) {                                                                    \
+        FA90_BODY(T, D)                                                                                           \
+    }
+
+FA90_KERNEL(flash_attn_sm90_f16_d64, __half, 64)
+FA90_KERNEL(flash_attn_sm90_f16_d128, __half, 128)
+FA90_KERNEL(flash_attn_sm90_bf16_d64, __nv_bfloat16, 64)
+FA90_KERNEL(flash_attn_sm90_bf16_d128, __nv_bfloat16, 128)

@@ -22,6 +22,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"os"
 	"path"
 	"runtime"
 	"slices"
@@ -133,6 +134,7 @@ func New(ordinal int) (*Backend, error) {
 			ClockMHz: b.dev.Attribute(cu.CLOCK_RATE) / 1000,
 			L2Bytes:  b.l2,
 		}
+		b.info.Attention = flashKind(b.major, b.minor, os.Getenv(FlashEnv))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda: %w", err)

@@ -28,7 +28,7 @@ type launchRec struct {
 // as a device of compute capability major.minor with 132 multiprocessors.
 func dryRun(major, minor int, recs *[]launchRec) *Backend {
 	b := &Backend{major: major, minor: minor, target: imageTarget(major, minor), preferred: preferredTarget(major, minor), l2: 50 << 20,
-		info: kernels.DeviceInfo{Kind: kernels.GPU, Name: "dry run", Cores: 132}}
+		info: kernels.DeviceInfo{Kind: kernels.GPU, Name: "dry run", Cores: 132, Attention: flashKind(major, minor, "")}}
 	b.record = func(name string, grid, block dim3, smem int, args []any) {
 		*recs = append(*recs, launchRec{name, grid, block, smem, args})
 	}
@@ -181,10 +181,16 @@ func goParam(v any) []string {
 // The sm_90a cubins have the same kernels as the compute_80 PTX (checked
 // by TestImages), so their signatures are read from it.
 func TestLaunchSignatures(t *testing.T) {
-	for _, cc := range [][2]int{{7, 5}, {8, 0}, {9, 0}} {
-		t.Run(fmt.Sprintf("cc=%d.%d", cc[0], cc[1]), func(t *testing.T) {
+	for _, c := range []struct {
+		cc    [2]int
+		flash string // FlashEnv's value
+	}{{[2]int{7, 5}, ""}, {[2]int{8, 0}, "wgmma"}, {[2]int{9, 0}, ""}, {[2]int{9, 0}, "wgmma"}} {
+		cc := c.cc
+		t.Run(fmt.Sprintf("cc=%d.%d/flash=%s", cc[0], cc[1], c.flash), func(t *testing.T) {
 			var recs []launchRec
-			dryOps(t, dryRun(cc[0], cc[1], &recs))
+			b := dryRun(cc[0], cc[1], &recs)
+			b.info.Attention = flashKind(cc[0], cc[1], c.flash)
+			dryOps(t, b)
 			target := imageTarget(cc[0], cc[1])
 			if target == "sm_90a" {
 				target = "compute_80"
@@ -220,9 +226,20 @@ func TestLaunchSignatures(t *testing.T) {
 			must = append(must, weightQuantMust(cc[0])...)
 			switch cc[0] {
 			case 8:
-				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32", "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d128")
+				must = append(must, "matmul_tc_f16", "matmul_tc_bf16", "matmul_tf32")
 			case 9:
-				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "splitk_reduce_f16", "splitk_reduce_bf16", "matmul_sm90_tf32", "transpose_u32", "flash_attn_fwd_bf16_d64")
+				must = append(must, "matmul_sm90_f16", "matmul_sm90_bf16", "splitk_reduce_f16", "splitk_reduce_bf16", "matmul_sm90_tf32", "transpose_u32")
+			}
+			switch b.info.Attention {
+			case "mma":
+				must = append(must, "flash_attn_fwd_f16_d64", "flash_attn_fwd_bf16_d64", "flash_attn_fwd_f16_d128", "flash_attn_fwd_bf16_d128")
+			case "wgmma":
+				must = append(must, "flash_attn_sm90_f16_d64", "flash_attn_sm90_bf16_d64", "flash_attn_sm90_f16_d128", "flash_attn_sm90_bf16_d128")
+			}
+			if b.info.Attention != "mma" {
+				for _, r := range recs {
+					assert.NotContains(t, r.name, "flash_attn_fwd", "the mma.sync kernel where %q attention runs", b.info.Attention)
+				}
 			}
 			for _, name := range must {
 				assert.True(t, seen[name], "no launch of %s on %s", name, target)

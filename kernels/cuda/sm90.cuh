@@ -1,7 +1,7 @@
 // sm90.cuh: Hopper (sm_90a) primitives shared by the warp-specialised TMA +
-// wgmma kernels (matmul_sm90.cu, qmatmul_sm90.cu): shared-memory matrix
-// descriptors, wgmma fences and commit groups, mbarriers and TMA tensor
-// loads. Device functions only, and only in the compute_90a pass
+// wgmma kernels (matmul_sm90.cu, qmatmul_sm90.cu, fp8.cu, attention.cu):
+// shared-memory matrix descriptors, wgmma fences and commit groups,
+// mbarriers and TMA tensor loads. Device functions only, and only in the compute_90a pass
 // (__CUDA_ARCH_FEAT_SM90_ALL): the compute_75 and compute_80 PTX never see
 // these instructions, so their kernels are __trap() stubs.
 #pragma once
@@ -11,19 +11,23 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-// SM90_ACC64_REGS is the accumulator list {%0, …, %63} of a m64n128 wgmma
-// (64 registers per thread, fp32 or s32), SM90_ACC_REGS {%0, …, %127} that
-// of a m64n256 one (128); SM90_ACC64_OPERANDS(C, d) and
-// SM90_ACC_OPERANDS(C, d) bind d[0..63] and d[0..127] read-write with the
-// constraint string C: "+f" for float accumulators, "+r" for int.
+// SM90_ACC32_REGS is the accumulator list {%0, …, %31} of a m64n64 wgmma
+// (32 registers per thread, fp32 or s32), SM90_ACC64_REGS {%0, …, %63} that
+// of a m64n128 one (64) and SM90_ACC_REGS {%0, …, %127} that of a m64n256
+// one (128); SM90_ACC32_OPERANDS(C, d), SM90_ACC64_OPERANDS(C, d) and
+// SM90_ACC_OPERANDS(C, d) bind d[0..31], d[0..63] and d[0..127] read-write
+// with the constraint string C: "+f" for float accumulators, "+r" for int.
+#define SM90_ACC32_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define SM90_ACC64_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define SM90_ACC_REGS \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define SM90_ACC64_OPERANDS(C, d) \
+#define SM90_ACC32_OPERANDS(C, d) \
     C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
     C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
     C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
-    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+    C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
+#define SM90_ACC64_OPERANDS(C, d) \
+    SM90_ACC32_OPERANDS(C, d), \
     C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
     C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
     C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \

@@ -43,6 +43,12 @@ var attnCases = []attnCase{
 	{batch: 1, hq: 2, hkv: 2, sq: 9, sk: 4, d: 5, causal: true},             // Sq > Sk: empty rows
 	{batch: 1, hq: 2, hkv: 1, sq: 1, sk: 4097, d: 64, causal: true, lens: []int32{4000}},
 	{batch: 1, hq: 1, hkv: 1, sq: 1, sk: 1, d: 1},
+	// Several blocks of 128 query rows and more tiles of 128 keys than a
+	// GPU kernel's ring of stages holds, at both head sizes the fused
+	// kernels take, with tails in every length.
+	{batch: 1, hq: 2, hkv: 1, sq: 300, sk: 700, d: 128, causal: true},
+	{batch: 2, hq: 2, hkv: 2, sq: 200, sk: 600, d: 64, lens: []int32{600, 130}},
+	{batch: 1, hq: 2, hkv: 2, sq: 257, sk: 257, d: 128, causal: true, lens: []int32{200}},
 }
 
 func (c attnCase) params(e *env) kernels.AttentionParams {
