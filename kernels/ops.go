@@ -162,6 +162,14 @@ type Ops interface {
 	// multiple of Hkv (grouped KV heads: query head h reads KV head
 	// h/(Hq/Hkv)).
 	Attention(out, q, k, v *Tensor, p AttentionParams) error
+	// AttentionPacked is Attention over the tokens of a fused query, key
+	// and value projection, with no heads split or merged around it: qkv
+	// [B, S, Hq+2·Hkv, D] holds each token's Hq query heads, then its Hkv
+	// key heads, then its Hkv value heads (the product of x [B·S, W] with
+	// the three weights stacked), and out [B, S, Hq, D] gets each token's
+	// heads side by side, ready for the output projection. Sq = Sk = S,
+	// and Hkv is read from the shapes: Hq from out's, Hq+2·Hkv from qkv's.
+	AttentionPacked(out, qkv *Tensor, p AttentionParams) error
 	// AttentionBackward computes dq, dk, dv from dout and the forward
 	// inputs.
 	AttentionBackward(dq, dk, dv, dout, q, k, v *Tensor, p AttentionParams) error

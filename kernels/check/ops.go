@@ -404,6 +404,34 @@ func Attention(op string, be kernels.Backend, out, q, k, v *kernels.Tensor, p ke
 	return g, nil
 }
 
+// AttentionPacked validates the arguments of kernels.Ops.AttentionPacked:
+// qkv [B, S, Hq+2·Hkv, D] of a float dtype, out [B, S, Hq, D] of its dtype
+// with Hq ≥ 1 a multiple of Hkv ≥ 1, and the optional p.KeyLens I32 [B].
+// The backend checks that the lengths lie in [0, S].
+func AttentionPacked(op string, be kernels.Backend, out, qkv *kernels.Tensor, p kernels.AttentionParams) (kernels.AttentionDims, error) {
+	c := Op(op).Tensor("qkv", qkv, be).Tensor("out", out, be)
+	if err := c.Err(); err != nil {
+		return kernels.AttentionDims{}, err
+	}
+	pk, po := qkv.Shape(), out.Shape()
+	c.DType("qkv", qkv, kernels.FloatTypes...).SameDType("out", out, "qkv", qkv).
+		That(len(pk) == 4, kernels.ErrShape, "qkv has shape %v, want [B S Hq+2·Hkv D]", pk).
+		That(len(po) == 4, kernels.ErrShape, "out has shape %v, want [B S Hq D]", po)
+	if err := c.Err(); err != nil {
+		return kernels.AttentionDims{}, err
+	}
+	g := kernels.AttentionDims{B: pk[0], Sq: pk[1], Sk: pk[1], Hq: po[2], D: pk[3], Hkv: (pk[2] - po[2]) / 2}
+	c.That(po[0] == g.B && po[1] == g.Sq && po[3] == g.D, kernels.ErrShape,
+		"out has shape %v, want [%d %d Hq %d] to match qkv %v", po, g.B, g.Sq, g.D, pk).
+		That(g.Hq >= 1 && g.Hkv >= 1 && pk[2] == g.Hq+2*g.Hkv && g.Hq%g.Hkv == 0, kernels.ErrShape,
+			"qkv has %d heads and out %d: want out's Hq query heads then two sets of Hkv key and value heads, Hq a multiple of Hkv", pk[2], po[2])
+	if err := c.Err(); err != nil {
+		return kernels.AttentionDims{}, err
+	}
+	keyLens(c, be, p, g.B)
+	return g, c.Err()
+}
+
 // AttentionBackward validates the arguments of kernels.Ops.AttentionBackward:
 // q, k, v and p as Attention does, dout and dq of q's dtype and shape,
 // and dk and dv of q's dtype and k's shape. The backend checks that the

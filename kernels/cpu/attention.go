@@ -180,6 +180,38 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	return nil
 }
 
+// AttentionPacked computes Attention over a fused projection: qkv's heads
+// split into a [B, Hq+2·Hkv, S, D] copy that attend reads q, k and v from,
+// and the result's heads merged into out.
+func (b *Backend) AttentionPacked(out, qkv *kernels.Tensor, p kernels.AttentionParams) error {
+	const op = "cpu: AttentionPacked"
+	dims, err := check.AttentionPacked(op, b, out, qkv, p)
+	if err != nil {
+		return err
+	}
+	g, err := newAttnShape(op, dims, p)
+	if err != nil {
+		return err
+	}
+	dt, heads := qkv.DType(), dims.Hq+2*dims.Hkv
+	split, err := b.Alloc(dt, dims.B, heads, dims.Sq, dims.D)
+	if err != nil {
+		return err
+	}
+	defer b.Free(split)
+	o, err := b.Alloc(dt, dims.B, dims.Hq, dims.Sq, dims.D)
+	if err != nil {
+		return err
+	}
+	defer b.Free(o)
+	if err := b.SwapAxes(split, qkv); err != nil {
+		return err
+	}
+	attend(o, split, split, split, attnRun{AttentionDims: g.AttentionDims, scale: g.scale, visible: g.visible,
+		qHeads: heads, kvHeads: heads, k0: dims.Hq, v0: dims.Hq + dims.Hkv})
+	return b.SwapAxes(out, o)
+}
+
 // attnRun is one attention computation for attend: q [B, Hq, Sq, D] over
 // k and v [B, Hkv, Sk, D], and how many leading keys row s of batch entry
 // bi sees (the masks only ever hide a suffix, which shrinks as s grows).
@@ -187,6 +219,11 @@ type attnRun struct {
 	kernels.AttentionDims
 	scale   float32
 	visible func(s, bi int) int
+	// qHeads and kvHeads are the heads a batch entry holds in q's tensor
+	// and in k's and v's, and k0 and v0 the first of k's and of v's heads
+	// there: zero for Hq and Hkv heads from 0, or every head of a packed
+	// projection (AttentionPacked), q, k and v being one tensor.
+	qHeads, kvHeads, k0, v0 int
 }
 
 // attend computes out = softmax(scale·q·kᵀ)·v over the keys each row sees,
@@ -199,6 +236,10 @@ type attnRun struct {
 func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 	d, sk, group := a.D, a.Sk, a.Hq/a.Hkv
 	rows := group * a.Sq
+	qHeads, kvHeads := a.Hq, a.Hkv
+	if a.qHeads != 0 {
+		qHeads, kvHeads = a.qHeads, a.kvHeads
+	}
 	tiles := (rows + attnGemmRows - 1) / attnGemmRows
 	// bfloat16 runs both GEMMs on bfloat16 operands (the probabilities
 	// rounded to bfloat16, as a bfloat16 softmax leaves them) where the
@@ -242,9 +283,11 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 		lastKV := -1
 		for it := lo; it < hi; it++ {
 			bk, tile := it/tiles, it%tiles
-			bi, kv := bk/a.Hkv, bk*sk*d
+			bi, hk := bk/a.Hkv, bk%a.Hkv
+			kh0, vh0 := (bi*kvHeads+a.k0+hk)*sk*d, (bi*kvHeads+a.v0+hk)*sk*d // this KV head's keys and values
 			r0, r1 := tile*attnGemmRows, min(rows, (tile+1)*attnGemmRows)
-			nr, first := r1-r0, (bk*rows+r0)*d
+			nr, first := r1-r0, (bk*rows+r0)*d // out's rows
+			qf := ((bi*qHeads+hk*group)*a.Sq + r0) * d
 			dst := destRange(out, first, first+nr*d, ob)
 			n := 0
 			for r := r0; r < r1; r++ {
@@ -257,8 +300,8 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 			}
 			sc := scores[:nr*n]
 			if bf {
-				kh, vh := u16(k)[kv:kv+n*d], u16(v)[kv:kv+n*d]
-				bf16SerialWith(asmBF16Kernel, false, true, nr, n, d, a.scale, u16(q)[first:first+nr*d], d, kh, d, 0, sc, n)
+				kh, vh := u16(k)[kh0:kh0+n*d], u16(v)[vh0:vh0+n*d]
+				bf16SerialWith(asmBF16Kernel, false, true, nr, n, d, a.scale, u16(q)[qf:qf+nr*d], d, kh, d, 0, sc, n)
 				a.softmaxRows(sc, n, n, r0, bi, 1)
 				p := pb[:nr*n]
 				narrow16(kernels.BF16, p, sc)
@@ -266,17 +309,17 @@ func attend(out, q, k, v *kernels.Tensor, a attnRun) {
 				flushRange(out, first, dst)
 				continue
 			}
-			if kv != lastKV { // a goroutine's tiles run through a KV head in order
+			if kh0 != lastKV { // a goroutine's tiles run through a KV head in order
 				// The keys the rows of bi's last position see: the most any
 				// tile of this KV head needs.
 				keys := a.visible(a.Sq-1, bi)
-				kt, vt = loadRange(k, kv, kv+keys*d, kb), loadRange(v, kv, kv+keys*d, vb)
-				lastKV = kv
+				kt, vt = loadRange(k, kh0, kh0+keys*d, kb), loadRange(v, vh0, vh0+keys*d, vb)
+				lastKV = kh0
 				if inPlace {
 					panels.pack(kt, vt, keys, d)
 				}
 			}
-			qt := loadRange(q, first, first+nr*d, qb)
+			qt := loadRange(q, qf, qf+nr*d, qb)
 			if inPlace {
 				ld := (n + 31) / 32 * 32
 				panels.scores(scores, qt, nr, n, ld)

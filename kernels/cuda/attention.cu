@@ -3,8 +3,10 @@
 //
 //   out = softmax(scale·q·kᵀ + mask)·v
 //
-// q, out [B, Hq, Sq, D] and k, v [B, Hkv, Sk, D], all contiguous row-major, of
-// one dtype (f16 or bf16), D = 64 or 128. Query head h reads KV head
+// q, out [B, Hq, Sq, D] and k, v [B, Hkv, Sk, D] of one dtype (f16 or bf16),
+// D = 64 or 128, each row of D contiguous and rows, heads and batch entries
+// at the strides AttnStrides gives (contiguous tensors, or a packed
+// projection's heads read in place). Query head h reads KV head
 // h / (Hq/Hkv). Masks: key j is hidden from query row i when j ≥ keylens[b]
 // (keylens may be NULL) or, with causal ≠ 0, when j > i + (Sk − Sq) (aligned
 // to the bottom right). A row that sees no key gives zeros, as the CPU does.
@@ -160,13 +162,12 @@ static __device__ __forceinline__ void attn_p_frag(const float (&p)[NS][4], int 
 }
 
 // attn_store writes the lane's two rows of out = o / rowsum, rounded once,
-// from o_lane (its first row, column 2·tq; the second row is 8 rows down),
-// rows_l being how many rows from the first exist; a row that saw no key
-// has sum 0 and gives zeros.
+// from o_lane (its first row, column 2·tq; the second row is 8 rows of
+// rs elements down), rows_l being how many rows from the first exist; a
+// row that saw no key has sum 0 and gives zeros.
 template <typename T, int ND>
 static __device__ __forceinline__ void attn_store(const float (&o)[ND][4], const float (&l)[2], T* o_lane,
-                                                  int rows_l) {
-    constexpr int D = ND * 8;
+                                                  int rows_l, long long rs) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         float sum = l[hh];
@@ -174,7 +175,7 @@ static __device__ __forceinline__ void attn_store(const float (&o)[ND][4], const
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
         if (hh * 8 < rows_l) {
-            T* dst = o_lane + hh * 8 * D;
+            T* dst = o_lane + hh * 8 * rs;
 #pragma unroll
             for (int j = 0; j < ND; ++j)
                 *reinterpret_cast<uint32_t*>(dst + j * 8) = pack2(o[j][2 * hh] * inv, o[j][2 * hh + 1] * inv, T());
@@ -189,12 +190,26 @@ template <int D> static __device__ __forceinline__ int attn_swz(int r, int c) {
     return r * D + ((c ^ (r & 7)) << 3);
 }
 
+// AttnStrides are the elements between consecutive rows (positions), heads
+// and batch entries of q, of k and v, and of out: {D, S·D, H·S·D} for
+// [B, H, S, D] tensors; for a packed projection [B, S, Hq+2·Hkv, D]
+// (AttentionPacked) q, k and v are {(Hq+2·Hkv)·D, D, S·(Hq+2·Hkv)·D} from
+// their first heads, and out [B, S, Hq, D] is {Hq·D, D, S·Hq·D}.
+struct AttnStrides {
+    long long q_row, q_head, q_batch, kv_row, kv_head, kv_batch, o_row, o_head, o_batch;
+};
+// ATTN_STRIDE_PARAMS are the kernels' parameters that ATTN_STRIDES gathers.
+#define ATTN_STRIDE_PARAMS                                                                                    \
+    long long q_row, long long q_head, long long q_batch, long long kv_row, long long kv_head, long long kv_batch, \
+        long long o_row, long long o_head, long long o_batch
+#define ATTN_STRIDES AttnStrides{q_row, q_head, q_batch, kv_row, kv_head, kv_batch, o_row, o_head, o_batch}
+
 // ---------------------------------------------------------------------------
 
 template <typename T, int D>
 static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __restrict__ q,
-                                                const T* __restrict__ k, const T* __restrict__ v,
-                                                int B, int Hq, int Hkv, int Sq, int Sk, float scale,
+                                                const T* __restrict__ k, const T* __restrict__ v, AttnStrides st,
+                                                int Hq, int Hkv, int Sq, int Sk, float scale,
                                                 int causal, const int* __restrict__ keylens) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = ATTN_BM;
@@ -220,7 +235,6 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     if (m0 >= Sq) return;
     const int hk = h / (Hq / Hkv);
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)D);
-    (void)B;
 
     // Keys visible to row i: [0, min(kv_limit, causal ? i + diag + 1 : Sk)).
     int kv_limit = Sk;
@@ -231,10 +245,9 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     int kv_end = kv_limit;
     if (causal) kv_end = min(kv_end, m0 + rows + diag);
 
-    const long long qoff = ((long long)b * Hq + h) * (long long)Sq * D;
-    const long long kvoff = ((long long)b * Hkv + hk) * (long long)Sk * D;
-    const T* qg = q + qoff;
-    T* og = out + qoff;
+    const T* qg = q + b * st.q_batch + h * st.q_head;
+    T* og = out + b * st.o_batch + h * st.o_head;
+    const long long kvoff = b * st.kv_batch + hk * st.kv_head;
     const T* kg = k + kvoff;
     const T* vg = v + kvoff;
 
@@ -242,7 +255,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
         const uint4 z = make_uint4(0u, 0u, 0u, 0u);
         for (int i = tid; i < rows * ND; i += ATTN_THREADS) {
             const int r = i / ND, c = i % ND;
-            *reinterpret_cast<uint4*>(og + (long long)(m0 + r) * D + c * 8) = z;
+            *reinterpret_cast<uint4*>(og + (m0 + r) * st.o_row + c * 8) = z;
         }
         return;
     }
@@ -261,7 +274,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
     for (int i = 0; i < BM / RPP; ++i) {
         const int row = m0 + lr + i * RPP; // source row clamped to Sq − 1 ≥ 0 when out
-        const long long go = (long long)min(row, Sq - 1) * D + lc * 8;
+        const long long go = min(row, Sq - 1) * st.q_row + lc * 8;
         cp_async16(sQa + lso + i * (RPP * D * 2), qg + go, row < Sq);
     }
     cp_async_commit();
@@ -274,7 +287,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #pragma unroll
         for (int i = 0; i < BN / RPP; ++i) {
             const int row = row0 + i * RPP;
-            const long long go = (long long)min(row, kv_end - 1) * D + lc * 8;
+            const long long go = min(row, kv_end - 1) * st.kv_row + lc * 8;
             cp_async16(sKa + so + i * (RPP * D * 2), kg + go, row < kv_end);
             cp_async16(sVa + so + i * (RPP * D * 2), vg + go, row < kv_end);
         }
@@ -322,7 +335,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     const int cl0 = causal ? m0 + diag + 1 : kv_end;
     const int lim_l = cl0 + (row_l - m0);
     // Output: this lane's first element, and how many of its rows exist.
-    T* const o_lane = og + (long long)row_l * D + 2 * tq;
+    T* const o_lane = og + row_l * st.o_row + 2 * tq;
     const int rows_l = Sq - row_l;
     // Row m0 sees the fewest keys: tiles ending at or before lim_min need no
     // mask (uniform over the CTA).
@@ -429,7 +442,8 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 
     // out = O / rowsum.
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) attn_store<T>(o[mt], l_run[mt], o_lane + mt * 16 * D, rows_l - mt * 16);
+    for (int mt = 0; mt < MT; ++mt)
+        attn_store<T>(o[mt], l_run[mt], o_lane + mt * 16 * st.o_row, rows_l - mt * 16, st.o_row);
 #else
     __trap();
 #endif
@@ -446,16 +460,19 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 //     and the sm_90a image also holds 1 KB of static (reserved) shared
 //     memory, so even d64's 48 KB exceeds the default limit there.
 //   Occupancy: 2 CTAs per SM on A100/H100 (≤ 255 registers, 128 threads).
-// Preconditions: q, k, v, out 16-byte aligned (cp.async and 16-byte stores);
+// Parameters: out, q, k, v; the strides (ATTN_STRIDE_PARAMS); Hq, Hkv, Sq,
+//   Sk; scale; causal; keylens. The batch size is the grid's.
+// Preconditions: q, k, v, out 16-byte aligned (cp.async and 16-byte stores)
+//   and every stride a multiple of 8 elements;
 //   Hkv ≥ 1 and Hq a multiple of Hkv; keylens NULL or int[B] (values are
 //   clamped to [0, Sk]); out does not overlap q, k, v. scale 0 means
 //   1/sqrt(D) (as AttentionParams.Scale). Needs compute capability ≥ 8.0.
 
-#define ATTN_KERNEL(NAME, T, D)                                                                \
-    extern "C" __global__ void __launch_bounds__(ATTN_THREADS, 2)                              \
-        NAME(T* out, const T* q, const T* k, const T* v, int B, int Hq, int Hkv, int Sq, int Sk, \
-             float scale, int causal, const int* keylens) {                                    \
-        attn_fwd<T, D>(out, q, k, v, B, Hq, Hkv, Sq, Sk, scale, causal, keylens);              \
+#define ATTN_KERNEL(NAME, T, D)                                                                         \
+    extern "C" __global__ void __launch_bounds__(ATTN_THREADS, 2)                                       \
+        NAME(T* out, const T* q, const T* k, const T* v, ATTN_STRIDE_PARAMS, int Hq, int Hkv, int Sq,   \
+             int Sk, float scale, int causal, const int* keylens) {                                     \
+        attn_fwd<T, D>(out, q, k, v, ATTN_STRIDES, Hq, Hkv, Sq, Sk, scale, causal, keylens);            \
     }
 
 ATTN_KERNEL(flash_attn_fwd_f16_d64, __half, 64)
@@ -495,10 +512,12 @@ ATTN_KERNEL(flash_attn_fwd_bf16_d128, __nv_bfloat16, 128)
 //      keys): LBO 16 KiB (next 64 columns of d), SBO 1024 (next 8 keys), the
 //      kn-th 16-key slice at 2048·kn.
 //   then one mbarrier for Q, STAGES full and STAGES empty ones.
-// Tensor maps (kernels/cuda/attention.go; 3-D, innermost first, 128B
-// swizzle, zeros outside): q {D, Sq, B·Hq}, k and v {D, Sk, B·Hkv}, byte
-// strides {2D, 2·S·D}, box {64, 128, 1}. The head is the outer dimension, so
-// a tile never reads past its head's rows: rows past Sq or Sk read zeros.
+// Tensor maps (kernels/cuda/attention.go; 4-D, innermost first, 128B
+// swizzle, zeros outside): q {D, Sq, Hq, B}, k and v {D, Sk, Hkv, B}, their
+// byte strides those of AttnStrides (rows, heads, batch entries), box
+// {64, 128, 1, 1}. The head and the batch entry are outer dimensions, so a
+// tile never reads past its head's rows: rows past Sq or Sk read zeros.
+// out is written at AttnStrides' o_row, o_head and o_batch.
 
 #define FA90_BM 128 // query rows per CTA
 #define FA90_BN 128 // keys per K/V tile
@@ -571,7 +590,8 @@ __device__ __forceinline__ void fa90_fence_frags(uint32_t (&p)[FA90_BN / 16][4])
 // fa90_fwd is the kernel body; see the comment above.
 template <typename T, int D>
 __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorMap* tmK, const CUtensorMap* tmV,
-                                         T* __restrict__ out, int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
+                                         T* __restrict__ out, long long o_row, long long o_head, long long o_batch,
+                                         int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
                                          const int* __restrict__ keylens) {
     constexpr int STAGES = fa90_stages<D>(), PANELS = D / 64, ND = D / 8, NS = FA90_BN / 8;
     constexpr int KV_BYTES = FA90_BN * D * 2, STAGE_BYTES = 2 * KV_BYTES, Q_BYTES = FA90_BM * D * 2;
@@ -589,11 +609,11 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
     const int diag = Sk - Sq, rows = min(FA90_BM, Sq - m0);
     int kv_end = kv_limit; // keys any row of the CTA sees
     if (causal) kv_end = min(kv_end, m0 + rows + diag);
-    T* const og = out + ((long long)b * Hq + h) * (long long)Sq * D;
+    T* const og = out + b * o_batch + h * o_head;
     if (kv_end <= 0) { // every row fully masked: zeros
         const uint4 z = make_uint4(0u, 0u, 0u, 0u);
         for (int i = threadIdx.x; i < rows * (D / 8); i += FA90_THREADS)
-            *reinterpret_cast<uint4*>(og + (long long)(m0 + i / (D / 8)) * D + (i % (D / 8)) * 8) = z;
+            *reinterpret_cast<uint4*>(og + (m0 + i / (D / 8)) * o_row + (i % (D / 8)) * 8) = z;
         return;
     }
     const int ntiles = (kv_end + FA90_BN - 1) / FA90_BN;
@@ -610,7 +630,7 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
             sm90_prefetch_map(tmV);
             sm90_mbar_expect_tx(qbar, Q_BYTES);
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p) sm90_tma_load_3d(sQ + FA90_PANEL * p, tmQ, qbar, 64 * p, m0, b * Hq + h);
+            for (int p = 0; p < PANELS; ++p) sm90_tma_load_4d(sQ + FA90_PANEL * p, tmQ, qbar, 64 * p, m0, h, b);
             int stage = 0;
             uint32_t phase = 0;
             for (int t = 0; t < ntiles; ++t) {
@@ -619,8 +639,8 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
                 sm90_mbar_expect_tx(full, STAGE_BYTES);
 #pragma unroll
                 for (int p = 0; p < PANELS; ++p) {
-                    sm90_tma_load_3d(kst + FA90_PANEL * p, tmK, full, 64 * p, t * FA90_BN, b * Hkv + hk);
-                    sm90_tma_load_3d(kst + KV_BYTES + FA90_PANEL * p, tmV, full, 64 * p, t * FA90_BN, b * Hkv + hk);
+                    sm90_tma_load_4d(kst + FA90_PANEL * p, tmK, full, 64 * p, t * FA90_BN, hk, b);
+                    sm90_tma_load_4d(kst + KV_BYTES + FA90_PANEL * p, tmV, full, 64 * p, t * FA90_BN, hk, b);
                 }
                 if (++stage == STAGES) {
                     stage = 0;
@@ -720,7 +740,7 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
     sm90_fence_acc(fa90_flat(o));
     fa90_fence_frags(pf);
 
-    attn_store<T>(o, l_run, og + (long long)row_l * D + 2 * tq, Sq - row_l);
+    attn_store<T>(o, l_run, og + row_l * o_row + 2 * tq, Sq - row_l, o_row);
 }
 
 #endif // __CUDA_ARCH_FEAT_SM90_ALL
@@ -730,12 +750,14 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
 //   block = (384, 1, 1)
 //   dynamic shared bytes: d64 → 148552, d128 → 230456 (set
 //     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first).
-// Parameters: the tensor maps above, then as the mma.sync kernels after
-// their pointers (B dropped: the grid gives it). Preconditions: compute
+// Parameters: the tensor maps above; out and its strides (rows, heads,
+// batch entries); then as the mma.sync kernels. Preconditions: compute
 // capability 9.0; out 16-byte aligned; q, k, v as their tensor maps need
-// (16-byte aligned); the rest as the mma.sync kernels.
+// (16-byte aligned, byte strides multiples of 16); the rest as the
+// mma.sync kernels.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FA90_BODY(T, D) fa90_fwd<T, D>(&tmQ, &tmK, &tmV, out, Hq, Hkv, Sq, Sk, scale, causal, keylens);
+#define FA90_BODY(T, D) \
+    fa90_fwd<T, D>(&tmQ, &tmK, &tmV, out, o_row, o_head, o_batch, Hq, Hkv, Sq, Sk, scale, causal, keylens);
 #else
 #define FA90_BODY(T, D) __trap();
 #endif
@@ -743,8 +765,8 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
 #define FA90_KERNEL(NAME, T, D)                                                                                   \
     extern "C" __global__ void __launch_bounds__(FA90_THREADS, 1)                                                 \
         NAME(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,                    \
-             const __grid_constant__ CUtensorMap tmV, T* out, int Hq, int Hkv, int Sq, int Sk, float scale,      \
-             int causal, const int* keylens) {                                                                    \
+             const __grid_constant__ CUtensorMap tmV, T* out, long long o_row, long long o_head,                 \
+             long long o_batch, int Hq, int Hkv, int Sq, int Sk, float scale, int causal, const int* keylens) {  \
         FA90_BODY(T, D)                                                                                           \
     }
 

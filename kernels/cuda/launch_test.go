@@ -98,6 +98,12 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { return b.SwapAxes(a(dt, 2, 5, 3, 3), a(dt, 2, 3, 5, 3)) }, // rows of 6 or 12 bytes
 			func() error { return b.Attention(q, q, kv, kv, kernels.AttentionParams{Causal: true, KeyLens: lens}) },
 			func() error { return b.Attention(q128, q128, kv128, kv128, kernels.AttentionParams{}) },
+			func() error { // BERT's fused projection: 4 query, key and value heads of 64
+				return b.AttentionPacked(a(dt, 2, 8, 4, 64), a(dt, 2, 8, 12, 64), kernels.AttentionParams{KeyLens: lens})
+			},
+			func() error { // grouped KV heads of 128, causal
+				return b.AttentionPacked(a(dt, 1, 8, 4, 128), a(dt, 1, 8, 8, 128), kernels.AttentionParams{Causal: true})
+			},
 			func() error {
 				return b.AttentionBackward(dq, dk, dv, dq, q, kv, kv, kernels.AttentionParams{KeyLens: lens})
 			},
@@ -217,7 +223,7 @@ func TestLaunchSignatures(t *testing.T) {
 			}
 			// The paths each target must take.
 			must := []string{"matmul_f32", "matmul_splitk_f32", "splitk_reduce_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
-				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "adamw_f32",
+				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "split_heads_u128", "adamw_f32",
 				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32",
 				"matmul_gemv1_f16", "matmul_gemv4_bf16", "matmul_gemv8_f16", "matmul_gemv1_bf16"}
 			must = append(must, visionMust(cc[0])...)

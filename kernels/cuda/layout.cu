@@ -12,6 +12,13 @@
 // Launch: block 256, grid min(ceil(n/256), 32·SMs) for n = A·B·C·du units,
 // no shared memory; any grid and block are correct.
 //
+// split_heads_u16, _u32, _u64, _u128: the heads of a packed projection x
+// [B, S, Hq+2·Hkv, D] into q [B, Hq, S, D], k [B, Hkv, S, D] and v
+// [B, Hkv, S, D] (the first Hq heads of each token, the next Hkv, the last
+// Hkv), in units as swap_axes, du a row of D elements in units; one thread
+// per unit of x. q, k and v must not overlap x. Launch as swap_axes, for
+// n = B·S·(Hq+2·Hkv)·du units.
+//
 // transpose_u32: out [C, R] from x [R, C] of 32-bit elements, through a
 // 32×32 tile in shared memory so that loads and stores both coalesce (the
 // Hopper tf32 GEMM's B, which wgmma reads K-major only). out and x must not
@@ -47,6 +54,41 @@ SWAP_AXES_DEFINE(u16, uint16_t)
 SWAP_AXES_DEFINE(u32, uint32_t)
 SWAP_AXES_DEFINE(u64, uint2)
 SWAP_AXES_DEFINE(u128, uint4)
+
+// split_heads_loop runs split_heads' grid-stride loop with index type I,
+// which must hold n + the grid's thread count.
+template <typename U, typename I>
+__device__ __forceinline__ void split_heads_loop(U* __restrict__ q, U* __restrict__ k, U* __restrict__ v,
+                                                 const U* __restrict__ x, I S, I Hq, I Hkv, I du, I n) {
+    const I stride = (I)grid_stride(), H = Hq + 2 * Hkv;
+    for (I i = (I)grid_tid(); i < n; i += stride) {
+        const I d = i % du, r = i / du; // r = (b·S + s)·H + h
+        const I h = r % H, bs = r / H;
+        const I s = bs % S, b = bs / S;
+        if (h < Hq)
+            q[((b * Hq + h) * S + s) * du + d] = x[i];
+        else if (h < Hq + Hkv)
+            k[((b * Hkv + h - Hq) * S + s) * du + d] = x[i];
+        else
+            v[((b * Hkv + h - Hq - Hkv) * S + s) * du + d] = x[i];
+    }
+}
+
+#define SPLIT_HEADS_DEFINE(SUF, U)                                                                           \
+    extern "C" __global__ void split_heads_##SUF(U* q, U* k, U* v, const U* x, long long B, long long S,     \
+                                                 long long Hq, long long Hkv, long long du) {                \
+        const long long n = B * S * (Hq + 2 * Hkv) * du;                                                     \
+        if (n < (1LL << 31))                                                                                 \
+            split_heads_loop<U, unsigned>(q, k, v, x, (unsigned)S, (unsigned)Hq, (unsigned)Hkv, (unsigned)du, \
+                                          (unsigned)n);                                                      \
+        else                                                                                                 \
+            split_heads_loop<U, long long>(q, k, v, x, S, Hq, Hkv, du, n);                                   \
+    }
+
+SPLIT_HEADS_DEFINE(u16, uint16_t)
+SPLIT_HEADS_DEFINE(u32, uint32_t)
+SPLIT_HEADS_DEFINE(u64, uint2)
+SPLIT_HEADS_DEFINE(u128, uint4)
 
 extern "C" __global__ void __launch_bounds__(256) transpose_u32(uint32_t* __restrict__ out,
                                                              const uint32_t* __restrict__ x, int R, int C) {

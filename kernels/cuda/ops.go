@@ -125,14 +125,30 @@ func (b *Backend) SwapAxes(out, x *kernels.Tensor) error {
 		return err
 	}
 	row := int64(g.D) * int64(x.DType().Size())
-	unit := int64(16)
-	for unit > 2 && (row%unit != 0 || int64(ptrOf(out))%unit != 0 || int64(ptrOf(x))%unit != 0) {
-		unit /= 2
-	}
+	unit := moveUnit(row, ptrOf(out), ptrOf(x))
 	du := row / unit
 	n := int64(g.A) * int64(g.B) * int64(g.C) * du
 	return wrap("SwapAxes", b.launch(fmt.Sprintf("swap_axes_u%d", 8*unit), b.gridFor(n), dim3{x: block}, 0,
 		ptrOf(out), ptrOf(x), int64(g.A), int64(g.B), int64(g.C), du))
+}
+
+// moveUnit is the widest unit, 16 bytes down to 2, in which the layout
+// kernels (swap_axes_*, split_heads_*) move rows of row bytes between the
+// addresses ptrs: one that divides row and to which every address is
+// aligned.
+func moveUnit(row int64, ptrs ...devptr) int64 {
+	unit := int64(16)
+	for unit > 2 {
+		ok := row%unit == 0
+		for _, p := range ptrs {
+			ok = ok && int64(p)%unit == 0
+		}
+		if ok {
+			break
+		}
+		unit /= 2
+	}
+	return unit
 }
 
 // AdamW applies one torch.optim.AdamW update to param, m and v in place;

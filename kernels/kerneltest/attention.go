@@ -49,6 +49,7 @@ var attnCases = []attnCase{
 	{batch: 1, hq: 2, hkv: 1, sq: 300, sk: 700, d: 128, causal: true},
 	{batch: 2, hq: 2, hkv: 2, sq: 200, sk: 600, d: 64, lens: []int32{600, 130}},
 	{batch: 1, hq: 2, hkv: 2, sq: 257, sk: 257, d: 128, causal: true, lens: []int32{200}},
+	{batch: 2, hq: 2, hkv: 1, sq: 600, sk: 600, d: 64, causal: true, lens: []int32{600, 333}},
 }
 
 func (c attnCase) params(e *env) kernels.AttentionParams {
@@ -147,6 +148,16 @@ func attentionTests() []test {
 					e.Check("dv", dv, wv, 0)
 				}},
 			)
+			if c.sq == c.sk { // self-attention: S queries over the same S keys
+				ts = append(ts, test{name("AttentionPacked", "dtype", dt, "case", c), func(e *env) {
+					heads := c.hq + 2*c.hkv
+					qkv, qkvv := e.Input("qkv", dt, c.batch, c.sq, heads, c.d)
+					out := e.Output(dt, c.batch, c.sq, c.hq, c.d)
+					require.NoError(e, e.b.AttentionPacked(out, qkv, c.params(e)))
+					q, k, v := splitPacked(qkvv, c)
+					e.Check("out", out, mergeHeads(refAttention(q, k, v, c), c), 0)
+				}})
+			}
 		}
 	}
 	return append(ts, test{"Attention/errors", attentionErrors})
@@ -289,6 +300,42 @@ func refAttentionBackward(dout, q, k, v []float64, c attnCase) (dq, dk, dv []flo
 	return dq, dk, dv
 }
 
+// splitPacked returns the queries [B, Hq, S, D] and the keys and values
+// [B, Hkv, S, D] of a packed projection qkv [B, S, Hq+2·Hkv, D].
+func splitPacked(qkv []float64, c attnCase) (q, k, v []float64) {
+	heads := c.hq + 2*c.hkv
+	q, k, v = make([]float64, c.batch*c.hq*c.sq*c.d), make([]float64, c.batch*c.hkv*c.sq*c.d), make([]float64, c.batch*c.hkv*c.sq*c.d)
+	for b := range c.batch {
+		for s := range c.sq {
+			for h := range heads {
+				src := qkv[((b*c.sq+s)*heads+h)*c.d:][:c.d]
+				switch {
+				case h < c.hq:
+					copy(q[((b*c.hq+h)*c.sq+s)*c.d:], src)
+				case h < c.hq+c.hkv:
+					copy(k[((b*c.hkv+h-c.hq)*c.sq+s)*c.d:], src)
+				default:
+					copy(v[((b*c.hkv+h-c.hq-c.hkv)*c.sq+s)*c.d:], src)
+				}
+			}
+		}
+	}
+	return q, k, v
+}
+
+// mergeHeads returns out [B, Hq, S, D] as [B, S, Hq, D].
+func mergeHeads(out []float64, c attnCase) []float64 {
+	m := make([]float64, len(out))
+	for b := range c.batch {
+		for h := range c.hq {
+			for s := range c.sq {
+				copy(m[((b*c.sq+s)*c.hq+h)*c.d:][:c.d], out[((b*c.hq+h)*c.sq+s)*c.d:][:c.d])
+			}
+		}
+	}
+	return m
+}
+
 func attentionErrors(e *env) {
 	f32 := kernels.F32
 	x, _ := e.Input("x", f32, 2, 3, 4)
@@ -322,6 +369,17 @@ func attentionErrors(e *env) {
 	e.requireOpErr(e.b.Attention(o, x, k, v, p), kernels.ErrShape, "Attention", "q")
 	e.requireOpErr(e.b.Attention(e.Output(f32, 2, 4, 3, 9), q, k, v, p), kernels.ErrShape, "Attention", "out")
 	e.requireOpErr(e.b.Attention(o, q, k, v, kernels.AttentionParams{KeyLens: lens3}), kernels.ErrShape, "Attention", "KeyLens")
+
+	qkv, _ := e.Input("qkv", f32, 2, 3, 8, 8) // Hq 4, Hkv 2
+	po := e.Output(f32, 2, 3, 4, 8)
+	require.NoError(e, e.b.AttentionPacked(po, qkv, p))
+	e.requireOpErr(e.b.AttentionPacked(po, x, p), kernels.ErrShape, "AttentionPacked", "qkv")
+	e.requireOpErr(e.b.AttentionPacked(e.Output(f32, 2, 3, 3, 8), qkv, p), kernels.ErrShape, "AttentionPacked", "heads")
+	e.requireOpErr(e.b.AttentionPacked(e.Output(f32, 2, 3, 8, 8), qkv, p), kernels.ErrShape, "AttentionPacked", "heads")
+	e.requireOpErr(e.b.AttentionPacked(e.Output(f32, 2, 4, 4, 8), qkv, p), kernels.ErrShape, "AttentionPacked", "out")
+	e.requireOpErr(e.b.AttentionPacked(e.Output(kernels.F16, 2, 3, 4, 8), qkv, p), kernels.ErrDType, "AttentionPacked", "out")
+	e.requireOpErr(e.b.AttentionPacked(po, qkv, kernels.AttentionParams{KeyLens: lens3}), kernels.ErrShape, "AttentionPacked", "KeyLens")
+	e.requireDataErr(e.b.AttentionPacked(po, qkv, kernels.AttentionParams{KeyLens: lensBad}), kernels.ErrValue, "AttentionPacked", "KeyLens", "5")
 
 	dq, dk, dv := e.Output(f32, 2, 4, 3, 8), e.Output(f32, 2, 2, 5, 8), e.Output(f32, 2, 2, 5, 8)
 	require.NoError(e, e.b.AttentionBackward(dq, dk, dv, q, q, k, v, p))

@@ -42,15 +42,22 @@ type encoderBufs struct {
 // Inference runs in place and keeps nothing for a backward pass: r1 and
 // out are x, r2 is h1 (the residual sums accumulate into them inside the
 // matmuls), u is nil (the activation is fused into the matmul) and so are
-// the layer norms' statistics. Training gives r1, r2, u, out and the
+// the layer norms' statistics; a float model's attention reads the stacked
+// projection qkv in place, with no q, k, v or heads of their own. Training
+// gives r1, r2, u, out and the
 // statistics buffers of their own, which with x, the heads qh, kh, vh,
 // the context a, h1 and f are what the backward reads.
 type layerBufs struct {
-	x, out                     *kernels.Tensor // [N, H]
-	q, k, v, a                 *kernels.Tensor // [N, H]: the projections and the merged context
-	q4, k4, v4, a4             *kernels.Tensor // [B, S, heads, hd] views of the same
-	qc, kc, vc, ac             *kernels.Tensor // float16 copies [B, S, heads, hd] when the attention runs in float16 (Mixed); nil otherwise
-	qh, kh, vh, ah             *kernels.Tensor // [B, heads, S, hd] in the attention dtype
+	x, out         *kernels.Tensor // [N, H]
+	q, k, v, a     *kernels.Tensor // [N, H]: the projections and the merged context
+	q4, k4, v4, a4 *kernels.Tensor // [B, S, heads, hd] views of the same
+	qc, kc, vc, ac *kernels.Tensor // float16 copies [B, S, heads, hd] when the attention runs in float16 (Mixed); nil otherwise
+	qh, kh, vh, ah *kernels.Tensor // [B, heads, S, hd] in the attention dtype
+	// qkv is the stacked projection [N, 3H] of a model with layer.qkv and
+	// qkv4 its [B, S, 3·heads, hd] view, qkvc and a4c their float16
+	// copies when the attention runs in float16 (Mixed); a4 is then where
+	// AttentionPacked writes. nil where the projections are separate.
+	qkv, qkv4, qkvc, a4c       *kernels.Tensor
 	r1, h1, r2                 *kernels.Tensor // [N, H]
 	u, f                       *kernels.Tensor // [N, I]
 	mean1, rstd1, mean2, rstd2 *kernels.Tensor // [N]
@@ -108,6 +115,74 @@ func encode(be kernels.Backend, cfg Config, w *weights, e *encoderBufs) error {
 
 // encoderLayer runs the forward pass of layer l over b.
 func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act kernels.Activation, attn kernels.AttentionParams) error {
+	var err error
+	if l.qkv.W != nil {
+		err = stackedAttention(be, l, b, attn)
+	} else {
+		err = splitAttention(be, l, b, attn)
+	}
+	if err != nil {
+		return err
+	}
+	x, err := b.input(be, siteAttnOut, b.a, &l.o)
+	if err != nil {
+		return err
+	}
+	if err := b.project(be, b.r1, x, &l.o, kernels.ActNone, b.x); err != nil {
+		return err
+	}
+	if err := be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps); err != nil {
+		return err
+	}
+	if x, err = b.input(be, siteFFNIn, b.h1, &l.ffnIn); err != nil {
+		return err
+	}
+	if b.u != nil { // training: the pre-activation is kept
+		if err := b.project(be, b.u, x, &l.ffnIn, kernels.ActNone, nil); err != nil {
+			return err
+		}
+		if err := be.Act(b.f, b.u, act); err != nil {
+			return err
+		}
+	} else if err := b.project(be, b.f, x, &l.ffnIn, act, nil); err != nil {
+		return err
+	}
+	if x, err = b.input(be, siteFFNOut, b.f, &l.ffnOut); err != nil {
+		return err
+	}
+	if err := b.project(be, b.r2, x, &l.ffnOut, kernels.ActNone, b.h1); err != nil {
+		return err
+	}
+	return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps)
+}
+
+// stackedAttention sets b.a, the merged context, from b.x through the
+// stacked projection l.qkv: one product and AttentionPacked over it, with
+// no heads split or merged.
+func stackedAttention(be kernels.Backend, l *layer, b *layerBufs, attn kernels.AttentionParams) error {
+	x, err := b.input(be, siteQKV, b.x, &l.qkv)
+	if err != nil {
+		return err
+	}
+	if err := b.project(be, b.qkv, x, &l.qkv, kernels.ActNone, nil); err != nil {
+		return err
+	}
+	if b.qkvc == nil {
+		return be.AttentionPacked(b.a4, b.qkv4, attn)
+	}
+	if err := be.Cast(b.qkvc, b.qkv4); err != nil {
+		return err
+	}
+	if err := be.AttentionPacked(b.a4c, b.qkvc, attn); err != nil {
+		return err
+	}
+	return be.Cast(b.a4, b.a4c)
+}
+
+// splitAttention sets b.a, the merged context, from b.x through the
+// separate query, key and value projections, their heads split for
+// Attention and its output's merged.
+func splitAttention(be kernels.Backend, l *layer, b *layerBufs, attn kernels.AttentionParams) error {
 	x, err := b.input(be, siteQKV, b.x, &l.q)
 	if err != nil {
 		return err
@@ -137,39 +212,7 @@ func encoderLayer(be kernels.Backend, l *layer, b *layerBufs, eps float32, act k
 		if err := be.SwapAxes(b.ac, b.ah); err != nil {
 			return err
 		}
-		if err := be.Cast(b.a4, b.ac); err != nil {
-			return err
-		}
-	} else if err := be.SwapAxes(b.a4, b.ah); err != nil {
-		return err
+		return be.Cast(b.a4, b.ac)
 	}
-	if x, err = b.input(be, siteAttnOut, b.a, &l.o); err != nil {
-		return err
-	}
-	if err := b.project(be, b.r1, x, &l.o, kernels.ActNone, b.x); err != nil {
-		return err
-	}
-	if err := be.LayerNorm(b.h1, b.mean1, b.rstd1, b.r1, l.ln1.g, l.ln1.b, eps); err != nil {
-		return err
-	}
-	if x, err = b.input(be, siteFFNIn, b.h1, &l.ffnIn); err != nil {
-		return err
-	}
-	if b.u != nil { // training: the pre-activation is kept
-		if err := b.project(be, b.u, x, &l.ffnIn, kernels.ActNone, nil); err != nil {
-			return err
-		}
-		if err := be.Act(b.f, b.u, act); err != nil {
-			return err
-		}
-	} else if err := b.project(be, b.f, x, &l.ffnIn, act, nil); err != nil {
-		return err
-	}
-	if x, err = b.input(be, siteFFNOut, b.f, &l.ffnOut); err != nil {
-		return err
-	}
-	if err := b.project(be, b.r2, x, &l.ffnOut, kernels.ActNone, b.h1); err != nil {
-		return err
-	}
-	return be.LayerNorm(b.out, b.mean2, b.rstd2, b.r2, l.ln2.g, l.ln2.b, eps)
+	return be.SwapAxes(b.a4, b.ah)
 }

@@ -22,8 +22,9 @@ func smallConfig() Config {
 
 // TestInferenceKeepsNothing checks the buffers inference gives the shared
 // layer forward: one set for every layer, in place, without the
-// pre-activation or the layer norms' statistics, with float16 copies for
-// the attention core in Mixed precision only.
+// pre-activation or the layer norms' statistics, the stacked projection
+// and no heads split, with float16 copies for the attention core in Mixed
+// precision only.
 func TestInferenceKeepsNothing(t *testing.T) {
 	for _, prec := range []nn.Precision{nn.F32, nn.BF16, nn.Mixed} {
 		t.Run(prec.String(), func(t *testing.T) {
@@ -41,13 +42,16 @@ func TestInferenceKeepsNothing(t *testing.T) {
 				assert.Same(t, l.x, l.out, "in place")
 				assert.Same(t, l.x, l.r1, "residual sum in place")
 				assert.Same(t, l.h1, l.r2, "residual sum in place")
-				for _, x := range []*kernels.Tensor{l.u, l.mean1, l.rstd1, l.mean2, l.rstd2} {
+				for _, x := range []*kernels.Tensor{l.u, l.mean1, l.rstd1, l.mean2, l.rstd2, l.q, l.k, l.v, l.qh, l.kh, l.vh, l.ah} {
 					assert.Nil(t, x)
 				}
-				for _, x := range []*kernels.Tensor{l.qc, l.kc, l.vc, l.ac} {
+				assert.Equal(t, []int{10, 3 * smallConfig().HiddenSize}, []int(l.qkv.Shape()), "the stacked projection")
+				for _, x := range []*kernels.Tensor{l.qkvc, l.a4c} {
 					assert.Equal(t, prec == nn.Mixed, x != nil, "float16 copies")
+					if x != nil {
+						assert.Equal(t, prec.AttnDType(), x.DType())
+					}
 				}
-				assert.Equal(t, prec.AttnDType(), l.qh.DType())
 			}
 		})
 	}

@@ -99,15 +99,27 @@ func (f *Forward) alloc() error {
 		}
 		l.scratch = layers.NewScratch(&a, codes, dt, N, []int{H, cfg.IntermediateSize}, []int{H}, f.m.FP8())
 	}
-	for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
-		{&l.q, &l.q4, &l.qc, &l.qh}, {&l.k, &l.k4, &l.kc, &l.kh}, {&l.v, &l.v4, &l.vc, &l.vh}, {&l.a, &l.a4, &l.ac, &l.ah},
-	} {
-		*p.flat = a.Tensor(dt, N, H)
-		*p.split = a.View(*p.flat, B, S, nh, hd)
+	l.a = a.Tensor(dt, N, H)
+	l.a4 = a.View(l.a, B, S, nh, hd)
+	if f.m.w.layers[0].qkv.W != nil { // the stacked projection and AttentionPacked
+		l.qkv = a.Tensor(dt, N, 3*H)
+		l.qkv4 = a.View(l.qkv, B, S, 3*nh, hd)
 		if adt != dt {
-			*p.cast = a.Tensor(adt, B, S, nh, hd)
+			l.qkvc, l.a4c = a.Tensor(adt, B, S, 3*nh, hd), a.Tensor(adt, B, S, nh, hd)
 		}
-		*p.heads = a.Tensor(adt, B, nh, S, hd)
+	} else {
+		for _, p := range []struct{ flat, split, cast, heads **kernels.Tensor }{
+			{&l.q, &l.q4, &l.qc, &l.qh}, {&l.k, &l.k4, &l.kc, &l.kh}, {&l.v, &l.v4, &l.vc, &l.vh}, {&l.a, &l.a4, &l.ac, &l.ah},
+		} {
+			if *p.flat == nil {
+				*p.flat = a.Tensor(dt, N, H)
+				*p.split = a.View(*p.flat, B, S, nh, hd)
+			}
+			if adt != dt {
+				*p.cast = a.Tensor(adt, B, S, nh, hd)
+			}
+			*p.heads = a.Tensor(adt, B, nh, S, hd)
+		}
 	}
 	e.layers = slices.Repeat([]layerBufs{l}, cfg.NumHiddenLayers)
 	f.cls, f.pooled = a.Tensor(dt, B, H), a.Tensor(dt, B, H)

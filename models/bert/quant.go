@@ -58,6 +58,9 @@ func (m *Model) QuantizeFP8() ([]quant.LinearReport, error) {
 	if _, err := kernels.Group[kernels.FP8](m.be); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
 	}
+	if err := m.splitQKV(); err != nil {
+		return nil, err
+	}
 	var reports []quant.LinearReport
 	for i := range m.w.layers {
 		l := &m.w.layers[i]
@@ -105,6 +108,9 @@ func (m *Model) Quantize(cal Calibration) ([]quant.LinearReport, error) {
 	}
 	if len(cal.Batches) == 0 || cal.NewObserver == nil {
 		return nil, fmt.Errorf("bert: calibration needs batches and an observer: %w", ErrInput)
+	}
+	if err := m.splitQKV(); err != nil {
+		return nil, err
 	}
 	cals, err := m.calibrate(cal)
 	if err != nil {

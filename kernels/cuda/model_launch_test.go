@@ -1,0 +1,62 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/nn"
+)
+
+// TestBERTLaunches counts the kernels of one BERT-base forward pass on
+// dry-run GPUs: at batch 1 a pass is a string of small launches whose
+// fixed costs add up, so their number is held. A 16-bit layer is 12
+// launches on the flash kernels: the stacked query, key and value product,
+// attention over it in place, the output projection, the two feed-forward
+// products (each product with its split-K reduction at this size), two
+// LayerNorms and the check of the key lengths; no heads are split or
+// merged. The pass adds at most 9: the embeddings (four gathers, two
+// additions), their LayerNorm and the pooler's product (and its split-K
+// reduction).
+func TestBERTLaunches(t *testing.T) {
+	cfg := bert.Base()
+	for _, c := range []struct {
+		cc         [2]int
+		flash      string
+		p          nn.Precision
+		batch, seq int
+		perLayer   int
+	}{
+		{[2]int{9, 0}, "", nn.F16, 1, 128, 12},
+		{[2]int{9, 0}, "wgmma", nn.BF16, 1, 128, 12},
+		{[2]int{8, 0}, "", nn.F16, 1, 128, 12},
+		{[2]int{9, 0}, "", nn.F16, 32, 384, 8}, // products of enough tiles need no split-K
+	} {
+		t.Run(fmt.Sprintf("cc=%d.%d/flash=%s/dtype=%v/batch=%d/seq=%d", c.cc[0], c.cc[1], c.flash, c.p, c.batch, c.seq), func(t *testing.T) {
+			var recs []launchRec
+			b := dryRun(c.cc[0], c.cc[1], &recs)
+			b.info.Attention = flashKind(c.cc[0], c.cc[1], c.flash)
+			m, err := bert.Load(b, cfg, bert.Synthetic(1), c.p)
+			require.NoError(t, err)
+			f, err := m.NewForward(c.batch, c.seq)
+			require.NoError(t, err)
+			recs = recs[:0]
+			require.NoError(t, f.Run())
+			byName := map[string]int{}
+			for _, r := range recs {
+				byName[r.name]++
+				for _, moved := range []string{"swap_axes", "split_heads"} {
+					assert.False(t, strings.HasPrefix(r.name, moved), "%s: heads moved around the fused attention", r.name)
+				}
+			}
+			t.Logf("%d launches: %v", len(recs), byName)
+			assert.LessOrEqual(t, len(recs), c.perLayer*cfg.NumHiddenLayers+9, "launches of a forward pass")
+		})
+	}
+}
