@@ -202,4 +202,23 @@ type Ops interface {
 	// modified. Step ≥ 1, LR ≥ 0, 0 ≤ β1, β2 < 1, Eps > 0 and
 	// WeightDecay ≥ 0, all finite, else the error wraps ErrValue.
 	AdamW(param, grad, m, v *Tensor, p AdamWParams) error
+	// AdamWAll applies one AdamW update with p to every parameter of ps,
+	// each exactly as AdamW would (WeightDecay 0 where NoDecay is set),
+	// and sets each Copy: a model's whole optimiser step, in one kernel
+	// launch on a GPU. A Grad may also be F16 or BF16 (read as float32,
+	// exactly). Parameters must not share tensors.
+	AdamWAll(ps []AdamWParam, p AdamWParams) error
+}
+
+// AdamWParam is one parameter of Ops.AdamWAll's update.
+type AdamWParam struct {
+	// Param, M and V are F32 and updated in place; Grad, of Param's
+	// shape, is F32, F16 or BF16 and only read.
+	Param, Grad, M, V *Tensor
+	// Copy, optional, of Param's shape in F16 or BF16, receives Param
+	// after the update rounded to its dtype: the copy of a float32
+	// master weight that a mixed-precision model reads.
+	Copy *Tensor
+	// NoDecay leaves the parameter out of weight decay (biases and norms).
+	NoDecay bool
 }

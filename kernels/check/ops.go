@@ -1,6 +1,10 @@
 package check
 
-import "github.com/zbench/zbench/kernels"
+import (
+	"fmt"
+
+	"github.com/zbench/zbench/kernels"
+)
 
 // Argument checks of the Ops group, the operations every backend implements.
 
@@ -559,15 +563,54 @@ func AdamW(op string, be kernels.Backend, param, grad, m, v *kernels.Tensor, p k
 	c.DType("param", param, kernels.F32).
 		DType("grad", grad, kernels.F32).Shape("grad", grad, shape...).
 		DType("m", m, kernels.F32).Shape("m", m, shape...).
-		DType("v", v, kernels.F32).Shape("v", v, shape...).
-		That(p.Step >= 1, kernels.ErrValue, "Step is %d, want ≥ 1 (the 1-based number of the update)", p.Step).
+		DType("v", v, kernels.F32).Shape("v", v, shape...)
+	if err := adamwParams(c, p).Err(); err != nil {
+		return 0, err
+	}
+	return param.Len(), nil
+}
+
+// AdamWAll validates the arguments of kernels.Ops.AdamWAll: every
+// parameter as AdamW's, except that Grad may be F16 or BF16, with an
+// optional Copy of Param's shape in F16 or BF16, no tensor given twice
+// (a message names the parameter by its index), and p as AdamW's.
+func AdamWAll(op string, be kernels.Backend, ps []kernels.AdamWParam, p kernels.AdamWParams) error {
+	c := Op(op)
+	seen := map[*kernels.Tensor]bool{}
+	for i, x := range ps {
+		at := func(role string) string { return fmt.Sprintf("parameter %d's %s", i, role) }
+		c.Tensor(at("param"), x.Param, be).Tensor(at("grad"), x.Grad, be).Tensor(at("m"), x.M, be).Tensor(at("v"), x.V, be)
+		if x.Copy != nil {
+			c.Tensor(at("copy"), x.Copy, be)
+		}
+		if err := c.Err(); err != nil {
+			return err
+		}
+		shape := x.Param.Shape()
+		c.DType(at("param"), x.Param, kernels.F32).
+			DType(at("grad"), x.Grad, kernels.F32, kernels.F16, kernels.BF16).Shape(at("grad"), x.Grad, shape...).
+			DType(at("m"), x.M, kernels.F32).Shape(at("m"), x.M, shape...).
+			DType(at("v"), x.V, kernels.F32).Shape(at("v"), x.V, shape...)
+		if x.Copy != nil {
+			c.DType(at("copy"), x.Copy, kernels.F16, kernels.BF16).Shape(at("copy"), x.Copy, shape...)
+		}
+		for _, t := range []*kernels.Tensor{x.Param, x.Grad, x.M, x.V, x.Copy} {
+			c.That(t == nil || !seen[t], kernels.ErrValue, "parameter %d has a tensor given before", i)
+			seen[t] = t != nil
+		}
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return adamwParams(c, p).Err()
+}
+
+// adamwParams checks AdamW's hyper-parameters.
+func adamwParams(c *Checker, p kernels.AdamWParams) *Checker {
+	return c.That(p.Step >= 1, kernels.ErrValue, "Step is %d, want ≥ 1 (the 1-based number of the update)", p.Step).
 		That(finite(p.LR) && p.LR >= 0, kernels.ErrValue, "LR is %g, want a finite value ≥ 0", p.LR).
 		That(finite(p.Beta1) && p.Beta1 >= 0 && p.Beta1 < 1, kernels.ErrValue, "Beta1 is %g, want it in [0, 1)", p.Beta1).
 		That(finite(p.Beta2) && p.Beta2 >= 0 && p.Beta2 < 1, kernels.ErrValue, "Beta2 is %g, want it in [0, 1)", p.Beta2).
 		That(finite(p.Eps) && p.Eps > 0, kernels.ErrValue, "Eps is %g, want a finite value > 0", p.Eps).
 		That(finite(p.WeightDecay) && p.WeightDecay >= 0, kernels.ErrValue, "WeightDecay is %g, want a finite value ≥ 0", p.WeightDecay)
-	if err := c.Err(); err != nil {
-		return 0, err
-	}
-	return param.Len(), nil
 }

@@ -87,6 +87,9 @@ type Backend struct {
 	work      arena  // operations' workspace (workspace)
 	partials  arena  // split-K MatMul's partial products, apart from the workspace that operations composed of MatMul hold
 	transB    arena  // the Hopper tf32 MatMul's B transposed to [N, K]
+	adamw     arena  // AdamWAll's table of parameters (adamwTable)
+	adamwLast []byte // the table last copied into adamw
+
 	flush     devptr // L2-sized buffer for FlushCache
 	capturing bool
 	closed    bool
@@ -591,7 +594,7 @@ func (b *Backend) Close() error {
 		if b.pool != nil {
 			b.pool.Trim()
 		}
-		for _, p := range slices.Concat(b.work.all, b.partials.all, b.transB.all) {
+		for _, p := range slices.Concat(b.work.all, b.partials.all, b.transB.all, b.adamw.all) {
 			b.memFree(p)
 		}
 		if b.flush != 0 {

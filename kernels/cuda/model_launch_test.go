@@ -60,3 +60,38 @@ func TestBERTLaunches(t *testing.T) {
 		})
 	}
 }
+
+// TestBERTTrainLaunches counts the kernels of one training step of the
+// 6-layer BERT of BenchmarkBERTTrain (batch 32, seq 128) on a dry-run H100:
+// the optimiser's update of every parameter, with the float32 masters'
+// 16-bit copies in bf16, is one launch (Ops.AdamWAll) where it was one
+// AdamW per parameter (106) and, in bf16, two casts per parameter.
+func TestBERTTrainLaunches(t *testing.T) {
+	cfg := bert.Train6()
+	for _, p := range []nn.Precision{nn.F32, nn.BF16} {
+		t.Run(p.String(), func(t *testing.T) {
+			var recs []launchRec
+			b := dryRun(9, 0, &recs)
+			tr, err := bert.NewTrainer(b, cfg, bert.Synthetic(1), bert.TrainOptions{Batch: 32, Seq: 128, Opt: bert.DefaultAdamW(), Precision: p})
+			require.NoError(t, err)
+			ids, labels := make([]int32, 32*128), make([]int32, 32*128)
+			for i := range ids {
+				ids[i], labels[i] = int32(1000+i%500), -100
+				if i%7 == 0 {
+					labels[i] = int32(2000 + i%300)
+				}
+			}
+			recs = recs[:0]
+			_, err = tr.Step(bert.Batch{IDs: ids, Labels: labels})
+			require.NoError(t, err)
+			byName := map[string]int{}
+			for _, r := range recs {
+				byName[r.name]++
+			}
+			t.Logf("%d launches: %v", len(recs), byName)
+			assert.Equal(t, 1, byName["adamw_all"], "one launch updates every parameter")
+			assert.Zero(t, byName["adamw_f32"], "no update of a parameter on its own")
+			assert.LessOrEqual(t, byName["cast"], 4, "casts of parameters (the masked-LM head's four are the step's own)")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stretchr/testify/require"
 	"github.com/zbench/zbench/kernels"
@@ -50,7 +51,121 @@ func optimTests() []test {
 	for _, c := range adamwCases() {
 		ts = append(ts, test{name("AdamW", "case", c), func(e *env) { e.adamw(c) }})
 	}
-	return append(ts, test{"AdamW/errors", adamwErrors})
+	for _, dt := range []kernels.DType{kernels.F32, kernels.BF16, kernels.F16} {
+		ts = append(ts, test{name("AdamWAll", "grad", dt), func(e *env) { e.adamwAll(dt) }})
+	}
+	return append(ts, test{"AdamW/errors", adamwErrors}, test{"AdamWAll/errors", adamwAllErrors})
+}
+
+// adamwAll checks one AdamWAll update of three parameters (one element,
+// a matrix, and more elements than a GPU block's chunk) with gradients in
+// dt and, for 16-bit dt, copies in dt: against the float64 reference, and
+// bit for bit against AdamW on each parameter, the gradient widened first.
+func (e *env) adamwAll(dt kernels.DType) {
+	e.Helper()
+	f32 := kernels.F32
+	p := adamwDefaults
+	p.LR, p.Step = 0.01, 3
+	shapes := [][]int{{1}, {31, 17}, {2, 40009}}
+	ps := make([]kernels.AdamWParam, len(shapes))
+	type want struct{ param, m, v []float64 }
+	wants := make([]want, len(shapes))
+	twins := make([]kernels.AdamWParam, len(shapes)) // the same state for AdamW
+	for i, shape := range shapes {
+		param, pv := e.initialOutput(fmt.Sprint("param", i), f32, shape...)
+		grad, gv := e.Input(fmt.Sprint("grad", i), dt, shape...)
+		m, mv := e.initialOutput(fmt.Sprint("m", i), f32, shape...)
+		sq := make([]float64, len(pv))
+		for j := range sq {
+			u := e.rng.Float64()
+			sq[j] = 0.5 * u * u
+		}
+		v, vv := e.initialOutputFrom(fmt.Sprint("v", i), f32, sq, shape...)
+		ps[i] = kernels.AdamWParam{Param: param, Grad: grad, M: m, V: v, NoDecay: i == 0}
+		if dt != f32 {
+			ps[i].Copy = e.Output(dt, shape...)
+		}
+		tp, _ := e.initialOutputFrom(fmt.Sprint("twin param", i), f32, pv, shape...)
+		tg, _ := e.inputFromValues(fmt.Sprint("twin grad", i), f32, gv, shape...)
+		tm, _ := e.initialOutputFrom(fmt.Sprint("twin m", i), f32, mv, shape...)
+		tv, _ := e.initialOutputFrom(fmt.Sprint("twin v", i), f32, vv, shape...)
+		twins[i] = kernels.AdamWParam{Param: tp, Grad: tg, M: tm, V: tv}
+		hp := p
+		if ps[i].NoDecay {
+			hp.WeightDecay = 0
+		}
+		w := want{slices.Clone(pv), slices.Clone(mv), slices.Clone(vv)}
+		refAdamW(w.param, gv, w.m, w.v, hp)
+		wants[i] = w
+	}
+	require.NoError(e, e.b.AdamWAll(ps, p))
+	for i, x := range ps {
+		e.Check("param", x.Param, wants[i].param, 0)
+		e.Check("m", x.M, wants[i].m, 0)
+		e.Check("v", x.V, wants[i].v, 0)
+		if x.Copy != nil {
+			e.Check("copy", x.Copy, wants[i].param, 0)
+		}
+		hp := p
+		if x.NoDecay {
+			hp.WeightDecay = 0
+		}
+		t := twins[i]
+		require.NoError(e, e.b.AdamW(t.Param, t.Grad, t.M, t.V, hp))
+		for _, pair := range [][2]*kernels.Tensor{{x.Param, t.Param}, {x.M, t.M}, {x.V, t.V}} {
+			got, err := kernels.ToFloat32(pair[0])
+			require.NoError(e, err)
+			alone, err := kernels.ToFloat32(pair[1])
+			require.NoError(e, err)
+			require.Equal(e, alone, got, "parameter %d: AdamWAll and AdamW differ", i)
+		}
+		if x.Copy != nil {
+			got, err := kernels.ToFloat32(x.Copy)
+			require.NoError(e, err)
+			alone, err := kernels.ToFloat32(t.Param)
+			require.NoError(e, err)
+			rounded, err := kernels.FromFloat32(e.b, dt, alone, x.Copy.Shape()...)
+			require.NoError(e, err)
+			want, err := kernels.ToFloat32(rounded)
+			require.NoError(e, err)
+			require.NoError(e, e.b.Free(rounded))
+			require.Equal(e, want, got, "parameter %d: the copy is not the update rounded to %v", i, dt)
+		}
+	}
+}
+
+func adamwAllErrors(e *env) {
+	f32 := kernels.F32
+	param, _ := e.Input("param", f32, 5, 3)
+	grad, _ := e.Input("grad", kernels.BF16, 5, 3)
+	m, _ := e.Input("m", f32, 5, 3)
+	v, _ := e.Uniform("v", f32, 0, 1, 5, 3)
+	other, _ := e.Input("other", f32, 5, 3)
+	grad15, _ := e.Input("grad15", f32, 15)
+	copy32, _ := e.Input("copy32", f32, 5, 3)
+	ok := kernels.AdamWParam{Param: param, Grad: grad, M: m, V: v}
+	with := func(f func(x *kernels.AdamWParam)) []kernels.AdamWParam {
+		x := ok
+		f(&x)
+		return []kernels.AdamWParam{x}
+	}
+	call := func(ps []kernels.AdamWParam, f func(p *kernels.AdamWParams)) func() error {
+		p := adamwDefaults
+		if f != nil {
+			f(&p)
+		}
+		return func() error { return e.b.AdamWAll(ps, p) }
+	}
+	e.checkErrors("adamwall", []errCase{
+		{"nil m", kernels.ErrShape, call(with(func(x *kernels.AdamWParam) { x.M = nil }), nil)},
+		{"grad shape", kernels.ErrShape, call(with(func(x *kernels.AdamWParam) { x.Grad = grad15 }), nil)},
+		{"f32 copy", kernels.ErrDType, call(with(func(x *kernels.AdamWParam) { x.Copy = copy32 }), nil)},
+		{"m as v", kernels.ErrValue, call(with(func(x *kernels.AdamWParam) { x.V = m }), nil)},
+		{"a param twice", kernels.ErrValue, call([]kernels.AdamWParam{ok, {Param: param, Grad: grad, M: other, V: copy32}}, nil)},
+		{"step 0", kernels.ErrValue, call([]kernels.AdamWParam{ok}, func(p *kernels.AdamWParams) { p.Step = 0 })},
+	})
+	e.requireOpErr(call(with(func(x *kernels.AdamWParam) { x.Grad = grad15 }), nil)(), kernels.ErrShape, "AdamWAll", "parameter 0's grad")
+	require.NoError(e, e.b.AdamWAll(nil, adamwDefaults), "no parameters: nothing to do")
 }
 
 // refAdamW applies PyTorch's single-tensor AdamW to param, m and v in

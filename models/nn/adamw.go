@@ -35,8 +35,7 @@ type TrainState struct {
 	// float32 training.
 	Masters *TensorSet
 	m1, m2  *TensorSet
-	grad32  []*kernels.Tensor // mixed precision: each parameter's float32 gradient, one tensor per shape shared by the parameters of that shape
-	scratch *TensorSet        // what holds grad32
+	all     []kernels.AdamWParam // every parameter's tensors for AdamWAll, made by the first Update
 	steps   int
 }
 
@@ -54,7 +53,7 @@ func NewMixedTrainState(be kernels.Backend, src Source, params []Param, dt kerne
 		return nil, fmt.Errorf("training in %v: want f32, bf16 or f16: %w", dt, kernels.ErrDType)
 	}
 	s := &TrainState{Params: params, DType: dt, Masters: NewTensorSet(be), Grads: NewTensorSet(be),
-		m1: NewTensorSet(be), m2: NewTensorSet(be), scratch: NewTensorSet(be)}
+		m1: NewTensorSet(be), m2: NewTensorSet(be)}
 	s.Values = s.Masters
 	if dt != kernels.F32 {
 		s.Values = NewTensorSet(be)
@@ -69,7 +68,6 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 	if err := LoadParams(s.Masters, src, s.Params, kernels.F32); err != nil {
 		return err
 	}
-	byShape := map[string]*kernels.Tensor{}
 	for _, p := range s.Params {
 		for _, z := range []struct {
 			set *TensorSet
@@ -93,46 +91,30 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 		if err := be.Cast(v, s.Masters.Get(p.Name)); err != nil {
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
-		key := fmt.Sprint(p.Shape)
-		if byShape[key] == nil {
-			if byShape[key], err = s.scratch.Alloc("", kernels.F32, p.Shape...); err != nil {
-				return err
-			}
-		}
-		s.grad32 = append(s.grad32, byShape[key])
 	}
 	return nil
 }
 
 // Update applies one AdamW step of opt to every parameter from its
-// gradient. Weight decay applies to parameters of two or more dimensions
-// (matrices and embedding tables), not to biases and layer-norm weights.
-// In mixed precision each gradient is converted to float32 first and the
-// updated masters are cast back into Values.
+// gradient, all in one kernels.Ops.AdamWAll. Weight decay applies to
+// parameters of two or more dimensions (matrices and embedding tables),
+// not to biases and layer-norm weights. In mixed precision each gradient
+// is read in its dtype and the updated masters are rounded into Values.
 func (s *TrainState) Update(opt AdamW) error {
 	s.steps++
-	be := s.Masters.be
-	for i, p := range s.Params {
-		hp := kernels.AdamWParams{LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, Step: s.steps}
-		if len(p.Shape) >= 2 {
-			hp.WeightDecay = opt.WeightDecay
-		}
-		master, grad := s.Masters.Get(p.Name), s.Grads.Get(p.Name)
-		if s.DType != kernels.F32 {
-			g32 := s.grad32[i]
-			if err := be.Cast(g32, grad); err != nil {
-				return fmt.Errorf("gradient of %s to float32: %w", p.Name, err)
+	if s.all == nil {
+		for _, p := range s.Params {
+			x := kernels.AdamWParam{Param: s.Masters.Get(p.Name), Grad: s.Grads.Get(p.Name),
+				M: s.m1.Get(p.Name), V: s.m2.Get(p.Name), NoDecay: len(p.Shape) < 2}
+			if s.DType != kernels.F32 {
+				x.Copy = s.Values.Get(p.Name)
 			}
-			grad = g32
+			s.all = append(s.all, x)
 		}
-		if err := be.AdamW(master, grad, s.m1.Get(p.Name), s.m2.Get(p.Name), hp); err != nil {
-			return fmt.Errorf("AdamW %s: %w", p.Name, err)
-		}
-		if s.DType != kernels.F32 {
-			if err := be.Cast(s.Values.Get(p.Name), master); err != nil {
-				return fmt.Errorf("%s to %v: %w", p.Name, s.DType, err)
-			}
-		}
+	}
+	hp := kernels.AdamWParams{LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, Step: s.steps}
+	if err := s.Masters.be.AdamWAll(s.all, hp); err != nil {
+		return fmt.Errorf("AdamW: %w", err)
 	}
 	return nil
 }
@@ -142,7 +124,7 @@ func (s *TrainState) Steps() int { return s.steps }
 
 // Free releases everything.
 func (s *TrainState) Free() error {
-	errs := []error{s.scratch.Free(), s.m2.Free(), s.m1.Free(), s.Grads.Free(), s.Masters.Free()}
+	errs := []error{s.m2.Free(), s.m1.Free(), s.Grads.Free(), s.Masters.Free()}
 	if s.Values != s.Masters {
 		errs = append(errs, s.Values.Free())
 	}
