@@ -85,8 +85,8 @@ type Model struct {
 
 // Load uploads the weights of cfg from src to be in precision prec, each
 // layer's query, key and value weights stacked into one product
-// (stackedParams) and the float linears packed for the backend's products where it packs
-// them (layers.Pack).
+// (stackedParams) and the float linears packed for the backend's products
+// where it packs them (layers.Pack).
 func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Model, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bert: %w", err)
@@ -109,8 +109,14 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 		return &Model{Config: cfg, Precision: prec, be: be, params: s, w: w}, nil
 	}
 	ps, stacked := stackedParams(cfg, src)
-	if err := nn.LoadParams(s, stacked, ps, prec.DType()); err != nil {
-		return nil, errors.Join(err, s.Free())
+	for _, p := range ps {
+		from := src // a checkpoint's tensors stored in the dtype are copied as they are
+		if _, ok := stacked.parts[p.Name]; ok {
+			from = stacked
+		}
+		if err := nn.LoadParam(s, from, p, prec.DType()); err != nil {
+			return nil, errors.Join(err, s.Free())
+		}
 	}
 	if c, ok := src.(*nn.Checkpoint); ok { // a tensor no parameter read is an error
 		if err := c.CheckUnused(); err != nil {
@@ -130,6 +136,10 @@ func Load(be kernels.Backend, cfg Config, src nn.Source, prec nn.Precision) (*Mo
 	return &Model{Config: cfg, Precision: prec, be: be, params: s, w: w}, nil
 }
 
+// qkvNames are the names of a layer's query, key and value linears under
+// encoder.layer.N.attention.self, in their stacked order.
+var qkvNames = [3]string{"query", "key", "value"}
+
 // qkvParam is the name of layer i's stacked query, key and value weight
 // (suffix "weight") or bias ("bias") in a model's tensors: not a checkpoint
 // name.
@@ -137,8 +147,9 @@ func qkvParam(i int, suffix string) string { return layerParam(i, "attention.sel
 
 // stackedParams are the parameters of cfg as Load keeps them: every
 // layer's query, key and value weights and biases stacked (qkvParam), the
-// pooler's, no masked-LM head's; stackedSource supplies them from src.
-func stackedParams(cfg Config, src nn.Source) ([]nn.Param, nn.Source) {
+// pooler's, no masked-LM head's; the stackedSource supplies the stacked
+// ones from src.
+func stackedParams(cfg Config, src nn.Source) ([]nn.Param, stackedSource) {
 	parts := map[string][3]nn.Param{}
 	var ps []nn.Param
 	for _, p := range cfg.Params(true, false) {
@@ -149,7 +160,7 @@ func stackedParams(cfg Config, src nn.Source) ([]nn.Param, nn.Source) {
 		}
 		stacked := qkvParam(i, suffix)
 		three, seen := parts[stacked]
-		three[slices.Index([]string{"query", "key", "value"}, name)] = p
+		three[slices.Index(qkvNames[:], name)] = p
 		parts[stacked] = three
 		if !seen {
 			ps = append(ps, nn.Param{Name: stacked, Shape: append([]int{3 * p.Shape[0]}, p.Shape[1:]...)})
@@ -218,7 +229,7 @@ func (m *Model) splitQKV() error {
 			shape := append([]int{part.t.Shape()[0] / 3}, part.t.Shape()[1:]...)
 			n := len(vals) / 3
 			for j, lin := range lins {
-				t, err := m.params.Upload(layerParam(i, "attention.self."+[3]string{"query", "key", "value"}[j]+"."+part.name),
+				t, err := m.params.Upload(layerParam(i, "attention.self."+qkvNames[j]+"."+part.name),
 					part.t.DType(), vals[j*n:(j+1)*n], shape...)
 				if err != nil {
 					return fmt.Errorf("bert: %w", err)

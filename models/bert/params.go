@@ -40,7 +40,7 @@ func (c Config) Params(pooler, mlm bool) []nn.Param {
 	add("embeddings.token_type_embeddings.weight", c.TypeVocabSize, H)
 	norm("embeddings.LayerNorm")
 	for i := range c.NumHiddenLayers {
-		for _, n := range []string{"query", "key", "value"} {
+		for _, n := range qkvNames {
 			linear(layerParam(i, "attention.self."+n), H, H)
 		}
 		linear(layerParam(i, "attention.output.dense"), H, H)
