@@ -23,9 +23,10 @@
 # appended to OUT as they come (zbench.txt, zbench-wgmma.txt, torch-eager.txt,
 # the tests' logs in tests.txt, Nsight Compute's in ncu.txt: with
 # gpu-session.sh's two, eight files, the most a lent call brings back), so a
-# call cut short still returns everything measured before; OUT/summary.txt says what passed, failed or was skipped or cut,
-# how many results each point gave (0 where the device has no such
-# benchmark), and ends with the steps skipped or cut for time, by name.
+# call cut short still returns everything measured before; OUT/summary.txt
+# says what passed, failed or was skipped or cut, how many results each
+# point gave (0 where the device has no such benchmark), and ends with the
+# steps skipped or cut for time, by name.
 #
 # DEV (default cuda) names the device of the points and PY (python3) the
 # Python with PyTorch: DEV=cpu with a small BUDGET rehearses the call's
