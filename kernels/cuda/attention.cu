@@ -183,6 +183,17 @@ static __device__ __forceinline__ void attn_store(const float (&o)[ND][4], const
     }
 }
 
+// attn_kv_limit is how many keys batch entry b's rows may see at most:
+// keylens[b] clamped to [0, Sk], or Sk without keylens. The first CTA of
+// each batch entry reports a length outside [0, Sk] in lens_err, so that
+// the kernels need no check of their own launched before them.
+static __device__ __forceinline__ int attn_kv_limit(const int* keylens, int* lens_err, int b, int Sk) {
+    if (keylens == nullptr) return Sk;
+    const int x = keylens[b];
+    if ((x < 0 || x > Sk) && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) flag_value(lens_err, x, b);
+    return min(max(x, 0), Sk);
+}
+
 #endif // __CUDA_ARCH__ >= 800
 
 // Element offset of 16-byte chunk c of row r in a swizzled [rows][D] tile.
@@ -210,7 +221,7 @@ template <typename T, int D>
 static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __restrict__ q,
                                                 const T* __restrict__ k, const T* __restrict__ v, AttnStrides st,
                                                 int Hq, int Hkv, int Sq, int Sk, float scale,
-                                                int causal, const int* __restrict__ keylens) {
+                                                int causal, const int* __restrict__ keylens, int* lens_err) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = ATTN_BM;
     constexpr int BN = AttnCfg<D>::BN;
@@ -237,8 +248,7 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)D);
 
     // Keys visible to row i: [0, min(kv_limit, causal ? i + diag + 1 : Sk)).
-    int kv_limit = Sk;
-    if (keylens != nullptr) kv_limit = min(max(keylens[b], 0), Sk);
+    const int kv_limit = attn_kv_limit(keylens, lens_err, b, Sk);
     const int diag = Sk - Sq;
     const int rows = min(BM, Sq - m0);
     // Keys any row of this CTA sees: the last row sees the most.
@@ -461,7 +471,9 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 //     memory, so even d64's 48 KB exceeds the default limit there.
 //   Occupancy: 2 CTAs per SM on A100/H100 (≤ 255 registers, 128 threads).
 // Parameters: out, q, k, v; the strides (ATTN_STRIDE_PARAMS); Hq, Hkv, Sq,
-//   Sk; scale; causal; keylens. The batch size is the grid's.
+//   Sk; scale; causal; keylens; lens_err, the error record where a length
+//   outside [0, Sk] is reported (NULL with keylens NULL). The batch size is
+//   the grid's.
 // Preconditions: q, k, v, out 16-byte aligned (cp.async and 16-byte stores)
 //   and every stride a multiple of 8 elements;
 //   Hkv ≥ 1 and Hq a multiple of Hkv; keylens NULL or int[B] (values are
@@ -471,8 +483,8 @@ static __device__ __forceinline__ void attn_fwd(T* __restrict__ out, const T* __
 #define ATTN_KERNEL(NAME, T, D)                                                                         \
     extern "C" __global__ void __launch_bounds__(ATTN_THREADS, 2)                                       \
         NAME(T* out, const T* q, const T* k, const T* v, ATTN_STRIDE_PARAMS, int Hq, int Hkv, int Sq,   \
-             int Sk, float scale, int causal, const int* keylens) {                                     \
-        attn_fwd<T, D>(out, q, k, v, ATTN_STRIDES, Hq, Hkv, Sq, Sk, scale, causal, keylens);            \
+             int Sk, float scale, int causal, const int* keylens, int* lens_err) {                      \
+        attn_fwd<T, D>(out, q, k, v, ATTN_STRIDES, Hq, Hkv, Sq, Sk, scale, causal, keylens, lens_err);  \
     }
 
 ATTN_KERNEL(flash_attn_fwd_f16_d64, __half, 64)
@@ -592,7 +604,7 @@ template <typename T, int D>
 __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorMap* tmK, const CUtensorMap* tmV,
                                          T* __restrict__ out, long long o_row, long long o_head, long long o_batch,
                                          int Hq, int Hkv, int Sq, int Sk, float scale, int causal,
-                                         const int* __restrict__ keylens) {
+                                         const int* __restrict__ keylens, int* lens_err) {
     constexpr int STAGES = fa90_stages<D>(), PANELS = D / 64, ND = D / 8, NS = FA90_BN / 8;
     constexpr int KV_BYTES = FA90_BN * D * 2, STAGE_BYTES = 2 * KV_BYTES, Q_BYTES = FA90_BM * D * 2;
     extern __shared__ uint8_t fa90_dyn[];
@@ -604,8 +616,7 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
     const int m0 = ((int)gridDim.x - 1 - (int)blockIdx.x) * FA90_BM;
     const int h = blockIdx.y, b = blockIdx.z, hk = h / (Hq / Hkv);
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)D);
-    int kv_limit = Sk;
-    if (keylens != nullptr) kv_limit = min(max(keylens[b], 0), Sk);
+    const int kv_limit = attn_kv_limit(keylens, lens_err, b, Sk);
     const int diag = Sk - Sq, rows = min(FA90_BM, Sq - m0);
     int kv_end = kv_limit; // keys any row of the CTA sees
     if (causal) kv_end = min(kv_end, m0 + rows + diag);
@@ -757,7 +768,7 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
 // mma.sync kernels.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FA90_BODY(T, D) \
-    fa90_fwd<T, D>(&tmQ, &tmK, &tmV, out, o_row, o_head, o_batch, Hq, Hkv, Sq, Sk, scale, causal, keylens);
+    fa90_fwd<T, D>(&tmQ, &tmK, &tmV, out, o_row, o_head, o_batch, Hq, Hkv, Sq, Sk, scale, causal, keylens, lens_err);
 #else
 #define FA90_BODY(T, D) __trap();
 #endif
@@ -766,7 +777,8 @@ __device__ __forceinline__ void fa90_fwd(const CUtensorMap* tmQ, const CUtensorM
     extern "C" __global__ void __launch_bounds__(FA90_THREADS, 1)                                                 \
         NAME(const __grid_constant__ CUtensorMap tmQ, const __grid_constant__ CUtensorMap tmK,                    \
              const __grid_constant__ CUtensorMap tmV, T* out, long long o_row, long long o_head,                 \
-             long long o_batch, int Hq, int Hkv, int Sq, int Sk, float scale, int causal, const int* keylens) {  \
+             long long o_batch, int Hq, int Hkv, int Sq, int Sk, float scale, int causal, const int* keylens,    \
+             int* lens_err) {                                                                             \
         FA90_BODY(T, D)                                                                                           \
     }
 

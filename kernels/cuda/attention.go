@@ -47,11 +47,11 @@ func (b *Backend) Attention(out, q, k, v *kernels.Tensor, p kernels.AttentionPar
 	if err != nil {
 		return err
 	}
-	if err := b.checkKeyLens(checkAttentionLens, p, d.Sk); err != nil {
+	dt := q.DType()
+	if ok, err := b.flash(contiguousLayout(ptrOf(out), ptrOf(q), ptrOf(k), ptrOf(v), d), dt, d, p, checkAttentionLens); ok {
 		return wrap("Attention", err)
 	}
-	dt := q.DType()
-	if ok, err := b.flash(contiguousLayout(ptrOf(out), ptrOf(q), ptrOf(k), ptrOf(v), d), dt, d, p); ok {
+	if err := b.checkKeyLens(checkAttentionLens, p, d.Sk); err != nil {
 		return wrap("Attention", err)
 	}
 	return wrap("Attention", b.attentionByParts(out, q, k, v, d, p))
@@ -67,11 +67,11 @@ func (b *Backend) AttentionPacked(out, qkv *kernels.Tensor, p kernels.AttentionP
 	if err != nil {
 		return err
 	}
-	if err := b.checkKeyLens(checkAttentionLens, p, d.Sk); err != nil {
+	dt := qkv.DType()
+	if ok, err := b.flash(packedLayout(ptrOf(out), ptrOf(qkv), d, int64(dt.Size())), dt, d, p, checkAttentionPackedLens); ok {
 		return wrap("AttentionPacked", err)
 	}
-	dt := qkv.DType()
-	if ok, err := b.flash(packedLayout(ptrOf(out), ptrOf(qkv), d, int64(dt.Size())), dt, d, p); ok {
+	if err := b.checkKeyLens(checkAttentionPackedLens, p, d.Sk); err != nil {
 		return wrap("AttentionPacked", err)
 	}
 	return wrap("AttentionPacked", b.attentionPackedByParts(out, qkv, d, p))
@@ -153,19 +153,25 @@ func packedLayout(out, qkv devptr, d kernels.AttentionDims, es int64) attnLayout
 // flash runs attention over l on a flash-attention kernel and reports
 // whether one takes the call: 16-bit, head dimension 64 or 128, compute
 // capability 8.0 and newer (flash_attn_fwd_*), or flash_attn_sm90_* on
-// Hopper where FlashEnv chose it.
-func (b *Backend) flash(l attnLayout, dt kernels.DType, d kernels.AttentionDims, p kernels.AttentionParams) (bool, error) {
+// Hopper where FlashEnv chose it. The kernel reports a key length outside
+// [0, Sk] in check c's record itself.
+func (b *Backend) flash(l attnLayout, dt kernels.DType, d kernels.AttentionDims, p kernels.AttentionParams, c deviceCheck) (bool, error) {
 	if dt == kernels.F32 {
 		return false, nil
 	}
+	var lensErr devptr
+	if p.KeyLens != nil {
+		lensErr = b.errorSlot(c, d.Sk)
+	}
 	grid := dim3{x: (d.Sq + 127) / 128, y: d.Hq, z: d.B}
 	if smem, ok := flashSM90Smem[d.D]; ok && b.info.Attention == "wgmma" {
-		return true, b.flashSM90(l, dt, d, p, grid, smem)
+		return true, b.flashSM90(l, dt, d, p, grid, smem, lensErr)
 	}
 	if smem, ok := flashSmem[d.D]; ok && b.major >= 8 {
 		return true, b.launch(fmt.Sprintf("flash_attn_fwd_%s_d%d", dt, d.D), grid, dim3{x: 128}, smem,
 			l.out, l.q, l.k, l.v, l.qRow, l.qHead, l.qBatch, l.kvRow, l.kvHead, l.kvBatch, l.oRow, l.oHead, l.oBatch,
-			int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk), kernels.AttentionScale(p, d), int32(boolInt(p.Causal)), ptrOf(p.KeyLens))
+			int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk), kernels.AttentionScale(p, d), int32(boolInt(p.Causal)),
+			ptrOf(p.KeyLens), lensErr)
 	}
 	return false, nil
 }
@@ -188,7 +194,7 @@ func flashSM90Specs(l attnLayout, d kernels.AttentionDims, es uint64) [3]tensorM
 
 // flashSM90 runs attention over l on flash_attn_sm90_*, smem bytes of
 // shared memory, one CTA of grid per 128 query rows of a head.
-func (b *Backend) flashSM90(l attnLayout, dt kernels.DType, d kernels.AttentionDims, p kernels.AttentionParams, grid dim3, smem int) error {
+func (b *Backend) flashSM90(l attnLayout, dt kernels.DType, d kernels.AttentionDims, p kernels.AttentionParams, grid dim3, smem int, lensErr devptr) error {
 	specs := flashSM90Specs(l, d, uint64(dt.Size()))
 	var maps [3]tensorMap
 	var errs [3]error
@@ -204,7 +210,7 @@ func (b *Backend) flashSM90(l attnLayout, dt kernels.DType, d kernels.AttentionD
 	}
 	return b.launch(fmt.Sprintf("flash_attn_sm90_%s_d%d", dt, d.D), grid, dim3{x: 384}, smem,
 		maps[0], maps[1], maps[2], l.out, l.oRow, l.oHead, l.oBatch, int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk),
-		kernels.AttentionScale(p, d), int32(boolInt(p.Causal)), ptrOf(p.KeyLens))
+		kernels.AttentionScale(p, d), int32(boolInt(p.Causal)), ptrOf(p.KeyLens), lensErr)
 }
 
 // AttentionBackward computes dq, dk, dv by recomputing the probabilities

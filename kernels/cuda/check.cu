@@ -10,11 +10,6 @@
 extern "C" __global__ void check_range(const int* v, long long n, int lo, int hi, int except, int* err) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         int x = v[i];
-        if ((x < lo || x >= hi) && x != except) {
-            if (atomicCAS(err, 0, 1) == 0) {
-                err[1] = x;
-                err[2] = (int)i;
-            }
-        }
+        if ((x < lo || x >= hi) && x != except) flag_value(err, x, i);
     }
 }

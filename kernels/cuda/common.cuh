@@ -16,6 +16,16 @@
 // dtype on store, round to nearest even (as kernels.F16FromFloat32 and
 // kernels.BF16FromFloat32 do; overflow gives ±Inf).
 
+// flag_value records x, found at position i, in the error record err (4
+// ints: flag, value, position, unused) unless an error is recorded there
+// already; the host reports it at the next Sync (kernels/cuda/cuda.go).
+__device__ __forceinline__ void flag_value(int* err, int x, long long i) {
+    if (atomicCAS(err, 0, 1) == 0) {
+        err[1] = x;
+        err[2] = (int)i;
+    }
+}
+
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

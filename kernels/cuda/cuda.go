@@ -445,6 +445,7 @@ const (
 	checkCrossEntropyBackward
 	checkSoftmaxLens
 	checkAttentionLens
+	checkAttentionPackedLens
 	checkAttentionBackwardLens
 	checkCacheWriteStart
 	checkCachedAttentionLens
@@ -468,6 +469,7 @@ var checkNames = [numChecks]struct {
 	checkCrossEntropyBackward:  {"CrossEntropyBackward", "targets", "[0, %d) and not " + strconv.Itoa(kernels.IgnoreIndex), false},
 	checkSoftmaxLens:           {"Softmax", "KeyLens", "[0, %d]", false},
 	checkAttentionLens:         {"Attention", "KeyLens", "[0, %d]", false},
+	checkAttentionPackedLens:   {"AttentionPacked", "KeyLens", "[0, %d]", false},
 	checkAttentionBackwardLens: {"AttentionBackward", "KeyLens", "[0, %d]", false},
 	checkCacheWriteStart:       {"CacheWrite", "start", "[0, %d] (the cache's length less the new positions)", false},
 	checkCachedAttentionLens:   {"CachedAttention", "lens", "[the query count, %d]", false},

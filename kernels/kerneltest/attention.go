@@ -380,6 +380,15 @@ func attentionErrors(e *env) {
 	e.requireOpErr(e.b.AttentionPacked(e.Output(kernels.F16, 2, 3, 4, 8), qkv, p), kernels.ErrDType, "AttentionPacked", "out")
 	e.requireOpErr(e.b.AttentionPacked(po, qkv, kernels.AttentionParams{KeyLens: lens3}), kernels.ErrShape, "AttentionPacked", "KeyLens")
 	e.requireDataErr(e.b.AttentionPacked(po, qkv, kernels.AttentionParams{KeyLens: lensBad}), kernels.ErrValue, "AttentionPacked", "KeyLens", "5")
+	// The same in bfloat16 with heads of 64, which a GPU's flash kernels
+	// take, checking the lengths themselves.
+	bq, _ := e.Input("bq", kernels.BF16, 2, 4, 3, 64)
+	bk, _ := e.Input("bk", kernels.BF16, 2, 2, 4, 64)
+	e.requireDataErr(e.b.Attention(e.Output(kernels.BF16, 2, 4, 3, 64), bq, bk, bk, kernels.AttentionParams{KeyLens: lensBad}),
+		kernels.ErrValue, "Attention", "KeyLens", "5")
+	bqkv, _ := e.Input("bqkv", kernels.BF16, 2, 3, 8, 64)
+	e.requireDataErr(e.b.AttentionPacked(e.Output(kernels.BF16, 2, 3, 4, 64), bqkv, kernels.AttentionParams{KeyLens: lensBad}),
+		kernels.ErrValue, "AttentionPacked", "KeyLens", "5")
 
 	dq, dk, dv := e.Output(f32, 2, 4, 3, 8), e.Output(f32, 2, 2, 5, 8), e.Output(f32, 2, 2, 5, 8)
 	require.NoError(e, e.b.AttentionBackward(dq, dk, dv, q, q, k, v, p))
