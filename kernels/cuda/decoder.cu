@@ -56,32 +56,40 @@ __device__ __forceinline__ bshd split_bshd(long long i, int s, int h, int d) {
 }
 
 // cache_write: cache [B, H, T, D] ← x [B, S, H, D] from start[b]. A start
-// out of range (reported by check_range before) writes nothing.
+// out of range writes nothing and is recorded in start_err (value, b) by
+// the thread of the sequence's first element.
 template <typename T>
-__device__ void cache_write_impl(T* cache, const T* x, const int* start, int bsz, int s, int h, int t, int d) {
+__device__ void cache_write_impl(T* cache, const T* x, const int* start, int bsz, int s, int h, int t, int d,
+                                 int* start_err) {
     const long long n = (long long)bsz * s * h * d;
     for (long long i = grid_tid(); i < n; i += grid_stride()) {
         const bshd e = split_bshd(i, s, h, d);
         const int b = e.b, ss = e.s, hh = e.h, k = e.d;
         const int p = start[b] + ss;
-        if (start[b] < 0 || start[b] > t - s) continue;
+        if (start[b] < 0 || start[b] > t - s) {
+            if (ss == 0 && hh == 0 && k == 0) flag_value(start_err, start[b], b);
+            continue;
+        }
         cache[(((long long)b * h + hh) * t + p) * d + k] = x[i];
     }
 }
 
 // paged_cache_write: pool [N, H, P, D] ← x [B, S, H, D] at positions
 // start[b] + s of sequence b, position p in row p mod P of block
-// table[b, p / P]. A start out of range (reported by check_range before)
-// writes nothing; a block outside [0, N) is recorded in err (flag, value,
-// b, the table's column) and not written.
+// table[b, p / P]. A start out of range writes nothing and is recorded in
+// start_err as cache_write records it; a block outside [0, N) is recorded
+// in err (flag, value, b, the table's column) and not written.
 template <typename T>
 __device__ void paged_cache_write_impl(T* pool, const T* x, const int* table, const int* start, int bsz, int s,
-                                       int h, int d, int nblk, int p, int m, int* err) {
+                                       int h, int d, int nblk, int p, int m, int* err, int* start_err) {
     const long long n = (long long)bsz * s * h * d;
     for (long long i = grid_tid(); i < n; i += grid_stride()) {
         const bshd e = split_bshd(i, s, h, d);
         const int b = e.b, ss = e.s, hh = e.h, k = e.d;
-        if (start[b] < 0 || start[b] > m * p - s) continue;
+        if (start[b] < 0 || start[b] > m * p - s) {
+            if (ss == 0 && hh == 0 && k == 0) flag_value(start_err, start[b], b);
+            continue;
+        }
         const int pos = start[b] + ss;
         const int j = pos / p;
         const int blk = table[(long long)b * m + j];
@@ -106,7 +114,8 @@ __device__ void paged_cache_write_impl(T* pool, const T* x, const int* table, co
 // its chunks. With PAGED, the keys and values are in pools [N, Hkv, P, D],
 // key j of sequence b in row j mod P of block table[b, j / P] (t = M·P); a
 // block outside [0, N) is recorded in err as paged_cache_write records it,
-// and its keys are skipped.
+// and its keys are skipped. A length outside [Sq, t] is clamped into it and
+// recorded in lens_err (value, b) by one thread of the sequence's blocks.
 
 #define DEC_WARPS 4
 #define DEC_PER_LANE 8 // D ≤ 32·8
@@ -114,7 +123,7 @@ __device__ void paged_cache_write_impl(T* pool, const T* x, const int* table, co
 template <typename T, bool PAGED>
 __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, const int* lens, float* part_o,
                                          float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,
-                                         float scale, const int* table, int nblk, int p, int* err) {
+                                         float scale, const int* table, int nblk, int p, int* err, int* lens_err) {
     __shared__ float sh_m[DEC_WARPS], sh_l[DEC_WARPS];
     __shared__ float sh_o[DEC_WARPS][32 * DEC_PER_LANE];
     const int c = blockIdx.y, nchunks = gridDim.y;
@@ -125,7 +134,8 @@ __device__ void attn_decode_partial_impl(const T* q, const T* k, const T* v, con
     const int b = (int)(bh / hq);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int n = lens[b];
-    n = n < sq ? sq : (n > t ? t : n); // out of range was reported; stay in bounds
+    if ((n < sq || n > t) && threadIdx.x == 0 && c == 0 && s == 0 && head == 0) flag_value(lens_err, n, b);
+    n = n < sq ? sq : (n > t ? t : n); // out of range: reported, and stay in bounds
     const int visible = n - sq + s + 1;
     const int lo = c * chunk, hi = min(lo + chunk, visible);
     const int kvh = head / (hq / hkv);
@@ -281,27 +291,27 @@ __device__ void argmax_impl(int* out, const T* x, int n) {
         swiglu_impl<T>(out, gate, up, n);                                                                    \
     }                                                                                                        \
     extern "C" __global__ void cache_write_##SUF(T* cache, const T* x, const int* start, int b, int s, int h, \
-                                                 int t, int d) {                                             \
-        cache_write_impl<T>(cache, x, start, b, s, h, t, d);                                                 \
+                                                 int t, int d, int* start_err) {                             \
+        cache_write_impl<T>(cache, x, start, b, s, h, t, d, start_err);                                      \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * DEC_WARPS)                                             \
         attn_decode_partial_##SUF(const T* q, const T* k, const T* v, const int* lens, float* part_o,       \
                                   float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,          \
-                                  float scale) {                                                             \
+                                  float scale, int* lens_err) {                                              \
         attn_decode_partial_impl<T, false>(q, k, v, lens, part_o, part_ml, hq, hkv, sq, t, d, chunk, scale, \
-                                           nullptr, 0, 1, nullptr);                                          \
+                                           nullptr, 0, 1, nullptr, lens_err);                                \
     }                                                                                                        \
     extern "C" __global__ void paged_cache_write_##SUF(T* pool, const T* x, const int* table, const int* start, \
                                                        int b, int s, int h, int d, int n, int p, int m,         \
-                                                       int* err) {                                              \
-        paged_cache_write_impl<T>(pool, x, table, start, b, s, h, d, n, p, m, err);                          \
+                                                       int* err, int* start_err) {                              \
+        paged_cache_write_impl<T>(pool, x, table, start, b, s, h, d, n, p, m, err, start_err);               \
     }                                                                                                        \
     extern "C" __global__ void __launch_bounds__(32 * DEC_WARPS)                                             \
         paged_attn_decode_partial_##SUF(const T* q, const T* k, const T* v, const int* lens, float* part_o, \
                                         float* part_ml, int hq, int hkv, int sq, int t, int d, int chunk,    \
-                                        float scale, const int* table, int n, int p, int* err) {             \
+                                        float scale, const int* table, int n, int p, int* err, int* lens_err) { \
         attn_decode_partial_impl<T, true>(q, k, v, lens, part_o, part_ml, hq, hkv, sq, t, d, chunk, scale,  \
-                                          table, n, p, err);                                                 \
+                                          table, n, p, err, lens_err);                                       \
     }                                                                                                        \
     extern "C" __global__ void attn_decode_combine_##SUF(T* out, const float* part_o, const float* part_ml,  \
                                                          int nchunks, int d) {                               \

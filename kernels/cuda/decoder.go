@@ -39,13 +39,10 @@ func (b *Backend) CacheWrite(cache, x, start *kernels.Tensor) error {
 	if err != nil {
 		return err
 	}
-	hi := int32(g.T - g.S + 1)
-	if err := b.checkRange(checkCacheWriteStart, start, 0, hi, 0, g.T-g.S); err != nil {
-		return wrap("CacheWrite", err)
-	}
 	n := int64(g.B) * int64(g.S) * int64(g.H) * int64(g.D)
 	return wrap("CacheWrite", b.launch("cache_write_"+x.DType().String(), b.gridFor(n), dim3{x: block}, 0,
-		ptrOf(cache), ptrOf(x), ptrOf(start), int32(g.B), int32(g.S), int32(g.H), int32(g.T), int32(g.D)))
+		ptrOf(cache), ptrOf(x), ptrOf(start), int32(g.B), int32(g.S), int32(g.H), int32(g.T), int32(g.D),
+		b.errorSlot(checkCacheWriteStart, g.T-g.S)))
 }
 
 // decodeMaxD is the widest head the cached attention kernel holds in
@@ -72,9 +69,6 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 	if g.D > decodeMaxD {
 		return fmt.Errorf("cuda: CachedAttention: head dimension %d > %d: %w", g.D, decodeMaxD, kernels.ErrUnsupported)
 	}
-	if err := b.checkRange(checkCachedAttentionLens, lens, int32(g.Sq), int32(g.T+1), int32(g.Sq), g.T); err != nil {
-		return wrap("CachedAttention", err)
-	}
 	sp, err := b.splitDecode(g.B*g.Hq*g.Sq, g.T, g.D)
 	if err != nil {
 		return wrap("CachedAttention", err)
@@ -82,7 +76,8 @@ func (b *Backend) CachedAttention(out, q, k, v, lens *kernels.Tensor, scale floa
 	dt := q.DType().String()
 	if err := b.launch("attn_decode_partial_"+dt, sp.grid(), dim3{x: 128}, 0,
 		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), sp.partO, sp.partML,
-		int32(g.Hq), int32(g.Hkv), int32(g.Sq), int32(g.T), int32(g.D), int32(sp.chunk), g.Scale); err != nil {
+		int32(g.Hq), int32(g.Hkv), int32(g.Sq), int32(g.T), int32(g.D), int32(sp.chunk), g.Scale,
+		b.errorSlot(checkCachedAttentionLens, g.T)); err != nil {
 		return wrap("CachedAttention", err)
 	}
 	return wrap("CachedAttention", b.decodeCombine(out, sp, g.D))

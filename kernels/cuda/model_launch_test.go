@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zbench/zbench/models/bert"
+	"github.com/zbench/zbench/models/llama"
 	"github.com/zbench/zbench/models/nn"
 )
 
@@ -94,4 +95,37 @@ func TestBERTTrainLaunches(t *testing.T) {
 			assert.LessOrEqual(t, byName["cast"], 4, "casts of parameters (the masked-LM head's four are the step's own)")
 		})
 	}
+}
+
+// TestLlamaDecodeLaunches counts the kernels of one bf16 decode step of
+// TinyLlama's layers at batch 1 on a dry-run H100, which a graph replays: a
+// layer is 16
+// launches (two RMSNorms, seven matrix-vector products, RoPE of the query
+// and of the key, the key's and the value's cache writes, the two passes
+// of the cached attention, SwiGLU), and the kernels check the start
+// positions and lengths they read themselves, with no check_range before
+// them.
+func TestLlamaDecodeLaunches(t *testing.T) {
+	var recs []launchRec
+	b := dryRun(9, 0, &recs)
+	cfg := llama.TinyLlama()
+	cfg.NumHiddenLayers = 2 // the count is per layer; TinyLlama's 22 only take longer to make
+	m, err := llama.Load(b, cfg, llama.Synthetic(1), nn.BF16)
+	require.NoError(t, err)
+	s, err := m.NewSession(1, 600)
+	require.NoError(t, err)
+	prompt := make([]int, 512)
+	for i := range prompt {
+		prompt[i] = 100 + i
+	}
+	require.NoError(t, s.Prefill([][]int{prompt}))
+	recs = recs[:0]
+	require.NoError(t, s.Decode([]int{5}))
+	byName := map[string]int{}
+	for _, r := range recs {
+		byName[r.name]++
+	}
+	t.Logf("%d launches: %v", len(recs), byName)
+	assert.Zero(t, byName["check_range"], "lengths and starts checked apart")
+	assert.LessOrEqual(t, len(recs), 16*cfg.NumHiddenLayers+4, "launches of a decode step: the layers', the embedding's, the last RMSNorm and the logits'")
 }

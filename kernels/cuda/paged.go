@@ -19,14 +19,11 @@ func (b *Backend) PagedCacheWrite(pool, x, table, start *kernels.Tensor) error {
 	if err != nil {
 		return err
 	}
-	last := g.M*g.P - g.S
-	if err := b.checkRange(checkPagedCacheWriteStart, start, 0, int32(last+1), 0, last); err != nil {
-		return wrap("PagedCacheWrite", err)
-	}
 	n := int64(g.B) * int64(g.S) * int64(g.H) * int64(g.D)
 	return wrap("PagedCacheWrite", b.launch("paged_cache_write_"+x.DType().String(), b.gridFor(n), dim3{x: block}, 0,
 		ptrOf(pool), ptrOf(x), ptrOf(table), ptrOf(start), int32(g.B), int32(g.S), int32(g.H), int32(g.D),
-		int32(g.N), int32(g.P), int32(g.M), b.errorSlot(checkPagedCacheWriteTable, g.N)))
+		int32(g.N), int32(g.P), int32(g.M), b.errorSlot(checkPagedCacheWriteTable, g.N),
+		b.errorSlot(checkPagedCacheWriteStart, g.M*g.P-g.S)))
 }
 
 // PagedAttention is CachedAttention's two passes with the keys and values
@@ -42,9 +39,6 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 		return fmt.Errorf("cuda: PagedAttention: head dimension %d > %d: %w", g.D, decodeMaxD, kernels.ErrUnsupported)
 	}
 	t := g.M * g.P
-	if err := b.checkRange(checkPagedAttentionLens, lens, int32(g.Sq), int32(t+1), int32(g.Sq), t); err != nil {
-		return wrap("PagedAttention", err)
-	}
 	sp, err := b.splitDecode(g.B*g.Hq*g.Sq, t, g.D)
 	if err != nil {
 		return wrap("PagedAttention", err)
@@ -52,7 +46,8 @@ func (b *Backend) PagedAttention(out, q, k, v, table, lens *kernels.Tensor, scal
 	if err := b.launch("paged_attn_decode_partial_"+q.DType().String(), sp.grid(), dim3{x: 128}, 0,
 		ptrOf(q), ptrOf(k), ptrOf(v), ptrOf(lens), sp.partO, sp.partML,
 		int32(g.Hq), int32(g.H), int32(g.Sq), int32(t), int32(g.D), int32(sp.chunk), g.Scale,
-		ptrOf(table), int32(g.N), int32(g.P), b.errorSlot(checkPagedAttentionTable, g.N)); err != nil {
+		ptrOf(table), int32(g.N), int32(g.P), b.errorSlot(checkPagedAttentionTable, g.N),
+		b.errorSlot(checkPagedAttentionLens, t)); err != nil {
 		return wrap("PagedAttention", err)
 	}
 	return wrap("PagedAttention", b.decodeCombine(out, sp, g.D))
