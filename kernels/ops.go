@@ -117,6 +117,13 @@ type Ops interface {
 	// [batch…, M, N] (with transposes, a is [batch…, K, M] and b
 	// [batch…, N, K]). b may be 2-D and is then shared by every batch.
 	MatMul(out, a, b *Tensor, p MatMulParams) error
+	// MatMulShared multiplies one input by several linear layers' weights:
+	// outs[i] = a·bs[i]ᵀ for every i, each as MatMul with TransB alone
+	// would (no bias, activation or accumulation), a [rows…, K], bs[i]
+	// [N_i, K] and outs[i] [rows…, N_i], all of a's dtype. A layer's query,
+	// key and value projections, or its gate and up ones, are then one
+	// launch where a backend can.
+	MatMulShared(outs []*Tensor, a *Tensor, bs []*Tensor) error
 	// Add sets out = a + b; b has a's shape or a suffix of it (broadcast).
 	Add(out, a, b *Tensor) error
 	// Scale sets out = s·x.

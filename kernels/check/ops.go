@@ -21,6 +21,30 @@ type MatMulDims struct {
 	SharedB bool
 }
 
+// MatMulShared validates the arguments of kernels.Ops.MatMulShared: as
+// many outputs as weights, at least one, each output and weight as MatMul
+// with TransB takes them, every weight 2-D; it returns each product's
+// geometry.
+func MatMulShared(op string, be kernels.Backend, outs []*kernels.Tensor, a *kernels.Tensor, bs []*kernels.Tensor) ([]MatMulDims, error) {
+	if err := Op(op).That(len(outs) == len(bs) && len(bs) > 0, kernels.ErrShape,
+		"%d outputs for %d weights, want as many and at least one", len(outs), len(bs)).Err(); err != nil {
+		return nil, err
+	}
+	ds := make([]MatMulDims, len(bs))
+	for i := range bs {
+		d, err := MatMul(fmt.Sprintf("%s (product %d)", op, i), be, outs[i], a, bs[i], kernels.MatMulParams{TransB: true})
+		if err != nil {
+			return nil, err
+		}
+		if err := Op(op).That(len(bs[i].Shape()) == 2, kernels.ErrShape,
+			"weight %d has shape %v, want [N, K]", i, bs[i].Shape()).Err(); err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	return ds, nil
+}
+
 // MatMul validates the arguments of kernels.Ops.MatMul: a [batch…, M, K]
 // (transposed [batch…, K, M]) of a float dtype, b [batch…, K, N] or [K, N]
 // (transposed [.., N, K]), out [batch…, M, N], the optional bias [N], all of

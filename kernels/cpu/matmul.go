@@ -15,6 +15,19 @@ import (
 // blocks of 64×64 outputs.
 const smallGemm = 1 << 21
 
+// MatMulShared runs MatMul with TransB for each weight in turn.
+func (b *Backend) MatMulShared(outs []*kernels.Tensor, a *kernels.Tensor, bs []*kernels.Tensor) error {
+	if _, err := check.MatMulShared("cpu: MatMulShared", b, outs, a, bs); err != nil {
+		return err
+	}
+	for i := range bs {
+		if err := b.MatMul(outs[i], a, bs[i], kernels.MatMulParams{TransB: true}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // MatMul sets out = act(alpha·op(a)·op(b) + beta·out + bias) through blas32.
 // a is [batch…, M, K] ([batch…, K, M] with TransA), b has the same batch
 // dimensions or none (shared by every batch), out is [batch…, M, N] and bias

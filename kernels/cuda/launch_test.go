@@ -93,6 +93,16 @@ func dryOps(t *testing.T, b *Backend) {
 			func() error { // a decode step's projection: one row, added to the residual
 				return b.MatMul(a(dt, 1, 64), a(dt, 1, 256), a(dt, 64, 256), kernels.MatMulParams{TransB: true, Beta: 1})
 			},
+			func() error { // a decode step's query, key and value in one launch (16-bit)
+				return b.MatMulShared([]*kernels.Tensor{a(dt, 1, 64), a(dt, 1, 16), a(dt, 1, 16)}, a(dt, 1, 256),
+					[]*kernels.Tensor{a(dt, 64, 256), a(dt, 16, 256), a(dt, 16, 256)})
+			},
+			func() error { // gate and up of three rows
+				return b.MatMulShared([]*kernels.Tensor{a(dt, 3, 40), a(dt, 3, 40)}, a(dt, 3, 64), []*kernels.Tensor{a(dt, 40, 64), a(dt, 40, 64)})
+			},
+			func() error { // five rows: one product at a time
+				return b.MatMulShared([]*kernels.Tensor{a(dt, 5, 40), a(dt, 5, 40)}, a(dt, 5, 64), []*kernels.Tensor{a(dt, 40, 64), a(dt, 40, 64)})
+			},
 			func() error { // eight sequences' decode step as a batch sharing the weight
 				return b.MatMul(a(dt, 2, 4, 64), a(dt, 2, 4, 256), a(dt, 64, 256), kernels.MatMulParams{TransB: true, Bias: y})
 			},
@@ -231,7 +241,8 @@ func TestLaunchSignatures(t *testing.T) {
 			must := []string{"matmul_f32", "matmul_splitk_f32", "splitk_reduce_f32", "cast", "check_range", "softmax_f16", "embedding_backward_bf16", "layernorm_param_grads_f32",
 				"swap_axes_u16", "swap_axes_u32", "swap_axes_u64", "swap_axes_u128", "split_heads_u128", "adamw_f32", "adamw_all",
 				"rope_bf16", "swiglu_f16", "cache_write_f32", "attn_decode_partial_bf16", "attn_decode_combine_f16", "argmax_f32",
-				"matmul_gemv1_f16", "matmul_gemv4_bf16", "matmul_gemv8_f16", "matmul_gemv1_bf16"}
+				"matmul_gemv1_f16", "matmul_gemv4_bf16", "matmul_gemv8_f16", "matmul_gemv1_bf16",
+				"matmul_gemv1_shared_f16", "matmul_gemv4_shared_bf16"}
 			must = append(must, visionMust(cc[0])...)
 			must = append(must, quantMust(cc[0])...)
 			must = append(must, quantConvMust(cc[0])...)

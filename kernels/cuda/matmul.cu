@@ -740,7 +740,7 @@ __device__ __forceinline__ void tc_gemm(T* c, const T* __restrict__ a, const T* 
 // A decode step's product of M <= R rows with a linear layer's [N, K]
 // weight is bound by reading the weight once; the tile kernels give it a
 // block per 128 (Hopper: 256) columns, too few blocks to keep the memory
-// system busy. Here warp w of block x computes columns n0 = 2(4x + w) and
+// system busy. Here warp w of block blk computes columns n0 = 2(4·blk + w) and
 // n0 + 1 for all M rows: each lane reads 16-byte chunks (8 elements) of the
 // two columns' rows of b, chunk lane, lane + 32, ..., the next chunk's while
 // it multiplies this one's with the M rows of a (16-byte loads, L1/L2
@@ -752,10 +752,10 @@ constexpr int GV_WARPS = 4, GV_COLS = 2, GV_THREADS = 32 * GV_WARPS, GV_VEC = 8;
 template <typename T, int R>
 __device__ __forceinline__ void gemv(T* c, const T* __restrict__ a, const T* __restrict__ b,
                                      const T* __restrict__ bias, int M, int N, int K, float alpha, float beta,
-                                     int act) {
+                                     int act, long long blk) {
     constexpr int NC = GV_COLS;
     const int lane = threadIdx.x & 31;
-    const long long n0 = ((long long)blockIdx.x * GV_WARPS + (threadIdx.x >> 5)) * NC;
+    const long long n0 = (blk * GV_WARPS + (threadIdx.x >> 5)) * NC;
     if (n0 >= N) return; // whole warps
     const T* br[NC];
 #pragma unroll
@@ -884,7 +884,30 @@ extern "C" __global__ void __launch_bounds__(mm::TC_THREADS) matmul_tf32(MM_PARA
         float alpha, float beta, int act
 #define MM_GEMV(R, SUF, T)                                                                                  \
     extern "C" __global__ void __launch_bounds__(mm::GV_THREADS) matmul_gemv##R##_##SUF(MM_GEMV_PARAMS(T)) { \
-        mm::gemv<T, R>(c, a, b, bias, M, N, K, alpha, beta, act);                                          \
+        mm::gemv<T, R>(c, a, b, bias, M, N, K, alpha, beta, act, blockIdx.x);                              \
+    }
+// Matrix-vector of M <= R rows times two or three weights (MatMulShared;
+// R = 1, 2, 4: at 8 the choice of product costs registers that spill):
+// product i of Ni columns from bi [Ni, K] into ci [M, Ni] (N2 = 0 for two),
+// the blocks of product 0 first, then 1, then 2; no epilogue. Grid
+// ceil(N0/8) + ceil(N1/8) + ceil(N2/8), block 128, no dynamic smem; the
+// rest as matmul_gemvR.
+#define MM_GEMV_SHARED(R, SUF, T)                                                                            \
+    extern "C" __global__ void __launch_bounds__(mm::GV_THREADS)                                             \
+        matmul_gemv##R##_shared_##SUF(T* c0, const T* __restrict__ b0, int N0, T* c1, const T* __restrict__ b1, \
+                                      int N1, T* c2, const T* __restrict__ b2, int N2, const T* __restrict__ a,  \
+                                      int M, int K) {                                                        \
+        const long long g0 = (N0 + 7) / 8, g1 = (N1 + 7) / 8;                                                \
+        long long blk = blockIdx.x;                                                                          \
+        T* c = c0;                                                                                           \
+        const T* b = b0;                                                                                     \
+        int N = N0;                                                                                          \
+        if (blk >= g0 + g1) {                                                                                \
+            c = c2, b = b2, N = N2, blk -= g0 + g1;                                                          \
+        } else if (blk >= g0) {                                                                              \
+            c = c1, b = b1, N = N1, blk -= g0;                                                               \
+        }                                                                                                    \
+        mm::gemv<T, R>(c, a, b, nullptr, M, N, K, 1.0f, 0.0f, 0, blk);                                       \
     }
 MM_GEMV(1, f16, __half)
 MM_GEMV(2, f16, __half)
@@ -895,3 +918,10 @@ MM_GEMV(2, bf16, __nv_bfloat16)
 MM_GEMV(4, bf16, __nv_bfloat16)
 MM_GEMV(8, bf16, __nv_bfloat16)
 #undef MM_GEMV
+MM_GEMV_SHARED(1, f16, __half)
+MM_GEMV_SHARED(2, f16, __half)
+MM_GEMV_SHARED(4, f16, __half)
+MM_GEMV_SHARED(1, bf16, __nv_bfloat16)
+MM_GEMV_SHARED(2, bf16, __nv_bfloat16)
+MM_GEMV_SHARED(4, bf16, __nv_bfloat16)
+#undef MM_GEMV_SHARED

@@ -188,10 +188,56 @@ func (b *Backend) matmulGEMV(out, a, bm *kernels.Tensor, d check.MatMulDims, p k
 		d.K%8 != 0 || ptrOf(a)%16 != 0 || ptrOf(bm)%16 != 0 {
 		return false, nil
 	}
+	return true, b.launch(fmt.Sprintf("matmul_gemv%d_%s", gemvRows(rows), dt), dim3{x: (d.N + 7) / 8}, dim3{x: 128}, 0,
+		ptrOf(out), ptrOf(a), ptrOf(bm), ptrOf(p.Bias), int32(rows), int32(d.N), int32(d.K), p.Alpha, p.Beta, int32(p.Act))
+}
+
+// gemvSharedRows is the most rows of a that matmul_gemvR_shared_T takes.
+const gemvSharedRows = 4
+
+// gemvRows is the R of the matrix-vector kernel for rows rows: the power of
+// two at or above it.
+func gemvRows(rows int) int {
 	r := 1
 	for r < rows {
 		r *= 2
 	}
-	return true, b.launch(fmt.Sprintf("matmul_gemv%d_%s", r, dt), dim3{x: (d.N + 7) / 8}, dim3{x: 128}, 0,
-		ptrOf(out), ptrOf(a), ptrOf(bm), ptrOf(p.Bias), int32(rows), int32(d.N), int32(d.K), p.Alpha, p.Beta, int32(p.Act))
+	return r
+}
+
+// MatMulShared multiplies a by two or three weights in one launch of
+// matmul_gemvR_shared_T where every product meets matmulGEMV's
+// preconditions with at most gemvSharedRows rows, and by each in turn
+// through MatMul otherwise.
+func (b *Backend) MatMulShared(outs []*kernels.Tensor, a *kernels.Tensor, bs []*kernels.Tensor) error {
+	ds, err := check.MatMulShared("cuda: MatMulShared", b, outs, a, bs)
+	if err != nil {
+		return err
+	}
+	dt, rows, k := a.DType(), ds[0].Batch*ds[0].M, ds[0].K
+	fused := (dt == kernels.F16 || dt == kernels.BF16) && (len(bs) == 2 || len(bs) == 3) &&
+		rows <= gemvSharedRows && k%8 == 0 && ptrOf(a)%16 == 0
+	for _, w := range bs {
+		fused = fused && ptrOf(w)%16 == 0
+	}
+	if !fused {
+		for i := range bs {
+			if err := b.MatMul(outs[i], a, bs[i], kernels.MatMulParams{TransB: true}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	args := make([]any, 0, 12)
+	blocks := 0
+	for i := range 3 {
+		if i < len(bs) {
+			args = append(args, ptrOf(outs[i]), ptrOf(bs[i]), int32(ds[i].N))
+			blocks += (ds[i].N + 7) / 8
+		} else {
+			args = append(args, devptr(0), devptr(0), int32(0))
+		}
+	}
+	args = append(args, ptrOf(a), int32(rows), int32(k))
+	return wrap("MatMulShared", b.launch(fmt.Sprintf("matmul_gemv%d_shared_%s", gemvRows(rows), dt), dim3{x: blocks}, dim3{x: 128}, 0, args...))
 }

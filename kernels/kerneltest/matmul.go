@@ -2,6 +2,7 @@ package kerneltest
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stretchr/testify/require"
@@ -167,8 +168,85 @@ func matmulTests() []test {
 		c.tf32 = true
 		ts = append(ts, test{name("matmul", "dt", kernels.F32, "case", c), func(e *env) { e.matmul(kernels.F32, c) }})
 	}
-	ts = append(ts, test{"matmul/errors", matmulErrors}, test{"matmul/packed-upload", matmulPackedUpload}, test{"PackLinear/errors", packLinearErrors})
+	// One input by several weights (MatMulShared): a decode step's query,
+	// key and value (the GPU's one launch: K a multiple of 8, at most 8
+	// rows, two or three weights), a batch of rows, and the cases that fall
+	// back to one product at a time (more rows, an odd K, four weights).
+	for _, dt := range kernels.FloatTypes {
+		for _, c := range []sharedCase{
+			{rows: []int{1}, k: 256, ns: []int{256, 64, 64}},
+			{rows: []int{3}, k: 520, ns: []int{130, 9}},
+			{rows: []int{2, 4}, k: 4096, ns: []int{33, 257, 64}},
+			{rows: []int{9}, k: 64, ns: []int{8, 8, 8}},
+			{rows: []int{2}, k: 37, ns: []int{16, 5}},
+			{rows: []int{1}, k: 64, ns: []int{7, 9, 11, 13}},
+		} {
+			ts = append(ts, test{name("MatMulShared", "dt", dt, "case", c), func(e *env) { e.matmulShared(dt, c) }})
+		}
+	}
+	ts = append(ts, test{"matmul/errors", matmulErrors}, test{"matmul/packed-upload", matmulPackedUpload}, test{"PackLinear/errors", packLinearErrors},
+		test{"MatMulShared/errors", matmulSharedErrors})
 	return ts
+}
+
+// sharedCase is one MatMulShared call: a [rows…, k] by weights [ns[i], k].
+type sharedCase struct {
+	rows, ns []int
+	k        int
+}
+
+func (c sharedCase) String() string { return fmt.Sprintf("rows%v_k%d_n%v", c.rows, c.k, c.ns) }
+
+// matmulShared checks each product against the float64 reference and,
+// bit for bit, against MatMul with TransB on the same weight.
+func (e *env) matmulShared(dt kernels.DType, c sharedCase) {
+	e.Helper()
+	a, av := e.Input("a", dt, append(slices.Clone(c.rows), c.k)...)
+	rows := kernels.Shape(c.rows).Len()
+	outs, bs, alone := make([]*kernels.Tensor, len(c.ns)), make([]*kernels.Tensor, len(c.ns)), make([]*kernels.Tensor, len(c.ns))
+	wants := make([][]float64, len(c.ns))
+	for i, n := range c.ns {
+		var bv []float64
+		bs[i], bv = e.Input(fmt.Sprint("b", i), dt, n, c.k)
+		outs[i] = e.Output(dt, append(slices.Clone(c.rows), n)...)
+		alone[i] = e.Output(dt, append(slices.Clone(c.rows), n)...)
+		wants[i] = make([]float64, rows*n)
+		for r := range rows {
+			for j := range n {
+				var s float64
+				for l := range c.k {
+					s += av[r*c.k+l] * bv[j*c.k+l]
+				}
+				wants[i][r*n+j] = s
+			}
+		}
+	}
+	require.NoError(e, e.b.MatMulShared(outs, a, bs))
+	for i := range c.ns {
+		e.Check(fmt.Sprint("out", i), outs[i], wants[i], 0)
+		require.NoError(e, e.b.MatMul(alone[i], a, bs[i], kernels.MatMulParams{TransB: true}))
+		got, err := kernels.ToFloat32(outs[i])
+		require.NoError(e, err)
+		want, err := kernels.ToFloat32(alone[i])
+		require.NoError(e, err)
+		require.Equal(e, want, got, "product %d differs from MatMul's", i)
+	}
+}
+
+func matmulSharedErrors(e *env) {
+	f32 := kernels.F32
+	a, _ := e.Input("a", f32, 2, 8)
+	b0, _ := e.Input("b0", f32, 4, 8)
+	b1, _ := e.Input("b1", f32, 3, 8)
+	bk, _ := e.Input("bk", f32, 3, 7)
+	b3, _ := e.Input("b3", f32, 2, 3, 8)
+	o0, o1 := e.Output(f32, 2, 4), e.Output(f32, 2, 3)
+	require.NoError(e, e.b.MatMulShared([]*kernels.Tensor{o0, o1}, a, []*kernels.Tensor{b0, b1}))
+	e.requireOpErr(e.b.MatMulShared([]*kernels.Tensor{o0}, a, []*kernels.Tensor{b0, b1}), kernels.ErrShape, "MatMulShared", "outputs")
+	e.requireOpErr(e.b.MatMulShared(nil, a, nil), kernels.ErrShape, "MatMulShared", "at least one")
+	e.requireOpErr(e.b.MatMulShared([]*kernels.Tensor{o0, o1}, a, []*kernels.Tensor{b0, bk}), kernels.ErrShape, "MatMulShared (product 1)", "inner dimensions")
+	e.requireOpErr(e.b.MatMulShared([]*kernels.Tensor{o0, o1}, a, []*kernels.Tensor{b1, b0}), kernels.ErrShape, "MatMulShared (product 0)", "out")
+	e.requireOpErr(e.b.MatMulShared([]*kernels.Tensor{e.Output(f32, 2, 2, 3)}, e.Output(f32, 2, 2, 8), []*kernels.Tensor{b3}), kernels.ErrShape, "MatMulShared", "weight 0")
 }
 
 func (e *env) matmul(dt kernels.DType, c mmCase) {

@@ -38,19 +38,53 @@ type layerBufs struct {
 // the model is quantized its int8, FP8 or weight-only form.
 type linear = layers.Linear
 
-// projector applies decoder layer i's linear module lin (q_proj …
-// down_proj) to in, into out, adding to out's value when residual is set.
-// shared is set when in is the input of the previous call, unchanged
-// since (k_proj's and v_proj's after q_proj, up_proj's after gate_proj):
-// a quantized module's input is then quantized once.
-type projector func(i int, module string, out, in *kernels.Tensor, lin *linear, residual, shared bool) error
+// projector applies decoder layer i's linear modules (q_proj … down_proj).
+type projector struct {
+	// one applies module lin to in, into out, adding to out's value when
+	// residual is set. shared is set when in is the input of the previous
+	// call, unchanged since (k_proj's and v_proj's after q_proj, up_proj's
+	// after gate_proj): a quantized module's input is then quantized once.
+	one func(i int, module string, out, in *kernels.Tensor, lin *linear, residual, shared bool) error
+	// many, where not nil, applies modules that read one input (q_proj,
+	// k_proj and v_proj; gate_proj and up_proj) at once, and reports
+	// whether it took them.
+	many func(outs []*kernels.Tensor, in *kernels.Tensor, lins []*linear) (bool, error)
+}
+
+// apply applies layer i's modules lins, which read in, into outs: at once
+// through many where it takes them, else one by one, the later ones
+// sharing the first's prepared input.
+func (p projector) apply(i int, modules []string, outs []*kernels.Tensor, in *kernels.Tensor, lins []*linear) error {
+	if p.many != nil {
+		if done, err := p.many(outs, in, lins); done || err != nil {
+			return err
+		}
+	}
+	for j, lin := range lins {
+		if err := p.one(i, modules[j], outs[j], in, lin, false, j > 0); err != nil {
+			return fmt.Errorf("%s: %w", modules[j], err)
+		}
+	}
+	return nil
+}
 
 // frozen is the projector of inference: the module's weight in whatever
 // form it has, quantized ones over s, the step's scratch (nil when the
-// model has no quantized module).
+// model has no quantized module); modules reading one input whose weights
+// are all float, with no bias, are one kernels.Ops.MatMulShared.
 func frozen(be kernels.Backend, s *layers.Scratch) projector {
 	var prepared layers.Input
-	return func(_ int, module string, out, in *kernels.Tensor, l *linear, residual, shared bool) error {
+	many := func(outs []*kernels.Tensor, in *kernels.Tensor, lins []*linear) (bool, error) {
+		ws := make([]*kernels.Tensor, len(lins))
+		for j, l := range lins {
+			if l.Quantized() || l.B != nil {
+				return false, nil
+			}
+			ws[j] = l.W
+		}
+		return true, be.MatMulShared(outs, in, ws)
+	}
+	return projector{many: many, one: func(_ int, module string, out, in *kernels.Tensor, l *linear, residual, shared bool) error {
 		if l.Quantized() && s == nil {
 			return fmt.Errorf("%s is quantized and the step has no buffers for it: %w", module, kernels.ErrValue)
 		}
@@ -65,7 +99,7 @@ func frozen(be kernels.Backend, s *layers.Scratch) projector {
 			res = out
 		}
 		return l.Project(be, s, out, prepared, kernels.ActNone, res)
-	}
+	}}
 }
 
 // layerForward runs decoder layer i over b: attend computes b.attT from
@@ -79,20 +113,21 @@ func (m *Model) layerForward(i int, b *layerBufs, pos *kernels.Tensor, proj proj
 		run  func() error
 	}{
 		{"input_layernorm", func() error { return be.RMSNorm(b.h1, b.x, l.attnNorm, eps) }},
-		{"q_proj", func() error { return proj(i, "q_proj", b.q2, b.h1, &l.q, false, false) }},
-		{"k_proj", func() error { return proj(i, "k_proj", b.k2, b.h1, &l.k, false, true) }},
-		{"v_proj", func() error { return proj(i, "v_proj", b.v2, b.h1, &l.v, false, true) }},
+		{"q_proj, k_proj, v_proj", func() error {
+			return proj.apply(i, []string{"q_proj", "k_proj", "v_proj"}, []*kernels.Tensor{b.q2, b.k2, b.v2}, b.h1, []*linear{&l.q, &l.k, &l.v})
+		}},
 		{"rope q", func() error { return dec.RoPE(b.q, pos, m.invFreq) }},
 		{"rope k", func() error { return dec.RoPE(b.k, pos, m.invFreq) }},
 		{"attention", attend},
 		{"residual", func() error { return copyInto(be, b.x2, b.x) }},
-		{"o_proj", func() error { return proj(i, "o_proj", b.x2, b.attT, &l.o, true, false) }},
+		{"o_proj", func() error { return proj.one(i, "o_proj", b.x2, b.attT, &l.o, true, false) }},
 		{"post_attention_layernorm", func() error { return be.RMSNorm(b.h2, b.x2, l.mlpNorm, eps) }},
-		{"gate_proj", func() error { return proj(i, "gate_proj", b.gate, b.h2, &l.gate, false, false) }},
-		{"up_proj", func() error { return proj(i, "up_proj", b.up, b.h2, &l.up, false, true) }},
+		{"gate_proj, up_proj", func() error {
+			return proj.apply(i, []string{"gate_proj", "up_proj"}, []*kernels.Tensor{b.gate, b.up}, b.h2, []*linear{&l.gate, &l.up})
+		}},
 		{"silu·up", func() error { return dec.SwiGLU(b.act, b.gate, b.up) }},
 		{"residual", func() error { return copyInto(be, b.out, b.x2) }},
-		{"down_proj", func() error { return proj(i, "down_proj", b.out, b.act, &l.down, true, false) }},
+		{"down_proj", func() error { return proj.one(i, "down_proj", b.out, b.act, &l.down, true, false) }},
 	}
 	for _, op := range ops {
 		if err := op.run(); err != nil {

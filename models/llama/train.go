@@ -522,7 +522,7 @@ func (t *Trainer) forward() error {
 	}
 	for i := range m.w.layers {
 		l := t.layer(i)
-		if err := m.layerForward(i, &l.layerBufs, t.pos, t.project, t.attend(l)); err != nil {
+		if err := m.layerForward(i, &l.layerBufs, t.pos, projector{one: t.project}, t.attend(l)); err != nil {
 			return err
 		}
 	}
@@ -553,7 +553,7 @@ func (t *Trainer) backward(scale float32) error {
 	for i := len(m.w.layers) - 1; i >= 0; i-- {
 		l := t.layer(i)
 		if t.opt.Checkpoint {
-			if err := m.layerForward(i, &l.layerBufs, t.pos, t.project, t.attend(l)); err != nil {
+			if err := m.layerForward(i, &l.layerBufs, t.pos, projector{one: t.project}, t.attend(l)); err != nil {
 				return fmt.Errorf("%w (recomputed)", err)
 			}
 		}
