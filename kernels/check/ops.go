@@ -619,8 +619,10 @@ func AdamWAll(op string, be kernels.Backend, ps []kernels.AdamWParam, p kernels.
 			c.DType(at("copy"), x.Copy, kernels.F16, kernels.BF16).Shape(at("copy"), x.Copy, shape...)
 		}
 		for _, t := range []*kernels.Tensor{x.Param, x.Grad, x.M, x.V, x.Copy} {
-			c.That(t == nil || !seen[t], kernels.ErrValue, "parameter %d has a tensor given before", i)
-			seen[t] = t != nil
+			if t != nil {
+				c.That(!seen[t], kernels.ErrValue, "parameter %d has a tensor given before", i)
+				seen[t] = true
+			}
 		}
 		if err := c.Err(); err != nil {
 			return err

@@ -10,12 +10,12 @@ import (
 	"github.com/zbench/zbench/kernels/check"
 )
 
-// flashSmem is the dynamic shared memory of the flash-attention kernels by
-// head dimension, and flashSM90Smem that of the Hopper ones.
-var (
-	flashSmem     = map[int]int{64: 49152, 128: 98304}
-	flashSM90Smem = map[int]int{64: 148552, 128: 230456}
-)
+// flashSmem is the dynamic shared memory of the flash-attention kernels
+// by family (DeviceInfo.Attention) and head dimension.
+var flashSmem = map[string]map[int]int{
+	"mma":   {64: 49152, 128: 98304},
+	"wgmma": {64: 148552, 128: 230456},
+}
 
 // FlashEnv is the environment variable that picks the flash-attention
 // kernel on compute capability 9.0: "wgmma" for flash_attn_sm90_* (wgmma
@@ -156,7 +156,8 @@ func packedLayout(out, qkv devptr, d kernels.AttentionDims, es int64) attnLayout
 // Hopper where FlashEnv chose it. The kernel reports a key length outside
 // [0, Sk] in check c's record itself.
 func (b *Backend) flash(l attnLayout, dt kernels.DType, d kernels.AttentionDims, p kernels.AttentionParams, c deviceCheck) (bool, error) {
-	if dt == kernels.F32 {
+	smem, ok := flashSmem[b.info.Attention][d.D]
+	if dt == kernels.F32 || !ok {
 		return false, nil
 	}
 	var lensErr devptr
@@ -164,16 +165,13 @@ func (b *Backend) flash(l attnLayout, dt kernels.DType, d kernels.AttentionDims,
 		lensErr = b.errorSlot(c, d.Sk)
 	}
 	grid := dim3{x: (d.Sq + 127) / 128, y: d.Hq, z: d.B}
-	if smem, ok := flashSM90Smem[d.D]; ok && b.info.Attention == "wgmma" {
+	if b.info.Attention == "wgmma" {
 		return true, b.flashSM90(l, dt, d, p, grid, smem, lensErr)
 	}
-	if smem, ok := flashSmem[d.D]; ok && b.major >= 8 {
-		return true, b.launch(fmt.Sprintf("flash_attn_fwd_%s_d%d", dt, d.D), grid, dim3{x: 128}, smem,
-			l.out, l.q, l.k, l.v, l.qRow, l.qHead, l.qBatch, l.kvRow, l.kvHead, l.kvBatch, l.oRow, l.oHead, l.oBatch,
-			int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk), kernels.AttentionScale(p, d), int32(boolInt(p.Causal)),
-			ptrOf(p.KeyLens), lensErr)
-	}
-	return false, nil
+	return true, b.launch(fmt.Sprintf("flash_attn_fwd_%s_d%d", dt, d.D), grid, dim3{x: 128}, smem,
+		l.out, l.q, l.k, l.v, l.qRow, l.qHead, l.qBatch, l.kvRow, l.kvHead, l.kvBatch, l.oRow, l.oHead, l.oBatch,
+		int32(d.Hq), int32(d.Hkv), int32(d.Sq), int32(d.Sk), kernels.AttentionScale(p, d), int32(boolInt(p.Causal)),
+		ptrOf(p.KeyLens), lensErr)
 }
 
 // flashSM90Specs returns the tensor maps of flash_attn_sm90_*

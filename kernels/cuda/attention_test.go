@@ -63,7 +63,7 @@ func TestFlashSM90Geometry(t *testing.T) {
 			}
 		}
 		stages := map[int]int{64: 4, 128: 3}[hd]
-		assert.Equal(t, 1024+128*hd*2+stages*2*128*hd*2+8*(1+2*stages), flashSM90Smem[hd], "d%d shared memory", hd)
-		assert.LessOrEqual(t, flashSM90Smem[hd], 227<<10, "d%d shared memory", hd)
+		assert.Equal(t, 1024+128*hd*2+stages*2*128*hd*2+8*(1+2*stages), flashSmem["wgmma"][hd], "d%d shared memory", hd)
+		assert.LessOrEqual(t, flashSmem["wgmma"][hd], 227<<10, "d%d shared memory", hd)
 	}
 }

@@ -184,12 +184,27 @@ func (b *Backend) matmulGEMV(out, a, bm *kernels.Tensor, d check.MatMulDims, p k
 		}
 		rows = d.Batch * d.M
 	}
-	if (dt != kernels.F16 && dt != kernels.BF16) || p.TransA || !p.TransB || rows > gemvMaxRows ||
-		d.K%8 != 0 || ptrOf(a)%16 != 0 || ptrOf(bm)%16 != 0 {
+	if p.TransA || !p.TransB || rows > gemvMaxRows || !gemvTakes(dt, d.K, ptrOf(a), ptrOf(bm)) {
 		return false, nil
 	}
 	return true, b.launch(fmt.Sprintf("matmul_gemv%d_%s", gemvRows(rows), dt), dim3{x: (d.N + 7) / 8}, dim3{x: 128}, 0,
 		ptrOf(out), ptrOf(a), ptrOf(bm), ptrOf(p.Bias), int32(rows), int32(d.N), int32(d.K), p.Alpha, p.Beta, int32(p.Act))
+}
+
+// gemvTakes reports whether the matrix-vector kernels take products in dt
+// of depth k from the input and weights at ptrs: F16 or BF16, k a multiple
+// of 8 (16-byte chunks of the weight's rows), every address 16-byte
+// aligned.
+func gemvTakes(dt kernels.DType, k int, ptrs ...devptr) bool {
+	if (dt != kernels.F16 && dt != kernels.BF16) || k%8 != 0 {
+		return false
+	}
+	for _, p := range ptrs {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // gemvSharedRows is the most rows of a that matmul_gemvR_shared_T takes.
@@ -215,12 +230,11 @@ func (b *Backend) MatMulShared(outs []*kernels.Tensor, a *kernels.Tensor, bs []*
 		return err
 	}
 	dt, rows, k := a.DType(), ds[0].Batch*ds[0].M, ds[0].K
-	fused := (dt == kernels.F16 || dt == kernels.BF16) && (len(bs) == 2 || len(bs) == 3) &&
-		rows <= gemvSharedRows && k%8 == 0 && ptrOf(a)%16 == 0
+	ptrs := []devptr{ptrOf(a)}
 	for _, w := range bs {
-		fused = fused && ptrOf(w)%16 == 0
+		ptrs = append(ptrs, ptrOf(w))
 	}
-	if !fused {
+	if len(bs) < 2 || len(bs) > 3 || rows > gemvSharedRows || !gemvTakes(dt, k, ptrs...) {
 		for i := range bs {
 			if err := b.MatMul(outs[i], a, bs[i], kernels.MatMulParams{TransB: true}); err != nil {
 				return err

@@ -49,14 +49,12 @@ func TestBERTLaunches(t *testing.T) {
 			require.NoError(t, err)
 			recs = recs[:0]
 			require.NoError(t, f.Run())
-			byName := map[string]int{}
-			for _, r := range recs {
-				byName[r.name]++
+			byName := launchCounts(t, recs)
+			for name := range byName {
 				for _, moved := range []string{"swap_axes", "split_heads", "check_range"} {
-					assert.False(t, strings.HasPrefix(r.name, moved), "%s: heads moved or lengths checked around the fused attention", r.name)
+					assert.False(t, strings.HasPrefix(name, moved), "%s: heads moved or lengths checked around the fused attention", name)
 				}
 			}
-			t.Logf("%d launches: %v", len(recs), byName)
 			assert.LessOrEqual(t, len(recs), c.perLayer*cfg.NumHiddenLayers+9, "launches of a forward pass")
 		})
 	}
@@ -85,11 +83,7 @@ func TestBERTTrainLaunches(t *testing.T) {
 			recs = recs[:0]
 			_, err = tr.Step(bert.Batch{IDs: ids, Labels: labels})
 			require.NoError(t, err)
-			byName := map[string]int{}
-			for _, r := range recs {
-				byName[r.name]++
-			}
-			t.Logf("%d launches: %v", len(recs), byName)
+			byName := launchCounts(t, recs)
 			assert.Equal(t, 1, byName["adamw_all"], "one launch updates every parameter")
 			assert.Zero(t, byName["adamw_f32"], "no update of a parameter on its own")
 			assert.LessOrEqual(t, byName["cast"], 4, "casts of parameters (the masked-LM head's four are the step's own)")
@@ -121,11 +115,19 @@ func TestLlamaDecodeLaunches(t *testing.T) {
 	require.NoError(t, s.Prefill([][]int{prompt}))
 	recs = recs[:0]
 	require.NoError(t, s.Decode([]int{5}))
+	byName := launchCounts(t, recs)
+	assert.Zero(t, byName["check_range"], "lengths and starts checked apart")
+	assert.LessOrEqual(t, len(recs), 13*cfg.NumHiddenLayers+4, "launches of a decode step: the layers', the embedding's, the last RMSNorm and the logits'")
+}
+
+// launchCounts returns the launches of recs by kernel, and logs them with
+// their total (the lines baselines/cuda-dry-run keeps).
+func launchCounts(t *testing.T, recs []launchRec) map[string]int {
+	t.Helper()
 	byName := map[string]int{}
 	for _, r := range recs {
 		byName[r.name]++
 	}
 	t.Logf("%d launches: %v", len(recs), byName)
-	assert.Zero(t, byName["check_range"], "lengths and starts checked apart")
-	assert.LessOrEqual(t, len(recs), 13*cfg.NumHiddenLayers+4, "launches of a decode step: the layers', the embedding's, the last RMSNorm and the logits'")
+	return byName
 }

@@ -35,7 +35,7 @@ type TrainState struct {
 	// float32 training.
 	Masters *TensorSet
 	m1, m2  *TensorSet
-	all     []kernels.AdamWParam // every parameter's tensors for AdamWAll, made by the first Update
+	all     []kernels.AdamWParam // every parameter's tensors for AdamWAll
 	steps   int
 }
 
@@ -81,16 +81,19 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 				return fmt.Errorf("%s: %w", p.Name, err)
 			}
 		}
-		if s.DType == kernels.F32 {
-			continue
+		x := kernels.AdamWParam{Param: s.Masters.Get(p.Name), Grad: s.Grads.Get(p.Name),
+			M: s.m1.Get(p.Name), V: s.m2.Get(p.Name), NoDecay: len(p.Shape) < 2}
+		if s.DType != kernels.F32 {
+			v, err := s.Values.Alloc(p.Name, s.DType, p.Shape...)
+			if err != nil {
+				return err
+			}
+			if err := be.Cast(v, x.Param); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			x.Copy = v
 		}
-		v, err := s.Values.Alloc(p.Name, s.DType, p.Shape...)
-		if err != nil {
-			return err
-		}
-		if err := be.Cast(v, s.Masters.Get(p.Name)); err != nil {
-			return fmt.Errorf("%s: %w", p.Name, err)
-		}
+		s.all = append(s.all, x)
 	}
 	return nil
 }
@@ -102,16 +105,6 @@ func (s *TrainState) init(be kernels.Backend, src Source) error {
 // is read in its dtype and the updated masters are rounded into Values.
 func (s *TrainState) Update(opt AdamW) error {
 	s.steps++
-	if s.all == nil {
-		for _, p := range s.Params {
-			x := kernels.AdamWParam{Param: s.Masters.Get(p.Name), Grad: s.Grads.Get(p.Name),
-				M: s.m1.Get(p.Name), V: s.m2.Get(p.Name), NoDecay: len(p.Shape) < 2}
-			if s.DType != kernels.F32 {
-				x.Copy = s.Values.Get(p.Name)
-			}
-			s.all = append(s.all, x)
-		}
-	}
 	hp := kernels.AdamWParams{LR: opt.LR, Beta1: opt.Beta1, Beta2: opt.Beta2, Eps: opt.Eps, WeightDecay: opt.WeightDecay, Step: s.steps}
 	if err := s.Masters.be.AdamWAll(s.all, hp); err != nil {
 		return fmt.Errorf("AdamW: %w", err)
